@@ -1,0 +1,306 @@
+/**
+ * The service's settings: one schema for the Fastly Config Store, `devconfig.json` and the Node
+ * host. Parsed once into a frozen object; a bad value is one error that names every bad key.
+ * Secrets are parsed apart (`parseSecrets`), because they come from the Secret Store.
+ */
+import { parseCidrList, type CidrRange } from './ip';
+import { parsePathPatterns, type PathPattern } from './path-pattern';
+import { parseKeyRing, type KeyRing } from './tokens';
+
+/** Reads one raw setting; `undefined` when it is not set. */
+export type SettingSource = (key: string) => string | undefined;
+
+export interface Config {
+  /**
+   * Name of the queue: part of every store key and of the cookie's claims.
+   * @default "default"
+   */
+  readonly queueName: string;
+  /**
+   * Reserved path prefix for the waiting room's own pages, assets and APIs; never forwarded.
+   * @default "/__wr/"
+   */
+  readonly pathPrefix: string;
+  /**
+   * Paths the queue covers (comma-separated patterns; `/shop/*` covers `/shop` and below).
+   * @default "/*"
+   */
+  readonly queuePaths: readonly PathPattern[];
+  /**
+   * Paths that always go straight to the origin (health checks, robots.txt, static assets).
+   * @default "/robots.txt,/favicon.ico"
+   */
+  readonly bypassPaths: readonly PathPattern[];
+  /**
+   * Client addresses (IPv4/IPv6 CIDRs, comma-separated) that go straight to the origin.
+   * @default ""
+   */
+  readonly bypassIps: readonly CidrRange[];
+  /**
+   * Name of the queue cookie.
+   * @default "waiting_room"
+   */
+  readonly cookieName: string;
+  /**
+   * How long an admitted visitor keeps access without activity, in seconds.
+   * @default 1800
+   */
+  readonly sessionSeconds: number;
+  /**
+   * How long a waiting ticket stays valid without a poll, in seconds. A visitor who stops polling
+   * for longer loses the place.
+   * @default 600
+   */
+  readonly queueTimeoutSeconds: number;
+  /**
+   * How often the holding page refreshes itself, in seconds.
+   * @default 20
+   */
+  readonly refreshSeconds: number;
+  /**
+   * Visitors let in automatically per period; 0 turns automatic admission off.
+   * @default 0
+   */
+  readonly admitPerPeriod: number;
+  /**
+   * Length of an automatic-admission period, in seconds.
+   * @default 60
+   */
+  readonly admitPeriodSeconds: number;
+  /**
+   * HTTP status of the holding page: 200, 429 or 503 (the latter two carry `Retry-After`).
+   * @default 200
+   */
+  readonly holdStatus: 200 | 429 | 503;
+  /**
+   * What a visitor without an access token gets when the store fails: `hold` (holding page) or
+   * `pass` (straight to the origin, unqueued).
+   * @default "hold"
+   */
+  readonly storeFailure: 'hold' | 'pass';
+  /**
+   * Timeout of one store call, in milliseconds.
+   * @default 1000
+   */
+  readonly storeTimeoutMs: number;
+  /**
+   * Retries of a store request after a network error (each retry is one more backend request).
+   * @default 1
+   */
+  readonly storeRetries: number;
+  /**
+   * REST URL of the Upstash database (not a secret; the token is).
+   * @default undefined (required on Fastly)
+   */
+  readonly upstashUrl: string | undefined;
+  /**
+   * User name of the admin page (the password is the `admin_password` secret).
+   * @default "admin"
+   */
+  readonly adminUser: string;
+  /**
+   * Title of the holding page.
+   * @default "You are in line"
+   */
+  readonly pageTitle: string;
+  /**
+   * Message under the title of the holding page.
+   * @default "We are letting visitors in a few at a time to keep the site fast for everyone."
+   */
+  readonly pageMessage: string;
+}
+
+export interface Secrets {
+  /** Signing keys for the queue cookie; the first is current (secret `signing_keys`). */
+  readonly keyRing: KeyRing;
+  /** Admin page password; admin is refused until it is set (secret `admin_password`). */
+  readonly adminPassword: string | undefined;
+  /** Bearer token of the origin's admit API; the API is refused until set (secret `admin_api_token`). */
+  readonly adminApiToken: string | undefined;
+  /** Upstash REST token (secret `upstash_token`). */
+  readonly upstashToken: string | undefined;
+}
+
+export interface ConfigProblem {
+  readonly key: string;
+  readonly message: string;
+}
+
+/** Thrown for a configuration that cannot be used; names every bad key at once. */
+export class ConfigError extends Error {
+  readonly code = 'ERR_CONFIG';
+  readonly problems: readonly ConfigProblem[];
+  constructor(problems: readonly ConfigProblem[]) {
+    super(`invalid configuration: ${problems.map((p) => `${p.key}: ${p.message}`).join('; ')}`);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+/** The keys of the Config Store, in the order the README documents them. */
+export const CONFIG_KEYS = [
+  'queue_name',
+  'path_prefix',
+  'queue_paths',
+  'bypass_paths',
+  'bypass_ips',
+  'cookie_name',
+  'session_seconds',
+  'queue_timeout_seconds',
+  'refresh_seconds',
+  'admit_per_period',
+  'admit_period_seconds',
+  'hold_status',
+  'store_failure',
+  'store_timeout_ms',
+  'store_retries',
+  'upstash_url',
+  'admin_user',
+  'page_title',
+  'page_message',
+] as const;
+
+/** The keys of the Secret Store. */
+export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token'] as const;
+
+export const QUEUE_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,31}$/;
+const COOKIE_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+const PREFIX_PATTERN = /^\/[A-Za-z0-9_.~-]+(\/[A-Za-z0-9_.~-]+)*\/$/;
+
+/** Collects problems while each key is read, so one error can name them all. */
+class Reader {
+  readonly problems: ConfigProblem[] = [];
+  constructor(private readonly source: SettingSource) {}
+
+  raw(key: string): string | undefined {
+    const value = this.source(key);
+    if (value === undefined) return undefined;
+    const trimmed = value.trim();
+    return trimmed === '' ? undefined : trimmed;
+  }
+
+  string(key: string, fallback: string, check?: (v: string) => string | undefined): string {
+    const value = this.raw(key) ?? fallback;
+    const problem = check?.(value);
+    if (problem !== undefined) this.problems.push({ key, message: problem });
+    return value;
+  }
+
+  integer(key: string, fallback: number, min: number, max: number): number {
+    const text = this.raw(key);
+    if (text === undefined) return fallback;
+    if (!/^[0-9]+$/.test(text)) {
+      this.problems.push({ key, message: `must be a whole number, got ${JSON.stringify(text)}` });
+      return fallback;
+    }
+    const value = Number(text);
+    if (value < min || value > max) {
+      this.problems.push({ key, message: `must be between ${min} and ${max}, got ${value}` });
+      return fallback;
+    }
+    return value;
+  }
+
+  oneOf<T extends string>(key: string, fallback: T, allowed: readonly T[]): T {
+    const text = this.raw(key);
+    if (text === undefined) return fallback;
+    if ((allowed as readonly string[]).includes(text)) return text as T;
+    this.problems.push({ key, message: `must be one of ${allowed.join(', ')}, got ${JSON.stringify(text)}` });
+    return fallback;
+  }
+
+  parsed<T>(key: string, fallback: string, parse: (text: string) => T, empty: T): T {
+    const text = this.source(key) ?? fallback;
+    try {
+      return parse(text);
+    } catch (error) {
+      this.problems.push({ key, message: error instanceof Error ? error.message : String(error) });
+      return empty;
+    }
+  }
+}
+
+const DAY = 86_400;
+
+/** Parses the Config Store settings; throws `ConfigError` naming every bad key. */
+export function parseConfig(source: SettingSource): Readonly<Config> {
+  const r = new Reader(source);
+  const config: Config = {
+    queueName: r.string('queue_name', 'default', (v) =>
+      QUEUE_NAME_PATTERN.test(v) ? undefined : 'must be 1-32 of a-z, 0-9, _ and -, starting with a letter or digit',
+    ),
+    pathPrefix: r.string('path_prefix', '/__wr/', (v) =>
+      PREFIX_PATTERN.test(v) ? undefined : 'must look like /__wr/ (leading and trailing slash, URL-safe characters)',
+    ),
+    queuePaths: r.parsed('queue_paths', '/*', parsePathPatterns, []),
+    bypassPaths: r.parsed('bypass_paths', '/robots.txt,/favicon.ico', parsePathPatterns, []),
+    bypassIps: r.parsed('bypass_ips', '', parseCidrList, []),
+    cookieName: r.string('cookie_name', 'waiting_room', (v) =>
+      COOKIE_NAME_PATTERN.test(v) ? undefined : 'must be 1-64 of A-Z, a-z, 0-9, _ and -',
+    ),
+    sessionSeconds: r.integer('session_seconds', 1800, 60, 7 * DAY),
+    queueTimeoutSeconds: r.integer('queue_timeout_seconds', 600, 30, DAY),
+    refreshSeconds: r.integer('refresh_seconds', 20, 1, 600),
+    admitPerPeriod: r.integer('admit_per_period', 0, 0, 1_000_000),
+    admitPeriodSeconds: r.integer('admit_period_seconds', 60, 1, DAY),
+    holdStatus: Number(r.oneOf('hold_status', '200', ['200', '429', '503'])) as 200 | 429 | 503,
+    storeFailure: r.oneOf('store_failure', 'hold', ['hold', 'pass']),
+    storeTimeoutMs: r.integer('store_timeout_ms', 1000, 50, 30_000),
+    storeRetries: r.integer('store_retries', 1, 0, 3),
+    upstashUrl: checkUrl(r, 'upstash_url'),
+    adminUser: r.string('admin_user', 'admin', (v) =>
+      v.includes(':') || v.length > 64 ? 'must be at most 64 characters and contain no colon' : undefined,
+    ),
+    pageTitle: r.string('page_title', 'You are in line', (v) => (v.length > 120 ? 'must be at most 120 characters' : undefined)),
+    pageMessage: r.string(
+      'page_message',
+      'We are letting visitors in a few at a time to keep the site fast for everyone.',
+      (v) => (v.length > 500 ? 'must be at most 500 characters' : undefined),
+    ),
+  };
+  // A ticket must outlive at least two missed refreshes, or a slow connection loses its place.
+  if (config.queueTimeoutSeconds < config.refreshSeconds * 3) {
+    r.problems.push({
+      key: 'queue_timeout_seconds',
+      message: `must be at least 3 × refresh_seconds (${config.refreshSeconds * 3})`,
+    });
+  }
+  if (r.problems.length > 0) throw new ConfigError(r.problems);
+  return Object.freeze(config);
+}
+
+function checkUrl(r: Reader, key: string): string | undefined {
+  const text = r.raw(key);
+  if (text === undefined) return undefined;
+  if (!/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(text)) {
+    r.problems.push({ key, message: `must be an http(s) URL, got ${JSON.stringify(text)}` });
+    return undefined;
+  }
+  return text.replace(/\/+$/, '');
+}
+
+/** Parses the Secret Store entries; throws `ConfigError` naming every bad key (never its value). */
+export function parseSecrets(source: SettingSource): Readonly<Secrets> {
+  const r = new Reader(source);
+  const signing = r.raw('signing_keys');
+  let keyRing: KeyRing | undefined;
+  if (signing === undefined) {
+    r.problems.push({ key: 'signing_keys', message: 'is required (e.g. "k1:<at least 32 random characters>")' });
+  } else {
+    try {
+      keyRing = parseKeyRing(signing);
+    } catch (error) {
+      r.problems.push({ key: 'signing_keys', message: error instanceof Error ? error.message : String(error) });
+    }
+  }
+  const adminPassword = r.raw('admin_password');
+  if (adminPassword !== undefined && adminPassword.length < 12) {
+    r.problems.push({ key: 'admin_password', message: 'must be at least 12 characters' });
+  }
+  const adminApiToken = r.raw('admin_api_token');
+  if (adminApiToken !== undefined && adminApiToken.length < 24) {
+    r.problems.push({ key: 'admin_api_token', message: 'must be at least 24 characters' });
+  }
+  if (r.problems.length > 0 || keyRing === undefined) throw new ConfigError(r.problems);
+  return Object.freeze({ keyRing, adminPassword, adminApiToken, upstashToken: r.raw('upstash_token') });
+}

@@ -1,0 +1,85 @@
+/**
+ * Small HTTP helpers shared by the handler and the admin routes: JSON answers, bounded body
+ * reads, Basic/Bearer credentials and a constant-time comparison.
+ */
+
+export function jsonResponse(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(`${JSON.stringify(body)}\n`, {
+    status,
+    headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers },
+  });
+}
+
+/** A 4xx with a reason a person can act on. */
+export function errorResponse(status: number, error: string, headers: Record<string, string> = {}): Response {
+  return jsonResponse(status, { error }, headers);
+}
+
+export type BodyResult = { readonly ok: true; readonly text: string } | { readonly ok: false; readonly response: Response };
+
+/** Reads a small request body, refusing more than `limit` bytes without buffering the excess. */
+export async function readSmallBody(request: Request, limit: number): Promise<BodyResult> {
+  const declared = Number(request.headers.get('content-length') ?? '0');
+  if (declared > limit) return { ok: false, response: errorResponse(413, `body must be at most ${limit} bytes`) };
+  if (request.body === null) return { ok: true, text: '' };
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel();
+      return { ok: false, response: errorResponse(413, `body must be at most ${limit} bytes`) };
+    }
+    chunks.push(value);
+  }
+  const all = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    all.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return { ok: true, text: new TextDecoder().decode(all) };
+}
+
+/**
+ * Compares two strings in time that depends only on their lengths, so a guess cannot be refined
+ * one character at a time.
+ */
+export function timingSafeEqual(a: string, b: string): boolean {
+  const x = new TextEncoder().encode(a);
+  const y = new TextEncoder().encode(b);
+  const length = Math.max(x.length, y.length);
+  let diff = x.length ^ y.length;
+  for (let i = 0; i < length; i++) diff |= (x[i] ?? 0) ^ (y[i] ?? 0);
+  return diff === 0;
+}
+
+export interface BasicCredentials {
+  readonly user: string;
+  readonly password: string;
+}
+
+/** Reads `Authorization: Basic …`; undefined when absent or not decodable. */
+export function readBasicAuth(header: string | null): BasicCredentials | undefined {
+  const match = /^Basic\s+([A-Za-z0-9+/]+=*)\s*$/i.exec(header ?? '');
+  if (!match?.[1]) return undefined;
+  let decoded: string;
+  try {
+    const binary = atob(match[1]);
+    decoded = new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0)));
+  } catch {
+    return undefined;
+  }
+  const colon = decoded.indexOf(':');
+  if (colon < 0) return undefined;
+  return { user: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
+}
+
+/** Reads `Authorization: Bearer …`; undefined when absent. */
+export function readBearer(header: string | null): string | undefined {
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
+  return match?.[1];
+}

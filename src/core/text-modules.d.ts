@@ -1,0 +1,13 @@
+// Templates are bundled as text (esbuild's `text` loader; a small plugin in test/vitest.config.ts).
+declare module '*.html' {
+  const text: string;
+  export default text;
+}
+declare module '*.css' {
+  const text: string;
+  export default text;
+}
+declare module '*.svg' {
+  const text: string;
+  export default text;
+}

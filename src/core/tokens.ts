@@ -1,0 +1,158 @@
+/**
+ * The queue cookie: a compact JWS (HS256, with a key id) made and checked with `jose`.
+ *
+ * A key ring signs with its first (current) key and verifies with any key it still holds, so keys
+ * rotate without logging anybody out; removing a key invalidates every token signed with it (the
+ * emergency reset). Verification reports why a token failed as data, never by throwing.
+ */
+import { jwtVerify, SignJWT, errors as joseErrors, type JWTHeaderParameters } from 'jose';
+
+export interface SigningKey {
+  readonly kid: string;
+  /** The HMAC key, imported once per key and reused (importKey is not free on the edge). */
+  readonly key: Promise<CryptoKey>;
+}
+
+export interface KeyRing {
+  readonly current: SigningKey;
+  readonly byKid: ReadonlyMap<string, SigningKey>;
+}
+
+/** `w`: a waiting ticket; `a`: an access token; `c`: an admin form's anti-forgery token. */
+export type TokenKind = 'w' | 'a' | 'c';
+
+export interface TokenClaims {
+  /** Queue the token belongs to. */
+  readonly q: string;
+  readonly k: TokenKind;
+  /** Ticket number (0 for tokens that carry none). */
+  readonly t: number;
+  /** Issued at, seconds since the epoch. */
+  readonly iat: number;
+  /** Expires at, seconds since the epoch. */
+  readonly exp: number;
+}
+
+export type VerifyFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'expired' | 'bad_claims' | 'wrong_queue';
+
+export type VerifyResult = { readonly ok: true; readonly claims: TokenClaims } | { readonly ok: false; readonly reason: VerifyFailure };
+
+export class KeyRingError extends Error {
+  readonly code = 'ERR_KEY_RING';
+  constructor(message: string) {
+    super(message);
+    this.name = 'KeyRingError';
+  }
+}
+
+const KID_PATTERN = /^[A-Za-z0-9._-]{1,32}$/;
+const MIN_SECRET_LENGTH = 32;
+/** A compact JWS of ours is well under this; anything longer is not worth parsing. */
+const MAX_TOKEN_LENGTH = 1024;
+
+/**
+ * Parses `kid:secret,kid:secret` (the first entry signs; all verify). Secrets are used as their
+ * UTF-8 bytes and must be at least 32 characters: HS256 wants a key as long as its output.
+ */
+export function parseKeyRing(text: string): KeyRing {
+  const entries = text
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  if (entries.length === 0) throw new KeyRingError('needs at least one "kid:secret" entry');
+  const byKid = new Map<string, SigningKey>();
+  let current: SigningKey | undefined;
+  for (const [index, entry] of entries.entries()) {
+    const colon = entry.indexOf(':');
+    const kid = colon < 0 ? '' : entry.slice(0, colon);
+    const secret = colon < 0 ? '' : entry.slice(colon + 1);
+    if (!KID_PATTERN.test(kid)) {
+      throw new KeyRingError(`entry ${index + 1}: key id must be 1-32 of A-Z, a-z, 0-9, ".", "_", "-" before a colon`);
+    }
+    if (secret.length < MIN_SECRET_LENGTH) {
+      throw new KeyRingError(`entry ${index + 1} (${kid}): secret must be at least ${MIN_SECRET_LENGTH} characters`);
+    }
+    if (byKid.has(kid)) throw new KeyRingError(`entry ${index + 1}: key id ${kid} appears twice`);
+    const key = createSigningKey(kid, secret);
+    byKid.set(kid, key);
+    current ??= key;
+  }
+  if (current === undefined) throw new KeyRingError('needs at least one "kid:secret" entry');
+  return { current, byKid };
+}
+
+function createSigningKey(kid: string, secret: string): SigningKey {
+  let imported: Promise<CryptoKey> | undefined;
+  return {
+    kid,
+    get key() {
+      imported ??= crypto.subtle.importKey(
+        'raw',
+        new TextEncoder().encode(secret),
+        { name: 'HMAC', hash: 'SHA-256' },
+        false,
+        ['sign', 'verify'],
+      );
+      return imported;
+    },
+  };
+}
+
+/** Signs claims with the ring's current key. */
+export async function signToken(ring: KeyRing, claims: TokenClaims): Promise<string> {
+  const { iat, exp, ...rest } = claims;
+  return new SignJWT({ ...rest })
+    .setProtectedHeader({ alg: 'HS256', kid: ring.current.kid, typ: 'JWT' })
+    .setIssuedAt(iat)
+    .setExpirationTime(exp)
+    .sign(await ring.current.key);
+}
+
+class UnknownKeyError extends Error {}
+
+/**
+ * Verifies a token for `queue` at `nowMs`. Only HS256 is accepted (so `alg: none` and algorithm
+ * confusion fail), the key is chosen by `kid` from the ring, and the claims must have our shape.
+ */
+export async function verifyToken(ring: KeyRing, token: string, queue: string, nowMs: number): Promise<VerifyResult> {
+  if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) return { ok: false, reason: 'malformed' };
+  let payload: Record<string, unknown>;
+  try {
+    const result = await jwtVerify(
+      token,
+      async (header: JWTHeaderParameters) => {
+        const key = header.kid === undefined ? undefined : ring.byKid.get(header.kid);
+        if (key === undefined) throw new UnknownKeyError();
+        return key.key;
+      },
+      { algorithms: ['HS256'], currentDate: new Date(nowMs), clockTolerance: 0 },
+    );
+    payload = result.payload;
+  } catch (error) {
+    return { ok: false, reason: classifyFailure(error) };
+  }
+  const claims = readClaims(payload);
+  if (claims === undefined) return { ok: false, reason: 'bad_claims' };
+  if (claims.q !== queue) return { ok: false, reason: 'wrong_queue' };
+  return { ok: true, claims };
+}
+
+function classifyFailure(error: unknown): VerifyFailure {
+  if (error instanceof UnknownKeyError) return 'unknown_key';
+  if (error instanceof joseErrors.JWTExpired) return 'expired';
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'bad_signature';
+  if (error instanceof joseErrors.JWTClaimValidationFailed) return 'bad_claims';
+  return 'malformed';
+}
+
+function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
+  const { q, k, t, iat, exp } = payload;
+  if (typeof q !== 'string') return undefined;
+  if (k !== 'w' && k !== 'a' && k !== 'c') return undefined;
+  if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
+  return { q, k, t, iat, exp };
+}
+
+function isWholeNumber(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+}

@@ -1,0 +1,87 @@
+// Builds the project's bundles with esbuild and, for Fastly, compiles them to wasm.
+//   node src/node/build.mjs node           bin/node-host.mjs, bin/redis-bridge.mjs, bin/bench.mjs
+//   node src/node/build.mjs fastly         bin/main.wasm (+ the local_server files from devconfig.json)
+//   node src/node/build.mjs engine-checks  bin/engine-checks.wasm: checks that run inside the engine at build time
+//   node src/node/build.mjs engine-checks-fail  the same with a check that must fail (a control)
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const bin = resolve(root, 'bin');
+mkdirSync(bin, { recursive: true });
+
+const textLoaders = { '.html': 'text', '.css': 'text', '.svg': 'text' };
+
+async function buildNode() {
+  const entries = {
+    'node-host': 'src/node/start.ts',
+    'redis-bridge': 'src/node/redis-bridge-cli.ts',
+    bench: 'test/bench/bench.ts',
+  };
+  for (const [name, entry] of Object.entries(entries)) {
+    if (!existsSync(resolve(root, entry))) continue;
+    await build({
+      absWorkingDir: root,
+      entryPoints: [entry],
+      outfile: `bin/${name}.mjs`,
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      packages: 'external',
+      loader: textLoaders,
+      sourcemap: 'inline',
+      logLevel: 'warning',
+    });
+  }
+}
+
+async function bundleForEngine(entry, outfile) {
+  await build({
+    absWorkingDir: root,
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    platform: 'neutral',
+    mainFields: ['module', 'main'],
+    conditions: ['fastly', 'import', 'default'],
+    format: 'esm',
+    target: 'es2022',
+    external: ['fastly:*'],
+    loader: textLoaders,
+    logLevel: 'warning',
+  });
+}
+
+function compileWasm(input, output, extraArgs = []) {
+  const cli = resolve(root, 'node_modules/@fastly/js-compute/dist/cli/js-compute-runtime-cli.js');
+  const runtime = existsSync(cli) ? ['node', [cli]] : ['npx', ['js-compute-runtime']];
+  const result = spawnSync(runtime[0], [...runtime[1], ...extraArgs, input, output], { cwd: root, stdio: 'inherit' });
+  if (result.status !== 0) process.exit(result.status ?? 1);
+}
+
+/** `fastly compute serve` reads flat JSON files: split devconfig.json into config and dev secrets. */
+function writeLocalServerFiles() {
+  const dev = JSON.parse(readFileSync(resolve(root, 'devconfig.json'), 'utf8'));
+  writeFileSync(resolve(bin, 'local-config.json'), `${JSON.stringify(dev.config ?? {}, null, 2)}\n`);
+  writeFileSync(resolve(bin, 'local-secrets.json'), `${JSON.stringify(dev.dev_secrets ?? {}, null, 2)}\n`);
+}
+
+const target = process.argv[2];
+if (target === 'node') {
+  await buildNode();
+} else if (target === 'fastly') {
+  await bundleForEngine('src/index.ts', 'bin/index.js');
+  compileWasm('bin/index.js', 'bin/main.wasm');
+  writeLocalServerFiles();
+} else if (target === 'engine-checks' || target === 'engine-checks-fail') {
+  const entry = target === 'engine-checks' ? 'test/engine/checks.ts' : 'test/engine/failing-check.ts';
+  await bundleForEngine(entry, `bin/${target}.js`);
+  compileWasm(`bin/${target}.js`, `bin/${target}.wasm`, ['--enable-experimental-top-level-await']);
+} else {
+  console.error('usage: node src/node/build.mjs node|fastly|engine-checks|engine-checks-fail');
+  process.exit(2);
+}

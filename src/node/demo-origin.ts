@@ -1,0 +1,84 @@
+/**
+ * A small origin for `npm start` and the tests: a page that shows the visitor got in, a large
+ * streamed download, and an echo that streams a request body back.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { RunningServer } from './host';
+
+const MIB = 1024 * 1024;
+const MAX_DOWNLOAD_MIB = 1024;
+
+function homePage(path: string): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Demo shop</title><style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:3rem auto;padding:0 1rem;color:#1d2433}
+.ok{background:#e7f6ec;color:#14532d;padding:.75rem 1rem;border-radius:8px}</style></head><body>
+<h1>Demo shop</h1><p class="ok">You are through the waiting room and on the origin.</p>
+<p>You asked for <code>${path.replace(/[&<>"']/g, '')}</code>. Browse on: <a href="/products">products</a>, <a href="/checkout">checkout</a>.</p>
+</body></html>`;
+}
+
+function streamZeros(res: http.ServerResponse, bytes: number): void {
+  const chunk = Buffer.alloc(64 * 1024, 0x61);
+  let left = bytes;
+  const pump = (): void => {
+    while (left > 0) {
+      const piece = left >= chunk.length ? chunk : chunk.subarray(0, left);
+      left -= piece.length;
+      if (!res.write(piece)) {
+        res.once('drain', pump);
+        return;
+      }
+    }
+    res.end();
+  };
+  pump();
+}
+
+export async function startDemoOrigin(options: { port?: number; host?: string } = {}): Promise<RunningServer> {
+  const host = options.host ?? '127.0.0.1';
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://origin');
+    if (url.pathname === '/big') {
+      const mib = Math.min(MAX_DOWNLOAD_MIB, Math.max(0, Number.parseInt(url.searchParams.get('mib') ?? '1', 10) || 0));
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(mib * MIB) });
+      streamZeros(res, mib * MIB);
+      return;
+    }
+    if (url.pathname === '/echo') {
+      res.writeHead(200, {
+        'content-type': 'application/octet-stream',
+        'x-echo-method': req.method ?? '',
+        'x-echo-cookie': req.headers.cookie ?? '',
+      });
+      req.pipe(res);
+      return;
+    }
+    if (url.pathname === '/set-cookie') {
+      res.writeHead(200, [
+        ['content-type', 'text/plain'],
+        ['set-cookie', 'origin_a=1; Path=/'],
+        ['set-cookie', 'origin_b=2; Path=/'],
+      ].flat());
+      res.end('two cookies');
+      return;
+    }
+    req.resume();
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'x-origin': 'demo' });
+    res.end(homePage(url.pathname));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, resolve);
+  });
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * The Node host: runs the same core handler as Fastly behind node:http, turning each incoming
+ * message into a web `Request` and streaming the `Response` back with backpressure.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable } from 'node:stream';
+import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
+import type { Handler } from '../core/handler';
+import { HOP_BY_HOP } from '../platform/node';
+
+export interface RunningServer {
+  readonly url: string;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+function toRequest(req: http.IncomingMessage, base: string): Request {
+  const headers = new Headers();
+  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i]!.toLowerCase();
+    if (!HOP_BY_HOP.has(name)) headers.append(name, req.rawHeaders[i + 1]!);
+  }
+  const method = req.method ?? 'GET';
+  const hasBody = method !== 'GET' && method !== 'HEAD';
+  const host = req.headers.host ?? new URL(base).host;
+  return new Request(new URL(req.url ?? '/', `http://${host}`), {
+    method,
+    headers,
+    body: hasBody ? (Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>) : null,
+    // Required by Node for a streamed request body.
+    duplex: 'half',
+  } as RequestInit);
+}
+
+async function writeResponse(response: Response, res: http.ServerResponse): Promise<void> {
+  const headers: [string, string][] = [];
+  response.headers.forEach((value, name) => {
+    if (name !== 'set-cookie' && !HOP_BY_HOP.has(name)) headers.push([name, value]);
+  });
+  for (const cookie of response.headers.getSetCookie()) headers.push(['set-cookie', cookie]);
+  res.writeHead(response.status, response.statusText || undefined, headers.flat());
+  if (response.body === null) {
+    res.end();
+    return;
+  }
+  const body = Readable.fromWeb(response.body as unknown as NodeReadableStream<Uint8Array>);
+  await new Promise<void>((resolve) => {
+    body.on('error', () => res.destroy());
+    res.on('close', () => {
+      if (!res.writableFinished) body.destroy();
+      resolve();
+    });
+    body.pipe(res);
+  });
+}
+
+export interface HostOptions {
+  readonly port?: number;
+  readonly host?: string;
+  /** Stands in for the platform's POP name in logs. */
+  readonly pop?: string;
+}
+
+export async function startHost(handler: Handler, options: HostOptions = {}): Promise<RunningServer> {
+  const host = options.host ?? '127.0.0.1';
+  const server = http.createServer((req, res) => {
+    const request = toRequest(req, `http://${host}`);
+    handler(request, { address: req.socket.remoteAddress, pop: options.pop ?? 'local' })
+      .catch((error: unknown) => {
+        // The core turns store and origin failures into answers; reaching here is a bug.
+        process.stderr.write(`waiting room: unhandled error: ${error instanceof Error ? error.stack : String(error)}\n`);
+        return new Response('internal error', { status: 500 });
+      })
+      .then((response) => writeResponse(response, res))
+      .catch(() => res.destroy());
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, resolve);
+  });
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,83 @@
+/**
+ * `npm start`: the waiting room on http://127.0.0.1:7676 in front of the demo origin, with the
+ * embedded in-memory store and the dev values of `devconfig.json`. Zero configuration.
+ *
+ * Optional environment: PORT, ORIGIN_URL (use your own origin instead of the demo one),
+ * WR_STORE=upstash (use the Upstash store at `upstash_url`, e.g. the local bridge), and WR_<KEY>
+ * to override any setting of devconfig.json.
+ */
+import { existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Redis } from '@upstash/redis';
+import { ConfigError } from '../core/config';
+import { readLocalConfig } from '../platform/node';
+import { MemoryQueueStore } from '../store/memory-store';
+import { createUpstashClientOptions, UpstashQueueStore } from '../store/upstash-store';
+import { startDemoOrigin } from './demo-origin';
+import { startHost } from './host';
+import { buildWaitingRoom } from './waiting-room';
+
+function findProjectFile(name: string): string {
+  // The bundle runs from bin/; the project root is one level up. Fall back to the working directory.
+  const here = dirname(fileURLToPath(import.meta.url));
+  for (const candidate of [resolve(here, '..', name), resolve(process.cwd(), name)]) {
+    if (existsSync(candidate)) return candidate;
+  }
+  throw new Error(`${name} not found next to the project`);
+}
+
+async function main(): Promise<void> {
+  const local = readLocalConfig(findProjectFile('devconfig.json'));
+  const origin = process.env['ORIGIN_URL'] === undefined ? await startDemoOrigin({ port: 7677 }) : undefined;
+  const originUrl = process.env['ORIGIN_URL'] ?? origin!.url;
+  const useUpstash = process.env['WR_STORE'] === 'upstash';
+  let room;
+  try {
+    room = buildWaitingRoom({
+      settings: local.settings,
+      secrets: local.secrets,
+      originUrl,
+      store: useUpstash
+        ? (config, secrets) =>
+            new UpstashQueueStore({
+              redis: new Redis(
+                createUpstashClientOptions({ url: config.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: config.storeRetries }),
+              ),
+            })
+        : new MemoryQueueStore(),
+    });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`devconfig.json is not valid:\n${error.problems.map((p) => `  - ${p.key}: ${p.message}`).join('\n')}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+  const port = Number(process.env['PORT'] ?? 7676);
+  const host = await startHost(room.handler, { port });
+  const prefix = room.config.pathPrefix;
+  process.stderr.write(
+    [
+      '',
+      `Waiting room (${useUpstash ? `Upstash store at ${room.config.upstashUrl}` : 'in-memory store'}) in front of ${originUrl}`,
+      `  Visitors:  ${host.url}/`,
+      `  Admin:     ${host.url}${prefix}admin   user "${room.config.adminUser}", password: dev_secrets.admin_password in devconfig.json`,
+      `  Origin API: curl -X POST -H "Authorization: Bearer <dev_secrets.admin_api_token>" "${host.url}${prefix}api/admit?count=5"`,
+      '  Request log lines (JSON) follow on stdout. Ctrl-C stops.',
+      '',
+    ].join('\n'),
+  );
+  const stop = async (): Promise<void> => {
+    await host.close();
+    await origin?.close();
+    process.exit(0);
+  };
+  process.once('SIGINT', () => void stop());
+  process.once('SIGTERM', () => void stop());
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,39 @@
+/**
+ * Wires the core handler for Node: parsed settings, a store, the HTTP origin, a logger and a clock.
+ * `npm start` and the end-to-end tests build the waiting room through here.
+ */
+import { parseConfig, parseSecrets, type Config, type Secrets, type SettingSource } from '../core/config';
+import { createHandler, type Handler } from '../core/handler';
+import type { Clock, Logger, QueueStore } from '../core/ports';
+import { createHttpOrigin, createStreamLogger, systemClock } from '../platform/node';
+
+export interface WaitingRoomOptions {
+  readonly settings: SettingSource;
+  readonly secrets: SettingSource;
+  readonly store: QueueStore | ((config: Readonly<Config>, secrets: Readonly<Secrets>) => QueueStore);
+  readonly originUrl: string;
+  readonly logger?: Logger;
+  readonly clock?: Clock;
+}
+
+export interface WaitingRoom {
+  readonly handler: Handler;
+  readonly config: Readonly<Config>;
+  readonly secrets: Readonly<Secrets>;
+}
+
+/** Throws `ConfigError` naming every bad setting before anything starts. */
+export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
+  const config = parseConfig(options.settings);
+  const secrets = parseSecrets(options.secrets);
+  const store = typeof options.store === 'function' ? options.store(config, secrets) : options.store;
+  const handler = createHandler({
+    config,
+    secrets,
+    store,
+    origin: createHttpOrigin(options.originUrl),
+    logger: options.logger ?? createStreamLogger(),
+    clock: options.clock ?? systemClock,
+  });
+  return { handler, config, secrets };
+}

@@ -1,0 +1,118 @@
+/**
+ * Fastly adapter: settings from the Config Store, secrets from the Secret Store, the origin and
+ * Upstash as named backends, the log endpoint, the client's address and the POP. Everything else
+ * is the core's.
+ */
+import { Redis } from '@upstash/redis/fastly';
+import { ConfigStore } from 'fastly:config-store';
+import { env } from 'fastly:env';
+import { Logger } from 'fastly:logger';
+import { SecretStore } from 'fastly:secret-store';
+import { ConfigError, SECRET_KEYS, parseConfig, parseSecrets, type Config, type Secrets } from '../core/config';
+import { createHandler } from '../core/handler';
+import { errorResponse } from '../core/http';
+import { renderHoldingPage } from '../core/pages';
+import type { Logger as LogPort, RequestLog } from '../core/ports';
+import { UpstashQueueStore, createUpstashClientOptions } from '../store/upstash-store';
+
+export const CONFIG_STORE = 'wr_config';
+export const SECRET_STORE = 'wr_secrets';
+export const ORIGIN_BACKEND = 'origin';
+export const UPSTASH_BACKEND = 'upstash';
+export const LOG_ENDPOINT = 'wr_log';
+const DEFAULT_PREFIX = '/__wr/';
+
+interface Settings {
+  readonly config: Readonly<Config>;
+  readonly secrets: Readonly<Secrets>;
+}
+
+async function readSettings(): Promise<Settings> {
+  // Stores cannot be opened at module top level (they exist only while a request runs).
+  const configStore = new ConfigStore(CONFIG_STORE);
+  const secretStore = new SecretStore(SECRET_STORE);
+  const secretValues = new Map<string, string>();
+  await Promise.all(
+    SECRET_KEYS.map(async (key) => {
+      const entry = await secretStore.get(key);
+      if (entry !== null) secretValues.set(key, entry.plaintext());
+    }),
+  );
+  const problems: ConfigError['problems'][number][] = [];
+  let config: Readonly<Config> | undefined;
+  let secrets: Readonly<Secrets> | undefined;
+  try {
+    config = parseConfig((key) => configStore.get(key) ?? undefined);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push(...error.problems);
+  }
+  try {
+    secrets = parseSecrets((key) => secretValues.get(key));
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push(...error.problems);
+  }
+  if (config !== undefined && config.upstashUrl === undefined) problems.push({ key: 'upstash_url', message: 'is required on Fastly' });
+  if (secrets !== undefined && secrets.upstashToken === undefined) problems.push({ key: 'upstash_token', message: 'secret is required on Fastly' });
+  if (problems.length > 0 || config === undefined || secrets === undefined) throw new ConfigError(problems);
+  return { config, secrets };
+}
+
+function createLogger(): LogPort {
+  const endpoint = new Logger(LOG_ENDPOINT);
+  return { log: (record: RequestLog) => endpoint.log(JSON.stringify(record)) };
+}
+
+/**
+ * A configuration that cannot be used must not open the gates nor show visitors an error: they
+ * get the "checking your place" page, operators get the problems on the waiting room's paths, and
+ * the log says which keys are wrong.
+ */
+function configFailure(request: Request, error: ConfigError, logger: LogPort): Response {
+  const path = new URL(request.url).pathname;
+  logger.log({
+    ts: new Date().toISOString(),
+    method: request.method,
+    path,
+    status: 0,
+    decision: 'config_invalid',
+    reason: error.message,
+    pop: env('FASTLY_POP'),
+  });
+  if (path.startsWith(DEFAULT_PREFIX)) return errorResponse(503, error.message);
+  const html = renderHoldingPage({
+    title: 'You are in line',
+    message: 'We are letting visitors in a few at a time.',
+    ticket: undefined,
+    ahead: undefined,
+    refreshSeconds: 30,
+    assetPrefix: `${DEFAULT_PREFIX}assets/`,
+  });
+  return new Response(html, { headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', refresh: '30' } });
+}
+
+export async function handleFastlyRequest(event: FetchEvent): Promise<Response> {
+  const logger = createLogger();
+  let settings: Settings;
+  try {
+    settings = await readSettings();
+  } catch (error) {
+    if (error instanceof ConfigError) return configFailure(event.request, error, logger);
+    return configFailure(event.request, new ConfigError([{ key: 'stores', message: String(error) }]), logger);
+  }
+  const { config, secrets } = settings;
+  const redis = new Redis({
+    ...createUpstashClientOptions({ url: config.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: config.storeRetries }),
+    backend: UPSTASH_BACKEND,
+  });
+  const handler = createHandler({
+    config,
+    secrets,
+    store: new UpstashQueueStore({ redis }),
+    origin: { forward: (request) => fetch(request, { backend: ORIGIN_BACKEND }) },
+    logger,
+    clock: { now: () => Date.now() },
+  });
+  return handler(event.request, { address: event.client.address, pop: env('FASTLY_POP') });
+}

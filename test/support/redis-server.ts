@@ -1,0 +1,131 @@
+/**
+ * A throwaway `redis-server` for tests: its own free port (never the machine's 6379), no
+ * persistence, and gone when the test process goes, however that happens.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createConnection, createServer, type AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface RedisServer {
+  port: number;
+  /** `redis://127.0.0.1:<port>` */
+  url: string;
+  /** Stops the server and resolves once the process has exited. */
+  stop(): Promise<void>;
+}
+
+const HOST = '127.0.0.1';
+const READY_TIMEOUT_MS = 10_000;
+const STOP_TIMEOUT_MS = 5_000;
+// The free port is released before redis-server binds it, so another process may take it first.
+const START_ATTEMPTS = 3;
+
+// `setpriv --pdeathsig KILL` makes the kernel kill redis-server when this process dies, even by
+// SIGKILL, where no exit handler runs. Without setpriv we fall back to the exit handler alone.
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((path) => existsSync(path));
+
+const running = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const child of running) child.kill('SIGKILL');
+  });
+}
+
+export async function startRedisServer(): Promise<RedisServer> {
+  let lastError: unknown;
+  for (let attempt = 0; attempt < START_ATTEMPTS; attempt++) {
+    try {
+      return await startOnce(await findFreePort());
+    } catch (error) {
+      lastError = error;
+    }
+  }
+  throw lastError;
+}
+
+async function startOnce(port: number): Promise<RedisServer> {
+  const redisArgs = ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no'];
+  const child = SETPRIV
+    ? spawn(SETPRIV, ['--pdeathsig', 'KILL', 'redis-server', ...redisArgs], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn('redis-server', redisArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
+  installExitHook();
+  running.add(child);
+
+  // Keep the tail of the log to explain a failed start; it also keeps the pipes drained.
+  let log = '';
+  const keepLog = (chunk: Buffer) => {
+    log = (log + chunk.toString('utf8')).slice(-4_000);
+  };
+  child.stdout?.on('data', keepLog);
+  child.stderr?.on('data', keepLog);
+
+  const exited = new Promise<void>((resolve) => {
+    child.once('exit', () => {
+      running.delete(child);
+      resolve();
+    });
+  });
+  let spawnError: Error | undefined;
+  child.once('error', (error) => {
+    spawnError = error;
+    running.delete(child);
+  });
+
+  const stop = async (): Promise<void> => {
+    if (child.exitCode !== null || child.signalCode !== null || spawnError) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+    await exited;
+    clearTimeout(timer);
+  };
+
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (!(await answersPing(port))) {
+    if (spawnError) throw new Error(`could not start redis-server: ${spawnError.message}`);
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`redis-server exited before it was ready on port ${port}:\n${log}`);
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`redis-server did not answer PING on port ${port} within ${READY_TIMEOUT_MS} ms:\n${log}`);
+    }
+    await sleep(20);
+  }
+  return { port, url: `redis://${HOST}:${port}`, stop };
+}
+
+function findFreePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, HOST, () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** One inline PING over a fresh connection; false on any failure, so the caller can poll. */
+function answersPing(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: HOST, port });
+    let reply = '';
+    const finish = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(500, () => finish(false));
+    socket.once('error', () => finish(false));
+    socket.once('connect', () => socket.write('PING\r\n'));
+    socket.on('data', (chunk) => {
+      reply += chunk.toString('latin1');
+      // A server still loading answers -LOADING; only +PONG means ready.
+      if (reply.includes('\r\n')) finish(reply.startsWith('+PONG'));
+    });
+  });
+}
