@@ -320,10 +320,11 @@ describe('malformed requests', () => {
     ['/multi-exec', '{"a":1}'],
     ['/multi-exec', ''],
   ])('answers 400 with a JSON error on %s for %s', async (path, body) => {
-    const response = await post(path, body);
+    const k = key('k');
+    const response = await post(path, body.replaceAll('"k"', JSON.stringify(k)));
     expect(response.status).toBe(400);
     expect(response.body).toEqual({ error: expect.any(String) });
-    expect(await direct.exists('k')).toBe(0);
+    expect(await direct.exists(k)).toBe(0);
   });
 
   it('answers other paths and methods with a 4xx JSON error', async () => {
@@ -335,6 +336,35 @@ describe('malformed requests', () => {
       expect(response.status).toBe(405);
       expect(await response.json()).toEqual({ error: expect.stringMatching(/POST/) });
     }
+  });
+});
+
+describe('lifecycle', () => {
+  it('refuses to start when Redis cannot be reached', async () => {
+    const gone = await startRedisServer();
+    await gone.stop();
+    await expect(startUpstashBridge({ redisUrl: gone.url, token: TOKEN })).rejects.toThrow(/cannot reach Redis/);
+  });
+
+  it('answers 500 with a JSON error while Redis is down, and still closes', async () => {
+    const own = await startRedisServer();
+    const ownBridge = await startUpstashBridge({ redisUrl: own.url, token: TOKEN });
+    try {
+      const headers = { authorization: `Bearer ${TOKEN}` };
+      const up = await fetch(ownBridge.url, { method: 'POST', headers, body: '["ping"]' });
+      expect(await up.json()).toEqual({ result: 'PONG' });
+      await own.stop();
+      const down = await fetch(ownBridge.url, { method: 'POST', headers, body: '["ping"]' });
+      expect(down.status).toBe(500);
+      expect(await down.json()).toEqual({ error: expect.stringMatching(/could not reach Redis/) });
+    } finally {
+      await ownBridge.close();
+      await own.stop();
+    }
+  });
+
+  it('rejects an empty token when it starts', async () => {
+    await expect(startUpstashBridge({ redisUrl: server.url, token: '' })).rejects.toThrow(/token/);
   });
 });
 
@@ -403,7 +433,9 @@ describe('scripts with Upstash’s allow-key-locking flag', () => {
     await redis.set(k, 'value');
     const read = keyLockingScript("return redis.call('GET', KEYS[1])");
     expect(await redis.evalRo(read, [k], [])).toBe('value');
-    const sha = await redis.scriptLoad(read);
+    // Loaded, never run: EVALSHA_RO must find it by the SHA-1 scriptLoad answered.
+    const loaded = keyLockingScript("return redis.call('GET', KEYS[1])");
+    const sha = await redis.scriptLoad(loaded);
     expect(await redis.evalshaRo(sha, [k], [])).toBe('value');
     expect(await redis.evalsha(sha, [k], [])).toBe('value');
     const readOnly = redis.createScript<string, true>(keyLockingScript("return redis.call('GET', KEYS[1])"), {

@@ -198,6 +198,23 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.poll(q, at(P + 19, 20), every(2))).toEqual({ tail: 20, cursor: 2 });
       });
 
+      it('keeps admitting, one period at a time, after the operator lengthens the period', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const perSecond = { count: 2, periodMs: 1_000 };
+        const perMinute = { count: 2, periodMs: 60_000 };
+        expect(await store.join(q, 1_700_000_100_500, perSecond)).toEqual({ ticket: 1, tail: 1, cursor: 2 });
+        await joinMany(store, q, 4, 1_700_000_100_600, perSecond);
+        // Same minute as the admission that already ran: nothing more.
+        expect(await store.poll(q, 1_700_000_130_000, perMinute)).toEqual({ tail: 5, cursor: 2 });
+        // The next minute admits at once, even though its period index (28,333,336) is far below
+        // the last per-second index (1,700,000,100).
+        expect(await store.poll(q, 1_700_000_160_000, perMinute)).toEqual({ tail: 5, cursor: 4 });
+        expect(await store.poll(q, 1_700_000_219_999, perMinute)).toEqual({ tail: 5, cursor: 4 });
+        // And back to a short period: the next second admits.
+        expect(await store.poll(q, 1_700_000_220_000, perSecond)).toEqual({ tail: 5, cursor: 6 });
+      });
+
       it('moves the cursor exactly once for many concurrent polls in a new period', async () => {
         const store = createStore();
         const q = randomQueue();

@@ -1,17 +1,24 @@
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { defineConfig } from 'vitest/config';
 
 // Templates are imported as text, as esbuild's `text` loader does for the wasm and Node bundles.
+// They resolve to a private id first, so Vite's own CSS handling never sees them.
 const TEXT_EXTENSIONS = /\.(html|css|svg|txt)$/;
+const SUFFIX = '.as-text';
 
 export default defineConfig({
   plugins: [
     {
       name: 'text-loader',
       enforce: 'pre',
+      resolveId(source, importer) {
+        if (!TEXT_EXTENSIONS.test(source) || importer === undefined) return null;
+        return resolve(dirname(importer), source) + SUFFIX;
+      },
       load(id) {
-        if (!TEXT_EXTENSIONS.test(id)) return null;
-        return `export default ${JSON.stringify(readFileSync(id, 'utf8'))};`;
+        if (!id.endsWith(SUFFIX)) return null;
+        return `export default ${JSON.stringify(readFileSync(id.slice(0, -SUFFIX.length), 'utf8'))};`;
       },
     },
   ],

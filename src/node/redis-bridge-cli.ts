@@ -1,0 +1,89 @@
+/**
+ * `npm run redis:bridge`: serves the Upstash REST API over a local Redis, so the Node host and
+ * `fastly compute serve` can use local state with the same client code as production.
+ *
+ * Environment: REDIS_URL (default redis://127.0.0.1:6379), BRIDGE_PORT (default 8079),
+ * BRIDGE_HOST (default 127.0.0.1), UPSTASH_TOKEN (default: `dev_secrets.upstash_token` from
+ * devconfig.json at the project root, else a fixed development token).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startUpstashBridge } from './upstash-bridge';
+
+const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+const DEFAULT_PORT = 8079;
+const DEFAULT_HOST = '127.0.0.1';
+const FALLBACK_TOKEN = 'dev-only-upstash-token';
+
+/** The nearest folder with a package.json: right whether this runs from src/node or as a bundle in bin/. */
+function findProjectRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+    const parent = dirname(dir);
+    if (parent === dir) return process.cwd();
+    dir = parent;
+  }
+}
+
+function readToken(root: string): { token: string; source: string } {
+  const fromEnv = process.env.UPSTASH_TOKEN;
+  if (fromEnv) return { token: fromEnv, source: 'UPSTASH_TOKEN' };
+  const path = join(root, 'devconfig.json');
+  if (!existsSync(path)) {
+    return { token: FALLBACK_TOKEN, source: `the built-in development token (no UPSTASH_TOKEN, no ${path})` };
+  }
+  let parsed: { dev_secrets?: { upstash_token?: unknown } };
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8')) as typeof parsed;
+  } catch (error) {
+    throw new Error(`${path} is not valid JSON: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const token = parsed.dev_secrets?.upstash_token;
+  if (typeof token === 'string' && token !== '') return { token, source: `${path} (dev_secrets.upstash_token)` };
+  return { token: FALLBACK_TOKEN, source: `the built-in development token (${path} has no dev_secrets.upstash_token)` };
+}
+
+function readPort(value: string | undefined): number {
+  if (value === undefined || value === '') return DEFAULT_PORT;
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new Error(`BRIDGE_PORT must be a port number (0-65535), got "${value}"`);
+  }
+  return port;
+}
+
+async function main(): Promise<void> {
+  const redisUrl = process.env.REDIS_URL || DEFAULT_REDIS_URL;
+  const port = readPort(process.env.BRIDGE_PORT);
+  const host = process.env.BRIDGE_HOST || DEFAULT_HOST;
+  const { token, source } = readToken(findProjectRoot());
+
+  const bridge = await startUpstashBridge({ redisUrl, token, port, host });
+  console.log(`Upstash REST bridge for ${redisUrl}`);
+  console.log(`  url:   ${bridge.url}`);
+  console.log(`  token: ${token}  (from ${source})`);
+
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    // A second Ctrl-C means "now", even if Redis or a client is slow to let go.
+    if (stopping) process.exit(1);
+    stopping = true;
+    console.log(`${signal}: closing the bridge`);
+    bridge.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        console.error(error);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+}
+
+main().catch((error: unknown) => {
+  console.error(`redis:bridge: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(1);
+});

@@ -1,0 +1,155 @@
+import { describe, expect, it } from 'vitest';
+import { CONFIG_KEYS, ConfigError, parseConfig, parseSecrets, SECRET_KEYS } from '../src/core/config';
+import { BASE_SECRETS, KEY_1, source } from './support/fixtures';
+
+function problemsOf(run: () => unknown): { key: string; message: string }[] {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof ConfigError) return [...error.problems];
+    throw error;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('parseConfig', () => {
+  it('has a documented default for every key', () => {
+    const config = parseConfig(() => undefined);
+    expect(config).toMatchObject({
+      queueName: 'default',
+      pathPrefix: '/__wr/',
+      cookieName: 'waiting_room',
+      sessionSeconds: 1800,
+      queueTimeoutSeconds: 600,
+      refreshSeconds: 20,
+      admitPerPeriod: 0,
+      admitPeriodSeconds: 60,
+      holdStatus: 200,
+      storeFailure: 'hold',
+      storeTimeoutMs: 1000,
+      storeRetries: 1,
+      upstashUrl: undefined,
+      adminUser: 'admin',
+    });
+    expect(config.queuePaths).toHaveLength(1);
+    expect(config.bypassPaths).toHaveLength(2);
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('reads every value it is given', () => {
+    const config = parseConfig(
+      source({
+        queue_name: 'sale-2026',
+        path_prefix: '/_queue/',
+        queue_paths: '/shop/*, /checkout',
+        bypass_paths: '/health',
+        bypass_ips: '10.0.0.0/8, 2001:db8::/32',
+        cookie_name: 'q',
+        session_seconds: '900',
+        queue_timeout_seconds: '120',
+        refresh_seconds: '10',
+        admit_per_period: '50',
+        admit_period_seconds: '30',
+        hold_status: '503',
+        store_failure: 'pass',
+        store_timeout_ms: '250',
+        store_retries: '0',
+        upstash_url: 'https://eu1-x.upstash.io/',
+        admin_user: 'ops',
+        page_title: 'Sale',
+        page_message: 'Hold on',
+      }),
+    );
+    expect(config).toMatchObject({
+      queueName: 'sale-2026',
+      pathPrefix: '/_queue/',
+      cookieName: 'q',
+      sessionSeconds: 900,
+      queueTimeoutSeconds: 120,
+      refreshSeconds: 10,
+      admitPerPeriod: 50,
+      admitPeriodSeconds: 30,
+      holdStatus: 503,
+      storeFailure: 'pass',
+      storeTimeoutMs: 250,
+      storeRetries: 0,
+      upstashUrl: 'https://eu1-x.upstash.io',
+      adminUser: 'ops',
+      pageTitle: 'Sale',
+      pageMessage: 'Hold on',
+    });
+    expect(config.queuePaths).toHaveLength(2);
+    expect(config.bypassIps).toHaveLength(2);
+  });
+
+  it('names every bad key in one error', () => {
+    const problems = problemsOf(() =>
+      parseConfig(
+        source({
+          queue_name: 'Bad Name',
+          path_prefix: 'no-slash',
+          queue_paths: 'shop',
+          bypass_ips: '10.0.0.0/33',
+          session_seconds: '-5',
+          refresh_seconds: '1e3',
+          admit_per_period: '99999999',
+          hold_status: '302',
+          store_failure: 'open',
+          upstash_url: 'ftp://x',
+          cookie_name: 'a b',
+        }),
+      ),
+    );
+    expect(problems.map((p) => p.key).sort()).toEqual(
+      [
+        'admit_per_period',
+        'bypass_ips',
+        'cookie_name',
+        'hold_status',
+        'path_prefix',
+        'queue_name',
+        'queue_paths',
+        'refresh_seconds',
+        'session_seconds',
+        'store_failure',
+        'upstash_url',
+      ].sort(),
+    );
+    for (const problem of problems) expect(problem.message.length).toBeGreaterThan(5);
+  });
+
+  it('refuses a queue timeout shorter than three refreshes', () => {
+    const problems = problemsOf(() => parseConfig(source({ refresh_seconds: '30', queue_timeout_seconds: '60' })));
+    expect(problems).toEqual([{ key: 'queue_timeout_seconds', message: expect.stringContaining('90') }]);
+  });
+
+  it('the README documents every key', async () => {
+    const { readFileSync } = await import('node:fs');
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    for (const key of [...CONFIG_KEYS, ...SECRET_KEYS]) expect(readme).toContain(`\`${key}\``);
+  });
+});
+
+describe('parseSecrets', () => {
+  it('reads the secret store entries', () => {
+    const secrets = parseSecrets(source(BASE_SECRETS));
+    expect(secrets.keyRing.current.kid).toBe('k1');
+    expect(secrets.adminPassword).toBe(BASE_SECRETS['admin_password']);
+  });
+
+  it('requires signing keys, and leaves admin off when no password is set', () => {
+    expect(problemsOf(() => parseSecrets(() => undefined)).map((p) => p.key)).toEqual(['signing_keys']);
+    const secrets = parseSecrets(source({ signing_keys: `k1:${KEY_1}` }));
+    expect(secrets.adminPassword).toBeUndefined();
+    expect(secrets.adminApiToken).toBeUndefined();
+  });
+
+  it('refuses weak credentials, naming the keys but never the values', () => {
+    const problems = problemsOf(() =>
+      parseSecrets(source({ signing_keys: 'k1:weak-secret', admin_password: 'hunter2', admin_api_token: 'short-token' })),
+    );
+    expect(problems.map((p) => p.key)).toEqual(['signing_keys', 'admin_password', 'admin_api_token']);
+    const text = JSON.stringify(problems);
+    for (const secret of ['weak-secret', 'hunter2', 'short-token']) expect(text).not.toContain(secret);
+  });
+});

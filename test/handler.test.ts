@@ -1,0 +1,493 @@
+/**
+ * The request path as a function: a Request in, a Response out, on the in-memory store with an
+ * injected clock. Faults are injected by wrapping the real store.
+ */
+import jws from 'jws';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { parseConfig, parseSecrets } from '../src/core/config';
+import { createHandler, type Handler } from '../src/core/handler';
+import { MemoryQueueStore } from '../src/store/memory-store';
+import {
+  ADMIN_PASSWORD,
+  API_TOKEN,
+  BASE_SECRETS,
+  BASE_SETTINGS,
+  base64url,
+  cookieFrom,
+  FaultyStore,
+  KEY_1,
+  KEY_2,
+  ManualClock,
+  MemoryLogger,
+  payloadOf,
+  RecordingOrigin,
+  source,
+} from './support/fixtures';
+
+const SITE = 'https://shop.example';
+const CLIENT = { address: '203.0.113.9', pop: 'TST' };
+
+interface Rig {
+  handler: Handler;
+  store: FaultyStore;
+  inner: MemoryQueueStore;
+  origin: RecordingOrigin;
+  logger: MemoryLogger;
+  clock: ManualClock;
+}
+
+function rig(settings: Record<string, string> = {}, secrets: Record<string, string> = {}): Rig {
+  const inner = new MemoryQueueStore();
+  const store = new FaultyStore(inner);
+  const origin = new RecordingOrigin();
+  const logger = new MemoryLogger();
+  const clock = new ManualClock();
+  const handler = createHandler({
+    config: parseConfig(source({ ...BASE_SETTINGS, store_timeout_ms: '100', ...settings })),
+    secrets: parseSecrets(source({ ...BASE_SECRETS, ...secrets })),
+    store,
+    origin,
+    logger,
+    clock,
+  });
+  return { handler, store, inner, origin, logger, clock };
+}
+
+function get(path: string, cookie?: string, headers: Record<string, string> = {}): Request {
+  return new Request(`${SITE}${path}`, { headers: { ...(cookie ? { cookie: `waiting_room=${cookie}` } : {}), ...headers } });
+}
+
+/** A visitor who keeps their cookie, like a browser. */
+class Visitor {
+  cookie: string | undefined;
+  constructor(private readonly r: Rig) {}
+  async visit(path = '/'): Promise<Response> {
+    const response = await this.r.handler(get(path, this.cookie), CLIENT);
+    this.cookie = cookieFrom(response) ?? this.cookie;
+    return response;
+  }
+  get ticket(): number {
+    return Number(payloadOf(this.cookie ?? '..')['t']);
+  }
+  get kind(): string {
+    return String(payloadOf(this.cookie ?? '..')['k']);
+  }
+}
+
+describe('a new visitor', () => {
+  it('takes a ticket and gets the holding page with a waiting cookie', async () => {
+    const r = rig();
+    const response = await r.handler(get('/'), CLIENT);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('text/html');
+    expect(response.headers.get('cache-control')).toBe('no-store');
+    expect(response.headers.get('refresh')).toBe('5');
+    const html = await response.text();
+    expect(html).toContain('You are next.');
+    const cookieHeader = response.headers.getSetCookie()[0] ?? '';
+    expect(cookieHeader).toMatch(/; Max-Age=60; Path=\/; HttpOnly; Secure; SameSite=Lax$/);
+    const claims = payloadOf(cookieFrom(response)!);
+    expect(claims).toMatchObject({ q: 'default', k: 'w', t: 1 });
+    expect(Number(claims['exp']) - Number(claims['iat'])).toBe(60);
+    expect(r.origin.requests).toHaveLength(0);
+    expect(r.store.calls).toBe(1);
+    expect(r.logger.last).toMatchObject({ decision: 'waiting', ticket: 1, cursor: 0, tail: 1, status: 200, pop: 'TST' });
+  });
+
+  it('keeps the same ticket when it comes back, without a new increment', async () => {
+    const r = rig();
+    const v = new Visitor(r);
+    await v.visit();
+    await new Visitor(r).visit();
+    const again = await v.visit();
+    expect(v.ticket).toBe(1);
+    expect(await again.text()).toContain('You are next.');
+    expect((await r.inner.peek('default')).tail).toBe(2);
+  });
+
+  it('re-issues the waiting ticket on each poll and loses it after the queue timeout', async () => {
+    const r = rig();
+    const v = new Visitor(r);
+    await v.visit();
+    const first = v.cookie;
+    r.clock.advance(50_000);
+    await v.visit();
+    expect(v.cookie).not.toBe(first);
+    expect(v.ticket).toBe(1);
+    r.clock.advance(50_000);
+    await v.visit();
+    expect(v.ticket).toBe(1);
+    // Gone longer than queue_timeout_seconds (60 s): the place is lost, a new ticket is taken.
+    r.clock.advance(61_000);
+    await v.visit();
+    expect(v.ticket).toBe(2);
+  });
+});
+
+describe('admission', () => {
+  it('lets exactly the first N tickets reach the origin, in order, and they stay in', async () => {
+    const r = rig();
+    const visitors = Array.from({ length: 5 }, () => new Visitor(r));
+    for (const v of visitors) await v.visit();
+    await r.inner.admit('default', 3);
+    const statuses = [];
+    for (const v of visitors) {
+      await v.visit('/product');
+      statuses.push(v.kind);
+    }
+    expect(statuses).toEqual(['a', 'a', 'a', 'w', 'w']);
+    expect(r.origin.requests.map((q) => new URL(q.url).pathname)).toEqual(['/product', '/product', '/product']);
+    // Admitted visitors keep access with no store call at all.
+    const calls = r.store.calls;
+    for (const v of visitors.slice(0, 3)) expect((await v.visit('/cart')).headers.get('x-origin')).toBe('yes');
+    expect(r.store.calls).toBe(calls);
+  });
+
+  it('renews an access token on activity, not on every request', async () => {
+    const r = rig();
+    const v = new Visitor(r);
+    await v.visit();
+    await r.inner.admit('default', 1);
+    await v.visit();
+    const token = v.cookie;
+    r.clock.advance(30_000);
+    expect((await v.visit()).headers.getSetCookie()).toEqual([]);
+    r.clock.advance(31_000);
+    const renewed = await v.visit();
+    expect(renewed.headers.getSetCookie()).toHaveLength(1);
+    expect(v.cookie).not.toBe(token);
+    expect(v.kind).toBe('a');
+    // The session slides: 11 minutes after admission (session 600 s) the renewed token still works.
+    r.clock.advance(540_000);
+    expect((await v.visit()).headers.get('x-origin')).toBe('yes');
+    // Inactive for longer than the session: the token has expired and the visitor queues again.
+    r.clock.advance(601_000);
+    await v.visit();
+    expect(v.kind).toBe('w');
+  });
+
+  it('admits automatically, one period quota at a time, without banking quiet periods', async () => {
+    const r = rig({ admit_per_period: '2', admit_period_seconds: '10' });
+    const visitors = Array.from({ length: 5 }, () => new Visitor(r));
+    for (const v of visitors) await v.visit();
+    expect(visitors.map((v) => v.kind)).toEqual(['a', 'a', 'w', 'w', 'w']);
+    r.clock.advance(10_000);
+    for (const v of visitors.slice(2)) await v.visit();
+    expect(visitors.map((v) => v.kind)).toEqual(['a', 'a', 'a', 'a', 'w']);
+    // An hour of quiet must not open the gate for the next burst.
+    r.clock.advance(3_600_000);
+    await visitors[4]!.visit();
+    const burst = Array.from({ length: 10 }, () => new Visitor(r));
+    for (const v of burst) await v.visit();
+    const state = await r.inner.peek('default');
+    expect(state.cursor - 5).toBeLessThanOrEqual(2);
+    expect(burst.filter((v) => v.kind === 'a').length).toBeLessThanOrEqual(2);
+  });
+});
+
+describe('tokens that must not pass', () => {
+  async function forged(r: Rig): Promise<Record<string, string>> {
+    const iat = Math.floor(r.clock.now() / 1000);
+    const access = { q: 'default', k: 'a', t: 1, iat, exp: iat + 600 };
+    const [h, , s] = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: KEY_1 }).split('.');
+    return {
+      tampered: `${h}.${base64url({ ...access, t: 0 })}.${s}`,
+      otherKey: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: KEY_2 }),
+      unknownKid: jws.sign({ header: { alg: 'HS256', kid: 'zz' }, payload: access, secret: KEY_1 }),
+      algNone: `${base64url({ alg: 'none', kid: 'k1' })}.${base64url(access)}.`,
+      expired: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, exp: iat - 1 }, secret: KEY_1 }),
+      otherQueue: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, q: 'vip' }, secret: KEY_1 }),
+      garbage: 'not-a-token',
+    };
+  }
+
+  it('treats every forged, expired or foreign token as a new visitor', async () => {
+    const r = rig();
+    for (const [name, token] of Object.entries(await forged(r))) {
+      const response = await r.handler(get('/', token), CLIENT);
+      expect(response.status, name).toBe(200);
+      expect(await response.text(), name).toContain('Your place in line');
+      expect(payloadOf(cookieFrom(response)!)['k'], name).toBe('w');
+    }
+    expect(r.origin.requests).toHaveLength(0);
+    expect((await r.inner.peek('default')).tail).toBe(7);
+    expect(r.logger.records.map((l) => l.reason)).toEqual([
+      'token_bad_signature',
+      'token_bad_signature',
+      'token_unknown_key',
+      'token_malformed',
+      'token_expired',
+      'token_wrong_queue',
+      'token_malformed',
+    ]);
+  });
+
+  it('uses the valid token when a forged duplicate comes along', async () => {
+    const r = rig();
+    const v = new Visitor(r);
+    await v.visit();
+    await r.inner.admit('default', 1);
+    await v.visit();
+    const request = new Request(`${SITE}/`, {
+      headers: { cookie: `waiting_room=forged.token.here; other=1; waiting_room=${v.cookie}` },
+    });
+    expect((await r.handler(request, CLIENT)).headers.get('x-origin')).toBe('yes');
+  });
+
+  it('stops every token of a removed key (the emergency reset)', async () => {
+    const r = rig({}, { signing_keys: `k2:${KEY_2},k1:${KEY_1}` });
+    const v = new Visitor(r);
+    await v.visit();
+    await r.inner.admit('default', 1);
+    await v.visit();
+    expect(v.kind).toBe('a');
+    const rotated = createHandler({
+      config: parseConfig(source(BASE_SETTINGS)),
+      secrets: parseSecrets(source({ ...BASE_SECRETS, signing_keys: `k3:${'k'.repeat(40)}` })),
+      store: r.store,
+      origin: r.origin,
+      logger: r.logger,
+      clock: r.clock,
+    });
+    const before = r.origin.requests.length;
+    const response = await rotated(get('/', v.cookie), CLIENT);
+    expect(await response.text()).toContain('Your place in line');
+    expect(r.origin.requests.length).toBe(before);
+  });
+});
+
+describe('bypass and own paths', () => {
+  it('sends bypass paths, bypass addresses and paths outside the queue straight to the origin with no store call', async () => {
+    const r = rig({ bypass_paths: '/health,/static/*', bypass_ips: '10.0.0.0/8, 2001:db8::/32', queue_paths: '/shop/*' });
+    const cases: [string, string, string][] = [
+      ['/health', '203.0.113.9', 'bypass_path'],
+      ['/static/app.css', '203.0.113.9', 'bypass_path'],
+      ['/shop/item', '10.1.2.3', 'bypass_ip'],
+      ['/shop/item', '2001:db8::7', 'bypass_ip'],
+      ['/shop/item', '::ffff:10.9.9.9', 'bypass_ip'],
+      ['/about', '203.0.113.9', 'no_queue'],
+    ];
+    for (const [path, address, decision] of cases) {
+      const response = await r.handler(get(path), { address, pop: 'TST' });
+      expect(response.headers.get('x-origin'), path).toBe('yes');
+      expect(r.logger.last?.decision).toBe(decision);
+    }
+    expect(r.store.calls).toBe(0);
+    // Still queued: the same path from another address, and a path the rule only seems to cover.
+    expect((await r.handler(get('/shop/item'), CLIENT)).headers.get('x-origin')).toBeNull();
+    expect((await r.handler(get('/SHOP//item'), CLIENT)).headers.get('x-origin')).toBeNull();
+  });
+
+  it('never forwards its own paths', async () => {
+    const r = rig();
+    for (const path of ['/__wr/nothing', '/__wr/assets/nope.js', '/__wr/admin/other']) {
+      expect((await r.handler(get(path), CLIENT)).status).toBe(404);
+    }
+    const css = await r.handler(get('/__wr/assets/style.css'), CLIENT);
+    expect(css.headers.get('content-type')).toContain('text/css');
+    expect(await css.text()).toContain('prefers-reduced-motion');
+    expect(r.origin.requests).toHaveLength(0);
+  });
+
+  it('reports a visitor status as JSON without taking a ticket', async () => {
+    const r = rig();
+    const none = await r.handler(get('/__wr/status'), CLIENT);
+    expect(await none.json()).toMatchObject({ state: 'none' });
+    const v = new Visitor(r);
+    await v.visit();
+    await new Visitor(r).visit();
+    const waiting = await r.handler(get('/__wr/status', v.cookie), CLIENT);
+    expect(await waiting.json()).toEqual({ state: 'waiting', ticket: 1, ahead: 0, position: 1, refresh_seconds: 5 });
+    await r.inner.admit('default', 1);
+    const admitted = await r.handler(get('/__wr/status', v.cookie), CLIENT);
+    expect(await admitted.json()).toMatchObject({ state: 'admitted' });
+    expect(payloadOf(cookieFrom(admitted)!)['k']).toBe('a');
+    expect((await r.inner.peek('default')).tail).toBe(2);
+  });
+});
+
+describe('when the store fails', () => {
+  for (const mode of ['error', 'hang'] as const) {
+    it(`(${mode}) admitted visitors pass, waiting ones keep their ticket, new ones wait; never a 5xx`, async () => {
+      const r = rig();
+      const admitted = new Visitor(r);
+      const waiting = new Visitor(r);
+      await admitted.visit();
+      await waiting.visit();
+      await r.inner.admit('default', 1);
+      await admitted.visit();
+      r.store.mode = mode;
+      const a = await admitted.visit('/cart');
+      expect(a.headers.get('x-origin')).toBe('yes');
+      const w = await waiting.visit();
+      expect(w.status).toBe(200);
+      expect(await w.text()).toContain('We are checking your place in line');
+      expect(waiting.ticket).toBe(2);
+      const n = await r.handler(get('/'), CLIENT);
+      expect(n.status).toBe(200);
+      expect(cookieFrom(n)).toBeUndefined();
+      expect(r.logger.last).toMatchObject({ decision: 'unavailable', store_error: expect.stringMatching(mode === 'hang' ? /timeout/ : /error/) });
+      // The store comes back: the waiting visitor still holds ticket 2.
+      r.store.mode = 'ok';
+      await r.inner.admit('default', 1);
+      await waiting.visit();
+      expect(waiting.kind).toBe('a');
+    });
+  }
+
+  it('lets visitors through unqueued when the policy says pass', async () => {
+    const r = rig({ store_failure: 'pass' });
+    r.store.mode = 'error';
+    const response = await r.handler(get('/'), CLIENT);
+    expect(response.headers.get('x-origin')).toBe('yes');
+    expect(r.logger.last?.decision).toBe('unavailable_pass');
+  });
+
+  it('answers the admin with 503 and the reason, not a crash', async () => {
+    const r = rig();
+    r.store.mode = 'error';
+    const response = await r.handler(
+      new Request(`${SITE}/__wr/api/admit?count=1`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } }),
+      CLIENT,
+    );
+    expect(response.status).toBe(503);
+    expect(await response.json()).toMatchObject({ error: expect.stringContaining('did not confirm') });
+  });
+});
+
+describe('holding status codes', () => {
+  it('sends Retry-After with 429 and 503', async () => {
+    for (const status of ['429', '503']) {
+      const r = rig({ hold_status: status });
+      const response = await r.handler(get('/'), CLIENT);
+      expect(response.status).toBe(Number(status));
+      expect(response.headers.get('retry-after')).toBe('5');
+    }
+  });
+});
+
+describe('admin page and APIs', () => {
+  const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+  const ADMIN = basic('admin', ADMIN_PASSWORD);
+  let r: Rig;
+
+  beforeEach(async () => {
+    r = rig();
+    for (let i = 0; i < 10; i++) await new Visitor(r).visit();
+  });
+
+  async function csrfToken(): Promise<string> {
+    const page = await r.handler(get('/__wr/admin', undefined, { authorization: ADMIN }), CLIENT);
+    const match = /name="csrf" value="([^"]+)"/.exec(await page.text());
+    return match![1]!;
+  }
+
+  function postForm(body: string, headers: Record<string, string> = {}): Request {
+    return new Request(`${SITE}/__wr/admin/admit`, {
+      method: 'POST',
+      body,
+      headers: { authorization: ADMIN, 'content-type': 'application/x-www-form-urlencoded', origin: SITE, ...headers },
+    });
+  }
+
+  it('is refused with a clear message until a password is configured', async () => {
+    const { admin_password: _unused, ...noPassword } = BASE_SECRETS;
+    const closed = createHandler({
+      config: parseConfig(source(BASE_SETTINGS)),
+      secrets: parseSecrets(source(noPassword)),
+      store: r.store,
+      origin: r.origin,
+      logger: r.logger,
+      clock: r.clock,
+    });
+    const response = await closed(get('/__wr/admin', undefined, { authorization: basic('admin', '') }), CLIENT);
+    expect(response.status).toBe(403);
+    expect(await response.json()).toEqual({ error: expect.stringContaining('admin_password') });
+  });
+
+  it('asks for credentials and refuses wrong ones', async () => {
+    for (const authorization of [undefined, basic('admin', 'wrong'), basic('root', ADMIN_PASSWORD), 'Basic ???']) {
+      const response = await r.handler(get('/__wr/admin', undefined, authorization ? { authorization } : {}), CLIENT);
+      expect(response.status).toBe(401);
+      expect(response.headers.get('www-authenticate')).toContain('Basic');
+    }
+  });
+
+  it('shows the queue, with frame and script protections', async () => {
+    const response = await r.handler(get('/__wr/admin', undefined, { authorization: ADMIN }), CLIENT);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('x-frame-options')).toBe('DENY');
+    expect(response.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    const html = await response.text();
+    expect(html).toContain('<dd id="waiting">10</dd>');
+    expect(html).not.toContain(ADMIN_PASSWORD);
+  });
+
+  it('lets N in from the form and answers with the new state', async () => {
+    const csrf = await csrfToken();
+    const json = await r.handler(postForm(`csrf=${csrf}&count=4`), CLIENT);
+    expect(json.status).toBe(200);
+    expect(await json.json()).toMatchObject({ admitted: 4, tail: 10, cursor: 4, waiting: 6 });
+    const html = await r.handler(postForm(`csrf=${csrf}&count=2`, { accept: 'text/html' }), CLIENT);
+    expect(html.status).toBe(303);
+    expect(html.headers.get('location')).toBe('/__wr/admin?admitted=2');
+    expect((await r.inner.peek('default')).cursor).toBe(6);
+  });
+
+  it('refuses forged or cross-site form posts and changes nothing', async () => {
+    const csrf = await csrfToken();
+    const cases = [
+      postForm('count=4'),
+      postForm(`csrf=${csrf.slice(0, -2)}xx&count=4`),
+      postForm(`csrf=${csrf}&count=4`, { origin: 'https://evil.example' }),
+      postForm(`csrf=${csrf}&count=4`, { 'sec-fetch-site': 'cross-site' }),
+    ];
+    for (const request of cases) expect((await r.handler(request, CLIENT)).status).toBe(403);
+    // An expired form token.
+    r.clock.advance(3_601_000);
+    expect((await r.handler(postForm(`csrf=${csrf}&count=4`), CLIENT)).status).toBe(403);
+    expect((await r.inner.peek('default')).cursor).toBe(0);
+  });
+
+  it('refuses bad counts with a 400 saying why and changes nothing', async () => {
+    const csrf = await csrfToken();
+    const bad = ['', 'count=', 'count=abc', 'count=-1', 'count=0', 'count=1.5', 'count=100001', 'count=1e9', 'count=1&count=2'];
+    for (const body of bad) {
+      const response = await r.handler(postForm(`csrf=${csrf}&${body}`), CLIENT);
+      expect(response.status, body).toBe(400);
+      expect((await response.json()).error, body).toMatch(/count/);
+    }
+    const api = [
+      ['/__wr/api/admit', '{"count":"x"}'],
+      ['/__wr/api/admit', '{"count":0}'],
+      ['/__wr/api/admit', '[5]'],
+      ['/__wr/api/admit', '{bad json'],
+      ['/__wr/api/admit?count=5', '{"count":5}'],
+      ['/__wr/api/admit?count=9999999', ''],
+      ['/__wr/api/admit', ''],
+    ];
+    for (const [path, body] of api) {
+      const request = new Request(`${SITE}${path}`, { method: 'POST', body, headers: { authorization: `Bearer ${API_TOKEN}` } });
+      const response = await r.handler(request, CLIENT);
+      expect(response.status, `${path} ${body}`).toBe(400);
+    }
+    const huge = new Request(`${SITE}/__wr/api/admit`, { method: 'POST', body: 'x'.repeat(10_000), headers: { authorization: `Bearer ${API_TOKEN}` } });
+    expect((await r.handler(huge, CLIENT)).status).toBe(413);
+    expect((await r.inner.peek('default')).cursor).toBe(0);
+  });
+
+  it('lets the origin admit with its bearer token, by query or JSON body', async () => {
+    const post = (path: string, body?: string, token = API_TOKEN) =>
+      r.handler(new Request(`${SITE}${path}`, { method: 'POST', body, headers: { authorization: `Bearer ${token}` } }), CLIENT);
+    expect((await post('/__wr/api/admit?count=3', undefined, 'wrong-token')).status).toBe(401);
+    expect((await post('/__wr/api/admit?count=3', undefined, ADMIN_PASSWORD)).status).toBe(401);
+    const byQuery = await post('/__wr/api/admit?count=3');
+    expect(await byQuery.json()).toMatchObject({ admitted: 3, cursor: 3, tail: 10, waiting: 7 });
+    const byBody = await post('/__wr/api/admit', '{"count": 100}');
+    // Never past the tail: only the 7 who wait are let in.
+    expect(await byBody.json()).toMatchObject({ admitted: 7, cursor: 10, waiting: 0 });
+    const state = await r.handler(new Request(`${SITE}/__wr/api/state`, { headers: { authorization: `Bearer ${API_TOKEN}` } }), CLIENT);
+    expect(await state.json()).toMatchObject({ tail: 10, cursor: 10, waiting: 0 });
+    expect((await r.handler(new Request(`${SITE}/__wr/api/admit`, { headers: { authorization: `Bearer ${API_TOKEN}` } }), CLIENT)).status).toBe(405);
+  });
+});

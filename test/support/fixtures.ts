@@ -1,0 +1,91 @@
+/** Settings, secrets and small fakes shared by the tests (fakes inject time and faults only). */
+import type { SettingSource } from '../../src/core/config';
+import type { Clock, Logger, Origin, QueueStore, RequestLog } from '../../src/core/ports';
+
+export const KEY_1 = 'test-key-one-0123456789abcdefghijklmnop';
+export const KEY_2 = 'test-key-two-0123456789abcdefghijklmnop';
+export const ADMIN_PASSWORD = 'test-admin-password';
+export const API_TOKEN = 'test-origin-api-token-0123456789';
+
+export function source(values: Record<string, string>): SettingSource {
+  return (key) => values[key];
+}
+
+export const BASE_SETTINGS: Record<string, string> = {
+  queue_name: 'default',
+  refresh_seconds: '5',
+  queue_timeout_seconds: '60',
+  session_seconds: '600',
+};
+
+export const BASE_SECRETS: Record<string, string> = {
+  signing_keys: `k1:${KEY_1}`,
+  admin_password: ADMIN_PASSWORD,
+  admin_api_token: API_TOKEN,
+  upstash_token: 'test-upstash-token',
+};
+
+export class ManualClock implements Clock {
+  constructor(public ms = Date.UTC(2026, 10, 22, 12, 0, 0)) {}
+  now(): number {
+    return this.ms;
+  }
+  advance(ms: number): void {
+    this.ms += ms;
+  }
+}
+
+export class MemoryLogger implements Logger {
+  readonly records: RequestLog[] = [];
+  log(record: RequestLog): void {
+    this.records.push(record);
+  }
+  get last(): RequestLog | undefined {
+    return this.records.at(-1);
+  }
+}
+
+/** An origin that answers from memory and records what reached it. */
+export class RecordingOrigin implements Origin {
+  readonly requests: Request[] = [];
+  async forward(request: Request): Promise<Response> {
+    this.requests.push(request);
+    return new Response(`origin saw ${new URL(request.url).pathname}`, { status: 200, headers: { 'x-origin': 'yes' } });
+  }
+}
+
+/** Counts store calls and can be switched to fail, wrapping a real store. */
+export class FaultyStore implements QueueStore {
+  calls = 0;
+  mode: 'ok' | 'error' | 'hang' = 'ok';
+  constructor(private readonly inner: QueueStore) {}
+  private gate<T>(call: () => Promise<T>): Promise<T> {
+    this.calls++;
+    if (this.mode === 'error') return Promise.reject(new Error('store is down'));
+    if (this.mode === 'hang') return new Promise<T>(() => {});
+    return call();
+  }
+  join: QueueStore['join'] = (...a) => this.gate(() => this.inner.join(...a));
+  poll: QueueStore['poll'] = (...a) => this.gate(() => this.inner.poll(...a));
+  admit: QueueStore['admit'] = (...a) => this.gate(() => this.inner.admit(...a));
+  peek: QueueStore['peek'] = (...a) => this.gate(() => this.inner.peek(...a));
+}
+
+/** The value of our cookie in a response's Set-Cookie headers, if any. */
+export function cookieFrom(response: Response, name = 'waiting_room'): string | undefined {
+  for (const header of response.headers.getSetCookie()) {
+    const [pair] = header.split(';');
+    if (pair?.startsWith(`${name}=`)) return pair.slice(name.length + 1);
+  }
+  return undefined;
+}
+
+/** Decodes a compact JWS payload without verifying it (for assertions only). */
+export function payloadOf(token: string): Record<string, unknown> {
+  const part = token.split('.')[1] ?? '';
+  return JSON.parse(Buffer.from(part, 'base64url').toString('utf8')) as Record<string, unknown>;
+}
+
+export function base64url(value: unknown): string {
+  return Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
+}

@@ -1,0 +1,122 @@
+import jws from 'jws';
+import { describe, expect, it } from 'vitest';
+import { parseKeyRing, signToken, verifyToken, type TokenClaims } from '../src/core/tokens';
+import { base64url, KEY_1, KEY_2 } from './support/fixtures';
+
+const NOW = Date.UTC(2026, 10, 22, 12, 0, 0);
+const IAT = NOW / 1000;
+const claims: TokenClaims = { q: 'default', k: 'w', t: 42, iat: IAT, exp: IAT + 60 };
+const ring = parseKeyRing(`k1:${KEY_1}`);
+
+describe('key ring', () => {
+  it('signs with the first key and verifies with any key it holds', async () => {
+    const rotated = parseKeyRing(`k2:${KEY_2},k1:${KEY_1}`);
+    const oldToken = await signToken(ring, claims);
+    const newToken = await signToken(rotated, claims);
+    expect(jws.decode(newToken)?.header.kid).toBe('k2');
+    expect(await verifyToken(rotated, oldToken, 'default', NOW)).toEqual({ ok: true, claims });
+    // Removing k1 is the emergency reset: its tokens stop working.
+    expect(await verifyToken(parseKeyRing(`k2:${KEY_2}`), oldToken, 'default', NOW)).toEqual({ ok: false, reason: 'unknown_key' });
+  });
+
+  it.each([
+    ['', /at least one/],
+    ['k1', /key id/],
+    ['k1:short', /at least 32/],
+    [`bad kid!:${KEY_1}`, /key id/],
+    [`k1:${KEY_1},k1:${KEY_2}`, /appears twice/],
+  ])('refuses %j', (text, message) => {
+    expect(() => parseKeyRing(text)).toThrow(message);
+  });
+
+  it('never puts a secret in an error message', () => {
+    expect(() => parseKeyRing(`k1:${KEY_1},k2:tooshort-secret`)).toThrow(/entry 2 \(k2\)/);
+    try {
+      parseKeyRing(`k1:${KEY_1},k2:tooshort-secret`);
+    } catch (error) {
+      expect(String(error)).not.toContain('tooshort-secret');
+      expect(String(error)).not.toContain(KEY_1);
+    }
+  });
+});
+
+describe('verifyToken', () => {
+  it('accepts a valid token and returns its claims', async () => {
+    const token = await signToken(ring, claims);
+    expect(await verifyToken(ring, token, 'default', NOW)).toEqual({ ok: true, claims });
+  });
+
+  it('rejects a tampered payload', async () => {
+    const [h, , s] = (await signToken(ring, claims)).split('.');
+    const forged = `${h}.${base64url({ ...claims, t: 1 })}.${s}`;
+    expect(await verifyToken(ring, forged, 'default', NOW)).toEqual({ ok: false, reason: 'bad_signature' });
+  });
+
+  it('rejects a token re-signed with another key under our key id', async () => {
+    const forged = jws.sign({ header: { alg: 'HS256', kid: 'k1', typ: 'JWT' }, payload: claims, secret: KEY_2 });
+    expect(await verifyToken(ring, forged, 'default', NOW)).toEqual({ ok: false, reason: 'bad_signature' });
+  });
+
+  it('rejects a token under an unknown key id, or none', async () => {
+    const unknown = jws.sign({ header: { alg: 'HS256', kid: 'k9', typ: 'JWT' }, payload: claims, secret: KEY_1 });
+    const noKid = jws.sign({ header: { alg: 'HS256', typ: 'JWT' }, payload: claims, secret: KEY_1 });
+    expect(await verifyToken(ring, unknown, 'default', NOW)).toEqual({ ok: false, reason: 'unknown_key' });
+    expect(await verifyToken(ring, noKid, 'default', NOW)).toEqual({ ok: false, reason: 'unknown_key' });
+  });
+
+  it('rejects alg none and other algorithms', async () => {
+    const none = `${base64url({ alg: 'none', kid: 'k1' })}.${base64url(claims)}.`;
+    const hs512 = jws.sign({ header: { alg: 'HS512', kid: 'k1' }, payload: claims, secret: KEY_1 });
+    for (const token of [none, hs512]) {
+      const result = await verifyToken(ring, token, 'default', NOW);
+      expect(result.ok).toBe(false);
+    }
+  });
+
+  it('rejects an expired token at its expiry second', async () => {
+    const token = await signToken(ring, claims);
+    expect((await verifyToken(ring, token, 'default', (IAT + 59) * 1000)).ok).toBe(true);
+    expect(await verifyToken(ring, token, 'default', (IAT + 60) * 1000)).toEqual({ ok: false, reason: 'expired' });
+  });
+
+  it("rejects another queue's token", async () => {
+    const token = await signToken(ring, { ...claims, q: 'other' });
+    expect(await verifyToken(ring, token, 'default', NOW)).toEqual({ ok: false, reason: 'wrong_queue' });
+  });
+
+  it('rejects well-signed tokens whose claims are not ours', async () => {
+    const cases = [
+      { q: 'default', k: 'x', t: 1, iat: IAT, exp: IAT + 60 },
+      { q: 'default', k: 'a', t: -1, iat: IAT, exp: IAT + 60 },
+      { q: 'default', k: 'a', t: '1', iat: IAT, exp: IAT + 60 },
+      { q: 'default', k: 'a', t: 1.5, iat: IAT, exp: IAT + 60 },
+      { k: 'a', t: 1, iat: IAT, exp: IAT + 60 },
+    ];
+    for (const payload of cases) {
+      const token = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload, secret: KEY_1 });
+      expect(await verifyToken(ring, token, 'default', NOW)).toEqual({ ok: false, reason: 'bad_claims' });
+    }
+  });
+
+  it.each(['', 'abc', 'a.b', 'a.b.c', '...', '%%%.%%%.%%%', 'x'.repeat(5000)])('treats %j as malformed', async (junk) => {
+    const result = await verifyToken(ring, junk, 'default', NOW);
+    expect(result).toMatchObject({ ok: false });
+  });
+});
+
+describe('interoperability with the jws reference implementation', () => {
+  it('our tokens verify with jws', async () => {
+    const token = await signToken(ring, claims);
+    expect(jws.verify(token, 'HS256', KEY_1)).toBe(true);
+    expect(jws.verify(token, 'HS256', KEY_2)).toBe(false);
+    const decoded = jws.decode(token);
+    expect(decoded?.header).toEqual({ alg: 'HS256', kid: 'k1', typ: 'JWT' });
+    // jws parses a JSON payload when the header says typ JWT.
+    expect(decoded?.payload).toEqual(claims);
+  });
+
+  it('tokens made by jws verify with our code', async () => {
+    const token = jws.sign({ header: { alg: 'HS256', kid: 'k1', typ: 'JWT' }, payload: claims, secret: KEY_1 });
+    expect(await verifyToken(ring, token, 'default', NOW)).toEqual({ ok: true, claims });
+  });
+});
