@@ -2,7 +2,7 @@
  * A local stand-in for the Upstash REST API over a real Redis, so the code that runs on Fastly
  * with `@upstash/redis` runs unchanged in the Node host and in tests.
  *
- * Speaks what the client speaks (see /work/shared/upstash-rest-protocol.md): `POST /`,
+ * Speaks what the client speaks (https://upstash.com/docs/redis/features/restapi): `POST /`,
  * `POST /pipeline`, `POST /multi-exec`, a bearer token on every endpoint, `Upstash-Encoding: base64`
  * and the `upstash-sync-token` header. It also smooths over where Upstash differs from Redis 7:
  * Redis rejects Upstash's `allow-key-locking` script flag, so scripts are rewritten on the way in
@@ -175,7 +175,8 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
     const batch = body.map((command) => prepare(parseCommand(command), scripts));
     let outcomes: Outcome[];
     if (path === '/pipeline') {
-      // Sent back to back on one connection, so Redis runs them in order without waiting on us.
+      // run() hands each command to ioredis before its first await, so they go out back to back,
+      // in order, on one connection: Redis runs them in order, as Upstash does.
       outcomes = await Promise.all(
         batch.map((p) => {
           const refused = refusal(p.argv[0]);
@@ -193,13 +194,7 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
     );
   }
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch((error: unknown) => {
-      if (error instanceof HttpError) return send(res, error.status, { error: error.message });
-      send(res, 500, { error: `bridge could not reach Redis: ${messageOf(error)}` });
-    });
-  });
-  // Set before anything is sent, so every response carries the token as it stands after the request.
+  // The token is read as the response is written, so it already counts this request's own writes.
   const send = (res: ServerResponse, status: number, payload: unknown): void => {
     if (res.headersSent) {
       res.destroy();
@@ -214,6 +209,13 @@ export async function startUpstashBridge(options: UpstashBridgeOptions): Promise
     res.end(text);
   };
 
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      if (error instanceof HttpError) return send(res, error.status, { error: error.message });
+      // Not an answer from Redis: the connection is down, or this is a bug in the bridge.
+      send(res, 500, { error: `bridge failed: ${messageOf(error)}` });
+    });
+  });
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
