@@ -4,7 +4,7 @@
 //   node src/node/build.mjs engine-checks  bin/engine-checks.wasm: checks that run inside the engine at build time
 //   node src/node/build.mjs engine-checks-fail  the same with a check that must fail (a control)
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -58,9 +58,16 @@ async function bundleForEngine(entry, outfile) {
 
 function compileWasm(input, output, extraArgs = []) {
   const cli = resolve(root, 'node_modules/@fastly/js-compute/dist/cli/js-compute-runtime-cli.js');
-  const runtime = existsSync(cli) ? ['node', [cli]] : ['npx', ['js-compute-runtime']];
-  const result = spawnSync(runtime[0], [...runtime[1], ...extraArgs, input, output], { cwd: root, stdio: 'inherit' });
-  if (result.status !== 0) process.exit(result.status ?? 1);
+  if (!existsSync(cli)) {
+    console.error(`js-compute-runtime not found at ${cli}: run npm ci`);
+    process.exit(1);
+  }
+  const result = spawnSync(process.execPath, [cli, ...extraArgs, input, output], { cwd: root, stdio: 'inherit' });
+  if (result.status !== 0) {
+    // A failed build-time run leaves an empty output behind; remove it so nothing mistakes it for a build.
+    rmSync(resolve(root, output), { force: true });
+    process.exit(result.status ?? 1);
+  }
 }
 
 /** `fastly compute serve` reads flat JSON files: split devconfig.json into config and dev secrets. */

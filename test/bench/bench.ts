@@ -680,6 +680,8 @@ function latencyReport(
       rows,
     ),
     '',
+    '"added" = this arm minus the bare proxy (same host code, same origin, no waiting-room logic); the per-round column pairs ' +
+      'each round\'s mean with the proxy\'s mean of the same round. Load generator in its own thread; origin and bridge in another.',
     `Store requests during this run: ${storeHttp} HTTP / ${storeRedis} Redis, for ${expectedStore} waiting polls sent ` +
       `(admitted and proxy arms: 0 expected)${storeHttp === expectedStore && storeRedis === expectedStore ? ' — as expected.' : ' — MISMATCH.'}` +
       (errors.length > 0 ? ` Errors: ${errors.map((a) => `${a.name} ${a.errors} (${a.firstError ?? ''})`).join('; ')}.` : '') +

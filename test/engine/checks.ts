@@ -198,7 +198,7 @@ async function platformChecks(run: Runner): Promise<void> {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
-      text += new TextDecoder().decode(value, { stream: true });
+      text += new TextDecoder().decode(value);
     }
     equal(text, '{"count":3}', 'streamed text');
   });
