@@ -3,8 +3,7 @@
  * streamed download, and an echo that streams a request body back.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import type { RunningServer } from './host';
+import { serve, type RunningServer } from './host';
 
 const MIB = 1024 * 1024;
 const MAX_DOWNLOAD_MIB = 1024;
@@ -67,18 +66,5 @@ export async function startDemoOrigin(options: { port?: number; host?: string } 
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'x-origin': 'demo' });
     res.end(homePage(url.pathname));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, resolve);
-  });
-  const port = (server.address() as AddressInfo).port;
-  return {
-    url: `http://${host}:${port}`,
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return serve(server, options.port ?? 0, host);
 }

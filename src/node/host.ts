@@ -55,6 +55,24 @@ async function writeResponse(response: Response, res: http.ServerResponse): Prom
   });
 }
 
+/** Listens on `host:port` (0 = a free port) and returns how to reach and stop the server. */
+export async function serve(server: http.Server, port: number, host: string): Promise<RunningServer> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, resolve);
+  });
+  const bound = (server.address() as AddressInfo).port;
+  return {
+    url: `http://${host}:${bound}`,
+    port: bound,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
 export interface HostOptions {
   readonly port?: number;
   readonly host?: string;
@@ -75,18 +93,5 @@ export async function startHost(handler: Handler, options: HostOptions = {}): Pr
       .then((response) => writeResponse(response, res))
       .catch(() => res.destroy());
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, resolve);
-  });
-  const port = (server.address() as AddressInfo).port;
-  return {
-    url: `http://${host}:${port}`,
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return serve(server, options.port ?? 0, host);
 }
