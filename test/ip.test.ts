@@ -233,7 +233,7 @@ describe('matching', () => {
     expect(isAddressInCidrs(undefined, parseCidrList('0.0.0.0/0 ::/0'))).toBe(false);
   });
 
-  it('rejects hostile address text (speed is the benchmark's business; exponential work would hit the test timeout)', () => {
+  it('rejects hostile address text (exponential work would hit the test timeout)', () => {
     const ranges = parseCidrList('::/0');
     for (let i = 0; i < 1000; i++) {
       expect(isAddressInCidrs(':'.repeat(100_000), ranges)).toBe(false);
