@@ -441,12 +441,28 @@ describe('admin page and APIs', () => {
       postForm(`csrf=${csrf.slice(0, -2)}xx&count=4`),
       postForm(`csrf=${csrf}&count=4`, { origin: 'https://evil.example' }),
       postForm(`csrf=${csrf}&count=4`, { 'sec-fetch-site': 'cross-site' }),
+      postForm(`csrf=${csrf}&count=4`, { 'sec-fetch-site': 'same-site' }),
+      postForm(`csrf=${csrf}&count=4`, { origin: 'null' }),
     ];
     for (const request of cases) expect((await r.handler(request, CLIENT)).status).toBe(403);
     // An expired form token.
     r.clock.advance(3_601_000);
     expect((await r.handler(postForm(`csrf=${csrf}&count=4`), CLIENT)).status).toBe(403);
     expect((await r.inner.peek('default')).cursor).toBe(0);
+  });
+
+  it('accepts the headers a browser sends from the admin page', async () => {
+    const csrf = await csrfToken();
+    // A browser posting from our page: Fetch Metadata says same-origin, whatever Origin says.
+    const fromPage = await r.handler(postForm(`csrf=${csrf}&count=1`, { 'sec-fetch-site': 'same-origin', origin: 'null' }), CLIENT);
+    expect(fromPage.status).toBe(200);
+    const noOrigin = new Request(`${SITE}/__wr/admin/admit`, {
+      method: 'POST',
+      body: `csrf=${csrf}&count=1`,
+      headers: { authorization: ADMIN, 'content-type': 'application/x-www-form-urlencoded' },
+    });
+    expect((await r.handler(noOrigin, CLIENT)).status).toBe(200);
+    expect((await r.inner.peek('default')).cursor).toBe(2);
   });
 
   it('refuses bad counts with a 400 saying why and changes nothing', async () => {

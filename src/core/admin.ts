@@ -60,7 +60,7 @@ const ADMIN_PAGE_HEADERS = {
   'x-frame-options': 'DENY',
   'content-security-policy':
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-  'referrer-policy': 'no-referrer',
+  'referrer-policy': 'same-origin',
   'x-content-type-options': 'nosniff',
 };
 
@@ -130,7 +130,7 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
   const iat = Math.floor(nowMs / 1000);
   const csrf = await signToken(ctx.secrets.keyRing, { q: ctx.config.queueName, k: 'c', t: 0, iat, exp: iat + CSRF_LIFETIME_SECONDS });
   const admitted = new URL(request.url).searchParams.get('admitted');
-  const notice = admitted !== null && /^[0-9]{1,7}$/.test(admitted) ? `Let ${formatCount(Number(admitted))} visitors in.` : '';
+  const notice = admitted !== null && /^[0-9]{1,7}$/.test(admitted) ? `Let ${formatCount(Number(admitted))} ${admitted === '1' ? 'visitor' : 'visitors'} in.` : '';
   const { config } = ctx;
   const html = renderAdminPage({
     queue: config.queueName,
@@ -152,17 +152,19 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
  * token only our page can know, and the request must not come from another site.
  */
 function isCrossSite(request: Request): boolean {
+  // Browsers that send Fetch Metadata say exactly where a request comes from.
   const site = request.headers.get('sec-fetch-site');
-  if (site !== null && site !== 'same-origin' && site !== 'none') return true;
+  if (site !== null) return site !== 'same-origin' && site !== 'none';
+  // Older browsers: compare Origin with our host. "null" is an opaque origin (a sandboxed frame,
+  // a data: page), never our admin page. No Origin at all is a non-browser client, which still
+  // needs the credentials and the form token.
   const origin = request.headers.get('origin');
-  if (origin !== null && origin !== 'null') {
-    try {
-      return new URL(origin).host !== new URL(request.url).host;
-    } catch {
-      return true;
-    }
+  if (origin === null) return false;
+  try {
+    return new URL(origin).host !== new URL(request.url).host;
+  } catch {
+    return true;
   }
-  return origin === 'null';
 }
 
 async function formAdmit(request: Request, ctx: AdminContext): Promise<Response> {
