@@ -1,261 +1,40 @@
 /**
- * End to end over HTTP on the Node host: the real Upstash client through the bridge to a real
- * redis-server, the demo origin behind. What a visitor, an operator and the origin see.
+ * End to end over HTTP on the Node host: the shared scenarios, plus what only the Node host can
+ * show from inside this process (its memory while a large body passes through).
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import jws from 'jws';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startHost } from '../src/node/host';
-import { buildWaitingRoom } from '../src/node/waiting-room';
-import { MemoryQueueStore } from '../src/store/memory-store';
-import { ADMIN_PASSWORD, API_TOKEN, BASE_SECRETS, BASE_SETTINGS, base64url, KEY_1, KEY_2, MemoryLogger, source } from './support/fixtures';
-import { HttpVisitor, startStack, type Stack } from './support/stack';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_TOKEN } from './support/fixtures';
+import { defineEndToEnd } from './support/e2e-scenarios';
+import { HttpVisitor, startNodeStack, type Stack } from './support/stack';
 
-const ADMIN = `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`;
 let stack: Stack;
-
 beforeAll(async () => {
-  stack = await startStack();
+  stack = await startNodeStack();
 });
 afterAll(async () => {
   await stack?.close();
 });
-beforeEach(async () => {
-  await stack.direct.flushall();
-  stack.logger.records.length = 0;
-});
 
-const reachedOrigin = (response: Response) => response.headers.get('x-origin') === 'demo';
-const visitor = () => new HttpVisitor(stack.room.url);
-
-async function admitByApi(count: number | string): Promise<Response> {
-  return fetch(`${stack.room.url}/__wr/api/admit?count=${count}`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
-}
-
-describe('visitors', () => {
-  it('a first visit takes a ticket in Redis and shows the holding page', async () => {
-    const v = visitor();
-    const response = await v.get('/');
-    expect(response.status).toBe(200);
-    expect(reachedOrigin(response)).toBe(false);
-    expect(response.headers.get('cache-control')).toBe('no-store');
-    expect(response.headers.get('refresh')).toBe('5');
-    expect(await response.text()).toContain('Your place in line');
-    expect(v.claims).toMatchObject({ q: 'default', k: 'w', t: 1 });
-    expect(await stack.direct.get('wr:{default}:tail')).toBe('1');
-  });
-
-  it('a returning visitor keeps the ticket and takes no new one', async () => {
-    const v = visitor();
-    await v.get('/');
-    await visitor().get('/');
-    for (let i = 0; i < 3; i++) await v.get('/');
-    expect(v.claims['t']).toBe(1);
-    expect(await stack.direct.get('wr:{default}:tail')).toBe('2');
-  });
-
-  it('the admin lets N in from the page and exactly the first N tickets reach the origin', async () => {
-    const visitors = Array.from({ length: 6 }, visitor);
-    for (const v of visitors) await v.get('/');
-    const page = await fetch(`${stack.room.url}/__wr/admin`, { headers: { authorization: ADMIN } });
-    const html = await page.text();
-    expect(html).toContain('<dd id="waiting">6</dd>');
-    const csrf = /name="csrf" value="([^"]+)"/.exec(html)![1]!;
-    const admit = await fetch(`${stack.room.url}/__wr/admin/admit`, {
-      method: 'POST',
-      headers: { authorization: ADMIN, 'content-type': 'application/x-www-form-urlencoded', origin: stack.room.url },
-      body: `csrf=${encodeURIComponent(csrf)}&count=4`,
-    });
-    expect(await admit.json()).toMatchObject({ admitted: 4, tail: 6, cursor: 4, waiting: 2 });
-    const through = [];
-    for (const v of visitors) through.push(reachedOrigin(await v.get('/products')));
-    expect(through).toEqual([true, true, true, true, false, false]);
-    // They stay in: later requests pass without touching the store.
-    const before = await stack.direct.info('commandstats');
-    for (const v of visitors.slice(0, 4)) expect(reachedOrigin(await v.get('/cart'))).toBe(true);
-    expect(scriptCalls(await stack.direct.info('commandstats'))).toBe(scriptCalls(before));
-  });
-
-  it('the origin lets visitors in with its bearer token', async () => {
-    const visitors = Array.from({ length: 3 }, visitor);
-    for (const v of visitors) await v.get('/');
-    const response = await admitByApi(2);
-    expect(response.status).toBe(200);
-    expect(await response.json()).toMatchObject({ admitted: 2, cursor: 2, tail: 3, waiting: 1 });
-    expect(reachedOrigin(await visitors[1]!.get('/'))).toBe(true);
-    expect(reachedOrigin(await visitors[2]!.get('/'))).toBe(false);
-    const wrong = await fetch(`${stack.room.url}/__wr/api/admit?count=2`, { method: 'POST', headers: { authorization: 'Bearer nope' } });
-    expect(wrong.status).toBe(401);
-  });
-
-  it('forged, re-signed, alg none, expired and other-queue cookies never reach the origin', async () => {
-    const iat = Math.floor(Date.now() / 1000);
-    const access = { q: 'default', k: 'a', t: 1, iat, exp: iat + 600 };
-    const good = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: KEY_1 });
-    const [h, , s] = good.split('.');
-    const forged = {
-      tampered: `${h}.${base64url({ ...access, t: 0 })}.${s}`,
-      resigned: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: KEY_2 }),
-      unknownKey: jws.sign({ header: { alg: 'HS256', kid: 'k2' }, payload: access, secret: KEY_2 }),
-      algNone: `${base64url({ alg: 'none', kid: 'k1' })}.${base64url(access)}.`,
-      expired: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, exp: iat - 10 }, secret: KEY_1 }),
-      otherQueue: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, q: 'other' }, secret: KEY_1 }),
-    };
-    for (const [name, cookie] of Object.entries(forged)) {
-      const response = await fetch(`${stack.room.url}/`, { headers: { cookie: `waiting_room=${cookie}` } });
-      expect(reachedOrigin(response), name).toBe(false);
-      expect(response.status, name).toBe(200);
-    }
-    // The control: the same claims signed with our key do pass.
-    expect(reachedOrigin(await fetch(`${stack.room.url}/`, { headers: { cookie: `waiting_room=${good}` } }))).toBe(true);
-  });
-
-  it('keeps the origin response intact and adds only our cookie', async () => {
-    const v = visitor();
-    await v.get('/');
-    await admitByApi(1);
-    const response = await v.get('/set-cookie');
-    const cookies = response.headers.getSetCookie();
-    expect(cookies.filter((c) => c.startsWith('origin_'))).toEqual(['origin_a=1; Path=/', 'origin_b=2; Path=/']);
-    expect(cookies.filter((c) => c.startsWith('waiting_room='))).toHaveLength(1);
-    expect(await response.text()).toBe('two cookies');
-  });
-});
-
-function scriptCalls(commandstats: string): number {
-  let total = 0;
-  for (const match of commandstats.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) total += Number(match[1]);
-  return total;
-}
-
-describe('bad admin input', () => {
-  it('gets a 400 saying why and changes nothing in Redis', async () => {
-    for (const v of Array.from({ length: 3 }, visitor)) await v.get('/');
-    const before = await stack.direct.mget('wr:{default}:tail', 'wr:{default}:cursor');
-    for (const count of ['', 'abc', '-5', '0', '2.5', '1e6', '1000001', '%00']) {
-      const response = await admitByApi(count);
-      expect(response.status, count).toBe(400);
-      expect((await response.json()).error, count).toMatch(/count/);
-    }
-    expect(await stack.direct.mget('wr:{default}:tail', 'wr:{default}:cursor')).toEqual(before);
-  });
-});
-
-describe('when the store goes away mid-run', () => {
-  it('no visitor gets a 5xx, admitted visitors keep passing, and it recovers', async () => {
-    const admitted = visitor();
-    const waiting = visitor();
-    await admitted.get('/');
-    await waiting.get('/');
-    await admitByApi(1);
-    await admitted.get('/');
-    await stack.stopBridge();
-    try {
-      const a = await admitted.get('/cart');
-      expect(reachedOrigin(a)).toBe(true);
-      const w = await waiting.get('/');
-      expect(w.status).toBe(200);
-      expect(await w.text()).toContain('checking your place');
-      const n = await visitor().get('/');
-      expect(n.status).toBe(200);
-      expect(reachedOrigin(n)).toBe(false);
-      const failures = stack.logger.records.filter((r) => r.store_error !== undefined);
-      expect(failures.length).toBeGreaterThanOrEqual(2);
-    } finally {
-      await stack.startBridge();
-    }
-    expect(waiting.claims['t']).toBe(2);
-    await admitByApi(1);
-    expect(reachedOrigin(await waiting.get('/'))).toBe(true);
-  });
-});
-
-describe('logging', () => {
-  it('writes one structured line per request with the decision, ticket, cursor and store time', async () => {
-    const v = visitor();
-    await v.get('/');
-    await v.get('/');
-    await admitByApi(1);
-    await v.get('/');
-    await v.get('/again');
-    const lines = stack.logger.records;
-    expect(lines.map((l) => l.decision)).toEqual(['waiting', 'waiting', 'api', 'admitted', 'access']);
-    expect(lines[0]).toMatchObject({ queue: 'default', ticket: 1, cursor: 0, tail: 1, pop: 'local', status: 200 });
-    expect(typeof lines[0]!.store_ms).toBe('number');
-    expect(lines[4]!.store_ms).toBeUndefined();
-  });
-});
-
-describe('streaming', () => {
-  async function admittedVisitor(): Promise<HttpVisitor> {
-    const v = visitor();
-    await v.get('/');
-    await admitByApi(1);
-    await v.get('/');
-    return v;
-  }
-
-  it('streams a 20 MiB request body to the origin and back', async () => {
-    const v = await admittedVisitor();
-    const size = 20 * 1024 * 1024;
-    const body = Buffer.alloc(size);
-    for (let i = 0; i < size; i += 4096) body[i] = i % 251;
-    const response = await v.get('/echo', { method: 'POST', body });
-    expect(response.headers.get('x-echo-method')).toBe('POST');
-    const echoed = Buffer.from(await response.arrayBuffer());
-    expect(echoed.length).toBe(size);
-    expect(echoed.equals(body)).toBe(true);
-  });
+describe('Node host', () => {
+  defineEndToEnd(() => stack);
 
   it('passes a 100 MiB response through with bounded memory', async () => {
-    const v = await admittedVisitor();
+    const v = new HttpVisitor(stack.url);
+    await v.get('/');
+    await fetch(`${stack.url}/__wr/api/admit?count=1`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+    await v.get('/');
     const response = await v.get('/big?mib=100');
     expect(response.headers.get('content-length')).toBe(String(100 * 1024 * 1024));
     const startRss = process.memoryUsage().rss;
     let peak = startRss;
     let received = 0;
     const reader = response.body!.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      received += value.byteLength;
+    for (let r = await reader.read(); !r.done; r = await reader.read()) {
+      received += r.value.byteLength;
       peak = Math.max(peak, process.memoryUsage().rss);
     }
     expect(received).toBe(100 * 1024 * 1024);
-    // Buffering the body anywhere would add at least 100 MiB.
+    // Buffering the body anywhere in this process would add at least 100 MiB.
     expect(peak - startRss).toBeLessThan(64 * 1024 * 1024);
-  });
-
-  it('delivers the first bytes before the origin has finished', async () => {
-    let finish: () => void = () => {};
-    const slow = http.createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'text/plain' });
-      res.write('first chunk;');
-      finish = () => res.end('last chunk');
-    });
-    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
-    const room = buildWaitingRoom({
-      settings: source({ ...BASE_SETTINGS, queue_paths: '/queued/*' }),
-      secrets: source(BASE_SECRETS),
-      store: new MemoryQueueStore(),
-      originUrl: `http://127.0.0.1:${(slow.address() as AddressInfo).port}`,
-      logger: new MemoryLogger(),
-    });
-    const host = await startHost(room.handler);
-    try {
-      const response = await fetch(`${host.url}/open`);
-      const reader = response.body!.getReader();
-      const first = await reader.read();
-      expect(new TextDecoder().decode(first.value)).toBe('first chunk;');
-      finish();
-      let rest = '';
-      for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
-      expect(rest).toBe('last chunk');
-    } finally {
-      await host.close();
-      slow.closeAllConnections();
-      slow.close();
-    }
   });
 });

@@ -1,6 +1,6 @@
 // Builds the project's bundles with esbuild and, for Fastly, compiles them to wasm.
 //   node src/node/build.mjs node           bin/node-host.mjs, bin/redis-bridge.mjs, bin/bench.mjs
-//   node src/node/build.mjs fastly         bin/main.wasm (+ the local_server files from devconfig.json)
+//   node src/node/build.mjs fastly [--out DIR]  bin/main.wasm (+ the local_server files from devconfig.json)
 //   node src/node/build.mjs engine-checks  bin/engine-checks.wasm: checks that run inside the engine at build time
 //   node src/node/build.mjs engine-checks-fail  the same with a check that must fail (a control)
 import { spawnSync } from 'node:child_process';
@@ -10,7 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const bin = resolve(root, 'bin');
+// `--out DIR` puts the Fastly build elsewhere (the wasm end-to-end tests build into their own folder).
+const outIndex = process.argv.indexOf('--out');
+const bin = outIndex > 0 ? resolve(process.argv[outIndex + 1] ?? 'bin') : resolve(root, 'bin');
 mkdirSync(bin, { recursive: true });
 
 const textLoaders = { '.html': 'text', '.css': 'text', '.svg': 'text' };
@@ -81,8 +83,8 @@ const target = process.argv[2];
 if (target === 'node') {
   await buildNode();
 } else if (target === 'fastly') {
-  await bundleForEngine('src/index.ts', 'bin/index.js');
-  compileWasm('bin/index.js', 'bin/main.wasm');
+  await bundleForEngine('src/index.ts', resolve(bin, 'index.js'));
+  compileWasm(resolve(bin, 'index.js'), resolve(bin, 'main.wasm'));
   writeLocalServerFiles();
 } else if (target === 'engine-checks' || target === 'engine-checks-fail') {
   const entry = target === 'engine-checks' ? 'test/engine/checks.ts' : 'test/engine/failing-check.ts';

@@ -36,25 +36,45 @@ function streamZeros(res: http.ServerResponse, bytes: number): void {
 
 export async function startDemoOrigin(options: { port?: number; host?: string } = {}): Promise<RunningServer> {
   const host = options.host ?? '127.0.0.1';
+  const held = new Map<string, () => void>();
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://origin');
     if (url.pathname === '/big') {
       const mib = Math.min(MAX_DOWNLOAD_MIB, Math.max(0, Number.parseInt(url.searchParams.get('mib') ?? '1', 10) || 0));
-      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(mib * MIB) });
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(mib * MIB), 'x-origin': 'demo' });
       streamZeros(res, mib * MIB);
       return;
     }
     if (url.pathname === '/echo') {
       res.writeHead(200, {
         'content-type': 'application/octet-stream',
+        'x-origin': 'demo',
         'x-echo-method': req.method ?? '',
         'x-echo-cookie': req.headers.cookie ?? '',
       });
       req.pipe(res);
       return;
     }
+    if (url.pathname === '/drip') {
+      // Sends a first chunk, then holds the response open until /release?id=… is requested, so a
+      // test can prove bytes reach the client before the origin has finished.
+      const id = url.searchParams.get('id') ?? '';
+      res.writeHead(200, { 'content-type': 'text/plain', 'x-origin': 'demo' });
+      res.write('first chunk;');
+      held.set(id, () => res.end('last chunk'));
+      return;
+    }
+    if (url.pathname === '/release') {
+      const release = held.get(url.searchParams.get('id') ?? '');
+      held.delete(url.searchParams.get('id') ?? '');
+      release?.();
+      res.writeHead(release ? 200 : 404, { 'content-type': 'text/plain' });
+      res.end(release ? 'released' : 'nothing held');
+      return;
+    }
     if (url.pathname === '/set-cookie') {
       res.writeHead(200, [
+        ['x-origin', 'demo'],
         ['content-type', 'text/plain'],
         ['set-cookie', 'origin_a=1; Path=/'],
         ['set-cookie', 'origin_b=2; Path=/'],

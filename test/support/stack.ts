@@ -1,76 +1,213 @@
 /**
- * The whole local stack for end-to-end tests: a real redis-server on a free port, the Upstash
- * bridge over it, the demo origin, and the waiting room on the Node host using the real
- * `@upstash/redis` client through the bridge.
+ * The whole local stack for end-to-end tests, on either host:
+ * - `node`: the waiting room on the Node host, in this process;
+ * - `wasm`: bin/main.wasm built from the same source and served by the real Fastly CLI
+ *   (`fastly compute serve`) on a Compute host, with backends, config store and secret store
+ *   declared in a generated fastly.toml `[local_server]`.
+ * Both use a real redis-server on a free port, the Upstash bridge over it and the demo origin.
  */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { Redis } from '@upstash/redis';
 import IORedis from 'ioredis';
+import type { RequestLog } from '../../src/core/ports';
 import { startDemoOrigin } from '../../src/node/demo-origin';
 import { startHost, type RunningServer } from '../../src/node/host';
 import { startUpstashBridge, type UpstashBridge } from '../../src/node/upstash-bridge';
 import { buildWaitingRoom } from '../../src/node/waiting-room';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
+import { PROJECT_ROOT } from './compute-host';
 import { BASE_SECRETS, BASE_SETTINGS, MemoryLogger, source } from './fixtures';
 import { startRedisServer, type RedisServer } from './redis-server';
 
 export const UPSTASH_TOKEN = BASE_SECRETS['upstash_token']!;
 
+export type HostKind = 'node' | 'wasm';
+
 export interface Stack {
+  readonly kind: HostKind;
+  /** Base URL of the waiting room. */
+  readonly url: string;
   readonly redis: RedisServer;
   /** Direct access to Redis, to check what the waiting room wrote. */
   readonly direct: IORedis;
-  bridge: UpstashBridge;
   readonly origin: RunningServer;
-  readonly room: RunningServer;
-  readonly logger: MemoryLogger;
-  /** Stops the bridge (the store becomes unreachable). */
+  /** The structured log lines written so far. */
+  logs(): RequestLog[];
+  clearLogs(): void;
+  /** Stops the bridge: the store becomes unreachable. */
   stopBridge(): Promise<void>;
   /** Starts the bridge again on the same port. */
   startBridge(): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function startStack(settings: Record<string, string> = {}): Promise<Stack> {
+interface Shared {
+  redis: RedisServer;
+  direct: IORedis;
+  origin: RunningServer;
+  bridge: UpstashBridge;
+  bridgePort: number;
+}
+
+async function startShared(): Promise<Shared> {
   const redis = await startRedisServer();
-  let bridge = await startUpstashBridge({ redisUrl: redis.url, token: UPSTASH_TOKEN });
-  const bridgePort = bridge.port;
+  const bridge = await startUpstashBridge({ redisUrl: redis.url, token: UPSTASH_TOKEN });
   const origin = await startDemoOrigin();
+  const direct = new IORedis(redis.url, { maxRetriesPerRequest: 1 });
+  return { redis, direct, origin, bridge, bridgePort: bridge.port };
+}
+
+function commonParts(shared: Shared, kind: HostKind, url: string, readLogs: () => RequestLog[], clear: () => void, stopHost: () => Promise<void>): Stack {
+  return {
+    kind,
+    url,
+    redis: shared.redis,
+    direct: shared.direct,
+    origin: shared.origin,
+    logs: readLogs,
+    clearLogs: clear,
+    async stopBridge() {
+      await shared.bridge.close();
+    },
+    async startBridge() {
+      shared.bridge = await startUpstashBridge({ redisUrl: shared.redis.url, token: UPSTASH_TOKEN, port: shared.bridgePort });
+    },
+    async close() {
+      shared.direct.disconnect();
+      await Promise.allSettled([stopHost(), shared.origin.close(), shared.bridge.close()]);
+      await shared.redis.stop();
+    },
+  };
+}
+
+function settingsFor(shared: Shared, settings: Record<string, string>): Record<string, string> {
+  return { ...BASE_SETTINGS, upstash_url: shared.bridge.url, store_timeout_ms: '1000', ...settings };
+}
+
+export async function startNodeStack(settings: Record<string, string> = {}): Promise<Stack> {
+  const shared = await startShared();
   const logger = new MemoryLogger();
   const built = buildWaitingRoom({
-    settings: source({ ...BASE_SETTINGS, upstash_url: bridge.url, store_timeout_ms: '500', ...settings }),
+    settings: source(settingsFor(shared, settings)),
     secrets: source(BASE_SECRETS),
-    originUrl: origin.url,
+    originUrl: shared.origin.url,
     logger,
     store: (config, secrets) =>
       new UpstashQueueStore({
-        redis: new Redis(
-          createUpstashClientOptions({ url: config.upstashUrl!, token: secrets.upstashToken!, retries: config.storeRetries }),
-        ),
+        redis: new Redis(createUpstashClientOptions({ url: config.upstashUrl!, token: secrets.upstashToken!, retries: config.storeRetries })),
       }),
   });
   const room = await startHost(built.handler);
-  const direct = new IORedis(redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
-  const stack: Stack = {
-    redis,
-    direct,
-    bridge,
-    origin,
-    room,
-    logger,
-    async stopBridge() {
-      await stack.bridge.close();
-    },
-    async startBridge() {
-      bridge = await startUpstashBridge({ redisUrl: redis.url, token: UPSTASH_TOKEN, port: bridgePort });
-      stack.bridge = bridge;
-    },
-    async close() {
-      direct.disconnect();
-      await Promise.allSettled([room.close(), origin.close(), stack.bridge.close()]);
-      await redis.stop();
-    },
+  return commonParts(shared, 'node', room.url, () => logger.records, () => (logger.records.length = 0), () => room.close());
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** Builds bin/main.wasm into `dir/bin` (its own folder, so parallel suites never share a file). */
+export function buildWasmInto(dir: string): void {
+  const result = spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'src/node/build.mjs'), 'fastly', '--out', join(dir, 'bin')], {
+    cwd: PROJECT_ROOT,
+    encoding: 'utf8',
+  });
+  if (result.status !== 0) throw new Error(`wasm build failed:\n${result.stdout}\n${result.stderr}`);
+}
+
+export interface WasmOptions {
+  /** Path of Viceroy or a stand-in taking its command line. */
+  readonly viceroyPath: string;
+  readonly settings?: Record<string, string>;
+  readonly secrets?: Record<string, string>;
+}
+
+export async function startWasmStack(options: WasmOptions): Promise<Stack> {
+  const shared = await startShared();
+  const dir = mkdtempSync(join(tmpdir(), 'wr-wasm-'));
+  buildWasmInto(dir);
+  writeFileSync(join(dir, 'bin', 'config.json'), JSON.stringify(settingsFor(shared, options.settings ?? {})));
+  writeFileSync(join(dir, 'bin', 'secrets.json'), JSON.stringify({ ...BASE_SECRETS, ...options.secrets }));
+  writeFileSync(
+    join(dir, 'fastly.toml'),
+    [
+      'manifest_version = 3',
+      'name = "waiting-room-e2e"',
+      'language = "javascript"',
+      '[local_server.backends.origin]',
+      `url = "${shared.origin.url}/"`,
+      '[local_server.backends.upstash]',
+      `url = "${shared.bridge.url}/"`,
+      '[local_server.config_stores.wr_config]',
+      'file = "bin/config.json"',
+      'format = "json"',
+      '[local_server.secret_stores.wr_secrets]',
+      'file = "bin/secrets.json"',
+      'format = "json"',
+      '',
+    ].join('\n'),
+  );
+  const port = await freePort();
+  const fastly = resolve(PROJECT_ROOT, 'node_modules/.bin/fastly');
+  const child: ChildProcess = spawn(
+    fastly,
+    ['compute', 'serve', '--skip-build', '--non-interactive', '--dir', dir, '--viceroy-path', options.viceroyPath, '--addr', `127.0.0.1:${port}`],
+    { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTLY_DISABLE_WASM_METRICS: '1' } },
+  );
+  const logs: RequestLog[] = [];
+  let output = '';
+  let buffered = '';
+  const ready = new Promise<void>((resolveReady, reject) => {
+    const timer = setTimeout(() => reject(new Error(`compute host did not start within 60 s:\n${output}`)), 60_000);
+    child.once('exit', (code) => reject(new Error(`fastly compute serve exited (${code}):\n${output}`)));
+    child.stdout!.on('data', (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      output += text;
+      buffered += text;
+      const lines = buffered.split('\n');
+      buffered = lines.pop() ?? '';
+      for (const line of lines) {
+        // Log endpoints print `name :: line`.
+        const match = /^wr_log :: (\{.*\})\s*$/.exec(line);
+        if (match?.[1]) logs.push(JSON.parse(match[1]) as RequestLog);
+        if (line.includes('Listening on')) {
+          clearTimeout(timer);
+          resolveReady();
+        }
+      }
+    });
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+  });
+  const stopHost = async () => {
+    if (child.exitCode === null && child.pid !== undefined) {
+      const exited = new Promise((r) => child.once('exit', r));
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+      await exited;
+    }
+    rmSync(dir, { recursive: true, force: true });
   };
-  return stack;
+  try {
+    await ready;
+  } catch (error) {
+    await stopHost();
+    await commonParts(shared, 'wasm', '', () => logs, () => {}, async () => {}).close();
+    throw error;
+  }
+  return commonParts(shared, 'wasm', `http://127.0.0.1:${port}`, () => logs, () => (logs.length = 0), stopHost);
 }
 
 /** A visitor with a one-cookie jar, talking HTTP to the waiting room. */
