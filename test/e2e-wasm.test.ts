@@ -3,10 +3,14 @@
  * Compute host (Viceroy, or the stand-in named by VICEROY_PATH / kept beside the project), running
  * the same scenarios as the Node host. Skipped, saying why, when no Compute host is available.
  */
-import { afterAll, beforeAll, describe } from 'vitest';
-import { findComputeHost } from './support/compute-host';
+import { spawn } from 'node:child_process';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findComputeHost, PROJECT_ROOT } from './support/compute-host';
 import { defineEndToEnd } from './support/e2e-scenarios';
-import { startWasmStack, type Stack } from './support/stack';
+import { buildWasmInto, startWasmStack, type Stack } from './support/stack';
 
 const host = findComputeHost();
 if (!host.found) console.warn(`wasm end-to-end tier skipped: ${host.reason}`);
@@ -23,4 +27,46 @@ describe.skipIf(!host.found)('wasm on a Compute host (fastly compute serve)', ()
   });
 
   defineEndToEnd(() => stack);
+
+  // Said in the test output rather than silently left out.
+  it.skip('passes a 100 MiB response with bounded memory — Node host only: the wasm runs in the compute host, another process whose memory this test cannot sample; the stand-in streams bodies with backpressure and the 100 MiB scenario above checks the bytes', () => {});
+});
+
+describe.skipIf(!host.found)("the project's own fastly.toml under fastly compute serve", () => {
+  it('loads the config store and the dev secret store from devconfig.json and serves', async () => {
+    if (!host.found) return;
+    const dir = mkdtempSync(join(tmpdir(), 'wr-toml-'));
+    buildWasmInto(dir);
+    copyFileSync(resolve(PROJECT_ROOT, 'fastly.toml'), join(dir, 'fastly.toml'));
+    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const child = spawn(
+      resolve(PROJECT_ROOT, 'node_modules/.bin/fastly'),
+      ['compute', 'serve', '--skip-build', '--non-interactive', '--dir', dir, '--viceroy-path', host.path, '--addr', `127.0.0.1:${port}`],
+      { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let output = '';
+    child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+    try {
+      await expect.poll(() => output, { timeout: 60_000 }).toContain('Listening on');
+      // The health check reads and validates every setting and secret: a store that did not
+      // load, or a devconfig value that does not parse, answers 503 naming the key.
+      const health = await fetch(`http://127.0.0.1:${port}/__wr/health`);
+      expect(await health.json()).toEqual({ ok: true });
+      // The admin password comes from the dev secret store.
+      const basic = `Basic ${Buffer.from('admin:dev-only-admin-password').toString('base64')}`;
+      const denied = await fetch(`http://127.0.0.1:${port}/__wr/admin/state`, { headers: { authorization: 'Basic eDp5' } });
+      expect(denied.status).toBe(401);
+      // No bridge runs on 8079 here: the admin page reports the store, not a crash.
+      const state = await fetch(`http://127.0.0.1:${port}/__wr/admin/state`, { headers: { authorization: basic } });
+      expect([200, 503]).toContain(state.status);
+    } finally {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

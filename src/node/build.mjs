@@ -22,6 +22,7 @@ async function buildNode() {
     'node-host': 'src/node/start.ts',
     'redis-bridge': 'src/node/redis-bridge-cli.ts',
     bench: 'test/bench/bench.ts',
+    'serve-fastly': 'src/node/serve-fastly.ts',
   };
   for (const [name, entry] of Object.entries(entries)) {
     if (!existsSync(resolve(root, entry))) continue;
