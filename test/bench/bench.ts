@@ -16,24 +16,41 @@
  *   - script commands Redis executed (INFO commandstats: calls + rejected_calls of EVALSHA,
  *     EVAL and their _RO forms), before and after each phase.
  *
+ * The same request classes then run through bin/main.wasm on a Compute host (Viceroy, or the
+ * stand-in beside the project; see test/support/compute-host.ts), started here with the real Fastly
+ * CLI (`fastly compute serve --skip-build --viceroy-path …`) over a second, separate harness:
+ *   - its own redis-server                                child process
+ *   - its own Upstash bridge + demo origin                a second "backends" worker thread
+ *   - a counting HTTP proxy in front of that bridge       main thread
+ *   - the Fastly CLI and the host it starts               child process group (killed as a group)
+ * The wasm runs in the host's process, so a fetch wrapper here cannot see its store requests: its
+ * `upstash` backend points at the counting proxy, which counts every HTTP request that reaches the
+ * bridge, and that harness's own Redis gives the INFO commandstats count, as on the Node side.
+ * When no Compute host is found, the wasm column is skipped (with the reason) and only the Node
+ * budgets decide the exit code.
+ *
  * The bundle (bin/bench.mjs) is also the workers' entry: `workerData.role` picks the part to run.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import { createServer as createNetServer } from 'node:net';
 import os from 'node:os';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
+import type { Config } from '../../src/core/config';
 import { startDemoOrigin } from '../../src/node/demo-origin';
 import { startHost, type RunningServer } from '../../src/node/host';
 import { startUpstashBridge } from '../../src/node/upstash-bridge';
 import { buildWaitingRoom } from '../../src/node/waiting-room';
 import { createHttpOrigin, readLocalConfig } from '../../src/platform/node';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
+import { findComputeHost, PROJECT_ROOT, type ComputeHost } from '../support/compute-host';
 import { startRedisServer } from '../support/redis-server';
 
 // ---------------------------------------------------------------------------------------------
@@ -54,6 +71,16 @@ const REQUEST_TIMEOUT_MS = 10_000;
 const WATCHDOG_MS = 110_000;
 /** Budget of one latency run; requests past it are not sent and the run is reported truncated. */
 const LATENCY_RUN_BUDGET_MS = 35_000;
+/** Wasm arm: requests per class in the round-trip count (fewer: every request instantiates the wasm). */
+const WASM_COUNT_PER_CLASS = 50;
+/** Wasm arm: concurrency of the count (the stand-in runs 4 instances at once by default). */
+const WASM_CONCURRENCY = 4;
+/** Wasm latency run, the stand-in's numbers only: concurrency 1, warm-up per arm, rounds × per-round per arm. */
+const WASM_LATENCY_RUN = { concurrency: 1, warmup: 10, rounds: 5, perRound: 20 } as const;
+const WASM_LATENCY_BUDGET_MS = 20_000;
+/** Building bin/main.wasm and starting `fastly compute serve`, each. */
+const WASM_BUILD_TIMEOUT_MS = 60_000;
+const HOST_START_TIMEOUT_MS = 30_000;
 
 // ---------------------------------------------------------------------------------------------
 // Messages between the threads

@@ -120,6 +120,19 @@ export function defineEndToEnd(stack: () => Stack): void {
     });
   });
 
+  describe('bypass', () => {
+    it('sends a bypass path straight to the origin with no ticket and no store call', async () => {
+      const before = scriptCalls(await stack().direct.info('commandstats'));
+      const response = await fetch(`${stack().url}/robots.txt`);
+      expect(reachedOrigin(response)).toBe(true);
+      expect(response.headers.getSetCookie()).toEqual([]);
+      expect(scriptCalls(await stack().direct.info('commandstats'))).toBe(before);
+      // A path that only looks like it is still queued.
+      expect(reachedOrigin(await fetch(`${stack().url}/robots.txt.bak`))).toBe(false);
+      expect(await stack().direct.get('wr:{default}:tail')).toBe('1');
+    });
+  });
+
   describe('settings', () => {
     it('come from the config store and the secret store', async () => {
       const response = await visitor().get('/');
