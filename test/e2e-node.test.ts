@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_TOKEN } from './support/fixtures';
-import { defineEndToEnd } from './support/e2e-scenarios';
+import { defineCacheScenario, defineEndToEnd } from './support/e2e-scenarios';
 import { HttpVisitor, startNodeStack, type Stack } from './support/stack';
 
 let stack: Stack;
@@ -37,4 +37,15 @@ describe('Node host', () => {
     // Buffering the body anywhere in this process would add at least 100 MiB.
     expect(peak - startRss).toBeLessThan(64 * 1024 * 1024);
   });
+});
+
+describe('Node host with the per-POP cache on', () => {
+  let cached: Stack;
+  beforeAll(async () => {
+    cached = await startNodeStack({ state_cache_seconds: '2' });
+  });
+  afterAll(async () => {
+    await cached?.close();
+  });
+  defineCacheScenario(() => cached, 2);
 });

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findComputeHost, PROJECT_ROOT } from './support/compute-host';
-import { defineEndToEnd } from './support/e2e-scenarios';
+import { defineCacheScenario, defineEndToEnd } from './support/e2e-scenarios';
 import { buildWasmInto, startWasmStack, type Stack } from './support/stack';
 
 const host = findComputeHost();
@@ -30,6 +30,18 @@ describe.skipIf(!host.found)('wasm on a Compute host (fastly compute serve)', ()
 
   // Said in the test output rather than silently left out.
   it.skip('passes a 100 MiB response with bounded memory — Node host only: the wasm runs in the compute host, another process whose memory this test cannot sample; the stand-in streams bodies with backpressure and the 100 MiB scenario above checks the bytes', () => {});
+});
+
+describe.skipIf(!host.found)('wasm with the per-POP cache on (fastly:cache SimpleCache)', () => {
+  let cached: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    cached = await startWasmStack({ viceroyPath: host.path, settings: { state_cache_seconds: '2' } });
+  }, 120_000);
+  afterAll(async () => {
+    await cached?.close();
+  });
+  defineCacheScenario(() => cached, 2);
 });
 
 describe.skipIf(!host.found)("the project's own fastly.toml under fastly compute serve", () => {

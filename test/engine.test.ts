@@ -66,6 +66,7 @@ const REQUEST_TIME_ONLY_CHECKS = [
   'platform: setTimeout fires and clearTimeout cancels (request time)',
   'platform: a Response copy with an added Set-Cookie keeps the origin one (request time)',
   'handler: a store that does not answer in time holds the visitor (timeout, request time)',
+  "fastly:cache SimpleCache answers the second read from the POP's cache",
 ];
 
 interface RunResult {

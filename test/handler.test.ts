@@ -6,6 +6,7 @@ import jws from 'jws';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { parseConfig, parseSecrets } from '../src/core/config';
 import { createHandler, type Handler } from '../src/core/handler';
+import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import {
   ADMIN_PASSWORD,
@@ -49,6 +50,7 @@ function rig(settings: Record<string, string> = {}, secrets: Record<string, stri
     origin,
     logger,
     clock,
+    cache: new MemoryStateCache(clock),
   });
   return { handler, store, inner, origin, logger, clock };
 }
@@ -248,6 +250,7 @@ describe('tokens that must not pass', () => {
       origin: r.origin,
       logger: r.logger,
       clock: r.clock,
+      cache: new MemoryStateCache(r.clock),
     });
     const before = r.origin.requests.length;
     const response = await rotated(get('/', v.cookie), CLIENT);
@@ -399,6 +402,7 @@ describe('admin page and APIs', () => {
       origin: r.origin,
       logger: r.logger,
       clock: r.clock,
+      cache: new MemoryStateCache(r.clock),
     });
     const response = await closed(get('/__wr/admin', undefined, { authorization: basic('admin', '') }), CLIENT);
     expect(response.status).toBe(403);

@@ -45,7 +45,9 @@ describe('rendering', () => {
       maxAdmit: 100000,
       notice: '<b>',
       asOf: 'now',
+      propagationSeconds: 1,
     });
+    expect(html).toContain('within 1 second (the per-POP cache lifetime)');
     expect(html).toContain('<dd id="waiting">1,300</dd>');
     expect(html).toContain('name="csrf" value="tok&quot;en"');
     expect(html).toContain('&lt;b&gt;');

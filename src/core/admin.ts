@@ -51,6 +51,8 @@ function describeState(state: QueueState, config: Readonly<Config>): Record<stri
     waiting: Math.max(0, state.tail - state.cursor),
     admit_per_period: config.admitPerPeriod,
     admit_period_seconds: config.admitPeriodSeconds,
+    /** Changes reach every POP within this many seconds (the per-POP cache lifetime). */
+    propagation_seconds: config.stateCacheSeconds,
   };
 }
 
@@ -143,6 +145,7 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
     maxAdmit: MAX_ADMIT_COUNT,
     notice,
     asOf: new Date(nowMs).toISOString().replace('T', ' ').slice(0, 19) + ' UTC',
+    propagationSeconds: config.stateCacheSeconds,
   });
   return new Response(html, { headers: ADMIN_PAGE_HEADERS });
 }

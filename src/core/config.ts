@@ -58,6 +58,13 @@ export interface Config {
    */
   readonly refreshSeconds: number;
   /**
+   * Lifetime of the per-POP cache of the queue's state, in whole seconds (Fastly's SimpleCache
+   * counts in seconds); 0 turns the cache off. Waiting visitors' polls within a lifetime cost no
+   * store call; admissions reach every POP within one lifetime.
+   * @default 1
+   */
+  readonly stateCacheSeconds: number;
+  /**
    * Visitors let in automatically per period; 0 turns automatic admission off.
    * @default 0
    */
@@ -148,6 +155,7 @@ export const CONFIG_KEYS = [
   'session_seconds',
   'queue_timeout_seconds',
   'refresh_seconds',
+  'state_cache_seconds',
   'admit_per_period',
   'admit_period_seconds',
   'hold_status',
@@ -241,6 +249,7 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     sessionSeconds: r.integer('session_seconds', 1800, 60, 7 * DAY),
     queueTimeoutSeconds: r.integer('queue_timeout_seconds', 600, 30, DAY),
     refreshSeconds: r.integer('refresh_seconds', 20, 1, 600),
+    stateCacheSeconds: r.integer('state_cache_seconds', 1, 0, 60),
     admitPerPeriod: r.integer('admit_per_period', 0, 0, 1_000_000),
     admitPeriodSeconds: r.integer('admit_period_seconds', 60, 1, DAY),
     holdStatus: Number(r.oneOf('hold_status', '200', ['200', '429', '503'])) as 200 | 429 | 503,

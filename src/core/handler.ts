@@ -10,7 +10,7 @@ import { errorResponse, jsonResponse } from './http';
 import { isAddressInCidrs } from './ip';
 import { ASSETS, renderHoldingPage } from './pages';
 import { matchesAnyPath } from './path-pattern';
-import type { AutoAdmission, ClientInfo, Clock, Logger, Origin, QueueState, QueueStore } from './ports';
+import type { AutoAdmission, ClientInfo, Clock, Logger, Origin, QueueState, QueueStore, StateCache } from './ports';
 import { callStore, type StoreOutcome } from './store-call';
 import { signToken, verifyToken, type TokenClaims, type VerifyFailure } from './tokens';
 
@@ -21,6 +21,8 @@ export interface HandlerDeps {
   readonly origin: Origin;
   readonly logger: Logger;
   readonly clock: Clock;
+  /** The per-POP cache of the queue's state (`state_cache_seconds`). */
+  readonly cache: StateCache;
 }
 
 export type Handler = (request: Request, client: ClientInfo) => Promise<Response>;
@@ -34,6 +36,14 @@ export interface Trace {
   tail?: number;
   storeMs?: number;
   storeError?: string;
+  cache?: 'hit' | 'miss';
+}
+
+/** Carries a store failure out of a cache load, so it is not cached and every waiter sees it. */
+class StoreUnavailable extends Error {
+  constructor(readonly outcome: StoreOutcome<never>) {
+    super(outcome.ok ? 'store unavailable' : outcome.message);
+  }
 }
 
 /** The outcome of looking at a visitor's cookie and, if needed, asking the store. */
@@ -53,7 +63,8 @@ export type Visit =
 const MAX_COOKIES_CHECKED = 4;
 
 export function createHandler(deps: HandlerDeps): Handler {
-  const { config, secrets, store, origin, logger, clock } = deps;
+  const { config, secrets, store, origin, logger, clock, cache } = deps;
+  const cacheKey = `queue-state:${config.queueName}`;
   const auto: AutoAdmission = { count: config.admitPerPeriod, periodMs: config.admitPeriodSeconds * 1000 };
   const assetPrefix = `${config.pathPrefix}assets/`;
   // An access token is renewed on activity, but not on every request: that would add a
@@ -66,6 +77,30 @@ export function createHandler(deps: HandlerDeps): Handler {
       if (!outcome.ok) trace.storeError = `${outcome.reason}: ${outcome.message}`;
       return outcome;
     });
+  }
+
+  /**
+   * A waiting visitor's poll: from the per-POP cache when it holds a fresh state, else one store
+   * call (which also runs automatic admission) whose answer the cache keeps for its lifetime.
+   */
+  async function pollState(trace: Trace, nowMs: number): Promise<StoreOutcome<QueueState>> {
+    const direct = () => storeCall(trace, () => store.poll(config.queueName, nowMs, auto));
+    if (config.stateCacheSeconds === 0) return direct();
+    try {
+      const { value, hit } = await cache.getOrLoad(cacheKey, config.stateCacheSeconds, async () => {
+        const outcome = await direct();
+        if (!outcome.ok) throw new StoreUnavailable(outcome);
+        return outcome.value;
+      });
+      trace.cache = hit ? 'hit' : 'miss';
+      return { ok: true, value, ms: trace.storeMs ?? 0 };
+    } catch (error) {
+      trace.cache = 'miss';
+      if (error instanceof StoreUnavailable) return error.outcome;
+      // The cache itself failed: the store still answers, one call per poll.
+      trace.reason = `cache: ${error instanceof Error ? error.message : String(error)}`;
+      return direct();
+    }
   }
 
   async function issue(kind: 'w' | 'a', ticket: number, nowMs: number): Promise<string> {
@@ -117,7 +152,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       return { kind: 'access', cookie: renew ? await issue('a', token.t, nowMs) : undefined };
     }
     if (token !== undefined) {
-      const polled = await storeCall(trace, () => store.poll(config.queueName, nowMs, auto));
+      const polled = await pollState(trace, nowMs);
       if (!polled.ok) {
         trace.ticket = token.t;
         // The outage is not the visitor's fault: keep the ticket alive while it lasts.
@@ -260,6 +295,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       ...(trace.tail !== undefined && { tail: trace.tail }),
       ...(trace.storeMs !== undefined && { store_ms: trace.storeMs }),
       ...(trace.storeError !== undefined && { store_error: trace.storeError }),
+      ...(trace.cache !== undefined && { cache: trace.cache }),
       ...(client.pop !== undefined && { pop: client.pop }),
     });
     return response;

@@ -82,6 +82,8 @@ export interface AdminView {
   readonly maxAdmit: number;
   readonly notice: string;
   readonly asOf: string;
+  /** Seconds until a change reaches every edge location (the per-POP cache lifetime). */
+  readonly propagationSeconds: number;
 }
 
 export function renderAdminPage(view: AdminView): string {
@@ -97,5 +99,9 @@ export function renderAdminPage(view: AdminView): string {
     asset_prefix: view.assetPrefix,
     max_admit: view.maxAdmit,
     as_of: view.asOf,
+    propagation:
+      view.propagationSeconds === 0
+        ? 'Changes reach waiting visitors on their next refresh.'
+        : `Changes reach every edge location within ${view.propagationSeconds} ${view.propagationSeconds === 1 ? 'second' : 'seconds'} (the per-POP cache lifetime), then waiting visitors on their next refresh.`,
   });
 }

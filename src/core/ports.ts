@@ -47,6 +47,20 @@ export interface QueueStore {
   peek(queue: string): Promise<QueueState>;
 }
 
+/**
+ * The per-POP cache of a queue's read state: on Fastly the POP's cache (`fastly:cache`), on the
+ * Node host process memory. Waiting visitors' polls are answered from it, so store load follows
+ * arrivals and admissions, not the size of the crowd.
+ */
+export interface StateCache {
+  /**
+   * The value cached under `key` while it is younger than `ttlSeconds`; otherwise `load()` runs
+   * (once for all concurrent callers in this POP) and its value is cached. A `load` that throws
+   * caches nothing and its error reaches every caller that waited for it.
+   */
+  getOrLoad<T>(key: string, ttlSeconds: number, load: () => Promise<T>): Promise<{ readonly value: T; readonly hit: boolean }>;
+}
+
 /** Forwards a request to the origin and returns its response, streamed. */
 export interface Origin {
   forward(request: Request): Promise<Response>;
@@ -64,6 +78,8 @@ export interface RequestLog {
   readonly cursor?: number;
   readonly tail?: number;
   readonly store_ms?: number;
+  /** `hit` when a waiting visitor's poll was answered from the per-POP cache, `miss` when it asked the store. */
+  readonly cache?: 'hit' | 'miss';
   readonly store_error?: string;
   readonly pop?: string;
   readonly reason?: string;

@@ -23,6 +23,7 @@ async function buildNode() {
     'redis-bridge': 'src/node/redis-bridge-cli.ts',
     bench: 'test/bench/bench.ts',
     'serve-fastly': 'src/node/serve-fastly.ts',
+    simulate: 'test/sim/simulate.ts',
   };
   for (const [name, entry] of Object.entries(entries)) {
     if (!existsSync(resolve(root, entry))) continue;

@@ -4,7 +4,8 @@
  */
 import { parseConfig, parseSecrets, type Config, type Secrets, type SettingSource } from '../core/config';
 import { createHandler, type Handler } from '../core/handler';
-import type { Clock, Logger, QueueStore } from '../core/ports';
+import type { Clock, Logger, QueueStore, StateCache } from '../core/ports';
+import { MemoryStateCache } from '../platform/memory-cache';
 import { createHttpOrigin, createStreamLogger, systemClock } from '../platform/node';
 
 export interface WaitingRoomOptions {
@@ -14,6 +15,8 @@ export interface WaitingRoomOptions {
   readonly originUrl: string;
   readonly logger?: Logger;
   readonly clock?: Clock;
+  /** The process is one POP: by default its cache lives in memory. */
+  readonly cache?: StateCache;
 }
 
 export interface WaitingRoom {
@@ -27,13 +30,15 @@ export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   const config = parseConfig(options.settings);
   const secrets = parseSecrets(options.secrets);
   const store = typeof options.store === 'function' ? options.store(config, secrets) : options.store;
+  const clock = options.clock ?? systemClock;
   const handler = createHandler({
     config,
     secrets,
     store,
     origin: createHttpOrigin(options.originUrl),
     logger: options.logger ?? createStreamLogger(),
-    clock: options.clock ?? systemClock,
+    clock,
+    cache: options.cache ?? new MemoryStateCache(clock),
   });
   return { handler, config, secrets };
 }

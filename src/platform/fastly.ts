@@ -4,6 +4,7 @@
  * is the core's.
  */
 import { Redis } from '@upstash/redis/fastly';
+import { SimpleCache } from 'fastly:cache';
 import { ConfigStore } from 'fastly:config-store';
 import { env } from 'fastly:env';
 import { Logger } from 'fastly:logger';
@@ -12,7 +13,7 @@ import { ConfigError, SECRET_KEYS, parseConfig, parseSecrets, type Config, type 
 import { createHandler } from '../core/handler';
 import { errorResponse } from '../core/http';
 import { renderHoldingPage } from '../core/pages';
-import type { Logger as LogPort, RequestLog } from '../core/ports';
+import type { Logger as LogPort, RequestLog, StateCache } from '../core/ports';
 import { UpstashQueueStore, createUpstashClientOptions } from '../store/upstash-store';
 
 export const CONFIG_STORE = 'wr_config';
@@ -65,6 +66,21 @@ function createLogger(): LogPort {
 }
 
 /**
+ * The POP's cache. SimpleCache.getOrSet collapses concurrent misses in a POP into one `load`, so
+ * a crowd polling at the moment an entry expires still makes one store call. Values are JSON.
+ */
+export const simpleCacheStateCache: StateCache = {
+  async getOrLoad<T>(key: string, ttlSeconds: number, load: () => Promise<T>) {
+    let loaded = false;
+    const entry = await SimpleCache.getOrSet(key, async () => {
+      loaded = true;
+      return { value: JSON.stringify(await load()), ttl: ttlSeconds };
+    });
+    return { value: JSON.parse(await entry.text()) as T, hit: !loaded };
+  },
+};
+
+/**
  * A configuration that cannot be used must not open the gates nor show visitors an error: they
  * get the "checking your place" page, operators get the problems on the waiting room's paths, and
  * the log says which keys are wrong.
@@ -113,6 +129,7 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
     origin: { forward: (request) => fetch(request, { backend: ORIGIN_BACKEND }) },
     logger,
     clock: { now: () => Date.now() },
+    cache: simpleCacheStateCache,
   });
   return handler(event.request, { address: event.client.address, pop: env('FASTLY_POP') });
 }

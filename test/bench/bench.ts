@@ -81,6 +81,13 @@ const WASM_LATENCY_BUDGET_MS = 20_000;
 /** Building bin/main.wasm and starting `fastly compute serve`, each. */
 const WASM_BUILD_TIMEOUT_MS = 60_000;
 const HOST_START_TIMEOUT_MS = 30_000;
+/**
+ * Settings over devconfig.json, the same on both hosts: only the admin/origin admits visitors, a
+ * store failure holds, and the per-POP state cache is off, so that every waiting poll is a cache
+ * miss and the counts are the per-request cost the budgets bound (with the cache on, polls within
+ * one lifetime cost nothing, and a miss that cost too much would hide among the hits).
+ */
+const SETTING_OVERRIDES: Readonly<Record<string, string>> = { admit_per_period: '0', store_failure: 'hold', state_cache_seconds: '0' };
 
 // ---------------------------------------------------------------------------------------------
 // Messages between the threads
@@ -404,7 +411,7 @@ function loadWorker(): void {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Main: the edge (both hosts), the counts and the report
+// The request classes and their round-trip counts (the same code for both hosts)
 
 /** Sums what Redis executed of the script commands (EVALSHA, EVAL and their _RO forms). */
 async function redisScriptCalls(redis: IORedis): Promise<number> {
@@ -428,6 +435,473 @@ interface ClassRow {
   readonly redis: number;
   readonly budget: number | undefined;
 }
+
+/** Both counts of one host so far: bridge HTTP requests and Redis script calls. */
+type Snapshot = () => Promise<{ http: number; redis: number }>;
+
+/** One visitor per class, each checking that the answer is what its class expects. */
+interface VisitorClasses {
+  /** The queued page every visitor asks for. */
+  readonly page: string;
+  /** No cookie: holding page and a waiting ticket (`k: w`). Returns the cookie. */
+  newVisitor(): Promise<string>;
+  /** Waiting ticket, not called yet: holding page and a renewed waiting ticket. */
+  waitingPoll(cookie: string): Promise<void>;
+  /** Waiting ticket that has been called: the origin's page and an access token (`k: a`). Returns it. */
+  upgradePoll(cookie: string): Promise<string>;
+  /** Access token: the origin's page, cookie untouched. */
+  admitted(cookie: string): Promise<void>;
+  /** POST api/admit?count=1 with the origin API token: 200 and `admitted: 1`. */
+  adminAdmit(): Promise<void>;
+}
+
+function visitorClasses(host: string, base: string, agent: http.Agent, config: Config, apiToken: string): VisitorClasses {
+  const page = `${base}${PATH}`;
+  const admitUrl = `${base}${config.pathPrefix}api/admit?count=1`;
+  const isHolding = (r: Reply): boolean => r.status === config.holdStatus && r.headers['refresh'] !== undefined && r.headers['x-origin'] === undefined;
+  const isOrigin = (r: Reply): boolean => r.status === 200 && r.headers['x-origin'] === 'demo';
+  const expect = (ok: boolean, what: string, r: Reply): void => {
+    if (!ok) throw new Error(`${host}, ${what}: unexpected answer ${r.status} ${JSON.stringify(r.headers)} ${r.body.slice(0, 200)}`);
+  };
+  return {
+    page,
+    async newVisitor() {
+      const r = await send(agent, 'GET', page);
+      const cookie = cookieFrom(r, config.cookieName);
+      expect(isHolding(r) && cookie !== undefined && tokenKind(cookie) === 'w', 'new visitor: holding page with a waiting ticket', r);
+      return cookie!;
+    },
+    async waitingPoll(cookie) {
+      const r = await send(agent, 'GET', page, { cookie });
+      const renewed = cookieFrom(r, config.cookieName);
+      expect(isHolding(r) && renewed !== undefined && tokenKind(renewed) === 'w', 'waiting poll: holding page', r);
+    },
+    async upgradePoll(cookie) {
+      const r = await send(agent, 'GET', page, { cookie });
+      const access = cookieFrom(r, config.cookieName);
+      expect(isOrigin(r) && access !== undefined && tokenKind(access) === 'a', 'called poll: origin page with an access token', r);
+      return access!;
+    },
+    async admitted(cookie) {
+      const r = await send(agent, 'GET', page, { cookie });
+      expect(isOrigin(r) && cookieFrom(r, config.cookieName) === undefined, 'admitted visitor: origin page, cookie untouched', r);
+    },
+    async adminAdmit() {
+      const r = await send(agent, 'POST', admitUrl, { authorization: `Bearer ${apiToken}` });
+      let body: unknown;
+      try {
+        body = JSON.parse(r.body);
+      } catch {
+        body = undefined;
+      }
+      expect(r.status === 200 && (body as { admitted?: unknown } | undefined)?.admitted === 1, 'admin admit: 200 with admitted 1', r);
+    },
+  };
+}
+
+interface CountResult {
+  /** First call of each script on a fresh Redis (info only). */
+  readonly cold: ClassRow[];
+  /** The budgeted classes, always in this order. */
+  readonly rows: ClassRow[];
+  /** Access cookies of the visitors admitted during the count. */
+  readonly access: string[];
+}
+
+const CLASS_BUDGETS: readonly { label: string; budget: number }[] = [
+  { label: 'new visitor (no cookie)', budget: 1 },
+  { label: 'waiting visitor poll (holding cookie)', budget: 1 },
+  { label: 'admin / origin admit (POST api/admit)', budget: 1 },
+  { label: 'waiting visitor poll, called (upgrade to access)', budget: 1 },
+  { label: 'admitted visitor (access cookie)', budget: 0 },
+];
+
+/** Runs every class `n` times against a waiting room with a fresh Redis, counting both ways. */
+async function countRoundTrips(classes: VisitorClasses, n: number, concurrency: number, snapshot: Snapshot): Promise<CountResult> {
+  const measure = async (label: string, budget: number | undefined, count: number, task: (i: number) => Promise<void>): Promise<ClassRow> => {
+    const before = await snapshot();
+    await runConcurrent(count, concurrency, task);
+    const after = await snapshot();
+    return { label, requests: count, http: after.http - before.http, redis: after.redis - before.redis, budget };
+  };
+  const label = (i: number): string => CLASS_BUDGETS[i]?.label ?? '?';
+  const budget = (i: number): number | undefined => CLASS_BUDGETS[i]?.budget;
+  // Cold script cache: a fresh Redis knows no script, so the first call of each one is EVALSHA,
+  // NOSCRIPT, then EVAL. Reported apart; it happens once per script after a flush.
+  let firstCookie = '';
+  const cold: ClassRow[] = [
+    await measure('new visitor (join)', undefined, 1, async () => void (firstCookie = await classes.newVisitor())),
+    await measure('waiting poll (poll)', undefined, 1, () => classes.waitingPoll(firstCookie)),
+    await measure('admin admit (admit)', undefined, 1, () => classes.adminAdmit()),
+  ];
+  const waiting: string[] = new Array<string>(n).fill('');
+  const access: string[] = new Array<string>(n).fill('');
+  const rows: ClassRow[] = [];
+  rows.push(await measure(label(0), budget(0), n, async (i) => void (waiting[i] = await classes.newVisitor())));
+  rows.push(await measure(label(1), budget(1), n, (i) => classes.waitingPoll(waiting[i]!)));
+  // Let exactly these n visitors in (the cold phase admitted ticket 1), one admit call each.
+  rows.push(await measure(label(2), budget(2), n, () => classes.adminAdmit()));
+  rows.push(await measure(label(3), budget(3), n, async (i) => void (access[i] = await classes.upgradePoll(waiting[i]!))));
+  rows.push(await measure(label(4), budget(4), n, (i) => classes.admitted(access[i]!)));
+  return { cold, rows, access };
+}
+
+function withinBudget(row: ClassRow): boolean {
+  return row.budget === undefined || (row.http <= row.budget * row.requests && row.redis <= row.budget * row.requests);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wasm harness: build, a counting proxy in front of the bridge, `fastly compute serve`
+
+/**
+ * `findComputeHost()`, with its paths resolved against the real project root: it derives the root
+ * from its own file's location, which inside the bundle (bin/bench.mjs) is one level too high.
+ * Same order as there: VICEROY_PATH, then viceroy on PATH, then the stand-in beside the project.
+ */
+function locateComputeHost(root: string): ComputeHost {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  const fromEnv = env['VICEROY_PATH'];
+  if (fromEnv !== undefined && fromEnv !== '') env['VICEROY_PATH'] = resolve(root, fromEnv);
+  const found = findComputeHost(env);
+  if (found.found || (fromEnv !== undefined && fromEnv !== '') || PROJECT_ROOT === root) return found;
+  const standIn = resolve(root, '..', 'shared', 'tools', 'compute-host', 'viceroy');
+  return existsSync(standIn) ? findComputeHost({ ...env, VICEROY_PATH: standIn }) : found;
+}
+
+/** Runs a command to completion; rejects with its output when it fails or takes too long. */
+function runCommand(command: string, args: readonly string[], cwd: string, timeoutMs: number): Promise<void> {
+  return new Promise<void>((resolvePromise, reject) => {
+    const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const keep = (chunk: Buffer): void => void (output = (output + chunk.toString('utf8')).slice(-4_000));
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (code === 0) resolvePromise();
+      else reject(new Error(`${command} ${args.join(' ')} failed (${signal ?? `exit ${String(code)}`}):\n${output}`));
+    });
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise<number>((resolvePort, reject) => {
+    const server = createNetServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address !== null ? resolvePort(address.port) : reject(new Error('no free port'))));
+    });
+  });
+}
+
+interface CountingProxy {
+  readonly url: string;
+  /** HTTP requests received so far (each one forwarded to the target). */
+  count(): number;
+  close(): Promise<void>;
+}
+
+/** An HTTP proxy that counts every request it forwards to `target`, bodies streamed both ways. */
+async function startCountingProxy(target: string): Promise<CountingProxy> {
+  const upstream = new URL(target);
+  const agent = new http.Agent({ keepAlive: true });
+  let requests = 0;
+  const server = http.createServer((req, res) => {
+    requests++;
+    const headers = { ...req.headers };
+    delete headers['connection'];
+    delete headers['keep-alive'];
+    headers['host'] = upstream.host;
+    const forward = http.request(
+      { protocol: upstream.protocol, hostname: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers, agent },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    forward.on('error', (error) => {
+      if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
+      res.end(`counting proxy: ${error.message}`);
+    });
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolveListen, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolveListen());
+  });
+  const address = server.address();
+  if (typeof address !== 'object' || address === null) throw new Error('counting proxy: no address');
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    count: () => requests,
+    close: () =>
+      new Promise<void>((resolveClose) => {
+        server.close(() => resolveClose());
+        server.closeAllConnections();
+        agent.destroy();
+      }),
+  };
+}
+
+interface ComputeHostProcess {
+  readonly url: string;
+  /** `GET /__host/stats` of the stand-in (undefined from a host that has no such path). */
+  stats(): Promise<{ tInst: number; ms: number }[] | undefined>;
+  stop(): Promise<void>;
+}
+
+/**
+ * `fastly compute serve --skip-build` on `dir` (its fastly.toml and bin/main.wasm), in its own
+ * process group: the CLI starts the host as its child, and stop() kills the whole group.
+ */
+async function startComputeHost(name: string, fastlyCli: string, viceroyPath: string, dir: string): Promise<ComputeHostProcess> {
+  const port = await freePort();
+  const child: ChildProcess = spawn(
+    fastlyCli,
+    ['compute', 'serve', '--skip-build', '--non-interactive', '--dir', dir, '--viceroy-path', viceroyPath, '--addr', `127.0.0.1:${port}`],
+    { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTLY_DISABLE_WASM_METRICS: '1' } },
+  );
+  const killGroup = (): void => {
+    if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      child.kill('SIGKILL');
+    }
+  };
+  // Last resort for exits that skip the cleanup (process.exit from elsewhere).
+  process.once('exit', killGroup);
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  // The host writes a line per request (and the wasm's log lines) for as long as it runs: keep the
+  // pipes drained, and only a tail to explain a failure.
+  let tail = '';
+  let listening = false;
+  const ready = new Promise<void>((resolveReady, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name}: no "Listening on" within ${HOST_START_TIMEOUT_MS / 1000} s:\n${tail}`)), HOST_START_TIMEOUT_MS);
+    const onData = (chunk: Buffer): void => {
+      tail = (tail + chunk.toString('utf8')).slice(-4_000);
+      if (!listening && tail.includes('Listening on')) {
+        listening = true;
+        clearTimeout(timer);
+        resolveReady();
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('error', (error) => {
+      clearTimeout(timer);
+      reject(new Error(`${name}: ${error.message}`));
+    });
+    // 'close', not 'exit': by then the pipes are drained, so the message carries the last output.
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`${name}: fastly compute serve exited (${signal ?? `exit ${String(code)}`}):\n${tail}`));
+    });
+  });
+  const stop = async (): Promise<void> => {
+    killGroup();
+    await exited;
+    process.off('exit', killGroup);
+  };
+  try {
+    await ready;
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    async stats() {
+      const agent = new http.Agent({ keepAlive: false });
+      try {
+        const reply = await send(agent, 'GET', `${url}/__host/stats`);
+        const parsed: unknown = JSON.parse(reply.body);
+        if (!Array.isArray(parsed)) return undefined;
+        return parsed.filter(
+          (e): e is { tInst: number; ms: number } => typeof e === 'object' && e !== null && typeof e.tInst === 'number' && typeof e.ms === 'number',
+        );
+      } catch {
+        return undefined;
+      } finally {
+        agent.destroy();
+      }
+    },
+    stop,
+  };
+}
+
+type WasmOutcome =
+  | { readonly kind: 'skipped'; readonly reason: string }
+  | { readonly kind: 'error'; readonly message: string }
+  | { readonly kind: 'ran'; readonly hostPath: string; readonly count: CountResult; readonly latency: { text: string; failed: boolean } };
+
+interface WasmContext {
+  readonly root: string;
+  readonly bundle: string;
+  readonly config: Config;
+  readonly apiToken: string;
+  readonly load: Worker;
+  readonly cleanups: { name: string; run: () => Promise<unknown> }[];
+}
+
+/** The wasm arm: its own harness, the classes counted, and the stand-in's latency line. */
+async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
+  const host = locateComputeHost(ctx.root);
+  if (!host.found) return { kind: 'skipped', reason: host.reason };
+  const { cleanups } = ctx;
+  try {
+    log(`wasm: Compute host ${host.path}`);
+    const redisServer = await startRedisServer();
+    cleanups.push({ name: 'wasm redis-server', run: () => redisServer.stop() });
+    const token = `bench-wasm-${randomUUID()}`;
+    const backends = new Worker(ctx.bundle, { workerData: { role: 'backends', redisUrl: redisServer.url, token } satisfies WorkerInput });
+    cleanups.push({ name: 'wasm backends worker (bridge, demo origin)', run: () => stopWorker(backends, 'wasm backends worker') });
+    const ready = await nextMessage<BackendsReply>(backends, 20_000, 'wasm backends worker');
+    if (ready.type !== 'ready') throw new Error(`wasm backends worker: ${ready.type === 'error' ? ready.message : ready.type}`);
+    const { originUrl, bridgeUrl } = ready;
+    const proxy = await startCountingProxy(bridgeUrl);
+    cleanups.push({ name: 'wasm counting proxy', run: () => proxy.close() });
+    const stats = new IORedis(redisServer.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    stats.on('error', () => {});
+    await stats.connect();
+    cleanups.push({ name: 'wasm stats connection', run: () => stats.quit().catch(() => stats.disconnect()) });
+    const snapshot: Snapshot = async () => ({ http: proxy.count(), redis: await redisScriptCalls(stats) });
+
+    // Two apps, each in its own folder with its own fastly.toml: the waiting room, and a bare
+    // pass-through wasm (one fetch to the origin backend) as the latency baseline on the same host.
+    const dir = mkdtempSync(join(os.tmpdir(), 'wr-bench-wasm-'));
+    cleanups.push({ name: 'wasm build folder', run: async () => rmSync(dir, { recursive: true, force: true }) });
+    const appDir = join(dir, 'app');
+    const bareDir = join(dir, 'bare');
+    mkdirSync(join(bareDir, 'bin'), { recursive: true });
+    writeFileSync(join(bareDir, 'bare.js'), "addEventListener('fetch', (event) => event.respondWith(fetch(event.request, { backend: 'origin' })));\n");
+    const started = performance.now();
+    await Promise.all([
+      runCommand(process.execPath, [join(ctx.root, 'src/node/build.mjs'), 'fastly', '--out', join(appDir, 'bin')], ctx.root, WASM_BUILD_TIMEOUT_MS),
+      runCommand(
+        process.execPath,
+        [join(ctx.root, 'node_modules/@fastly/js-compute/dist/cli/js-compute-runtime-cli.js'), join(bareDir, 'bare.js'), join(bareDir, 'bin', 'main.wasm')],
+        ctx.root,
+        WASM_BUILD_TIMEOUT_MS,
+      ),
+    ]);
+    log(`wasm: built bin/main.wasm and the bare proxy in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+
+    // The same settings as the Node host: devconfig.json with the same overrides; the Upstash URL
+    // and the `upstash` backend are the counting proxy.
+    const dev = JSON.parse(readFileSync(join(ctx.root, 'devconfig.json'), 'utf8')) as { config?: Record<string, string>; dev_secrets?: Record<string, string> };
+    const settings = { ...dev.config, ...SETTING_OVERRIDES, upstash_url: proxy.url };
+    const secrets = { ...dev.dev_secrets, upstash_token: token };
+    writeFileSync(join(appDir, 'bin', 'config.json'), JSON.stringify(settings));
+    writeFileSync(join(appDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
+    const manifest = (name: string, lines: readonly string[]): string =>
+      ['manifest_version = 3', `name = "${name}"`, 'language = "javascript"', '[local_server]', ...lines, ''].join('\n');
+    writeFileSync(
+      join(appDir, 'fastly.toml'),
+      manifest('waiting-room-bench', [
+        '[local_server.backends.origin]',
+        `url = "${originUrl}/"`,
+        '[local_server.backends.upstash]',
+        `url = "${proxy.url}/"`,
+        '[local_server.config_stores.wr_config]',
+        'file = "bin/config.json"',
+        'format = "json"',
+        '[local_server.secret_stores.wr_secrets]',
+        'file = "bin/secrets.json"',
+        'format = "json"',
+      ]),
+    );
+    writeFileSync(join(bareDir, 'fastly.toml'), manifest('bare-proxy-bench', ['[local_server.backends.origin]', `url = "${originUrl}/"`]));
+
+    const fastlyCli = join(ctx.root, 'node_modules/.bin/fastly');
+    const app = await startComputeHost('waiting room wasm', fastlyCli, host.path, appDir);
+    cleanups.push({ name: 'waiting room wasm host (fastly compute serve)', run: () => app.stop() });
+    const bare = await startComputeHost('bare proxy wasm', fastlyCli, host.path, bareDir);
+    cleanups.push({ name: 'bare proxy wasm host (fastly compute serve)', run: () => bare.stop() });
+    log(`wasm: redis ${redisServer.url}, bridge ${bridgeUrl} behind counting proxy ${proxy.url}, origin ${originUrl}, waiting room ${app.url}, bare proxy ${bare.url}`);
+
+    // --- Store round trips per request class.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: WASM_CONCURRENCY });
+    cleanups.push({ name: 'wasm client agent', run: async () => agent.destroy() });
+    const classes = visitorClasses('wasm', app.url, agent, ctx.config, ctx.apiToken);
+    log(`wasm: counting store round trips per request class (${WASM_COUNT_PER_CLASS} per class)`);
+    const count = await countRoundTrips(classes, WASM_COUNT_PER_CLASS, WASM_CONCURRENCY, snapshot);
+
+    // --- Latency, on the stand-in's terms.
+    const waitingCookies: string[] = [];
+    for (let i = 0; i < 2; i++) waitingCookies.push(await classes.newVisitor());
+    const accessCookies = count.access.slice(0, 2);
+    const arms: ArmSpec[] = [
+      { name: 'bare proxy wasm (one fetch to origin)', url: `${bare.url}${PATH}`, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
+      { name: 'waiting room wasm: admitted (token check)', url: classes.page, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
+      { name: 'waiting room wasm: waiting poll (1 store trip)', url: classes.page, cookies: waitingCookies, expectStatus: ctx.config.holdStatus, expectOrigin: false },
+    ];
+    const run = WASM_LATENCY_RUN;
+    log(`wasm: latency, concurrency ${run.concurrency}, ${run.warmup} warm-up + ${run.rounds} × ${run.perRound} per arm`);
+    const before = await snapshot();
+    const reply = nextMessage<LoadReply>(ctx.load, WASM_LATENCY_BUDGET_MS + 20_000, 'load worker');
+    ctx.load.postMessage({ type: 'run', plan: { arms, ...run, budgetMs: WASM_LATENCY_BUDGET_MS } } satisfies ToWorker);
+    const result = await reply;
+    if (result.type !== 'result') throw new Error(`load worker: ${result.type === 'error' ? result.message : result.type}`);
+    const after = await snapshot();
+    // The host's timings of this run's waiting-room requests: the last ones it served (concurrency 1).
+    const appRequests = (result.arms[1]?.sent ?? 0) + (result.arms[2]?.sent ?? 0);
+    const hostStats = (await app.stats())?.slice(-appRequests);
+    const latency = wasmLatencyReport(result.arms, result.truncated, after.http - before.http, after.redis - before.redis, hostStats);
+    return { kind: 'ran', hostPath: host.path, count, latency };
+  } catch (error) {
+    return { kind: 'error', message: messageOf(error) };
+  }
+}
+
+function wasmLatencyReport(
+  arms: readonly ArmSample[],
+  truncated: boolean,
+  storeHttp: number,
+  storeRedis: number,
+  hostStats: { tInst: number; ms: number }[] | undefined,
+): { text: string; failed: boolean } {
+  const stats = arms.map((arm) => ({ arm, p50: percentile([...arm.latencies].sort((a, b) => a - b), 50), mean: mean(arm.latencies) }));
+  const base = stats[0];
+  const rows = stats.map((s, i) => [
+    s.arm.name,
+    String(s.arm.latencies.length),
+    ms(s.p50),
+    ms(s.mean),
+    i === 0 || base === undefined ? '—' : signedMs(s.p50 - base.p50),
+    i === 0 || base === undefined ? '—' : signedMs(s.mean - base.mean),
+  ]);
+  const errors = arms.filter((a) => a.errors > 0);
+  const expectedStore = arms[2]?.sent ?? 0;
+  const storeOk = storeHttp === expectedStore && storeRedis === expectedStore;
+  const run = WASM_LATENCY_RUN;
+  const instantiate =
+    hostStats !== undefined && hostStats.length > 0
+      ? ` The host's own timings of this run's ${hostStats.length} waiting-room requests (GET /__host/stats): median ${ms(median(hostStats.map((s) => s.ms)))} ms, of which ${ms(median(hostStats.map((s) => s.tInst)))} ms instantiating the wasm.`
+      : '';
+  const text = [
+    `### Wasm latency on the Compute host: the stand-in's numbers, NOT Fastly's (concurrency ${run.concurrency}; ${run.warmup} warm-up then ${run.rounds} interleaved rounds × ${run.perRound} per arm)`,
+    '',
+    table(['arm', 'requests', 'p50 ms', 'mean ms', 'added p50', 'added mean'], ['l', 'r', 'r', 'r', 'r', 'r'], rows),
+    '',
+    `The host instantiates a fresh wasm for every request, so absolute numbers say nothing about Fastly; "added" is this arm minus the bare proxy wasm on the same host.${instantiate}` +
+      ` Store requests during this run: ${storeHttp} HTTP / ${storeRedis} Redis, for ${expectedStore} waiting polls sent${storeOk ? ' — as expected.' : ' — MISMATCH.'}` +
+      (errors.length > 0 ? ` Errors: ${errors.map((a) => `${a.name} ${a.errors} (${a.firstError ?? ''})`).join('; ')}.` : '') +
+      (truncated ? ` Cut short by the ${WASM_LATENCY_BUDGET_MS / 1000} s budget of the run.` : ''),
+    '',
+  ].join('\n');
+  return { text, failed: truncated || errors.length > 0 || !storeOk };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main: the edge (both Node hosts), the wasm arm, the counts and the report
 
 async function main(): Promise<number> {
   const startedAt = performance.now();
@@ -481,11 +955,13 @@ async function main(): Promise<number> {
     globalThis.fetch = countingFetch as typeof fetch;
     cleanups.push({ name: 'fetch counter', run: async () => void (globalThis.fetch = realFetch) });
     // --- Count 2: script commands Redis executed.
-    const snapshot = async (): Promise<{ http: number; redis: number }> => ({ http: bridgeRequests, redis: await redisScriptCalls(stats) });
+    const snapshot: Snapshot = async () => ({ http: bridgeRequests, redis: await redisScriptCalls(stats) });
 
     // --- The edge: the waiting room with the real Upstash store, and a bare proxy beside it.
-    const local = readLocalConfig(findProjectFile('devconfig.json'));
-    const settingOverrides: Record<string, string> = { upstash_url: bridgeUrl, admit_per_period: '0', store_failure: 'hold' };
+    const devconfig = findProjectFile('devconfig.json');
+    const root = dirname(devconfig);
+    const local = readLocalConfig(devconfig);
+    const settingOverrides: Record<string, string> = { ...SETTING_OVERRIDES, upstash_url: bridgeUrl };
     const secretOverrides: Record<string, string> = { upstash_token: token };
     const room = buildWaitingRoom({
       settings: (key) => settingOverrides[key] ?? local.settings(key),
@@ -511,83 +987,20 @@ async function main(): Promise<number> {
     // --- Store round trips per request class.
     const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
     cleanups.push({ name: 'client agent', run: async () => agent.destroy() });
-    const page = `${wr.url}${PATH}`;
-    const admitUrl = `${wr.url}${config.pathPrefix}api/admit?count=1`;
-    const isHolding = (r: Reply): boolean => r.status === config.holdStatus && r.headers['refresh'] !== undefined && r.headers['x-origin'] === undefined;
-    const isOrigin = (r: Reply): boolean => r.status === 200 && r.headers['x-origin'] === 'demo';
-    const expect = (ok: boolean, what: string, r: Reply): void => {
-      if (!ok) throw new Error(`${what}: unexpected answer ${r.status} ${JSON.stringify(r.headers)} ${r.body.slice(0, 200)}`);
-    };
-
-    const newVisitor = async (): Promise<string> => {
-      const r = await send(agent, 'GET', page);
-      const cookie = cookieFrom(r, config.cookieName);
-      expect(isHolding(r) && cookie !== undefined && tokenKind(cookie) === 'w', 'new visitor: holding page with a waiting ticket', r);
-      return cookie!;
-    };
-    const waitingPoll = async (cookie: string): Promise<void> => {
-      const r = await send(agent, 'GET', page, { cookie });
-      const renewed = cookieFrom(r, config.cookieName);
-      expect(isHolding(r) && renewed !== undefined && tokenKind(renewed) === 'w', 'waiting poll: holding page', r);
-    };
-    const upgradePoll = async (cookie: string): Promise<string> => {
-      const r = await send(agent, 'GET', page, { cookie });
-      const access = cookieFrom(r, config.cookieName);
-      expect(isOrigin(r) && access !== undefined && tokenKind(access) === 'a', 'called poll: origin page with an access token', r);
-      return access!;
-    };
-    const admitted = async (cookie: string): Promise<void> => {
-      const r = await send(agent, 'GET', page, { cookie });
-      expect(isOrigin(r) && cookieFrom(r, config.cookieName) === undefined, 'admitted visitor: origin page, cookie untouched', r);
-    };
-    const adminAdmit = async (): Promise<void> => {
-      const r = await send(agent, 'POST', admitUrl, { authorization: `Bearer ${apiToken}` });
-      let body: unknown;
-      try {
-        body = JSON.parse(r.body);
-      } catch {
-        body = undefined;
-      }
-      expect(r.status === 200 && (body as { admitted?: unknown } | undefined)?.admitted === 1, 'admin admit: 200 with admitted 1', r);
-    };
-
-    const measure = async (label: string, budget: number | undefined, n: number, task: (i: number) => Promise<void>): Promise<ClassRow> => {
-      const before = await snapshot();
-      await runConcurrent(n, CONCURRENCY, task);
-      const after = await snapshot();
-      return { label, requests: n, http: after.http - before.http, redis: after.redis - before.redis, budget };
-    };
-
-    log('counting store round trips per request class');
-    // Cold script cache: a fresh Redis knows no script, so the first call of each one is EVALSHA,
-    // NOSCRIPT, then EVAL. Reported apart; it happens once per script after a flush.
-    let firstCookie = '';
-    const cold: ClassRow[] = [
-      await measure('new visitor (join)', undefined, 1, async () => void (firstCookie = await newVisitor())),
-      await measure('waiting poll (poll)', undefined, 1, () => waitingPoll(firstCookie)),
-      await measure('admin admit (admit)', undefined, 1, adminAdmit),
-    ];
-    const n = COUNT_PER_CLASS;
-    const waiting: string[] = new Array<string>(n).fill('');
-    const access: string[] = new Array<string>(n).fill('');
-    const rows: ClassRow[] = [];
-    rows.push(await measure('new visitor (no cookie)', 1, n, async (i) => void (waiting[i] = await newVisitor())));
-    rows.push(await measure('waiting visitor poll (holding cookie)', 1, n, (i) => waitingPoll(waiting[i]!)));
-    // Let exactly these n visitors in (the cold phase admitted ticket 1), one admit call each.
-    rows.push(await measure('admin / origin admit (POST api/admit)', 1, n, adminAdmit));
-    rows.push(await measure('waiting visitor poll, called (upgrade to access)', 1, n, async (i) => void (access[i] = await upgradePoll(waiting[i]!))));
-    rows.push(await measure('admitted visitor (access cookie)', 0, n, (i) => admitted(access[i]!)));
+    const classes = visitorClasses('node', wr.url, agent, config, apiToken);
+    log(`counting store round trips per request class (${COUNT_PER_CLASS} per class)`);
+    const nodeCount = await countRoundTrips(classes, COUNT_PER_CLASS, CONCURRENCY, snapshot);
 
     // --- Added latency. Fresh waiting visitors, behind the cursor, for the poll arm.
     const latencyWaiting: string[] = [];
-    for (let i = 0; i < CONCURRENCY; i++) latencyWaiting.push(await newVisitor());
-    const accessCookies = access.slice(0, CONCURRENCY);
+    for (let i = 0; i < CONCURRENCY; i++) latencyWaiting.push(await classes.newVisitor());
+    const accessCookies = nodeCount.access.slice(0, CONCURRENCY);
     const arms: ArmSpec[] = [
       // The same Cookie header on every pass-through arm, so the requests are byte for byte alike.
       { name: 'origin, direct (no proxy)', url: `${originUrl}${PATH}`, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
       { name: 'bare proxy (startHost + forward)', url: `${proxy.url}${PATH}`, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
-      { name: 'waiting room: admitted (token check)', url: page, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
-      { name: 'waiting room: waiting poll (1 store trip)', url: page, cookies: latencyWaiting, expectStatus: config.holdStatus, expectOrigin: false },
+      { name: 'waiting room: admitted (token check)', url: classes.page, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
+      { name: 'waiting room: waiting poll (1 store trip)', url: classes.page, cookies: latencyWaiting, expectStatus: config.holdStatus, expectOrigin: false },
     ];
     const load = new Worker(bundle, { workerData: { role: 'load' } satisfies WorkerInput });
     cleanups.push({ name: 'load worker', run: () => stopWorker(load, 'load worker') });
@@ -607,21 +1020,55 @@ async function main(): Promise<number> {
       latencyFailed ||= report.failed;
     }
 
+    // --- The same classes through bin/main.wasm on a Compute host.
+    const wasm = await runWasmArm({ root, bundle, config, apiToken, load, cleanups });
+    if (wasm.kind === 'skipped') log(`wasm column skipped: ${wasm.reason}`);
+    if (wasm.kind === 'error') log(`wasm arm FAILED: ${wasm.message}`);
+
     // --- Report.
-    let failed = false;
-    const verdict = (row: ClassRow): string => {
-      if (row.budget === undefined) return 'info';
-      const ok = row.http <= row.budget * row.requests && row.redis <= row.budget * row.requests;
-      failed ||= !ok;
-      return ok ? 'PASS' : 'FAIL';
-    };
-    const perRequest = (total: number, requests: number): string => (total / requests).toFixed(2);
+    const perRequest = (row: ClassRow): string => `${(row.http / row.requests).toFixed(2)} · ${(row.redis / row.requests).toFixed(2)}`;
+    const wasmRows = wasm.kind === 'ran' ? wasm.count.rows : undefined;
+    let overBudget = false;
+    const rows = nodeCount.rows.map((nodeRow, i) => {
+      const wasmRow = wasmRows?.[i];
+      const nodeOk = withinBudget(nodeRow);
+      const wasmOk = wasm.kind === 'skipped' || (wasmRow !== undefined && withinBudget(wasmRow));
+      overBudget ||= !nodeOk || (wasmRow !== undefined && !withinBudget(wasmRow));
+      const wasmCell = wasmRow !== undefined ? perRequest(wasmRow) : wasm.kind === 'skipped' ? 'skipped' : 'error';
+      const verdict = nodeOk && wasmOk ? (wasm.kind === 'skipped' ? 'PASS (node only)' : 'PASS') : 'FAIL';
+      return [nodeRow.label, `≤ ${nodeRow.budget}`, perRequest(nodeRow), wasmCell, verdict];
+    });
     const countTable = table(
-      ['request class', 'requests', 'bridge HTTP req / request', 'Redis EVALSHA+EVAL / request', 'budget', 'result'],
-      ['l', 'r', 'r', 'r', 'r', 'l'],
-      rows.map((row) => [row.label, String(row.requests), perRequest(row.http, row.requests), perRequest(row.redis, row.requests), `≤ ${row.budget}`, verdict(row)]),
+      ['request class', 'budget', 'node round trips / request (HTTP · Redis)', 'wasm round trips / request (HTTP · Redis)', 'result'],
+      ['l', 'r', 'r', 'r', 'l'],
+      rows,
     );
-    const disagree = rows.filter((row) => row.http !== row.redis);
+    const agreement = (host: string, count: CountResult): string => {
+      const disagree = count.rows.filter((row) => row.http !== row.redis);
+      return disagree.length === 0
+        ? `${host}: the two counts agree on every row.`
+        : `${host}: the counts DISAGREE on ${disagree.map((r) => `${r.label} (${r.http} HTTP vs ${r.redis} Redis)`).join('; ')}.`;
+    };
+    const coldLine = (host: string, count: CountResult): string =>
+      `${host}: ${count.cold.map((row) => `${row.label} ${row.http} HTTP / ${row.redis} Redis`).join(', ')}.`;
+    const wasmNote =
+      wasm.kind === 'ran'
+        ? [
+            `wasm: bin/main.wasm built from the same source, served by \`fastly compute serve --skip-build --viceroy-path ${wasm.hostPath}\` with the ` +
+              'same settings (devconfig.json and the same overrides) and its own redis-server, bridge and demo origin. Its `upstash` backend ' +
+              'is a counting HTTP proxy in front of that bridge (every request that reaches the bridge, retries included); Redis is that ' +
+              `harness's own. ${agreement('node', nodeCount)} ${agreement('wasm', wasm.count)}`,
+            `Cold script cache (first call of each script on a fresh Redis: EVALSHA → NOSCRIPT → EVAL, once per script): ` +
+              `${coldLine('node', nodeCount)} ${coldLine('wasm', wasm.count)}`,
+          ]
+        : [
+            wasm.kind === 'skipped'
+              ? `wasm column SKIPPED: ${wasm.reason}. Only the Node budgets decide the result.`
+              : `wasm column FAILED: ${wasm.message}`,
+            agreement('node', nodeCount),
+            `Cold script cache (first call of each script on a fresh Redis: EVALSHA → NOSCRIPT → EVAL, once per script): ${coldLine('node', nodeCount)}`,
+          ];
+    const wasmFailed = wasm.kind === 'error' || (wasm.kind === 'ran' && wasm.latency.failed);
     const cpus = os.cpus();
     const out: string[] = [
       '## Benchmark (`npm run bench`)',
@@ -629,28 +1076,29 @@ async function main(): Promise<number> {
       `Machine: ${cpus.length} CPUs (${cpus[0]?.model.trim() ?? 'unknown model'}), ${os.platform()} ${os.arch()}, Node ${process.version}, ` +
         `redis-server ${redisVersion}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at the end. ` +
         'Everything on 127.0.0.1: redis-server, the Upstash REST bridge over it, the demo origin, the Node host with the real ' +
-        '`UpstashQueueStore` (`@upstash/redis` client, `createUpstashClientOptions`), a bare pass-through proxy.',
+        '`UpstashQueueStore` (`@upstash/redis` client, `createUpstashClientOptions`), a bare pass-through proxy' +
+        (wasm.kind === 'ran' ? ', and bin/main.wasm on a Compute host with its own redis-server, bridge and origin.' : '.'),
       '',
-      `### Store round trips per request (${COUNT_PER_CLASS} requests per class, concurrency ${CONCURRENCY}, warm script cache)`,
+      `### Store round trips per request (node: ${COUNT_PER_CLASS} requests per class, concurrency ${CONCURRENCY}; ` +
+        `wasm: ${WASM_COUNT_PER_CLASS} per class, concurrency ${WASM_CONCURRENCY}; warm script cache; ` +
+        `settings over devconfig.json on both: ${Object.entries(SETTING_OVERRIDES).map(([k, v]) => `${k}=${v}`).join(', ')})`,
       '',
       countTable,
       '',
-      'Counted twice, independently: HTTP requests the Upstash client sent to the bridge (a counting wrapper around `fetch`, ' +
-        'retries included) and script commands Redis executed (`INFO commandstats`, calls + rejected_calls of EVALSHA/EVAL). ' +
-        (disagree.length === 0
-          ? 'The two counts agree on every row.'
-          : `The counts DISAGREE on: ${disagree.map((r) => `${r.label} (${r.http} HTTP vs ${r.redis} Redis)`).join('; ')}.`),
-      `Cold script cache (first call of each script on a fresh Redis: EVALSHA → NOSCRIPT → EVAL, once per script): ` +
-        cold.map((row) => `${row.label} ${row.http} HTTP / ${row.redis} Redis`).join(', ') +
-        '.',
+      'Each cell: HTTP requests that reached the Upstash bridge · script commands Redis executed (`INFO commandstats`, calls + ' +
+        'rejected_calls of EVALSHA/EVAL), per request, counted independently. node: a counting wrapper around `fetch` in the host process.',
+      ...wasmNote,
       '',
       ...latencyReports,
+      ...(wasm.kind === 'ran' ? [wasm.latency.text] : []),
       `Total run time ${((performance.now() - startedAt) / 1000).toFixed(1)} s.`,
     ];
     process.stdout.write(`${out.join('\n')}\n`);
-    if (failed) log('FAIL: a store round-trip budget is exceeded');
+    if (overBudget) log('FAIL: a store round-trip budget is exceeded');
     if (latencyFailed) log('FAIL: the latency run had errors or was cut short');
-    return failed || latencyFailed ? 1 : 0;
+    if (wasm.kind === 'error') log('FAIL: the wasm arm could not run to the end (see above)');
+    else if (wasmFailed) log('FAIL: the wasm latency run had errors, was cut short or made unexpected store requests');
+    return overBudget || latencyFailed || wasmFailed ? 1 : 0;
   } finally {
     clearTimeout(watchdog);
     await cleanup();

@@ -20,6 +20,8 @@ import { renderHoldingPage } from '../../src/core/pages';
 import type { ClientInfo, Logger, Origin, QueueStore, RequestLog } from '../../src/core/ports';
 import { parseKeyRing, signToken, verifyToken, type TokenClaims } from '../../src/core/tokens';
 import { MemoryQueueStore } from '../../src/store/memory-store';
+import { MemoryStateCache } from '../../src/platform/memory-cache';
+import { simpleCacheStateCache } from '../../src/platform/fastly';
 
 // ---------------------------------------------------------------------------------------------
 // The runner: `check(name, fn)` runs one check and prints `ok` or `FAIL`; nothing stops early, so
@@ -412,7 +414,8 @@ class SilentStore implements QueueStore {
 }
 
 async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
-  const settings: Record<string, string> = { queue_name: 'default', refresh_seconds: '20', store_timeout_ms: '50' };
+  // The per-POP cache is checked on its own below; the decision checks ask the store every time.
+  const settings: Record<string, string> = { queue_name: 'default', refresh_seconds: '20', store_timeout_ms: '50', state_cache_seconds: '0' };
   const secretValues: Record<string, string> = {
     signing_keys: `k1:${SECRET_1}`,
     admin_password: ADMIN_PASSWORD,
@@ -431,9 +434,10 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
     },
   };
   const clock = { now: () => NOW_MS };
-  const handle = createHandler({ config, secrets, store, origin, logger, clock });
+  const cache = new MemoryStateCache(clock);
+  const handle = createHandler({ config, secrets, store, origin, logger, clock, cache });
   const failing = new FailingStore();
-  const handleWithFailingStore = createHandler({ config, secrets, store: failing, origin, logger, clock });
+  const handleWithFailingStore = createHandler({ config, secrets, store: failing, origin, logger, clock, cache });
   const cookieName = config.cookieName;
 
   const get = (path: string, cookie?: string, headers: Record<string, string> = {}): Request =>
@@ -558,8 +562,22 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
   });
 
   if (phase === 'request') {
+    await run.check("fastly:cache SimpleCache answers the second read from the POP's cache", async () => {
+      const key = `engine-check-${Date.now()}-${Math.random()}`;
+      let loads = 0;
+      const load = async () => {
+        loads += 1;
+        return { tail: 7, cursor: 3 };
+      };
+      const first = await simpleCacheStateCache.getOrLoad(key, 5, load);
+      const second = await simpleCacheStateCache.getOrLoad(key, 5, load);
+      equal(first.hit, false, 'first read is a miss');
+      equal(second.hit, true, 'second read is a hit');
+      equal(loads, 1, 'loads');
+      equal(second.value.cursor, 3, 'cached cursor');
+    });
     await run.check('handler: a store that does not answer in time holds the visitor (timeout, request time)', async () => {
-      const slow = createHandler({ config, secrets, store: new SilentStore(), origin, logger, clock: { now: () => Date.now() } });
+      const slow = createHandler({ config, secrets, store: new SilentStore(), origin, logger, clock: { now: () => Date.now() }, cache });
       const response = await slow(get('/tickets/final'), CLIENT);
       equal(response.status, 200, 'status');
       equal(lastLog().decision, 'unavailable', 'log decision');

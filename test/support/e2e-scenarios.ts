@@ -252,3 +252,27 @@ export function defineEndToEnd(stack: () => Stack): void {
   });
 }
 
+
+/** Run on a stack started with `state_cache_seconds` = `lifetimeSeconds`. */
+export function defineCacheScenario(stack: () => Stack, lifetimeSeconds: number): void {
+  it(`an admission reaches a waiting visitor after at most one cache lifetime (${lifetimeSeconds} s)`, async () => {
+    await stack().direct.flushall();
+    stack().clearLogs();
+    const v = new HttpVisitor(stack().url);
+    await v.get('/');
+    const filled = Date.now();
+    await v.get('/');
+    const admit = await fetch(`${stack().url}/__wr/api/admit?count=1`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+    expect(await admit.json()).toMatchObject({ admitted: 1, propagation_seconds: lifetimeSeconds });
+    const admitted = Date.now();
+    // Inside the lifetime this POP answers from its cache: no store call, still waiting.
+    if (Date.now() - filled < lifetimeSeconds * 1000 - 300) {
+      expect(reachedOrigin(await v.get('/'))).toBe(false);
+      await expect.poll(() => stack().logs().filter((l) => l.cache === 'hit').length).toBeGreaterThanOrEqual(1);
+    }
+    // The entry was filled before the admit began, so one lifetime after the admit answered, every
+    // poll sees the admission.
+    await new Promise((r) => setTimeout(r, Math.max(0, admitted + lifetimeSeconds * 1000 + 50 - Date.now())));
+    expect(reachedOrigin(await v.get('/'))).toBe(true);
+  });
+}

@@ -11,8 +11,10 @@ export function source(values: Record<string, string>): SettingSource {
   return (key) => values[key];
 }
 
+/** Most tests look at decisions, so the per-POP cache is off unless a test turns it on. */
 export const BASE_SETTINGS: Record<string, string> = {
   queue_name: 'default',
+  state_cache_seconds: '0',
   refresh_seconds: '5',
   queue_timeout_seconds: '60',
   session_seconds: '600',

@@ -1,0 +1,184 @@
+/**
+ * The per-POP cache of the queue's state: the cache itself, then the handler using it against the
+ * real Upstash store through the bridge on a real redis-server, with simulated POPs and time.
+ */
+import { Redis } from '@upstash/redis';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseConfig, parseSecrets } from '../src/core/config';
+import { createHandler, type Handler } from '../src/core/handler';
+import type { QueueStore } from '../src/core/ports';
+import { startUpstashBridge, type UpstashBridge } from '../src/node/upstash-bridge';
+import { MemoryStateCache } from '../src/platform/memory-cache';
+import { createUpstashClientOptions, UpstashQueueStore } from '../src/store/upstash-store';
+import { BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, MemoryLogger, RecordingOrigin, source } from './support/fixtures';
+import { startRedisServer, type RedisServer } from './support/redis-server';
+import IORedis from 'ioredis';
+
+describe('MemoryStateCache', () => {
+  it('answers from memory within the lifetime and loads again after it', async () => {
+    const clock = new ManualClock();
+    const cache = new MemoryStateCache(clock);
+    let loads = 0;
+    const load = async () => ++loads;
+    expect(await cache.getOrLoad('k', 2, load)).toEqual({ value: 1, hit: false });
+    clock.advance(1999);
+    expect(await cache.getOrLoad('k', 2, load)).toEqual({ value: 1, hit: true });
+    clock.advance(1);
+    expect(await cache.getOrLoad('k', 2, load)).toEqual({ value: 2, hit: false });
+    expect(await cache.getOrLoad('other', 2, load)).toEqual({ value: 3, hit: false });
+  });
+
+  it('collapses concurrent misses into one load', async () => {
+    const cache = new MemoryStateCache(new ManualClock());
+    let loads = 0;
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    const load = async () => {
+      loads++;
+      await gate;
+      return 'state';
+    };
+    const all = Promise.all(Array.from({ length: 100 }, () => cache.getOrLoad('k', 1, load)));
+    release();
+    const results = await all;
+    expect(loads).toBe(1);
+    expect(results.filter((r) => !r.hit)).toHaveLength(1);
+    expect(results.every((r) => r.value === 'state')).toBe(true);
+  });
+
+  it('caches no failure, and every waiter sees it', async () => {
+    const cache = new MemoryStateCache(new ManualClock());
+    let calls = 0;
+    const failing = async () => {
+      calls++;
+      throw new Error('store down');
+    };
+    const results = await Promise.allSettled(Array.from({ length: 5 }, () => cache.getOrLoad('k', 1, failing)));
+    expect(results.every((r) => r.status === 'rejected')).toBe(true);
+    expect(calls).toBe(1);
+    expect(await cache.getOrLoad('k', 1, async () => 'back')).toEqual({ value: 'back', hit: false });
+  });
+});
+
+describe('polls on the real store with the per-POP cache', () => {
+  let redis: RedisServer;
+  let bridge: UpstashBridge;
+  let direct: IORedis;
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    bridge = await startUpstashBridge({ redisUrl: redis.url, token: 'cache-test-token' });
+    direct = new IORedis(redis.url);
+  });
+  afterAll(async () => {
+    direct?.disconnect();
+    await bridge?.close();
+    await redis?.stop();
+  });
+  beforeEach(async () => {
+    await direct.flushall();
+  });
+
+  function upstashStore(): QueueStore {
+    return new UpstashQueueStore({
+      redis: new Redis(createUpstashClientOptions({ url: bridge.url, token: 'cache-test-token', retries: 0 })),
+    });
+  }
+
+  /** One simulated POP: its own cache and handler, sharing the store and the clock. */
+  function pop(store: QueueStore, clock: ManualClock, settings: Record<string, string>): { handler: Handler; cache: MemoryStateCache } {
+    const cache = new MemoryStateCache(clock);
+    const handler = createHandler({
+      config: parseConfig(source({ ...BASE_SETTINGS, ...settings })),
+      secrets: parseSecrets(source(BASE_SECRETS)),
+      store,
+      origin: new RecordingOrigin(),
+      logger: new MemoryLogger(),
+      clock,
+      cache,
+    });
+    return { handler, cache };
+  }
+
+  const CLIENT = { address: '198.51.100.1', pop: 'SIM' };
+  const visit = (handler: Handler, cookie?: string) =>
+    handler(new Request('https://shop.example/', { headers: cookie ? { cookie: `waiting_room=${cookie}` } : {} }), CLIENT);
+
+  it('200 polls inside one lifetime cost one store call; after the lifetime, one more', async () => {
+    const clock = new ManualClock();
+    const store = new FaultyStore(upstashStore());
+    const { handler } = pop(store, clock, { state_cache_seconds: '2' });
+    const cookies: string[] = [];
+    for (let i = 0; i < 200; i++) cookies.push(cookieFrom(await visit(handler))!);
+    const joins = store.calls;
+    expect(joins).toBe(200);
+    const responses = await Promise.all(cookies.map((c) => visit(handler, c)));
+    expect(responses.every((r) => r.status === 200)).toBe(true);
+    expect(store.calls - joins).toBe(1);
+    const before = await direct.info('commandstats');
+    clock.advance(1_000);
+    for (const c of cookies.slice(0, 50)) await visit(handler, c);
+    expect(store.calls - joins).toBe(1);
+    clock.advance(1_000);
+    for (const c of cookies) await visit(handler, c);
+    expect(store.calls - joins).toBe(2);
+    // Counted by Redis too: the 250 polls after the first lifetime ran the poll script once.
+    expect(scriptCalls(await direct.info('commandstats')) - scriptCalls(before)).toBe(1);
+  });
+
+  it('an admission reaches a waiting visitor within one lifetime', async () => {
+    const clock = new ManualClock();
+    const store = upstashStore();
+    const { handler } = pop(store, clock, { state_cache_seconds: '3' });
+    const cookie = cookieFrom(await visit(handler))!;
+    await visit(handler, cookie);
+    await store.admit('default', 1);
+    // Within the lifetime the POP still answers from its cache...
+    clock.advance(2_999);
+    expect(await isAccess(await visit(handler, cookie))).toBe(false);
+    // ...and one lifetime after the cache was filled it sees the admission.
+    clock.advance(1);
+    expect(await isAccess(await visit(handler, cookie))).toBe(true);
+  });
+
+  it('automatic admission advances exactly once per period, whatever the number of POPs', async () => {
+    const periodSeconds = 10;
+    const quota = 5;
+    for (const popCount of [1, 4, 12]) {
+      await direct.flushall();
+      const clock = new ManualClock(Date.UTC(2026, 10, 22, 12, 0, 0));
+      const store = upstashStore();
+      const settings = { state_cache_seconds: '1', admit_per_period: String(quota), admit_period_seconds: String(periodSeconds) };
+      const pops = Array.from({ length: popCount }, () => pop(store, clock, settings));
+      // A burst of 200 arrivals spread over the POPs: the first period's quota walks straight in.
+      const cookies: string[] = [];
+      for (let i = 0; i < 200; i++) cookies.push(cookieFrom(await visit(pops[i % popCount]!.handler))!);
+      const cursors: number[] = [(await store.peek('default')).cursor];
+      // One simulated minute: every second, 20 waiting visitors poll, each at a random POP.
+      for (let second = 1; second <= 60; second++) {
+        clock.advance(1000);
+        await Promise.all(
+          Array.from({ length: 20 }, (_, i) => visit(pops[(second * 7 + i) % popCount]!.handler, cookies[(second * 13 + i) % cookies.length])),
+        );
+        cursors.push((await store.peek('default')).cursor);
+      }
+      const steps = cursors.slice(1).map((c, i) => c - cursors[i]!);
+      // The cursor moved by the quota exactly at each period boundary (every 10 s), never between.
+      expect(steps.filter((s) => s !== 0), `${popCount} POPs`).toEqual(Array(6).fill(quota));
+      steps.forEach((step, i) => expect(step !== 0, `second ${i + 1}`).toBe((i + 1) % periodSeconds === 0));
+    }
+  });
+});
+
+function scriptCalls(commandstats: string): number {
+  let total = 0;
+  for (const match of commandstats.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) total += Number(match[1]);
+  return total;
+}
+
+async function isAccess(response: Response): Promise<boolean> {
+  const cookie = cookieFrom(response);
+  if (cookie === undefined) return false;
+  const claims = JSON.parse(Buffer.from(cookie.split('.')[1]!, 'base64url').toString('utf8')) as { k: string };
+  return claims.k === 'a';
+}
