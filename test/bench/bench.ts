@@ -29,11 +29,20 @@
  * When no Compute host is found, the wasm column is skipped (with the reason) and only the Node
  * budgets decide the exit code.
  *
+ * All of the above runs with the per-POP state cache off (`state_cache_seconds=0`), so each class
+ * shows its full cost. A second pass then turns it on (the default lifetime), on one more host of
+ * each kind (same harness, a queue of its own): a few thousand real waiting visitors (fewer on the
+ * wasm), each holding the cookie of its own real join, poll every `refresh_seconds` for a fixed
+ * wall-clock window, spread evenly, bounded in flight, nobody admitted. Both counts over the window
+ * give store commands per poll, against window ÷ lifetime (one load per expiry in one POP), and the
+ * bridge requests' timestamps give the loads per expiry: the stand-in's SimpleCache does not
+ * collapse concurrent misses (Fastly's does), so the wasm's extra loads at an expiry are reported.
+ *
  * The bundle (bin/bench.mjs) is also the workers' entry: `workerData.role` picks the part to run.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import os from 'node:os';
@@ -68,7 +77,7 @@ const LATENCY_RUNS: readonly { concurrency: number; warmup: number; rounds: numb
 const PATH = '/products';
 const REQUEST_TIMEOUT_MS = 10_000;
 /** The whole run is abandoned (and everything stopped) past this. */
-const WATCHDOG_MS = 110_000;
+const WATCHDOG_MS = 140_000;
 /** Budget of one latency run; requests past it are not sent and the run is reported truncated. */
 const LATENCY_RUN_BUDGET_MS = 35_000;
 /** Wasm arm: requests per class in the round-trip count (fewer: every request instantiates the wasm). */
@@ -88,6 +97,31 @@ const HOST_START_TIMEOUT_MS = 30_000;
  * one lifetime cost nothing, and a miss that cost too much would hide among the hits).
  */
 const SETTING_OVERRIDES: Readonly<Record<string, string>> = { admit_per_period: '0', store_failure: 'hold', state_cache_seconds: '0' };
+/**
+ * The cached pass, on a separate host of each kind: the same settings but `state_cache_seconds`
+ * left at its default (the per-POP cache on), and a queue of its own so that nothing of the first
+ * pass (its admitted visitors, its cursor) touches it. Nobody is admitted: no automatic admission,
+ * no admin admit.
+ */
+const CACHED_OVERRIDES: Readonly<Record<string, string>> = { admit_per_period: '0', store_failure: 'hold', queue_name: 'bench-cached' };
+/** Cached pass: the wall-clock window every host's visitors poll for. */
+const CACHED_WINDOW_MS = 12_000;
+/** Cached pass, Node host: waiting visitors (real joins), joins' concurrency, polls in flight at most. */
+const CACHED_NODE_VISITORS = 3_000;
+const CACHED_NODE_JOIN_CONCURRENCY = 16;
+const CACHED_NODE_POLL_CONCURRENCY = 32;
+/**
+ * Cached pass, wasm: fewer visitors (the stand-in instantiates the wasm for every request; at 400
+ * polling every 5 s, 80 polls/s, it fell behind the schedule on a 2-CPU machine). At most as many
+ * polls in flight as the stand-in has workers (4 by default), so none waits in its queue: a host
+ * that falls behind has every worker missing at once at each expiry, which the stand-in does not
+ * collapse.
+ */
+const CACHED_WASM_VISITORS = 250;
+const CACHED_WASM_JOIN_CONCURRENCY = 4;
+const CACHED_WASM_POLL_CONCURRENCY = 4;
+/** Cached pass verdict: store commands per poll must stay below this (≪ 1). */
+const CACHED_MAX_COMMANDS_PER_POLL = 0.05;
 
 // ---------------------------------------------------------------------------------------------
 // Messages between the threads
@@ -134,8 +168,42 @@ interface ArmSample {
   errors: number;
   firstError: string | undefined;
 }
-type ToWorker = { type: 'run'; plan: LoadPlan } | { type: 'stop' };
-type LoadReply = { type: 'result'; arms: ArmSample[]; truncated: boolean } | { type: 'error'; message: string } | { type: 'stopped' };
+/** The cached pass's polling: every visitor polls once per `intervalMs`, all polls spread evenly. */
+interface PollPlan {
+  readonly url: string;
+  /** One `name=value` cookie per visitor; each is replaced by the renewed one the answer carries. */
+  readonly cookies: readonly string[];
+  readonly cookieName: string;
+  readonly holdStatus: number;
+  readonly intervalMs: number;
+  readonly windowMs: number;
+  readonly concurrency: number;
+}
+interface PollResult {
+  /** Polls due within the window (visitors × window ÷ interval). */
+  readonly scheduled: number;
+  /** Polls sent within the window (the rest were due while `concurrency` were in flight). */
+  readonly sent: number;
+  /** Holding page with a renewed waiting cookie, as expected. */
+  readonly held: number;
+  /** Answers that carried an access cookie: nobody may be admitted in this pass. */
+  readonly admitted: number;
+  readonly errors: number;
+  readonly firstError: string | undefined;
+  /** Latest send after its due time. */
+  readonly maxLagMs: number;
+  /** Latencies of the held polls, p50 and p99. */
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  /** From the first send to the last answer. */
+  readonly wallMs: number;
+}
+type ToWorker = { type: 'run'; plan: LoadPlan } | { type: 'poll'; plan: PollPlan } | { type: 'stop' };
+type LoadReply =
+  | { type: 'result'; arms: ArmSample[]; truncated: boolean }
+  | { type: 'poll-result'; result: PollResult }
+  | { type: 'error'; message: string }
+  | { type: 'stopped' };
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers
@@ -395,12 +463,130 @@ async function runPlan(plan: LoadPlan): Promise<{ arms: ArmSample[]; truncated: 
   return { arms: samples, truncated };
 }
 
+/** One waiting visitor's poll; classifies the answer and keeps the renewed cookie. */
+function pollOnce(agent: http.Agent, plan: PollPlan, cookie: string): Promise<{ ms: number; outcome: 'held' | 'admitted' | 'error'; cookie?: string; error?: string }> {
+  return new Promise((resolvePromise) => {
+    const started = performance.now();
+    const req = http.get(plan.url, { agent, headers: { accept: 'text/html', cookie } }, (res) => {
+      let renewed: string | undefined;
+      for (const line of res.headers['set-cookie'] ?? []) {
+        const pair = line.split(';', 1)[0] ?? '';
+        if (pair.startsWith(`${plan.cookieName}=`)) renewed = pair;
+      }
+      const kind = renewed === undefined ? undefined : tokenKind(renewed);
+      let error: string | undefined;
+      if (res.statusCode !== plan.holdStatus && kind !== 'a') error = `status ${String(res.statusCode)}, expected ${plan.holdStatus}`;
+      else if (kind !== 'w' && kind !== 'a') error = `no renewed waiting cookie (k=${String(kind)})`;
+      else if (kind === 'w' && res.headers['x-origin'] !== undefined) error = 'a waiting cookie on an answer from the origin';
+      res.on('error', (e) => resolvePromise({ ms: performance.now() - started, outcome: 'error', error: e.message }));
+      res.on('end', () => {
+        const ms = performance.now() - started;
+        if (error !== undefined) resolvePromise({ ms, outcome: 'error', error });
+        else resolvePromise({ ms, outcome: kind === 'a' ? 'admitted' : 'held', ...(renewed !== undefined && { cookie: renewed }) });
+      });
+      res.resume();
+    });
+    req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)));
+    req.on('error', (e) => resolvePromise({ ms: performance.now() - started, outcome: 'error', error: e.message }));
+  });
+}
+
+/**
+ * Polls for `windowMs` of wall-clock time: poll j is due at j × interval ÷ visitors and goes to
+ * visitor j mod visitors, so each visitor polls once per interval and the polls are spread evenly.
+ * At most `concurrency` are in flight; a poll due while they are is sent late, and polls still
+ * unsent when the window closes are not sent (reported as scheduled − sent).
+ */
+async function runPollWindow(plan: PollPlan): Promise<PollResult> {
+  const cookies = [...plan.cookies];
+  const n = cookies.length;
+  if (n === 0) throw new Error('poll window: no visitors');
+  const spacing = plan.intervalMs / n;
+  const scheduled = Math.ceil(plan.windowMs / spacing);
+  const agent = new http.Agent({ keepAlive: true, maxSockets: plan.concurrency });
+  const latencies: number[] = [];
+  let sent = 0;
+  let held = 0;
+  let admitted = 0;
+  let errors = 0;
+  let firstError: string | undefined;
+  let maxLagMs = 0;
+  let next = 0;
+  let inFlight = 0;
+  const start = performance.now();
+  try {
+    await new Promise<void>((resolveDone) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      let done = false;
+      const pump = (): void => {
+        if (done) return;
+        if (timer !== undefined) clearTimeout(timer);
+        timer = undefined;
+        const now = performance.now() - start;
+        while (inFlight < plan.concurrency && next < scheduled && next * spacing <= now && now < plan.windowMs) {
+          maxLagMs = Math.max(maxLagMs, now - next * spacing);
+          const visitor = next % n;
+          next++;
+          inFlight++;
+          sent++;
+          void pollOnce(agent, plan, cookies[visitor]!).then((result) => {
+            inFlight--;
+            if (result.cookie !== undefined) cookies[visitor] = result.cookie;
+            if (result.outcome === 'held') {
+              held++;
+              latencies.push(result.ms);
+            } else if (result.outcome === 'admitted') {
+              admitted++;
+            } else {
+              errors++;
+              firstError ??= result.error;
+            }
+            pump();
+          });
+        }
+        if (next >= scheduled || now >= plan.windowMs) {
+          if (inFlight === 0) {
+            done = true;
+            resolveDone();
+          }
+          return; // the last answers pump again
+        }
+        if (inFlight >= plan.concurrency) return; // an answer pumps again
+        timer = setTimeout(pump, Math.max(0, next * spacing - now));
+      };
+      pump();
+    });
+  } finally {
+    agent.destroy();
+  }
+  const sorted = latencies.sort((a, b) => a - b);
+  return {
+    scheduled,
+    sent,
+    held,
+    admitted,
+    errors,
+    firstError,
+    maxLagMs,
+    p50Ms: percentile(sorted, 50),
+    p99Ms: percentile(sorted, 99),
+    wallMs: performance.now() - start,
+  };
+}
+
 function loadWorker(): void {
   const port = parentPort!;
   port.on('message', (message: ToWorker) => {
     if (message.type === 'stop') {
       port.postMessage({ type: 'stopped' } satisfies LoadReply);
       port.close();
+      return;
+    }
+    if (message.type === 'poll') {
+      runPollWindow(message.plan).then(
+        (result) => port.postMessage({ type: 'poll-result', result } satisfies LoadReply),
+        (error: unknown) => port.postMessage({ type: 'error', message: messageOf(error) } satisfies LoadReply),
+      );
       return;
     }
     runPlan(message.plan).then(
@@ -551,6 +737,204 @@ function withinBudget(row: ClassRow): boolean {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The cached pass: many real waiting visitors polling one host (one POP) with the state cache on
+
+interface CachedPassInput {
+  readonly host: string;
+  /** The request classes against the cached host (its config: the cached queue). */
+  readonly classes: VisitorClasses;
+  /** The cached host's parsed settings (state cache lifetime, refresh, hold status, cookie). */
+  readonly config: Config;
+  readonly visitors: number;
+  readonly joinConcurrency: number;
+  readonly pollConcurrency: number;
+  readonly load: Worker;
+  readonly snapshot: Snapshot;
+  /** `performance.now()` of every HTTP request that reached this host's bridge so far. */
+  readonly storeTimes: () => readonly number[];
+}
+
+interface CachedPassResult {
+  readonly host: string;
+  readonly visitors: number;
+  /** The joins that made the visitors (before the window, not in its counts). */
+  readonly joins: { readonly http: number; readonly redis: number };
+  readonly poll: PollResult;
+  /** Store requests from the window's start to its last answer. */
+  readonly http: number;
+  readonly redis: number;
+  readonly windowMs: number;
+  readonly intervalMs: number;
+  readonly ttlSeconds: number;
+  /** Loads (bridge requests) per cache expiry: requests less than a quarter lifetime apart are one expiry. */
+  readonly loadsPerExpiry: number[];
+}
+
+async function runCachedPass(input: CachedPassInput): Promise<CachedPassResult> {
+  const { config } = input;
+  log(`${input.host}: cached pass, ${input.visitors} visitors join (concurrency ${input.joinConcurrency})`);
+  const cookies = new Array<string>(input.visitors).fill('');
+  const beforeJoins = await input.snapshot();
+  await runConcurrent(input.visitors, input.joinConcurrency, async (i) => void (cookies[i] = await input.classes.newVisitor()));
+  const afterJoins = await input.snapshot();
+  // Each visitor polls as the holding page's Refresh header asks: once per refresh_seconds.
+  const intervalMs = config.refreshSeconds * 1000;
+  log(
+    `${input.host}: cached pass, ${input.visitors} visitors poll every ${config.refreshSeconds} s for ${CACHED_WINDOW_MS / 1000} s ` +
+      `(one poll every ${(intervalMs / input.visitors).toFixed(2)} ms, at most ${input.pollConcurrency} in flight)`,
+  );
+  const plan: PollPlan = {
+    url: input.classes.page,
+    cookies,
+    cookieName: config.cookieName,
+    holdStatus: config.holdStatus,
+    intervalMs,
+    windowMs: CACHED_WINDOW_MS,
+    concurrency: input.pollConcurrency,
+  };
+  const before = await input.snapshot();
+  const windowStart = performance.now();
+  const reply = nextMessage<LoadReply>(input.load, CACHED_WINDOW_MS + REQUEST_TIMEOUT_MS + 10_000, 'load worker (poll window)');
+  input.load.postMessage({ type: 'poll', plan } satisfies ToWorker);
+  const answer = await reply;
+  if (answer.type !== 'poll-result') throw new Error(`load worker: ${answer.type === 'error' ? answer.message : answer.type}`);
+  const after = await input.snapshot();
+  const times = input.storeTimes().filter((t) => t >= windowStart);
+  const gapMs = (config.stateCacheSeconds * 1000) / 4;
+  const loadsPerExpiry: number[] = [];
+  let last = -Infinity;
+  for (const t of times) {
+    if (loadsPerExpiry.length === 0 || t - last > gapMs) loadsPerExpiry.push(1);
+    else loadsPerExpiry[loadsPerExpiry.length - 1]!++;
+    last = t;
+  }
+  return {
+    host: input.host,
+    visitors: input.visitors,
+    joins: { http: afterJoins.http - beforeJoins.http, redis: afterJoins.redis - beforeJoins.redis },
+    poll: answer.result,
+    http: after.http - before.http,
+    redis: after.redis - before.redis,
+    windowMs: CACHED_WINDOW_MS,
+    intervalMs,
+    ttlSeconds: config.stateCacheSeconds,
+    loadsPerExpiry,
+  };
+}
+
+/** Expected store commands of one POP over the window: one load per cache lifetime. */
+function expectedLoads(r: CachedPassResult): number {
+  return r.ttlSeconds > 0 ? r.windowMs / 1000 / r.ttlSeconds : r.poll.sent;
+}
+
+/**
+ * The cached pass's verdict. `pass`: both counts per poll below the limit. `uncollapsed` (only
+ * where the cache does not collapse concurrent misses, i.e. the stand-in): the raw counts are not,
+ * but only because of extra loads at expiries: one load per expiry is below the limit, and the
+ * expiries come no more often than once per lifetime. Anything else fails, as do errors and
+ * admissions.
+ */
+function cachedVerdict(r: CachedPassResult, collapses: boolean): 'pass' | 'uncollapsed' | 'fail' {
+  const polls = r.poll.sent;
+  if (polls === 0 || r.poll.errors > 0 || r.poll.admitted > 0 || r.redis < 1) return 'fail';
+  if (r.http / polls < CACHED_MAX_COMMANDS_PER_POLL && r.redis / polls < CACHED_MAX_COMMANDS_PER_POLL) return 'pass';
+  const expiries = r.loadsPerExpiry.length;
+  if (!collapses && expiries / polls < CACHED_MAX_COMMANDS_PER_POLL && expiries <= Math.ceil(expectedLoads(r)) + 1) return 'uncollapsed';
+  return 'fail';
+}
+
+type CachedOutcome = { readonly kind: 'ran'; readonly result: CachedPassResult } | { readonly kind: 'error'; readonly message: string };
+
+function cachedPassReport(
+  ttlSeconds: number,
+  node: CachedOutcome,
+  wasm: CachedOutcome | { kind: 'skipped'; reason: string },
+): { text: string; failed: boolean } {
+  const rows: string[][] = [];
+  const notes: string[] = [];
+  let failed = false;
+  const add = (label: string, outcome: CachedOutcome | { kind: 'skipped'; reason: string }, collapses: boolean): void => {
+    if (outcome.kind !== 'ran') {
+      failed ||= outcome.kind === 'error';
+      const why = outcome.kind === 'error' ? `FAILED: ${outcome.message}` : `skipped: ${outcome.reason}`;
+      rows.push([label, '—', '—', '—', '—', '—', '—', outcome.kind === 'error' ? 'FAIL' : 'skipped']);
+      notes.push(`${label}: ${why}`);
+      return;
+    }
+    const r = outcome.result;
+    const polls = r.poll.sent;
+    const verdict = cachedVerdict(r, collapses);
+    failed ||= verdict === 'fail';
+    const expected = expectedLoads(r);
+    const expiries = r.loadsPerExpiry.length;
+    const maxPerExpiry = Math.max(0, ...r.loadsPerExpiry);
+    const extra = r.http - expiries;
+    rows.push([
+      label,
+      String(r.visitors),
+      String(polls),
+      `${r.http} · ${r.redis}`,
+      polls > 0 ? `${(r.http / polls).toFixed(4)} · ${(r.redis / polls).toFixed(4)}` : 'n/a',
+      `≈ ${expected.toFixed(0)} (${r.windowMs / 1000} s ÷ ${r.ttlSeconds} s)`,
+      `${expiries} · ${expiries > 0 ? (r.http / expiries).toFixed(2) : 'n/a'} · ${maxPerExpiry}`,
+      verdict === 'pass'
+        ? 'PASS'
+        : verdict === 'uncollapsed'
+          ? `PASS only at one load per expiry (${(r.loadsPerExpiry.length / polls).toFixed(4)}); raw over the limit: uncollapsed misses`
+          : 'FAIL',
+    ]);
+    const p = r.poll;
+    notes.push(
+      `${label}: ${r.visitors} visitors, each holding the waiting cookie of its own real join (the joins, before the window and not in its counts: ` +
+        `${r.joins.http} HTTP / ${r.joins.redis} Redis for ${r.visitors} joins), polling every ${r.intervalMs / 1000} s (one poll every ` +
+        `${(r.intervalMs / r.visitors).toFixed(2)} ms across them); ${p.scheduled} polls due in the window, ${p.sent} sent` +
+        (p.scheduled > p.sent ? ` (${p.scheduled - p.sent} not sent: the host was behind)` : '') +
+        `, latest send ${ms(p.maxLagMs)} ms after its due time; ${p.held} answered with the holding page and a renewed waiting cookie, ` +
+        `${p.admitted} admitted, ${p.errors} errors${p.firstError !== undefined ? ` (first: ${p.firstError})` : ''}; poll p50 ${ms(p.p50Ms)} ms, ` +
+        `p99 ${ms(p.p99Ms)} ms; last answer ${(p.wallMs / 1000).toFixed(1)} s after the first send (${(p.sent / (r.windowMs / 1000)).toFixed(0)} polls/s). ` +
+        (collapses
+          ? `Concurrent misses share one load here (MemoryStateCache): ${extra === 0 ? 'one load per expiry, as expected' : `${extra} extra load(s) over ${expiries} expiries — UNEXPECTED`}.`
+          : `The stand-in's SimpleCache does NOT collapse concurrent misses (request collapsing is not implemented; see its README): every ` +
+            `request that misses while another is loading runs its own load, so a few extra loads at each expiry are expected here; ` +
+            `measured ${extra} extra load(s) over ${expiries} expiries (at most ${maxPerExpiry} at one expiry). Fastly's SimpleCache.getOrSet ` +
+            `collapses them within a POP, so there the count is one load per expiry: ${expiries} here, ${polls > 0 ? (expiries / polls).toFixed(4) : 'n/a'} per poll.`),
+    );
+  };
+  add('node (one process = one POP)', node, true);
+  add('wasm on the Compute host (one POP)', wasm, false);
+  const text = [
+    `### Store commands per poll with the state cache on (state_cache_seconds at its default, ${ttlSeconds} s; ${CACHED_WINDOW_MS / 1000} s of real waiting visitors polling; nobody admitted)`,
+    '',
+    table(
+      [
+        'host',
+        'visitors',
+        'polls',
+        'store commands (HTTP · Redis)',
+        'commands per poll (HTTP · Redis)',
+        'expected ≈ window ÷ lifetime (one POP)',
+        'expiries · loads per expiry (mean · max)',
+        `verdict (< ${CACHED_MAX_COMMANDS_PER_POLL} per poll)`,
+      ],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+      rows,
+    ),
+    '',
+    `A separate host of each kind with the same settings as above except state_cache_seconds (left at its default) and its own queue ` +
+      `(${Object.entries(CACHED_OVERRIDES).map(([k, v]) => `${k}=${v}`).join(', ')}). Store commands: HTTP requests that reached the ` +
+      'bridge · script commands Redis executed (INFO commandstats deltas of EVALSHA/EVAL), from the window\'s start to its last answer. ' +
+      'Every answer is checked: a holding page with a renewed waiting cookie (an access cookie would be an admission). ' +
+      '"loads per expiry": bridge requests less than a quarter of the cache lifetime apart are counted as one expiry. ' +
+      `Verdict: PASS when both counts per poll are below ${CACHED_MAX_COMMANDS_PER_POLL}. On the wasm only, where the stand-in does not ` +
+      'collapse concurrent misses, raw counts over the limit are reported as such and pass only if one load per expiry is below it and ' +
+      'the expiries come no more often than once per lifetime; errors or admissions fail.',
+    ...notes.map((n) => `- ${n}`),
+    '',
+  ].join('\n');
+  return { text, failed };
+}
+
+// ---------------------------------------------------------------------------------------------
 // The wasm harness: build, a counting proxy in front of the bridge, `fastly compute serve`
 
 /**
@@ -604,6 +988,8 @@ interface CountingProxy {
   readonly url: string;
   /** HTTP requests received so far (each one forwarded to the target). */
   count(): number;
+  /** `performance.now()` of each of them. */
+  times(): readonly number[];
   close(): Promise<void>;
 }
 
@@ -612,8 +998,10 @@ async function startCountingProxy(target: string): Promise<CountingProxy> {
   const upstream = new URL(target);
   const agent = new http.Agent({ keepAlive: true });
   let requests = 0;
+  const times: number[] = [];
   const server = http.createServer((req, res) => {
     requests++;
+    times.push(performance.now());
     const headers = { ...req.headers };
     delete headers['connection'];
     delete headers['keep-alive'];
@@ -640,6 +1028,7 @@ async function startCountingProxy(target: string): Promise<CountingProxy> {
   return {
     url: `http://127.0.0.1:${address.port}`,
     count: () => requests,
+    times: () => times,
     close: () =>
       new Promise<void>((resolveClose) => {
         server.close(() => resolveClose());
@@ -740,12 +1129,20 @@ async function startComputeHost(name: string, fastlyCli: string, viceroyPath: st
 type WasmOutcome =
   | { readonly kind: 'skipped'; readonly reason: string }
   | { readonly kind: 'error'; readonly message: string }
-  | { readonly kind: 'ran'; readonly hostPath: string; readonly count: CountResult; readonly latency: { text: string; failed: boolean } };
+  | {
+      readonly kind: 'ran';
+      readonly hostPath: string;
+      readonly count: CountResult;
+      readonly latency: { text: string; failed: boolean };
+      readonly cached: CachedOutcome;
+    };
 
 interface WasmContext {
   readonly root: string;
   readonly bundle: string;
   readonly config: Config;
+  /** The cached pass's settings, as the Node host parsed them (the wasm gets the same). */
+  readonly cachedConfig: Config;
   readonly apiToken: string;
   readonly load: Worker;
   readonly cleanups: { name: string; run: () => Promise<unknown> }[];
@@ -780,6 +1177,7 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
     cleanups.push({ name: 'wasm build folder', run: async () => rmSync(dir, { recursive: true, force: true }) });
     const appDir = join(dir, 'app');
     const bareDir = join(dir, 'bare');
+    const cachedDir = join(dir, 'cached');
     mkdirSync(join(bareDir, 'bin'), { recursive: true });
     writeFileSync(join(bareDir, 'bare.js'), "addEventListener('fetch', (event) => event.respondWith(fetch(event.request, { backend: 'origin' })));\n");
     const started = performance.now();
@@ -819,6 +1217,12 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
       ]),
     );
     writeFileSync(join(bareDir, 'fastly.toml'), manifest('bare-proxy-bench', ['[local_server.backends.origin]', `url = "${originUrl}/"`]));
+    // The cached pass's app: the same bin/main.wasm, the cached settings, the same backends.
+    mkdirSync(join(cachedDir, 'bin'), { recursive: true });
+    copyFileSync(join(appDir, 'bin', 'main.wasm'), join(cachedDir, 'bin', 'main.wasm'));
+    writeFileSync(join(cachedDir, 'bin', 'config.json'), JSON.stringify({ ...dev.config, ...CACHED_OVERRIDES, upstash_url: proxy.url }));
+    writeFileSync(join(cachedDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
+    writeFileSync(join(cachedDir, 'fastly.toml'), readFileSync(join(appDir, 'fastly.toml'), 'utf8').replace('name = "waiting-room-bench"', 'name = "waiting-room-bench-cached"'));
 
     const fastlyCli = join(ctx.root, 'node_modules/.bin/fastly');
     const app = await startComputeHost('waiting room wasm', fastlyCli, host.path, appDir);
@@ -855,7 +1259,42 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
     const appRequests = (result.arms[1]?.sent ?? 0) + (result.arms[2]?.sent ?? 0);
     const hostStats = (await app.stats())?.slice(-appRequests);
     const latency = wasmLatencyReport(result.arms, result.truncated, after.http - before.http, after.redis - before.redis, hostStats);
-    return { kind: 'ran', hostPath: host.path, count, latency };
+
+    // --- The cached pass, on a third host: the same wasm with the cached settings.
+    let cached: CachedOutcome;
+    try {
+      const cachedApp = await startComputeHost('cached waiting room wasm', fastlyCli, host.path, cachedDir);
+      cleanups.push({ name: 'cached waiting room wasm host (fastly compute serve)', run: () => cachedApp.stop() });
+      log(`wasm: cached waiting room ${cachedApp.url}`);
+      const cachedAgent = new http.Agent({ keepAlive: true, maxSockets: CACHED_WASM_JOIN_CONCURRENCY });
+      cleanups.push({ name: 'wasm cached client agent', run: async () => cachedAgent.destroy() });
+      // Warm the fresh host first: its workers compile the wasm as it starts, and the first requests
+      // on them are slow enough, on a busy machine, to run into store_timeout_ms. A bypass path
+      // (devconfig.json: /health) reaches the origin and never the store.
+      const warmStore = await snapshot();
+      await runConcurrent(5 * CACHED_WASM_JOIN_CONCURRENCY, CACHED_WASM_JOIN_CONCURRENCY, async () => {
+        const r = await send(cachedAgent, 'GET', `${cachedApp.url}/health`);
+        if (r.headers['x-origin'] !== 'demo') throw new Error(`wasm (cached) warm-up: GET /health answered ${r.status} without the origin's header`);
+      });
+      const warmedStore = await snapshot();
+      if (warmedStore.http !== warmStore.http) throw new Error('wasm (cached) warm-up: GET /health reached the store');
+      const cachedResult = await runCachedPass({
+        host: 'wasm',
+        classes: visitorClasses('wasm (cached)', cachedApp.url, cachedAgent, ctx.cachedConfig, ctx.apiToken),
+        config: ctx.cachedConfig,
+        visitors: CACHED_WASM_VISITORS,
+        joinConcurrency: CACHED_WASM_JOIN_CONCURRENCY,
+        pollConcurrency: CACHED_WASM_POLL_CONCURRENCY,
+        load: ctx.load,
+        snapshot,
+        storeTimes: () => proxy.times(),
+      });
+      cached = { kind: 'ran', result: cachedResult };
+    } catch (error) {
+      cached = { kind: 'error', message: messageOf(error) };
+      log(`wasm cached pass FAILED: ${cached.message}`);
+    }
+    return { kind: 'ran', hostPath: host.path, count, latency, cached };
   } catch (error) {
     return { kind: 'error', message: messageOf(error) };
   }
@@ -947,9 +1386,13 @@ async function main(): Promise<number> {
     // --- Count 1: every HTTP request attempt the Upstash client makes to the bridge.
     const realFetch = globalThis.fetch;
     let bridgeRequests = 0;
+    const bridgeTimes: number[] = [];
     const countingFetch = (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
       const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-      if (url.startsWith(bridgeUrl)) bridgeRequests++;
+      if (url.startsWith(bridgeUrl)) {
+        bridgeRequests++;
+        bridgeTimes.push(performance.now());
+      }
       return realFetch(input, init);
     };
     globalThis.fetch = countingFetch as typeof fetch;
@@ -1020,8 +1463,44 @@ async function main(): Promise<number> {
       latencyFailed ||= report.failed;
     }
 
+    // --- The cached pass on the Node host: a second waiting room, the state cache at its default,
+    // its own queue, the same store, bridge and counts; the first room stays idle from here on.
+    const cachedOverrides: Record<string, string> = { ...CACHED_OVERRIDES, upstash_url: bridgeUrl };
+    const cachedRoom = buildWaitingRoom({
+      settings: (key) => cachedOverrides[key] ?? local.settings(key),
+      secrets: (key) => secretOverrides[key] ?? local.secrets(key),
+      originUrl,
+      logger: { log: () => {} },
+      store: (cfg, secrets) =>
+        new UpstashQueueStore({
+          redis: new Redis(createUpstashClientOptions({ url: cfg.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: cfg.storeRetries })),
+        }),
+    });
+    let nodeCached: CachedOutcome;
+    try {
+      const cachedHost = await startHost(cachedRoom.handler);
+      cleanups.push({ name: 'cached waiting room host', run: () => cachedHost.close() });
+      const cachedAgent = new http.Agent({ keepAlive: true, maxSockets: CACHED_NODE_JOIN_CONCURRENCY });
+      cleanups.push({ name: 'cached client agent', run: async () => cachedAgent.destroy() });
+      const result = await runCachedPass({
+        host: 'node',
+        classes: visitorClasses('node (cached)', cachedHost.url, cachedAgent, cachedRoom.config, apiToken),
+        config: cachedRoom.config,
+        visitors: CACHED_NODE_VISITORS,
+        joinConcurrency: CACHED_NODE_JOIN_CONCURRENCY,
+        pollConcurrency: CACHED_NODE_POLL_CONCURRENCY,
+        load,
+        snapshot,
+        storeTimes: () => bridgeTimes,
+      });
+      nodeCached = { kind: 'ran', result };
+    } catch (error) {
+      nodeCached = { kind: 'error', message: messageOf(error) };
+      log(`node cached pass FAILED: ${nodeCached.message}`);
+    }
+
     // --- The same classes through bin/main.wasm on a Compute host.
-    const wasm = await runWasmArm({ root, bundle, config, apiToken, load, cleanups });
+    const wasm = await runWasmArm({ root, bundle, config, apiToken, cachedConfig: cachedRoom.config, load, cleanups });
     if (wasm.kind === 'skipped') log(`wasm column skipped: ${wasm.reason}`);
     if (wasm.kind === 'error') log(`wasm arm FAILED: ${wasm.message}`);
 
@@ -1069,6 +1548,7 @@ async function main(): Promise<number> {
             `Cold script cache (first call of each script on a fresh Redis: EVALSHA → NOSCRIPT → EVAL, once per script): ${coldLine('node', nodeCount)}`,
           ];
     const wasmFailed = wasm.kind === 'error' || (wasm.kind === 'ran' && wasm.latency.failed);
+    const cached = cachedPassReport(cachedRoom.config.stateCacheSeconds, nodeCached, wasm.kind === 'ran' ? wasm.cached : wasm.kind === 'skipped' ? wasm : { kind: 'error', message: 'the wasm arm failed before it' });
     const cpus = os.cpus();
     const out: string[] = [
       '## Benchmark (`npm run bench`)',
@@ -1089,16 +1569,18 @@ async function main(): Promise<number> {
         'rejected_calls of EVALSHA/EVAL), per request, counted independently. node: a counting wrapper around `fetch` in the host process.',
       ...wasmNote,
       '',
+      cached.text,
       ...latencyReports,
       ...(wasm.kind === 'ran' ? [wasm.latency.text] : []),
       `Total run time ${((performance.now() - startedAt) / 1000).toFixed(1)} s.`,
     ];
     process.stdout.write(`${out.join('\n')}\n`);
     if (overBudget) log('FAIL: a store round-trip budget is exceeded');
+    if (cached.failed) log(`FAIL: the cached pass failed, had errors or admissions, or cost ${CACHED_MAX_COMMANDS_PER_POLL} store commands per poll or more`);
     if (latencyFailed) log('FAIL: the latency run had errors or was cut short');
     if (wasm.kind === 'error') log('FAIL: the wasm arm could not run to the end (see above)');
     else if (wasmFailed) log('FAIL: the wasm latency run had errors, was cut short or made unexpected store requests');
-    return overBudget || latencyFailed || wasmFailed ? 1 : 0;
+    return overBudget || latencyFailed || wasmFailed || cached.failed ? 1 : 0;
   } finally {
     clearTimeout(watchdog);
     await cleanup();
