@@ -98,6 +98,16 @@ describe('verifyToken', () => {
     }
   });
 
+  it('carries the optional session claims, and refuses malformed ones', async () => {
+    const session = { ...claims, k: 'a' as const, j: IAT - 300, s: IAT - 20, r: IAT };
+    const token = await signToken(ring, session);
+    expect(await verifyToken(ring, token, 'default', NOW)).toEqual({ ok: true, claims: session });
+    for (const bad of [{ j: -1 }, { s: 'x' }, { r: 1.5 }]) {
+      const forged = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...claims, ...bad }, secret: KEY_1 });
+      expect(await verifyToken(ring, forged, 'default', NOW)).toEqual({ ok: false, reason: 'bad_claims' });
+    }
+  });
+
   it.each(['', 'abc', 'a.b', 'a.b.c', '...', '%%%.%%%.%%%', 'x'.repeat(5000)])('treats %j as malformed', async (junk) => {
     const result = await verifyToken(ring, junk, 'default', NOW);
     expect(result).toMatchObject({ ok: false });

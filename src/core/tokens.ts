@@ -31,6 +31,12 @@ export interface TokenClaims {
   readonly iat: number;
   /** Expires at, seconds since the epoch. */
   readonly exp: number;
+  /** When the visitor took the ticket, seconds (carried from ticket to access token, for wait times). */
+  readonly j?: number;
+  /** Access tokens that hold a slot: when the session began, seconds (for the session maximum). */
+  readonly s?: number;
+  /** Access tokens that hold a slot: when the slot was last refreshed in the store, seconds. */
+  readonly r?: number;
 }
 
 export type VerifyFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'expired' | 'bad_claims' | 'wrong_queue';
@@ -146,11 +152,12 @@ function classifyFailure(error: unknown): VerifyFailure {
 }
 
 function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
-  const { q, k, t, iat, exp } = payload;
+  const { q, k, t, iat, exp, j, s, r } = payload;
   if (typeof q !== 'string') return undefined;
   if (k !== 'w' && k !== 'a' && k !== 'c') return undefined;
   if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
-  return { q, k, t, iat, exp };
+  for (const optional of [j, s, r]) if (optional !== undefined && !isWholeNumber(optional)) return undefined;
+  return { q, k, t, iat, exp, ...(j !== undefined && { j: j as number }), ...(s !== undefined && { s: s as number }), ...(r !== undefined && { r: r as number }) };
 }
 
 function isWholeNumber(value: unknown): value is number {
