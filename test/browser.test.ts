@@ -61,7 +61,7 @@ describe.skipIf(!available)('in a real browser', () => {
     expect(await admin.textContent('#waiting')).toBe('1');
     await admin.fill('#count', '1');
     await admin.click('button[type=submit]');
-    await admin.waitForURL(/\/__wr\/admin\?admitted=1$/);
+    await admin.waitForURL(/\/__wr\/admin\?done=/);
     expect(await admin.textContent('.notice')).toBe('Let 1 visitor in.');
     expect(await admin.textContent('#waiting')).toBe('0');
     await admin.screenshot({ path: resolve(SHOTS, 'admin-page.png') });

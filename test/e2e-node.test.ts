@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_TOKEN } from './support/fixtures';
-import { defineCacheScenario, defineEndToEnd } from './support/e2e-scenarios';
+import { CAPACITY_SETTINGS, defineCacheScenario, defineCapacityScenarios, defineEndToEnd } from './support/e2e-scenarios';
 import { HttpVisitor, startNodeStack, type Stack } from './support/stack';
 
 let stack: Stack;
@@ -48,4 +48,15 @@ describe('Node host with the per-POP cache on', () => {
     await cached?.close();
   });
   defineCacheScenario(() => cached, 2);
+});
+
+describe('Node host in capacity mode', () => {
+  let capacity: Stack;
+  beforeAll(async () => {
+    capacity = await startNodeStack(CAPACITY_SETTINGS);
+  });
+  afterAll(async () => {
+    await capacity?.close();
+  });
+  defineCapacityScenarios(() => capacity);
 });

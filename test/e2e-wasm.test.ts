@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findComputeHost, PROJECT_ROOT } from './support/compute-host';
-import { defineCacheScenario, defineEndToEnd } from './support/e2e-scenarios';
+import { CAPACITY_SETTINGS, defineCacheScenario, defineCapacityScenarios, defineEndToEnd } from './support/e2e-scenarios';
 import { buildWasmInto, startWasmStack, type Stack } from './support/stack';
 
 const host = findComputeHost();
@@ -42,6 +42,18 @@ describe.skipIf(!host.found)('wasm with the per-POP cache on (fastly:cache Simpl
     await cached?.close();
   });
   defineCacheScenario(() => cached, 2);
+});
+
+describe.skipIf(!host.found)('wasm in capacity mode', () => {
+  let capacity: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    capacity = await startWasmStack({ viceroyPath: host.path, settings: CAPACITY_SETTINGS });
+  }, 120_000);
+  afterAll(async () => {
+    await capacity?.close();
+  });
+  defineCapacityScenarios(() => capacity);
 });
 
 describe.skipIf(!host.found)("the project's own fastly.toml under fastly compute serve", () => {

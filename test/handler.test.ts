@@ -4,8 +4,8 @@
  */
 import jws from 'jws';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { parseConfig, parseSecrets } from '../src/core/config';
-import { createHandler, type Handler } from '../src/core/handler';
+import { parseConfig, parseSecrets, type Config } from '../src/core/config';
+import { admissionPolicy, createHandler, type Handler } from '../src/core/handler';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import {
@@ -28,8 +28,14 @@ import {
 const SITE = 'https://shop.example';
 const CLIENT = { address: '203.0.113.9', pop: 'TST' };
 
+/** Lets `count` in directly in the store, as the admin would, at the rig's time. */
+function admitNow(r: Rig, count: number) {
+  return r.inner.admit('default', count, r.clock.now(), admissionPolicy(r.config));
+}
+
 interface Rig {
   handler: Handler;
+  config: Config;
   store: FaultyStore;
   inner: MemoryQueueStore;
   origin: RecordingOrigin;
@@ -43,8 +49,9 @@ function rig(settings: Record<string, string> = {}, secrets: Record<string, stri
   const origin = new RecordingOrigin();
   const logger = new MemoryLogger();
   const clock = new ManualClock();
+  const config = parseConfig(source({ ...BASE_SETTINGS, store_timeout_ms: '100', ...settings }));
   const handler = createHandler({
-    config: parseConfig(source({ ...BASE_SETTINGS, store_timeout_ms: '100', ...settings })),
+    config,
     secrets: parseSecrets(source({ ...BASE_SECRETS, ...secrets })),
     store,
     origin,
@@ -52,7 +59,7 @@ function rig(settings: Record<string, string> = {}, secrets: Record<string, stri
     clock,
     cache: new MemoryStateCache(clock),
   });
-  return { handler, store, inner, origin, logger, clock };
+  return { handler, config, store, inner, origin, logger, clock };
 }
 
 function get(path: string, cookie?: string, headers: Record<string, string> = {}): Request {
@@ -131,7 +138,7 @@ describe('admission', () => {
     const r = rig();
     const visitors = Array.from({ length: 5 }, () => new Visitor(r));
     for (const v of visitors) await v.visit();
-    await r.inner.admit('default', 3);
+    await admitNow(r, 3);
     const statuses = [];
     for (const v of visitors) {
       await v.visit('/product');
@@ -149,7 +156,7 @@ describe('admission', () => {
     const r = rig();
     const v = new Visitor(r);
     await v.visit();
-    await r.inner.admit('default', 1);
+    await admitNow(r, 1);
     await v.visit();
     const token = v.cookie;
     r.clock.advance(30_000);
@@ -228,7 +235,7 @@ describe('tokens that must not pass', () => {
     const r = rig();
     const v = new Visitor(r);
     await v.visit();
-    await r.inner.admit('default', 1);
+    await admitNow(r, 1);
     await v.visit();
     const request = new Request(`${SITE}/`, {
       headers: { cookie: `waiting_room=forged.token.here; other=1; waiting_room=${v.cookie}` },
@@ -240,7 +247,7 @@ describe('tokens that must not pass', () => {
     const r = rig({}, { signing_keys: `k2:${KEY_2},k1:${KEY_1}` });
     const v = new Visitor(r);
     await v.visit();
-    await r.inner.admit('default', 1);
+    await admitNow(r, 1);
     await v.visit();
     expect(v.kind).toBe('a');
     const rotated = createHandler({
@@ -300,8 +307,8 @@ describe('bypass and own paths', () => {
     await v.visit();
     await new Visitor(r).visit();
     const waiting = await r.handler(get('/__wr/status', v.cookie), CLIENT);
-    expect(await waiting.json()).toEqual({ state: 'waiting', ticket: 1, ahead: 0, position: 1, refresh_seconds: 5 });
-    await r.inner.admit('default', 1);
+    expect(await waiting.json()).toMatchObject({ state: 'waiting', ticket: 1, ahead: 0, position: 1, refresh_seconds: 5, paused: false, estimate_basis: 'none' });
+    await admitNow(r, 1);
     const admitted = await r.handler(get('/__wr/status', v.cookie), CLIENT);
     expect(await admitted.json()).toMatchObject({ state: 'admitted' });
     expect(payloadOf(cookieFrom(admitted)!)['k']).toBe('a');
@@ -317,7 +324,7 @@ describe('when the store fails', () => {
       const waiting = new Visitor(r);
       await admitted.visit();
       await waiting.visit();
-      await r.inner.admit('default', 1);
+      await admitNow(r, 1);
       await admitted.visit();
       r.store.mode = mode;
       const a = await admitted.visit('/cart');
@@ -332,7 +339,7 @@ describe('when the store fails', () => {
       expect(r.logger.last).toMatchObject({ decision: 'unavailable', store_error: expect.stringMatching(mode === 'hang' ? /timeout/ : /error/) });
       // The store comes back: the waiting visitor still holds ticket 2.
       r.store.mode = 'ok';
-      await r.inner.admit('default', 1);
+      await admitNow(r, 1);
       await waiting.visit();
       expect(waiting.kind).toBe('a');
     });
@@ -434,7 +441,7 @@ describe('admin page and APIs', () => {
     expect(await json.json()).toMatchObject({ admitted: 4, tail: 10, cursor: 4, waiting: 6 });
     const html = await r.handler(postForm(`csrf=${csrf}&count=2`, { accept: 'text/html' }), CLIENT);
     expect(html.status).toBe(303);
-    expect(html.headers.get('location')).toBe('/__wr/admin?admitted=2');
+    expect(html.headers.get('location')).toBe(`/__wr/admin?done=${encodeURIComponent('Let 2 visitors in.')}`);
     expect((await r.inner.peek('default')).cursor).toBe(6);
   });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { escapeHtml, formatCount, renderAdminPage, renderHoldingPage, renderTemplate } from '../src/core/pages';
 
-const view = { title: 'Sale', message: 'Wait', ticket: 1234, ahead: 1233, refreshSeconds: 7, assetPrefix: '/__wr/assets/' };
+const view = { title: 'Sale', message: 'Wait', ticket: 1234, ahead: 1233, estimate: 'Estimated wait: about 4 minutes.', refreshSeconds: 7, assetPrefix: '/__wr/assets/' };
 
 describe('rendering', () => {
   it('escapes every interpolated value', () => {
@@ -33,24 +33,43 @@ describe('rendering', () => {
     expect(() => renderTemplate('{{missing}}', {})).toThrow(/missing/);
   });
 
-  it('renders the admin page with the state and an anti-forgery token', () => {
+  it('shows the estimate', () => {
+    expect(renderHoldingPage(view)).toContain('<p class="estimate" id="estimate">Estimated wait: about 4 minutes.</p>');
+  });
+
+  it('renders the admin page with the figures and an anti-forgery token', () => {
     const html = renderAdminPage({
       queue: 'default',
-      tail: 1500,
-      cursor: 200,
-      autoText: 'off',
+      stats: {
+        tail: 1500,
+        cursor: 200,
+        paused: true,
+        maxActive: 500,
+        maxNewPerMinute: 0,
+        active: 120,
+        admittedLastMinute: 42,
+        admittedLast5Minutes: 150,
+        reserved: 3,
+        avgWaitSeconds: 185,
+      },
+      modeText: 'capacity',
       csrf: 'tok"en',
-      admitAction: '/__wr/admin/admit',
+      actionPrefix: '/__wr/admin/',
       assetPrefix: '/__wr/assets/',
       maxAdmit: 100000,
       notice: '<b>',
       asOf: 'now',
       propagationSeconds: 1,
     });
-    expect(html).toContain('within 1 second (the per-POP cache lifetime)');
     expect(html).toContain('<dd id="waiting">1,300</dd>');
+    expect(html).toContain('<dd id="active">120 of 500</dd>');
+    expect(html).toContain('<dd id="admitted-minute">42</dd>');
+    expect(html).toContain('<dd id="avg-wait">about 3 minutes</dd>');
+    expect(html).toContain('<dd id="state">paused</dd>');
+    expect(html).toContain('Resume admission');
     expect(html).toContain('name="csrf" value="tok&quot;en"');
     expect(html).toContain('&lt;b&gt;');
+    expect(html).toContain('within 1 second (the per-POP cache lifetime)');
     expect(html).not.toMatch(/\{\{/);
   });
 

@@ -5,7 +5,7 @@
 import { Redis } from '@upstash/redis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfig, parseSecrets } from '../src/core/config';
-import { createHandler, type Handler } from '../src/core/handler';
+import { admissionPolicy, createHandler, type Handler } from '../src/core/handler';
 import type { QueueStore } from '../src/core/ports';
 import { startUpstashBridge, type UpstashBridge } from '../src/node/upstash-bridge';
 import { MemoryStateCache } from '../src/platform/memory-cache';
@@ -132,7 +132,7 @@ describe('polls on the real store with the per-POP cache', () => {
     const { handler } = pop(store, clock, { state_cache_seconds: '3' });
     const cookie = cookieFrom(await visit(handler))!;
     await visit(handler, cookie);
-    await store.admit('default', 1);
+    await store.admit('default', 1, clock.now(), admissionPolicy(parseConfig(source(BASE_SETTINGS))));
     // Within the lifetime the POP still answers from its cache...
     clock.advance(2_999);
     expect(await isAccess(await visit(handler, cookie))).toBe(false);

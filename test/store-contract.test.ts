@@ -11,7 +11,7 @@ import { Redis } from '@upstash/redis';
 import type { RedisConfigFastly } from '@upstash/redis/fastly';
 import IORedis from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { AutoAdmission, QueueStore } from '../src/core/ports';
+import type { AdmissionPolicy, AutoAdmission, QueueState, QueueStore, RuntimeControl } from '../src/core/ports';
 import { startUpstashBridge } from '../src/node/upstash-bridge';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import { STORE_SCRIPTS, StoreArgumentError } from '../src/store/scripts';
@@ -28,15 +28,33 @@ const PERIOD_MS = 1_000;
 const P = 1_700_000_000;
 /** A time inside period `p`; `offset` stays within the period. */
 const at = (p: number, offset = 0): number => p * PERIOD_MS + offset;
-const OFF: AutoAdmission = { count: 0, periodMs: PERIOD_MS };
-const every = (count: number): AutoAdmission => ({ count, periodMs: PERIOD_MS });
+const NO_THRESHOLDS = { maxActive: 0, maxNewPerMinute: 0 };
+/** Rate mode: period auto-admission only. */
+const rate = (auto: AutoAdmission): AdmissionPolicy => ({ auto, thresholds: NO_THRESHOLDS, sessionMs: 600_000, reservationMs: 30_000 });
+const OFF: AdmissionPolicy = rate({ count: 0, periodMs: PERIOD_MS });
+const every = (count: number): AdmissionPolicy => rate({ count, periodMs: PERIOD_MS });
+
+/** Capacity mode. A start time on a realistic epoch-ms magnitude. */
+const T0 = 1_700_000_000_000;
+const SESSION_MS = 120_000;
+const RESERVATION_MS = 20_000;
+const cap = (
+  maxActive: number,
+  maxNewPerMinute: number,
+  options: { sessionMs?: number; reservationMs?: number; auto?: AutoAdmission } = {},
+): AdmissionPolicy => ({
+  auto: options.auto ?? { count: 0, periodMs: PERIOD_MS },
+  thresholds: { maxActive, maxNewPerMinute },
+  sessionMs: options.sessionMs ?? SESSION_MS,
+  reservationMs: options.reservationMs ?? RESERVATION_MS,
+});
 
 const randomQueue = (): string => `q-${randomUUID().slice(0, 12)}`;
 const range = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
-async function joinMany(store: QueueStore, queue: string, n: number, nowMs = at(P), auto = OFF): Promise<number[]> {
+async function joinMany(store: QueueStore, queue: string, n: number, nowMs = at(P), policy = OFF): Promise<number[]> {
   const tickets: number[] = [];
-  for (let i = 0; i < n; i += 1) tickets.push((await store.join(queue, nowMs, auto)).ticket);
+  for (let i = 0; i < n; i += 1) tickets.push((await store.join(queue, nowMs, policy)).ticket);
   return tickets;
 }
 
@@ -46,6 +64,18 @@ async function admittedTickets(store: QueueStore, queue: string): Promise<number
   return range(1, tail).filter((t) => t <= cursor);
 }
 
+/** A small seeded PRNG (mulberry32), so a simulated run is the same on every store and every run. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
 function describeQueueStoreContract(name: string, createStore: () => QueueStore): void {
   describe(`${name}: QueueStore contract`, () => {
     describe('tickets', () => {
@@ -53,8 +83,8 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const store = createStore();
         const q = randomQueue();
         expect(await store.peek(q)).toEqual({ tail: 0, cursor: 0 });
-        expect(await store.join(q, at(P), OFF)).toEqual({ ticket: 1, tail: 1, cursor: 0 });
-        expect(await store.join(q, at(P), OFF)).toEqual({ ticket: 2, tail: 2, cursor: 0 });
+        expect(await store.join(q, at(P), OFF)).toMatchObject({ ticket: 1, tail: 1, cursor: 0 });
+        expect(await store.join(q, at(P), OFF)).toMatchObject({ ticket: 2, tail: 2, cursor: 0 });
         expect(await store.peek(q)).toEqual({ tail: 2, cursor: 0 });
       });
 
@@ -78,33 +108,33 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const q = randomQueue();
         await joinMany(store, q, 10);
 
-        expect(await store.admit(q, 4)).toEqual({ tail: 10, cursor: 4, admitted: 4 });
+        expect(await store.admit(q, 4, at(P), OFF)).toMatchObject({ tail: 10, cursor: 4, admitted: 4 });
         expect(await admittedTickets(store, q)).toEqual([1, 2, 3, 4]);
 
-        expect(await store.admit(q, 3)).toEqual({ tail: 10, cursor: 7, admitted: 3 });
+        expect(await store.admit(q, 3, at(P), OFF)).toMatchObject({ tail: 10, cursor: 7, admitted: 3 });
         expect(await admittedTickets(store, q)).toEqual(range(1, 7));
 
-        expect(await store.admit(q, 100)).toEqual({ tail: 10, cursor: 10, admitted: 3 });
-        expect(await store.admit(q, 1)).toEqual({ tail: 10, cursor: 10, admitted: 0 });
+        expect(await store.admit(q, 100, at(P), OFF)).toMatchObject({ tail: 10, cursor: 10, admitted: 3 });
+        expect(await store.admit(q, 1, at(P), OFF)).toMatchObject({ tail: 10, cursor: 10, admitted: 0 });
 
         // Nothing was banked by the over-large admit: later visitors wait.
-        expect(await store.join(q, at(P), OFF)).toEqual({ ticket: 11, tail: 11, cursor: 10 });
+        expect(await store.join(q, at(P), OFF)).toMatchObject({ ticket: 11, tail: 11, cursor: 10 });
         await store.join(q, at(P), OFF);
-        expect(await store.admit(q, 5)).toEqual({ tail: 12, cursor: 12, admitted: 2 });
+        expect(await store.admit(q, 5, at(P), OFF)).toMatchObject({ tail: 12, cursor: 12, admitted: 2 });
       });
 
       it('admits nobody on an empty queue and banks nothing for later', async () => {
         const store = createStore();
         const q = randomQueue();
-        expect(await store.admit(q, 5)).toEqual({ tail: 0, cursor: 0, admitted: 0 });
-        expect(await store.join(q, at(P), OFF)).toEqual({ ticket: 1, tail: 1, cursor: 0 });
+        expect(await store.admit(q, 5, at(P), OFF)).toMatchObject({ tail: 0, cursor: 0, admitted: 0 });
+        expect(await store.join(q, at(P), OFF)).toMatchObject({ ticket: 1, tail: 1, cursor: 0 });
       });
 
       it('never over-admits under concurrent admits', async () => {
         const store = createStore();
         const q = randomQueue();
         await Promise.all(Array.from({ length: 50 }, () => store.join(q, at(P), OFF)));
-        const results = await Promise.all(Array.from({ length: 20 }, () => store.admit(q, 5)));
+        const results = await Promise.all(Array.from({ length: 20 }, () => store.admit(q, 5, at(P), OFF)));
         expect(results.reduce((sum, r) => sum + r.admitted, 0)).toBe(50);
         expect(results.map((r) => r.admitted).sort((a, b) => a - b)).toEqual([
           ...Array.from({ length: 10 }, () => 0),
@@ -116,8 +146,8 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
       it('does not move a cursor that automatic admission put ahead of the tail', async () => {
         const store = createStore();
         const q = randomQueue();
-        expect(await store.join(q, at(P), every(5))).toEqual({ ticket: 1, tail: 1, cursor: 5 });
-        expect(await store.admit(q, 3)).toEqual({ tail: 1, cursor: 5, admitted: 0 });
+        expect(await store.join(q, at(P), every(5))).toMatchObject({ ticket: 1, tail: 1, cursor: 5 });
+        expect(await store.admit(q, 3, at(P), OFF)).toMatchObject({ tail: 1, cursor: 5, admitted: 0 });
       });
 
       it.each([0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY])(
@@ -126,7 +156,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           const store = createStore();
           const q = randomQueue();
           await joinMany(store, q, 3);
-          await expect(store.admit(q, count)).rejects.toMatchObject({ code: 'ERR_STORE_ARGUMENT' });
+          await expect(store.admit(q, count, at(P), OFF)).rejects.toMatchObject({ code: 'ERR_STORE_ARGUMENT' });
           expect(await store.peek(q)).toEqual({ tail: 3, cursor: 0 });
         },
       );
@@ -147,14 +177,14 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const q = randomQueue();
         await joinMany(store, q, 10);
 
-        expect(await store.poll(q, at(P), every(2))).toEqual({ tail: 10, cursor: 2 });
-        expect(await store.poll(q, at(P, 999), every(2))).toEqual({ tail: 10, cursor: 2 });
-        expect(await store.join(q, at(P, 500), every(2))).toEqual({ ticket: 11, tail: 11, cursor: 2 });
+        expect(await store.poll(q, at(P), every(2))).toMatchObject({ tail: 10, cursor: 2 });
+        expect(await store.poll(q, at(P, 999), every(2))).toMatchObject({ tail: 10, cursor: 2 });
+        expect(await store.join(q, at(P, 500), every(2))).toMatchObject({ ticket: 11, tail: 11, cursor: 2 });
 
-        expect(await store.poll(q, at(P + 1), every(2))).toEqual({ tail: 11, cursor: 4 });
-        expect(await store.poll(q, at(P + 1, 1), every(2))).toEqual({ tail: 11, cursor: 4 });
+        expect(await store.poll(q, at(P + 1), every(2))).toMatchObject({ tail: 11, cursor: 4 });
+        expect(await store.poll(q, at(P + 1, 1), every(2))).toMatchObject({ tail: 11, cursor: 4 });
         // Skipped periods do not add up: the next call moves by one period's count.
-        expect(await store.join(q, at(P + 5), every(2))).toEqual({ ticket: 12, tail: 12, cursor: 6 });
+        expect(await store.join(q, at(P + 5), every(2))).toMatchObject({ ticket: 12, tail: 12, cursor: 6 });
         expect(await admittedTickets(store, q)).toEqual(range(1, 6));
       });
 
@@ -162,18 +192,18 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const store = createStore();
         const q = randomQueue();
         await joinMany(store, q, 10);
-        expect(await store.poll(q, at(P + 5), every(2))).toEqual({ tail: 10, cursor: 2 });
-        expect(await store.poll(q, at(P + 4, 999), every(2))).toEqual({ tail: 10, cursor: 2 });
-        expect(await store.poll(q, at(P), every(2))).toEqual({ tail: 10, cursor: 2 });
-        expect(await store.join(q, at(P + 3), every(2))).toEqual({ ticket: 11, tail: 11, cursor: 2 });
-        expect(await store.poll(q, at(P + 5, 999), every(2))).toEqual({ tail: 11, cursor: 2 });
-        expect(await store.poll(q, at(P + 6), every(2))).toEqual({ tail: 11, cursor: 4 });
+        expect(await store.poll(q, at(P + 5), every(2))).toMatchObject({ tail: 10, cursor: 2 });
+        expect(await store.poll(q, at(P + 4, 999), every(2))).toMatchObject({ tail: 10, cursor: 2 });
+        expect(await store.poll(q, at(P), every(2))).toMatchObject({ tail: 10, cursor: 2 });
+        expect(await store.join(q, at(P + 3), every(2))).toMatchObject({ ticket: 11, tail: 11, cursor: 2 });
+        expect(await store.poll(q, at(P + 5, 999), every(2))).toMatchObject({ tail: 11, cursor: 2 });
+        expect(await store.poll(q, at(P + 6), every(2))).toMatchObject({ tail: 11, cursor: 4 });
       });
 
       it('banks nothing over many quiet periods: the cursor stays within count of the tail', async () => {
         const store = createStore();
         const q = randomQueue();
-        expect(await store.join(q, at(P), every(3))).toEqual({ ticket: 1, tail: 1, cursor: 3 });
+        expect(await store.join(q, at(P), every(3))).toMatchObject({ ticket: 1, tail: 1, cursor: 3 });
         for (let p = P + 1; p <= P + 100; p += 1) {
           const s = await store.poll(q, at(p), every(3));
           expect(s.tail).toBe(1);
@@ -185,7 +215,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const burst = await Promise.all(Array.from({ length: 20 }, () => store.join(q, at(P + 100, 1), every(3))));
         expect(burst.map((r) => r.ticket).sort((a, b) => a - b)).toEqual(range(2, 21));
         expect(await admittedTickets(store, q)).toEqual([1, 2, 3, 4]);
-        expect(await store.poll(q, at(P + 101), every(3))).toEqual({ tail: 21, cursor: 7 });
+        expect(await store.poll(q, at(P + 101), every(3))).toMatchObject({ tail: 21, cursor: 7 });
       });
 
       it('moves nothing with count 0, and count 0 does not use up the period', async () => {
@@ -193,26 +223,26 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const q = randomQueue();
         for (let p = P; p < P + 20; p += 1) {
           await store.join(q, at(p), OFF);
-          expect(await store.poll(q, at(p, 10), OFF)).toEqual({ tail: p - P + 1, cursor: 0 });
+          expect(await store.poll(q, at(p, 10), OFF)).toMatchObject({ tail: p - P + 1, cursor: 0 });
         }
-        expect(await store.poll(q, at(P + 19, 20), every(2))).toEqual({ tail: 20, cursor: 2 });
+        expect(await store.poll(q, at(P + 19, 20), every(2))).toMatchObject({ tail: 20, cursor: 2 });
       });
 
       it('keeps admitting, one period at a time, after the operator lengthens the period', async () => {
         const store = createStore();
         const q = randomQueue();
-        const perSecond = { count: 2, periodMs: 1_000 };
-        const perMinute = { count: 2, periodMs: 60_000 };
-        expect(await store.join(q, 1_700_000_100_500, perSecond)).toEqual({ ticket: 1, tail: 1, cursor: 2 });
+        const perSecond = rate({ count: 2, periodMs: 1_000 });
+        const perMinute = rate({ count: 2, periodMs: 60_000 });
+        expect(await store.join(q, 1_700_000_100_500, perSecond)).toMatchObject({ ticket: 1, tail: 1, cursor: 2 });
         await joinMany(store, q, 4, 1_700_000_100_600, perSecond);
         // Same minute as the admission that already ran: nothing more.
-        expect(await store.poll(q, 1_700_000_130_000, perMinute)).toEqual({ tail: 5, cursor: 2 });
+        expect(await store.poll(q, 1_700_000_130_000, perMinute)).toMatchObject({ tail: 5, cursor: 2 });
         // The next minute admits at once, even though its period index (28,333,336) is far below
         // the last per-second index (1,700,000,100).
-        expect(await store.poll(q, 1_700_000_160_000, perMinute)).toEqual({ tail: 5, cursor: 4 });
-        expect(await store.poll(q, 1_700_000_219_999, perMinute)).toEqual({ tail: 5, cursor: 4 });
+        expect(await store.poll(q, 1_700_000_160_000, perMinute)).toMatchObject({ tail: 5, cursor: 4 });
+        expect(await store.poll(q, 1_700_000_219_999, perMinute)).toMatchObject({ tail: 5, cursor: 4 });
         // And back to a short period: the next second admits.
-        expect(await store.poll(q, 1_700_000_220_000, perSecond)).toEqual({ tail: 5, cursor: 6 });
+        expect(await store.poll(q, 1_700_000_220_000, perSecond)).toMatchObject({ tail: 5, cursor: 6 });
       });
 
       it('moves the cursor exactly once for many concurrent polls in a new period', async () => {
@@ -236,14 +266,14 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const store = createStore();
         const fresh = randomQueue();
         for (let i = 0; i < 3; i += 1) expect(await store.peek(fresh)).toEqual({ tail: 0, cursor: 0 });
-        expect(await store.join(fresh, at(P), OFF)).toEqual({ ticket: 1, tail: 1, cursor: 0 });
+        expect(await store.join(fresh, at(P), OFF)).toMatchObject({ ticket: 1, tail: 1, cursor: 0 });
 
         const q = randomQueue();
         await joinMany(store, q, 5);
         for (let i = 0; i < 5; i += 1) expect(await store.peek(q)).toEqual({ tail: 5, cursor: 0 });
-        expect(await store.admit(q, 2)).toEqual({ tail: 5, cursor: 2, admitted: 2 });
+        expect(await store.admit(q, 2, at(P), OFF)).toMatchObject({ tail: 5, cursor: 2, admitted: 2 });
         expect(await store.peek(q)).toEqual({ tail: 5, cursor: 2 });
-        expect(await store.join(q, at(P), OFF)).toEqual({ ticket: 6, tail: 6, cursor: 2 });
+        expect(await store.join(q, at(P), OFF)).toMatchObject({ ticket: 6, tail: 6, cursor: 2 });
       });
     });
 
@@ -254,13 +284,13 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const b = randomQueue();
         await joinMany(store, a, 3);
         await joinMany(store, b, 1);
-        expect(await store.admit(a, 2)).toEqual({ tail: 3, cursor: 2, admitted: 2 });
+        expect(await store.admit(a, 2, at(P), OFF)).toMatchObject({ tail: 3, cursor: 2, admitted: 2 });
         expect(await store.peek(b)).toEqual({ tail: 1, cursor: 0 });
 
-        expect(await store.poll(a, at(P), every(1))).toEqual({ tail: 3, cursor: 3 });
+        expect(await store.poll(a, at(P), every(1))).toMatchObject({ tail: 3, cursor: 3 });
         // The same period on another queue is that queue's own first call.
-        expect(await store.poll(b, at(P), every(1))).toEqual({ tail: 1, cursor: 1 });
-        expect(await store.join(b, at(P), every(1))).toEqual({ ticket: 2, tail: 2, cursor: 1 });
+        expect(await store.poll(b, at(P), every(1))).toMatchObject({ tail: 1, cursor: 1 });
+        expect(await store.join(b, at(P), every(1))).toMatchObject({ ticket: 2, tail: 2, cursor: 1 });
         expect(await store.peek(a)).toEqual({ tail: 3, cursor: 3 });
       });
 
@@ -269,32 +299,634 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         async (queue) => {
           const store = createStore();
           const rejected = { code: 'ERR_STORE_ARGUMENT' };
+          const policy = cap(5, 5);
           await expect(store.join(queue, at(P), OFF)).rejects.toMatchObject(rejected);
           await expect(store.poll(queue, at(P), OFF)).rejects.toMatchObject(rejected);
-          await expect(store.admit(queue, 1)).rejects.toMatchObject(rejected);
+          await expect(store.claim(queue, 1, T0, policy, 0)).rejects.toMatchObject(rejected);
+          await expect(store.touch(queue, 1, T0, policy, T0 + 1_000)).rejects.toMatchObject(rejected);
+          await expect(store.leave(queue, 1, T0, policy, 0)).rejects.toMatchObject(rejected);
+          await expect(store.admit(queue, 1, at(P), OFF)).rejects.toMatchObject(rejected);
+          await expect(store.control(queue, { paused: true }, T0, policy)).rejects.toMatchObject(rejected);
+          await expect(store.stats(queue, T0, policy)).rejects.toMatchObject(rejected);
           await expect(store.peek(queue)).rejects.toMatchObject(rejected);
         },
       );
 
-      it('rejects bad time or automatic-admission settings and changes nothing', async () => {
+      it('rejects bad time or admission settings on every method and changes nothing', async () => {
         const store = createStore();
         const q = randomQueue();
-        const bad: Array<[number, AutoAdmission]> = [
+        const bad: Array<[number, AdmissionPolicy]> = [
           [Number.NaN, OFF],
           [-1, OFF],
           [Number.POSITIVE_INFINITY, OFF],
-          [at(P), { count: -1, periodMs: PERIOD_MS }],
-          [at(P), { count: 1.5, periodMs: PERIOD_MS }],
-          [at(P), { count: 2, periodMs: 0 }],
-          [at(P), { count: 2, periodMs: 2.5 }],
+          [at(P), rate({ count: -1, periodMs: PERIOD_MS })],
+          [at(P), rate({ count: 1.5, periodMs: PERIOD_MS })],
+          [at(P), rate({ count: 2, periodMs: 0 })],
+          [at(P), rate({ count: 2, periodMs: 2.5 })],
+          [at(P), { ...every(2), thresholds: { maxActive: -1, maxNewPerMinute: 0 } }],
+          [at(P), { ...every(2), thresholds: { maxActive: 1.5, maxNewPerMinute: 0 } }],
+          [at(P), { ...every(2), thresholds: { maxActive: 0, maxNewPerMinute: Number.NaN } }],
+          [at(P), { ...every(2), sessionMs: 0 }],
+          [at(P), { ...cap(5, 0), sessionMs: 1.5 }],
+          [at(P), { ...cap(5, 0), reservationMs: 0 }],
+          [at(P), { ...cap(5, 0), reservationMs: -5 }],
         ];
-        for (const [nowMs, auto] of bad) {
-          await expect(store.join(q, nowMs, auto)).rejects.toBeInstanceOf(StoreArgumentError);
-          await expect(store.poll(q, nowMs, auto)).rejects.toBeInstanceOf(StoreArgumentError);
+        for (const [nowMs, policy] of bad) {
+          const refused = StoreArgumentError;
+          await expect(store.join(q, nowMs, policy)).rejects.toBeInstanceOf(refused);
+          await expect(store.poll(q, nowMs, policy)).rejects.toBeInstanceOf(refused);
+          await expect(store.claim(q, 1, nowMs, policy, 0)).rejects.toBeInstanceOf(refused);
+          await expect(store.touch(q, 1, nowMs, policy, nowMs)).rejects.toBeInstanceOf(refused);
+          await expect(store.leave(q, 1, nowMs, policy, 0)).rejects.toBeInstanceOf(refused);
+          await expect(store.admit(q, 1, nowMs, policy)).rejects.toBeInstanceOf(refused);
+          await expect(store.control(q, { paused: true }, nowMs, policy)).rejects.toBeInstanceOf(refused);
+          await expect(store.stats(q, nowMs, policy)).rejects.toBeInstanceOf(refused);
         }
         expect(await store.peek(q)).toEqual({ tail: 0, cursor: 0 });
-        // The rejected calls did not use up period P either.
-        expect(await store.join(q, at(P), every(2))).toEqual({ ticket: 1, tail: 1, cursor: 2 });
+        // The rejected calls did not use up period P, nor pause the queue.
+        expect(await store.join(q, at(P), every(2))).toMatchObject({ ticket: 1, tail: 1, cursor: 2, paused: false });
+      });
+
+      it('rejects bad tickets, waits, caps and graces and changes nothing', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(1, 0);
+        await store.join(q, T0, policy);
+        await store.join(q, T0, policy);
+        const before = await store.stats(q, T0, policy);
+        for (const ticket of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '1' as unknown as number]) {
+          await expect(store.claim(q, ticket, T0, policy, 0)).rejects.toBeInstanceOf(StoreArgumentError);
+          await expect(store.touch(q, ticket, T0, policy, T0 + 1_000)).rejects.toBeInstanceOf(StoreArgumentError);
+          await expect(store.leave(q, ticket, T0, policy, 0)).rejects.toBeInstanceOf(StoreArgumentError);
+        }
+        for (const waited of [Number.NaN, Number.POSITIVE_INFINITY, '5' as unknown as number]) {
+          await expect(store.claim(q, 1, T0, policy, waited)).rejects.toBeInstanceOf(StoreArgumentError);
+        }
+        for (const until of [Number.NaN, -1]) {
+          await expect(store.touch(q, 1, T0, policy, until)).rejects.toBeInstanceOf(StoreArgumentError);
+        }
+        for (const grace of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+          await expect(store.leave(q, 1, T0, policy, grace)).rejects.toBeInstanceOf(StoreArgumentError);
+        }
+        expect(await store.stats(q, T0, policy)).toEqual(before);
+        // Ticket 1 still holds its slot: ticket 2 still waits.
+        expect(await store.poll(q, T0 + 1, policy)).toMatchObject({ cursor: 1, active: 1 });
+      });
+    });
+
+    describe('rate mode (no threshold in effect)', () => {
+      it('reports the whole state: not paused, no thresholds, no slots', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        expect(await store.join(q, at(P), every(2))).toEqual({
+          ticket: 1,
+          claimed: false,
+          tail: 1,
+          cursor: 2,
+          paused: false,
+          maxActive: 0,
+          maxNewPerMinute: 0,
+          active: 0,
+          admittedLastMinute: 1,
+          admittedLast5Minutes: 1,
+        });
+      });
+
+      it('claims without a slot exactly when the cursor has passed the ticket; touch is true, leave false', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 5);
+        expect(await store.poll(q, at(P), every(2))).toMatchObject({ tail: 5, cursor: 2 });
+        expect(await store.claim(q, 2, at(P, 1), every(2), 1_000)).toMatchObject({ claimed: true, cursor: 2, active: 0 });
+        expect(await store.claim(q, 3, at(P, 2), every(2), 1_000)).toMatchObject({ claimed: false, cursor: 2 });
+        // Claims do not run the period step: the next period's poll still moves the cursor.
+        expect(await store.claim(q, 3, at(P + 1), every(2), 0)).toMatchObject({ claimed: false, cursor: 2 });
+        expect(await store.poll(q, at(P + 1, 1), every(2))).toMatchObject({ cursor: 4 });
+        expect(await store.touch(q, 1, at(P + 1, 2), every(2), at(P + 9))).toBe(true);
+        expect(await store.leave(q, 1, at(P + 1, 3), every(2), 0)).toBe(false);
+        expect(await store.stats(q, at(P + 1, 4), every(2))).toMatchObject({ active: 0, reserved: 0, avgWaitSeconds: null });
+      });
+
+      it('counts the admissions of period steps, walk-ins and explicit admits, over 60 s and 300 s', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        // The first visitor of a quiet queue: the step calls 1..3 ahead of the tail; 1 exists.
+        expect(await store.join(q, at(P), every(3))).toMatchObject({ cursor: 3, admittedLastMinute: 1 });
+        // 2 and 3 were called before they existed: each counts when it is handed out; 4 waits.
+        expect(await store.join(q, at(P, 1), every(3))).toMatchObject({ ticket: 2, admittedLastMinute: 2 });
+        expect(await store.join(q, at(P, 2), every(3))).toMatchObject({ ticket: 3, admittedLastMinute: 3 });
+        expect(await store.join(q, at(P, 3), every(3))).toMatchObject({ ticket: 4, admittedLastMinute: 3 });
+        await joinMany(store, q, 6, at(P, 4), every(3));
+        // The next period calls 4..6, all existing.
+        expect(await store.poll(q, at(P + 1), every(3))).toMatchObject({ tail: 10, cursor: 6, admittedLastMinute: 6 });
+        expect(await store.admit(q, 2, at(P + 2), every(3))).toMatchObject({ cursor: 8, admitted: 2, admittedLastMinute: 8 });
+        // A minute after the first admissions they leave the minute but stay in the five minutes.
+        expect(await store.stats(q, at(P + 60, 2), every(3))).toMatchObject({ admittedLastMinute: 5, admittedLast5Minutes: 8 });
+        expect(await store.stats(q, at(P + 61), every(3))).toMatchObject({ admittedLastMinute: 2, admittedLast5Minutes: 8 });
+        expect(await store.stats(q, at(P + 300, 3), every(3))).toMatchObject({ admittedLastMinute: 0, admittedLast5Minutes: 5 });
+        expect(await store.stats(q, at(P + 302), every(3))).toMatchObject({ admittedLastMinute: 0, admittedLast5Minutes: 0 });
+      });
+
+      it('pauses: no period step while paused (and the period is not used up); resuming runs it', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 10);
+        expect(await store.control(q, { paused: true }, at(P), every(2))).toMatchObject({ paused: true, cursor: 0 });
+        expect(await store.poll(q, at(P, 1), every(2))).toMatchObject({ paused: true, cursor: 0 });
+        expect(await store.join(q, at(P + 1), every(2))).toMatchObject({ ticket: 11, cursor: 0 });
+        // Explicit admits still work while paused.
+        expect(await store.admit(q, 1, at(P + 1, 1), every(2))).toMatchObject({ cursor: 1, admitted: 1 });
+        expect(await store.control(q, { paused: false }, at(P + 1, 2), every(2))).toMatchObject({ paused: false, cursor: 3 });
+        expect(await store.poll(q, at(P + 1, 3), every(2))).toMatchObject({ cursor: 3 });
+      });
+    });
+
+    describe('capacity mode: slots', () => {
+      it('walks visitors straight in while there is room and nobody waits, then queues them', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(2, 0);
+        expect(await store.join(q, T0, policy)).toEqual({
+          ticket: 1,
+          claimed: true,
+          tail: 1,
+          cursor: 1,
+          paused: false,
+          maxActive: 2,
+          maxNewPerMinute: 0,
+          active: 1,
+          admittedLastMinute: 1,
+          admittedLast5Minutes: 1,
+        });
+        expect(await store.join(q, T0 + 1, policy)).toMatchObject({ ticket: 2, claimed: true, cursor: 2, active: 2 });
+        expect(await store.join(q, T0 + 2, policy)).toMatchObject({ ticket: 3, claimed: false, cursor: 2, active: 2 });
+        expect(await store.join(q, T0 + 3, policy)).toMatchObject({ ticket: 4, claimed: false, cursor: 2, active: 2 });
+        expect(await store.poll(q, T0 + 4, policy)).toMatchObject({ tail: 4, cursor: 2, active: 2 });
+        // A ticket not yet called never claims, even when asking.
+        expect(await store.claim(q, 3, T0 + 5, policy, 5)).toMatchObject({ claimed: false, cursor: 2, active: 2 });
+        expect(await store.stats(q, T0 + 6, policy)).toMatchObject({ active: 2, reserved: 0, admittedLastMinute: 2, avgWaitSeconds: 0 });
+      });
+
+      it('frees a slot on leave with grace 0 and calls the next ticket into it at once', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(2, 0);
+        await joinMany(store, q, 5, T0, policy);
+        expect(await store.leave(q, 1, T0 + 1_000, policy, 0)).toBe(true);
+        expect(await store.peek(q)).toEqual({ tail: 5, cursor: 3 });
+        expect(await store.stats(q, T0 + 1_000, policy)).toMatchObject({ active: 2, reserved: 1 });
+        // The reservation holds the room: a newcomer does not walk past the waiting tickets.
+        expect(await store.join(q, T0 + 1_500, policy)).toMatchObject({ ticket: 6, claimed: false, cursor: 3 });
+        expect(await store.claim(q, 3, T0 + 2_000, policy, 2_000)).toMatchObject({ claimed: true, cursor: 3, active: 2 });
+        expect(await store.claim(q, 4, T0 + 2_000, policy, 2_000)).toMatchObject({ claimed: false, cursor: 3 });
+        expect(await store.stats(q, T0 + 2_000, policy)).toMatchObject({ active: 2, reserved: 0 });
+        // Leaving twice: the slot is gone, nothing more is freed.
+        expect(await store.leave(q, 1, T0 + 3_000, policy, 0)).toBe(false);
+        expect(await store.peek(q)).toEqual({ tail: 6, cursor: 3 });
+        // Leaving a reservation frees it too.
+        expect(await store.leave(q, 2, T0 + 4_000, policy, 0)).toBe(true);
+        expect(await store.leave(q, 4, T0 + 4_000, policy, 0)).toBe(true);
+        expect(await store.peek(q)).toEqual({ tail: 6, cursor: 5 });
+      });
+
+      it('lets a slot left with a grace lapse after the grace, unless touched', async () => {
+        const store = createStore();
+        const policy = cap(1, 0);
+        const q = randomQueue();
+        await joinMany(store, q, 2, T0, policy);
+        expect(await store.leave(q, 1, T0, policy, 5_000)).toBe(true);
+        expect(await store.poll(q, T0 + 4_999, policy)).toMatchObject({ cursor: 1, active: 1 });
+        expect(await store.poll(q, T0 + 5_000, policy)).toMatchObject({ cursor: 2, active: 1 });
+        expect(await store.touch(q, 1, T0 + 5_001, policy, T0 + 999_999)).toBe(false);
+
+        const touched = randomQueue();
+        await joinMany(store, touched, 2, T0, policy);
+        expect(await store.leave(touched, 1, T0, policy, 5_000)).toBe(true);
+        // The tab came back: the touch renews the slot past the grace.
+        expect(await store.touch(touched, 1, T0 + 3_000, policy, T0 + 999_999)).toBe(true);
+        expect(await store.poll(touched, T0 + 5_000, policy)).toMatchObject({ cursor: 1, active: 1 });
+        expect(await store.poll(touched, T0 + 3_000 + SESSION_MS - 1, policy)).toMatchObject({ cursor: 1 });
+        expect(await store.poll(touched, T0 + 3_000 + SESSION_MS, policy)).toMatchObject({ cursor: 2 });
+        // A grace never lengthens a slot.
+        const late = randomQueue();
+        await joinMany(store, late, 2, T0, policy);
+        expect(await store.leave(late, 1, T0 + SESSION_MS - 10, policy, 60_000)).toBe(true);
+        expect(await store.poll(late, T0 + SESSION_MS, policy)).toMatchObject({ cursor: 2 });
+      });
+
+      it('expires a slot sessionMs after its last activity when nobody touches it', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(1, 0, { sessionMs: 60_000 });
+        await joinMany(store, q, 2, T0, policy);
+        expect(await store.poll(q, T0 + 59_999, policy)).toMatchObject({ cursor: 1, active: 1 });
+        expect(await store.stats(q, T0 + 60_000, policy)).toMatchObject({ cursor: 1, active: 0, reserved: 0 });
+        expect(await store.poll(q, T0 + 60_000, policy)).toMatchObject({ cursor: 2, active: 1 });
+        expect(await store.touch(q, 1, T0 + 60_001, policy, T0 + 999_999)).toBe(false);
+      });
+
+      it('renews a held slot on touch to now + sessionMs, capped at untilMs, and never creates one', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(1, 0, { sessionMs: 60_000 });
+        await joinMany(store, q, 2, T0, policy);
+        expect(await store.touch(q, 1, T0 + 50_000, policy, Number.POSITIVE_INFINITY)).toBe(true);
+        expect(await store.poll(q, T0 + 109_999, policy)).toMatchObject({ cursor: 1 });
+        expect(await store.poll(q, T0 + 110_000, policy)).toMatchObject({ cursor: 2 });
+
+        const capped = randomQueue();
+        await joinMany(store, capped, 3, T0, policy);
+        expect(await store.touch(capped, 1, T0 + 10_000, policy, T0 + 15_000)).toBe(true);
+        expect(await store.poll(capped, T0 + 14_999, policy)).toMatchObject({ cursor: 1 });
+        expect(await store.poll(capped, T0 + 15_000, policy)).toMatchObject({ cursor: 2, active: 1 });
+        // Gone, reserved-but-unclaimed, never called, unknown: no slot is created.
+        expect(await store.touch(capped, 1, T0 + 15_001, policy, T0 + 999_999)).toBe(false);
+        expect(await store.touch(capped, 2, T0 + 15_001, policy, T0 + 999_999)).toBe(false);
+        expect(await store.touch(capped, 3, T0 + 15_001, policy, T0 + 999_999)).toBe(false);
+        expect(await store.touch(capped, 99, T0 + 15_001, policy, T0 + 999_999)).toBe(false);
+        expect(await store.stats(capped, T0 + 15_002, policy)).toMatchObject({ active: 1, reserved: 1 });
+        // A cap already past ends the slot: the touch answers false.
+        expect(await store.claim(capped, 2, T0 + 16_000, policy, 16_000)).toMatchObject({ claimed: true });
+        expect(await store.touch(capped, 2, T0 + 17_000, policy, T0 + 17_000)).toBe(false);
+        expect(await store.poll(capped, T0 + 17_000, policy)).toMatchObject({ cursor: 3 });
+      });
+
+      it('claims idempotently: a second claim renews the slot and records no second admission', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(1, 0, { sessionMs: 60_000 });
+        await joinMany(store, q, 2, T0, policy);
+        expect(await store.claim(q, 1, T0 + 30_000, policy, 0)).toMatchObject({ claimed: true, admittedLastMinute: 1, active: 1 });
+        expect(await store.poll(q, T0 + 89_999, policy)).toMatchObject({ cursor: 1 });
+        expect(await store.poll(q, T0 + 90_000, policy)).toMatchObject({ cursor: 2 });
+      });
+    });
+
+    describe('capacity mode: exact limits', () => {
+      it('gives 300 concurrent joins exactly maxActive walk-ins and never reports more slots', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(50, 0);
+        const results = await Promise.all(Array.from({ length: 300 }, (_, i) => store.join(q, T0 + (i % 7), policy)));
+        expect(results.map((r) => r.ticket).sort((a, b) => a - b)).toEqual(range(1, 300));
+        const walkIns = results.filter((r) => r.claimed).map((r) => r.ticket).sort((a, b) => a - b);
+        // Exactly 50, and they are the first 50: nobody walked past a waiting ticket.
+        expect(walkIns).toEqual(range(1, 50));
+        for (const r of results) expect(r.active).toBeLessThanOrEqual(50);
+        expect(await store.stats(q, T0 + 10, policy)).toMatchObject({ tail: 300, cursor: 50, active: 50, reserved: 0 });
+      });
+
+      it('gives 200 concurrent joins exactly maxNewPerMinute walk-ins', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(0, 10);
+        const results = await Promise.all(Array.from({ length: 200 }, () => store.join(q, T0, policy)));
+        expect(results.filter((r) => r.claimed).map((r) => r.ticket).sort((a, b) => a - b)).toEqual(range(1, 10));
+        for (const r of results) expect(r.admittedLastMinute).toBeLessThanOrEqual(10);
+        expect(await store.poll(q, T0 + 59_999, policy)).toMatchObject({ cursor: 10, admittedLastMinute: 10 });
+        // The minute after, the next ten are called (with reservations).
+        expect(await store.poll(q, T0 + 60_000, policy)).toMatchObject({ cursor: 20, admittedLastMinute: 10, active: 20 });
+      });
+
+      it('keeps concurrent leaves, claims, joins and polls within maxActive', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(50, 0);
+        await Promise.all(Array.from({ length: 200 }, () => store.join(q, T0, policy)));
+        const t = T0 + 1_000;
+        const calls: Array<Promise<unknown>> = [];
+        for (let i = 1; i <= 50; i += 1) {
+          calls.push(store.leave(q, i, t, policy, 0));
+          calls.push(store.claim(q, 50 + i, t, policy, 1_000));
+          calls.push(store.claim(q, 100 + i, t, policy, 1_000));
+          calls.push(store.join(q, t, policy));
+          calls.push(store.poll(q, t, policy));
+        }
+        const results = await Promise.all(calls);
+        for (const r of results) if (typeof r === 'object' && r !== null) expect((r as QueueState).active).toBeLessThanOrEqual(50);
+        const stats = await store.stats(q, t, policy);
+        expect(stats).toMatchObject({ tail: 250, cursor: 100, active: 50 });
+        // Tickets 51..100 were called into the 50 freed slots (claimed or still reserved); none after.
+        expect(stats.reserved + (await Promise.all(range(51, 100).map((n) => store.touch(q, n, t, policy, t + 1)))).filter(Boolean).length).toBe(50);
+      });
+
+      it.each([20_240_601, 7, 99])(
+        'never admits more than maxNewPerMinute in any 60-s window over minutes of arrivals, claims and leaves (seed %i)',
+        async (seed) => {
+          const store = createStore();
+          const q = randomQueue();
+          const MAX_NEW = 10;
+          const MAX_ACTIVE = 6;
+          const policy = cap(MAX_ACTIVE, MAX_NEW, { sessionMs: 30_000, reservationMs: 20_000 });
+          const random = seeded(seed);
+          let now = T0;
+          let cursor = 0;
+          let busiestSlots = 0;
+          let lateClaims = 0;
+          let longestQueue = 0;
+          const joinedAt = new Map<number, number>();
+          const calledAt = new Map<number, number>();
+          const claimedAt = new Map<number, number>();
+          const abandoned = new Set<number>();
+          const holders = new Set<number>();
+
+          /** When each ticket's admission counts, as promised: at its call if claimed in time, at a late
+           *  claim's own time, at the call while the reservation is live, and never for a lapsed one. */
+          const admissions = (until: number): number[] => {
+            const times: number[] = [];
+            for (const [ticket, called] of calledAt) {
+              const claimed = claimedAt.get(ticket);
+              const lapse = called + policy.reservationMs;
+              if (claimed !== undefined && claimed < lapse) times.push(called);
+              else if (claimed !== undefined) times.push(claimed);
+              else if (until < lapse) times.push(called);
+            }
+            return times;
+          };
+          const observe = (s: QueueState): void => {
+            for (let t = cursor + 1; t <= s.cursor; t += 1) calledAt.set(t, now);
+            cursor = Math.max(cursor, s.cursor);
+            expect(s.active).toBeLessThanOrEqual(MAX_ACTIVE);
+            busiestSlots = Math.max(busiestSlots, s.active);
+            longestQueue = Math.max(longestQueue, s.tail - s.cursor);
+            const times = admissions(now);
+            expect(s.admittedLastMinute, `minute at +${now - T0}`).toBe(times.filter((a) => a > now - 60_000).length);
+            expect(s.admittedLast5Minutes, `5 minutes at +${now - T0}`).toBe(times.filter((a) => a > now - 300_000).length);
+          };
+
+          while (now < T0 + 8 * 60_000) {
+            now += Math.floor(random() * 4_000);
+            const action = random();
+            if (action < 0.4) {
+              const r = await store.join(q, now, policy);
+              joinedAt.set(r.ticket, now);
+              observe(r);
+              if (r.claimed) {
+                claimedAt.set(r.ticket, now);
+                holders.add(r.ticket);
+              } else if (random() < 0.3) {
+                abandoned.add(r.ticket);
+              }
+            } else if (action < 0.65) {
+              // The first called holder comes back; now and then one who had left the page, late.
+              const late = random() < 0.2;
+              const ticket = [...calledAt.keys()].find((t) => !claimedAt.has(t) && abandoned.has(t) === late);
+              if (ticket === undefined) continue;
+              const lapse = (calledAt.get(ticket) ?? 0) + policy.reservationMs;
+              const r = await store.claim(q, ticket, now, policy, now - (joinedAt.get(ticket) ?? now));
+              if (now < lapse) expect(r.claimed, `claim of ${ticket} within its reservation`).toBe(true);
+              if (r.claimed) {
+                if (now >= lapse) lateClaims += 1;
+                claimedAt.set(ticket, now);
+                holders.add(ticket);
+              }
+              abandoned.delete(ticket);
+              observe(r);
+            } else if (action < 0.8) {
+              const ticket = [...holders][Math.floor(random() * holders.size)];
+              if (ticket === undefined) continue;
+              holders.delete(ticket);
+              const held = await store.leave(q, ticket, now, policy, 0);
+              expect(held).toBe(now < (claimedAt.get(ticket) ?? 0) + policy.sessionMs);
+              // leave answers a boolean; a poll at the same instant reads what its advance called.
+              observe(await store.poll(q, now, policy));
+            } else {
+              observe(await store.poll(q, now, policy));
+            }
+          }
+
+          const times = admissions(now).sort((a, b) => a - b);
+          let busiestMinute = 0;
+          for (const end of times) busiestMinute = Math.max(busiestMinute, times.filter((a) => a > end - 60_000 && a <= end).length);
+          expect(busiestMinute).toBe(MAX_NEW);
+          expect(busiestSlots).toBe(MAX_ACTIVE);
+          expect(times.length).toBeGreaterThan(3 * MAX_NEW);
+          // The run went through every path: a queue formed, reservations lapsed, late claims got in.
+          expect(longestQueue).toBeGreaterThan(MAX_ACTIVE);
+          expect([...calledAt.keys()].filter((t) => !claimedAt.has(t)).length).toBeGreaterThan(0);
+          expect(lateClaims).toBeGreaterThan(0);
+        },
+      );
+    });
+
+    describe('capacity mode: reservations', () => {
+      it('lapses an unclaimed reservation after reservationMs, gives the slot back and calls the next ticket', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(1, 0, { reservationMs: 10_000 });
+        await joinMany(store, q, 2, T0, policy);
+        expect(await store.leave(q, 1, T0 + 1_000, policy, 0)).toBe(true);
+        expect(await store.stats(q, T0 + 10_999, policy)).toMatchObject({ cursor: 2, active: 1, reserved: 1 });
+        expect(await store.join(q, T0 + 5_000, policy)).toMatchObject({ ticket: 3, claimed: false, cursor: 2 });
+        expect(await store.poll(q, T0 + 10_999, policy)).toMatchObject({ cursor: 2 });
+        expect(await store.poll(q, T0 + 11_000, policy)).toMatchObject({ cursor: 3, active: 1 });
+        // The holder of 2 comes back late: no room (3's reservation holds it).
+        expect(await store.claim(q, 2, T0 + 12_000, policy, 12_000)).toMatchObject({ claimed: false, cursor: 3, active: 1 });
+        expect(await store.claim(q, 3, T0 + 12_000, policy, 7_000)).toMatchObject({ claimed: true, active: 1 });
+        expect(await store.leave(q, 3, T0 + 13_000, policy, 0)).toBe(true);
+        // Room, and nobody is waiting: the late claim takes it.
+        expect(await store.claim(q, 2, T0 + 14_000, policy, 14_000)).toMatchObject({ claimed: true, active: 1 });
+        expect(await store.stats(q, T0 + 14_000, policy)).toMatchObject({ active: 1, reserved: 0 });
+      });
+
+      it('gives the per-minute budget of a lapsed reservation back', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(0, 2, { reservationMs: 10_000 });
+        await store.control(q, { paused: true }, T0, policy);
+        await joinMany(store, q, 4, T0, policy);
+        expect(await store.control(q, { paused: false }, T0, policy)).toMatchObject({ cursor: 2, active: 2, admittedLastMinute: 2 });
+        expect(await store.claim(q, 1, T0 + 1_000, policy, 1_000)).toMatchObject({ claimed: true });
+        // 2 lapses unclaimed: its admission is withdrawn, so 3 is called in the same minute.
+        expect(await store.poll(q, T0 + 9_999, policy)).toMatchObject({ cursor: 2, admittedLastMinute: 2 });
+        expect(await store.poll(q, T0 + 10_000, policy)).toMatchObject({ cursor: 3, admittedLastMinute: 2, admittedLast5Minutes: 2 });
+        // The late claim of 2 would be a third admission in the minute: refused.
+        expect(await store.claim(q, 2, T0 + 11_000, policy, 11_000)).toMatchObject({ claimed: false, admittedLastMinute: 2 });
+        expect(await store.claim(q, 3, T0 + 12_000, policy, 12_000)).toMatchObject({ claimed: true, admittedLastMinute: 2 });
+        // A minute after 1 was called its admission leaves the window: room for one more, and the late
+        // claim takes it before 4 is called.
+        expect(await store.claim(q, 2, T0 + 60_000, policy, 60_000)).toMatchObject({ claimed: true, cursor: 3, admittedLastMinute: 2 });
+        expect(await store.poll(q, T0 + 60_001, policy)).toMatchObject({ cursor: 3 });
+        expect(await store.poll(q, T0 + 70_000, policy)).toMatchObject({ cursor: 4, admittedLastMinute: 2 });
+      });
+
+      it('admits exactly the room among concurrent late claims of lapsed reservations', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(5, 0, { reservationMs: 10_000 });
+        await store.control(q, { paused: true }, T0, policy);
+        await joinMany(store, q, 30, T0, policy);
+        expect(await store.admit(q, 30, T0, policy)).toMatchObject({ cursor: 30, admitted: 30, active: 30 });
+        const late = await Promise.all(range(1, 30).map((t) => store.claim(q, t, T0 + 10_000, policy, 10_000)));
+        // Paused: no direct claims at all.
+        expect(late.filter((r) => r.claimed)).toHaveLength(0);
+        await store.control(q, { paused: false }, T0 + 10_000, policy);
+        const resumed = await Promise.all(range(1, 30).map((t) => store.claim(q, t, T0 + 10_001, policy, 10_001)));
+        expect(resumed.filter((r) => r.claimed)).toHaveLength(5);
+        expect(await store.stats(q, T0 + 10_001, policy)).toMatchObject({ active: 5, reserved: 0 });
+      });
+    });
+
+    describe('capacity mode: controls', () => {
+      it('pauses: nobody is called and nobody walks in; resuming calls at once', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(5, 0);
+        expect(await store.control(q, { paused: true }, T0, policy)).toMatchObject({ paused: true, cursor: 0, maxActive: 5 });
+        for (let i = 1; i <= 3; i += 1) {
+          expect(await store.join(q, T0 + i, policy)).toMatchObject({ ticket: i, claimed: false, cursor: 0, paused: true });
+        }
+        expect(await store.poll(q, T0 + 10, policy)).toMatchObject({ cursor: 0, active: 0 });
+        expect(await store.claim(q, 1, T0 + 11, policy, 11)).toMatchObject({ claimed: false, cursor: 0 });
+        expect(await store.control(q, { paused: false }, T0 + 1_000, policy)).toMatchObject({ paused: false, cursor: 3, active: 3 });
+        expect(await store.claim(q, 1, T0 + 1_001, policy, 1_001)).toMatchObject({ claimed: true });
+        // A live reservation is still claimed while paused.
+        await store.control(q, { paused: true }, T0 + 1_002, policy);
+        expect(await store.claim(q, 2, T0 + 1_003, policy, 1_003)).toMatchObject({ claimed: true, paused: true });
+        // Nobody is waiting and there is room, but a newcomer does not walk in while paused.
+        expect(await store.join(q, T0 + 1_004, policy)).toMatchObject({ ticket: 4, claimed: false, cursor: 3 });
+      });
+
+      it('overrides thresholds at runtime, and null restores the configured ones', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(2, 0);
+        await joinMany(store, q, 6, T0, policy);
+        expect(await store.peek(q)).toEqual({ tail: 6, cursor: 2 });
+        expect(await store.control(q, { maxActive: 4 }, T0 + 1, policy)).toMatchObject({ maxActive: 4, cursor: 4, active: 4 });
+        expect(await store.control(q, { maxNewPerMinute: 5 }, T0 + 2, policy)).toMatchObject({ maxActive: 4, maxNewPerMinute: 5, cursor: 4 });
+        expect(await store.control(q, { maxActive: 10 }, T0 + 3, policy)).toMatchObject({ maxActive: 10, cursor: 5, admittedLastMinute: 5 });
+        expect(await store.control(q, { maxActive: null, maxNewPerMinute: null }, T0 + 4, policy)).toMatchObject({
+          maxActive: 2,
+          maxNewPerMinute: 0,
+          cursor: 5,
+          active: 5,
+        });
+        // Back at the configured 2: the three called in excess hold their reservations, nobody more is called.
+        expect(await store.leave(q, 1, T0 + 5, policy, 0)).toBe(true);
+        expect(await store.peek(q)).toEqual({ tail: 6, cursor: 5 });
+        // An override of 0 for both switches the queue to rate mode; an override turns capacity mode on.
+        expect(await store.control(q, { maxActive: 0 }, T0 + 6, policy)).toMatchObject({ maxActive: 0, maxNewPerMinute: 0 });
+        expect(await store.leave(q, 2, T0 + 7, policy, 0)).toBe(false);
+        const r = randomQueue();
+        expect(await store.control(r, { maxActive: 1 }, at(P), OFF)).toMatchObject({ maxActive: 1 });
+        expect(await store.join(r, at(P), OFF)).toMatchObject({ ticket: 1, claimed: true });
+        expect(await store.join(r, at(P), OFF)).toMatchObject({ ticket: 2, claimed: false, cursor: 1 });
+        expect(await store.control(r, { maxActive: null }, at(P), OFF)).toMatchObject({ maxActive: 0, cursor: 1 });
+      });
+
+      it.each<[string, unknown]>([
+        ['a negative maxActive', { maxActive: -1 }],
+        ['a fractional maxActive', { maxActive: 1.5 }],
+        ['a NaN maxNewPerMinute', { maxNewPerMinute: Number.NaN }],
+        ['an infinite maxNewPerMinute', { maxNewPerMinute: Number.POSITIVE_INFINITY }],
+        ['a numeric string', { maxActive: '5' }],
+        ['a non-boolean paused', { paused: 'yes' }],
+        ['paused as 1', { paused: 1 }],
+        ['an unknown field', { maxactive: 5 }],
+        ['one bad field among good ones', { paused: true, maxActive: 3, maxNewPerMinute: -2 }],
+        ['null', null],
+        ['an array', []],
+      ])('refuses %s and changes nothing', async (_label, change) => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(1, 0);
+        await joinMany(store, q, 3, T0, policy);
+        const before = await store.stats(q, T0, policy);
+        await expect(store.control(q, change as RuntimeControl, T0, policy)).rejects.toBeInstanceOf(StoreArgumentError);
+        expect(await store.stats(q, T0, policy)).toEqual(before);
+        expect(before).toMatchObject({ paused: false, maxActive: 1, cursor: 1 });
+      });
+    });
+
+    describe('capacity mode: explicit admit and figures', () => {
+      it('reserves the tickets an explicit admit calls, beyond the thresholds, never past the tail', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(1, 1);
+        await joinMany(store, q, 6, T0, policy);
+        expect(await store.admit(q, 3, T0 + 1, policy)).toMatchObject({
+          admitted: 3,
+          tail: 6,
+          cursor: 4,
+          active: 4,
+          admittedLastMinute: 4,
+        });
+        for (const t of [2, 3, 4]) expect(await store.claim(q, t, T0 + 2, policy, 2)).toMatchObject({ claimed: true });
+        expect(await store.stats(q, T0 + 3, policy)).toMatchObject({ active: 4, reserved: 0 });
+        expect(await store.admit(q, 100, T0 + 4, policy)).toMatchObject({ admitted: 2, cursor: 6 });
+        expect(await store.admit(q, 1, T0 + 5, policy)).toMatchObject({ admitted: 0, cursor: 6 });
+        // Automatic admission waits until usage is back under the thresholds: a newcomer waits.
+        expect(await store.join(q, T0 + 6, policy)).toMatchObject({ ticket: 7, claimed: false, cursor: 6 });
+        // Explicit reservations lapse like any other and give their budget back.
+        expect(await store.stats(q, T0 + 4 + RESERVATION_MS, policy)).toMatchObject({ active: 4, reserved: 0, admittedLastMinute: 4 });
+      });
+
+      it('reports active, reserved, admissions over 60 s and 300 s and the average wait', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(10, 0, { sessionMs: 600_000 });
+        await joinMany(store, q, 2, T0, policy); // two walk-ins, waits of 0
+        await store.control(q, { paused: true }, T0, policy);
+        await joinMany(store, q, 3, T0 + 1_000, policy);
+        await store.control(q, { paused: false }, T0 + 10_000, policy); // 3, 4, 5 called
+        expect(await store.stats(q, T0 + 11_000, policy)).toEqual({
+          tail: 5,
+          cursor: 5,
+          paused: false,
+          maxActive: 10,
+          maxNewPerMinute: 0,
+          active: 5,
+          reserved: 3,
+          admittedLastMinute: 5,
+          admittedLast5Minutes: 5,
+          avgWaitSeconds: 0,
+        });
+        await store.claim(q, 3, T0 + 12_000, policy, 11_000);
+        await store.claim(q, 4, T0 + 12_000, policy, 11_049);
+        const snapshot = await store.stats(q, T0 + 13_000, policy);
+        // (0 + 0 + 11,000 + 11,049) / 4 ms = 5.51 s.
+        expect(snapshot).toMatchObject({ active: 5, reserved: 1, admittedLastMinute: 5, avgWaitSeconds: 5.5 });
+        // 5's reservation lapses: it no longer counts as a slot nor as an admission.
+        expect(await store.stats(q, T0 + 30_000, policy)).toMatchObject({ active: 4, reserved: 0, admittedLastMinute: 4 });
+        expect(await store.stats(q, T0 + 60_000, policy)).toMatchObject({ admittedLastMinute: 2, admittedLast5Minutes: 4 });
+        expect(await store.stats(q, T0 + 300_000, policy)).toMatchObject({ admittedLast5Minutes: 2, avgWaitSeconds: 11 });
+        expect(await store.stats(q, T0 + 312_000, policy)).toMatchObject({ admittedLast5Minutes: 0, avgWaitSeconds: null });
+        // stats wrote nothing: the earlier figures read back unchanged.
+        expect(await store.stats(q, T0 + 13_000, policy)).toEqual(snapshot);
+      });
+
+      it('records a wait of 0 for a walk-in and the given wait for a claim', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(1, 0);
+        await joinMany(store, q, 2, T0, policy);
+        await store.leave(q, 1, T0 + 1_000, policy, 0);
+        await store.claim(q, 2, T0 + 2_000, policy, 4_000);
+        expect(await store.stats(q, T0 + 2_000, policy)).toMatchObject({ avgWaitSeconds: 2 });
+        // A negative wait (clocks of two POPs) counts as 0.
+        await store.leave(q, 2, T0 + 3_000, policy, 0);
+        await store.join(q, T0 + 3_000, policy);
+        await store.claim(q, 1, T0 + 3_000, policy, -50);
+        expect(await store.stats(q, T0 + 3_000, policy)).toMatchObject({ avgWaitSeconds: 1.3 });
+      });
+    });
+
+    describe('capacity mode: queues', () => {
+      it('keeps slots, reservations, controls and figures apart per queue', async () => {
+        const store = createStore();
+        const a = randomQueue();
+        const b = randomQueue();
+        const policy = cap(1, 0);
+        await joinMany(store, a, 3, T0, policy);
+        expect(await store.join(b, T0, policy)).toMatchObject({ ticket: 1, claimed: true, active: 1, admittedLastMinute: 1 });
+        await store.control(a, { paused: true, maxActive: 5 }, T0 + 1, policy);
+        expect(await store.poll(b, T0 + 2, policy)).toMatchObject({ paused: false, maxActive: 1, active: 1 });
+        expect(await store.touch(b, 2, T0 + 3, policy, T0 + 999_999)).toBe(false);
+        expect(await store.leave(b, 2, T0 + 3, policy, 0)).toBe(false);
+        expect(await store.leave(a, 1, T0 + 4, policy, 0)).toBe(true);
+        expect(await store.stats(a, T0 + 5, policy)).toMatchObject({ paused: true, maxActive: 5, active: 0, cursor: 1 });
+        expect(await store.stats(b, T0 + 5, policy)).toMatchObject({ paused: false, active: 1, cursor: 1, tail: 1 });
       });
     });
   });
@@ -353,7 +985,9 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
 
   describe('scripts', () => {
     it('pins each SHA-1 to node:crypto and to SCRIPT LOAD through the bridge', async () => {
-      expect(STORE_SCRIPTS.map((s) => s.name).sort()).toEqual(['admit', 'join', 'peek', 'poll']);
+      expect(STORE_SCRIPTS.map((s) => s.name).sort()).toEqual(
+        ['admit', 'claim', 'control', 'join', 'leave', 'peek', 'poll', 'stats', 'touch'],
+      );
       for (const script of STORE_SCRIPTS) {
         expect(script.sha1, script.name).toBe(createHash('sha1').update(script.text).digest('hex'));
         expect(await redis.scriptLoad(script.text), script.name).toBe(script.sha1);
@@ -361,41 +995,92 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
     });
 
     it('start with the allow-key-locking shebang, touch only KEYS, and read no clock or randomness', () => {
+      // Helpers whose first parameter is a key; their every call must pass a key bound from KEYS.
+      const KEY_HELPERS = ['read_int', 'count_after', 'trim', 'zrem_many'];
+      const POLICY_KEYS = ['K_TAIL', 'K_CURSOR', 'K_PERIOD', 'K_ACTIVE', 'K_RESERVED', 'K_ADMITS', 'K_BATCHES', 'K_WAITS', 'K_CTL'];
       for (const { name, text } of STORE_SCRIPTS) {
         expect(text.split('\n')[0], name).toBe('#!lua flags=allow-key-locking');
-        const calls = [...text.matchAll(/redis\.call\(\s*'(\w+)'\s*,\s*([^,)]+)/g)];
-        expect(calls.length, name).toBeGreaterThan(0);
-        for (const [, command, firstArg] of calls) {
-          expect(['GET', 'SET', 'INCR'], `${name}: ${command}`).toContain(command);
-          // Either KEYS[n] itself or the `key` parameter of read_int, which is only ever given KEYS[n].
-          expect(['key', 'KEYS[1]', 'KEYS[2]', 'KEYS[3]'], `${name}: ${command} ${firstArg}`).toContain(firstArg?.trim());
+        // Keys are bound once, from KEYS and nowhere else, in the order the store passes them.
+        const bound = [...text.matchAll(/^local (K_\w+(?:, K_\w+)*) = (KEYS\[\d\](?:, KEYS\[\d\])*)$/gm)].flatMap(([, names, sources]) => {
+          const n = names!.split(', ');
+          const k = sources!.split(', ');
+          return n.map((key, i) => [key, k[i]] as const);
+        });
+        const keyNames = new Set(bound.map(([key]) => key));
+        if (name !== 'peek') {
+          expect(bound, name).toEqual(POLICY_KEYS.map((key, i) => [key, `KEYS[${i + 1}]`]));
+          // …and never reassigned.
+          expect(text.match(/^\s*(?:local\s+)?K_\w+(?:\s*,\s*K_\w+)*\s*=[^=]/gm)?.length, `${name}: K_* bound once`).toBe(3);
         }
-        for (const [, arg] of text.matchAll(/read_int\(([^)]*)\)/g)) {
-          expect(['key', 'KEYS[1]', 'KEYS[2]', 'KEYS[3]'], `${name}: read_int(${arg})`).toContain(arg);
+        const keyArgs = new Set([...keyNames, 'key', 'KEYS[1]', 'KEYS[2]']);
+        const calls = [...text.matchAll(/redis\.p?call\(\s*'(\w+)'\s*,\s*([^,)]+)/g)];
+        expect(calls.length, name).toBeGreaterThan(0);
+        expect(text.match(/redis\.p?call\(/g)?.length, `${name}: every call parsed`).toBe(calls.length);
+        for (const [, command, firstArg] of calls) {
+          expect(keyArgs.has(firstArg!.trim()), `${name}: ${command} ${firstArg}`).toBe(true);
+        }
+        // `key` as a first argument only inside the helpers, and the helpers only ever get bound keys
+        // (or, in a `for _, key in ipairs({...})`, a list of bound keys).
+        for (const helper of KEY_HELPERS) {
+          for (const [, arg] of text.matchAll(new RegExp(`\\b${helper}\\(([^,)]*)`, 'g'))) {
+            expect(keyArgs.has(arg!.trim()), `${name}: ${helper}(${arg})`).toBe(true);
+          }
+        }
+        for (const [, list] of text.matchAll(/for _, key in ipairs\(\{([^}]*)\}\)/g)) {
+          for (const key of list!.split(',')) expect(keyNames.has(key.trim()), `${name}: loop over ${key}`).toBe(true);
         }
         expect(text, name).not.toMatch(/\bTIME\b|math\.random|RANDOMKEY|SRANDMEMBER|SPOP|no-writes/i);
       }
     });
 
-    it('lays out keys as <prefix>:{<queue>}:tail|cursor|period under one hash tag', async () => {
+    it('lays out keys as <prefix>:{<queue>}:… under one hash tag', async () => {
       const prefix = `wrt-${randomUUID().slice(0, 8)}`;
       const store = newStore(redis, prefix);
       const q = randomQueue();
+      const base = `${prefix}:{${q}}`;
       expect(await store.peek(q)).toEqual({ tail: 0, cursor: 0 });
+      expect(await store.stats(q, T0, cap(1, 0))).toMatchObject({ tail: 0, cursor: 0, active: 0 });
       expect(await direct.keys(`${prefix}:*`)).toEqual([]);
       await store.join(q, at(P, 250), every(4));
-      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual(
-        [`${prefix}:{${q}}:cursor`, `${prefix}:{${q}}:period`, `${prefix}:{${q}}:tail`],
+      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:batches`, `${base}:cursor`, `${base}:period`, `${base}:tail`]);
+      expect(await direct.mget(`${base}:tail`, `${base}:cursor`)).toEqual(['1', '4']);
+      // The period key holds the start (ms) of the period that admitted; the batch the range it called.
+      expect(await direct.get(`${base}:period`)).toBe(String(at(P)));
+      expect(await direct.zrange(`${base}:batches`, 0, -1, 'WITHSCORES')).toEqual(['1-1', String(at(P, 250))]);
+
+      const c = randomQueue();
+      const cb = `${prefix}:{${c}}`;
+      const policy = cap(1, 0, { reservationMs: 10_000 });
+      await store.control(c, { maxNewPerMinute: 7 }, T0, policy);
+      await joinMany(store, c, 2, T0, policy);
+      await store.leave(c, 1, T0 + 1_000, policy, 0);
+      // The slot 1 held is gone (an empty sorted set is no key); 2 is reserved.
+      expect((await direct.keys(`${prefix}:{${c}}*`)).sort()).toEqual(
+        ['admits', 'ctl', 'cursor', 'reserved', 'tail', 'waits'].map((k) => `${cb}:${k}`),
       );
-      expect(await direct.mget(`${prefix}:{${q}}:tail`, `${prefix}:{${q}}:cursor`)).toEqual(['1', '4']);
-      // The period key holds the start (ms) of the period that admitted.
-      expect(await direct.get(`${prefix}:{${q}}:period`)).toBe(String(at(P)));
+      expect(await direct.zrange(`${cb}:reserved`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 11_000)]);
+      expect(await direct.zrange(`${cb}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(T0), '2', String(T0 + 1_000)]);
+      expect(await direct.zrange(`${cb}:waits`, 0, -1, 'WITHSCORES')).toEqual(['1:0', String(T0)]);
+      expect(await direct.hgetall(`${cb}:ctl`)).toEqual({ max_new_per_minute: '7' });
+      await store.claim(c, 2, T0 + 2_000, policy, 1_500);
+      expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 2_000 + SESSION_MS)]);
     });
 
     it('uses the prefix "wr" by default', async () => {
       const q = randomQueue();
       await new UpstashQueueStore({ redis }).join(q, at(P), OFF);
       expect(await direct.get(`wr:{${q}}:tail`)).toBe('1');
+    });
+
+    it('refuse a foreign caller\'s bad arguments inside Lua too, changing nothing', async () => {
+      const q = randomQueue();
+      const keys = ['tail', 'cursor', 'period', 'active', 'reserved', 'admits', 'batches', 'waits', 'ctl'].map((k) => `wrt-x:{${q}}:${k}`);
+      const control = STORE_SCRIPTS.find((s) => s.name === 'control')!;
+      const good = [String(T0), '0', '1000', '1', '0', '60000', '20000'];
+      await expect(redis.evalsha(control.sha1, keys, [...good, '1', '-1', ''])).rejects.toThrow(/ARGV\[9\]/);
+      await expect(redis.evalsha(control.sha1, keys, [...good, 'yes', '', ''])).rejects.toThrow(/ARGV\[8\]/);
+      await expect(redis.evalsha(control.sha1, keys, ['1e999', ...good.slice(1), '', '', ''])).rejects.toThrow(/ARGV\[1\]/);
+      expect(await direct.keys(`wrt-x:{${q}}:*`)).toEqual([]);
     });
   });
 
@@ -416,12 +1101,19 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(requests()).toHaveLength(1);
       await store.poll(q, at(P + 1), every(2));
       expect(requests()).toHaveLength(2);
-      await store.admit(q, 1);
+      await store.admit(q, 1, at(P + 1), every(2));
       expect(requests()).toHaveLength(3);
       await store.peek(q);
       expect(requests()).toHaveLength(4);
+      const policy = cap(1, 0);
+      await store.control(q, { maxActive: 1 }, T0, policy);
+      await store.claim(q, 1, T0, policy, 0);
+      await store.touch(q, 1, T0, policy, T0 + 1_000);
+      await store.leave(q, 1, T0, policy, 0);
+      await store.stats(q, T0, policy);
+      expect(requests()).toHaveLength(9);
       // Single commands go to `/`, not `/pipeline` (auto-pipelining is off).
-      expect(requests().map((url) => new URL(url).pathname)).toEqual(['/', '/', '/', '/']);
+      expect(new Set(requests().map((url) => new URL(url).pathname))).toEqual(new Set(['/']));
       // join admitted 2, the next period's poll 1 more (capped at tail + count), admit none.
       expect(await store.peek(q)).toEqual({ tail: 1, cursor: 3 });
     });
@@ -445,11 +1137,11 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await direct.call('SCRIPT', 'FLUSH')).toBe('OK');
       const fetchSpy = vi.spyOn(globalThis, 'fetch');
 
-      expect(await store.join(q, at(P), OFF)).toEqual({ ticket: 1, tail: 1, cursor: 0 });
+      expect(await store.join(q, at(P), OFF)).toMatchObject({ ticket: 1, tail: 1, cursor: 0 });
       expect(calls).toEqual([`evalsha ${join.sha1}`, `eval ${join.sha1}`]);
       expect(fetchSpy).toHaveBeenCalledTimes(2);
 
-      expect(await store.join(q, at(P), OFF)).toEqual({ ticket: 2, tail: 2, cursor: 0 });
+      expect(await store.join(q, at(P), OFF)).toMatchObject({ ticket: 2, tail: 2, cursor: 0 });
       expect(calls).toEqual([`evalsha ${join.sha1}`, `eval ${join.sha1}`, `evalsha ${join.sha1}`]);
       expect(fetchSpy).toHaveBeenCalledTimes(3);
     });
@@ -485,26 +1177,62 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
   describe('replies', () => {
     const replying = (reply: unknown): UpstashScriptClient =>
       ({ evalsha: async () => reply, eval: async () => reply }) as unknown as UpstashScriptClient;
+    // tail, cursor, paused, maxActive, maxNewPerMinute, active, admitted 1 min, admitted 5 min
+    const STATE = [7, 3, 1, 50, 10, 4, 2, 5];
+    const STATE_OBJECT = {
+      tail: 7,
+      cursor: 3,
+      paused: true,
+      maxActive: 50,
+      maxNewPerMinute: 10,
+      active: 4,
+      admittedLastMinute: 2,
+      admittedLast5Minutes: 5,
+    };
 
-    it('accepts integers sent as numbers or as numeric strings', async () => {
-      expect(await newStore(replying(['7', 3])).join(randomQueue(), at(P), OFF)).toEqual({ ticket: 7, tail: 7, cursor: 3 });
-      expect(await newStore(replying([5, '2', '1'])).admit(randomQueue(), 1)).toEqual({ tail: 5, cursor: 2, admitted: 1 });
+    it('accepts integers sent as numbers or as numeric strings, and reads each script\'s extras', async () => {
+      const q = randomQueue();
+      expect(await newStore(replying([...STATE.map(String), '7', 1])).join(q, at(P), OFF)).toEqual({ ...STATE_OBJECT, ticket: 7, claimed: true });
+      expect(await newStore(replying(STATE)).poll(q, at(P), OFF)).toEqual(STATE_OBJECT);
+      expect(await newStore(replying([...STATE, '0'])).claim(q, 1, T0, cap(1, 0), 0)).toEqual({ ...STATE_OBJECT, claimed: false });
+      expect(await newStore(replying([...STATE, 2])).admit(q, 1, at(P), OFF)).toEqual({ ...STATE_OBJECT, admitted: 2 });
+      expect(await newStore(replying(STATE)).control(q, { paused: true }, T0, cap(1, 0))).toEqual(STATE_OBJECT);
+      expect(await newStore(replying([...STATE, 3, 1_234, 4])).stats(q, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, reserved: 3, avgWaitSeconds: 0.3 });
+      expect(await newStore(replying([...STATE, 3, 0, 0])).stats(q, T0, cap(1, 0))).toMatchObject({ avgWaitSeconds: null });
+      expect(await newStore(replying(['1'])).touch(q, 1, T0, cap(1, 0), T0)).toBe(true);
+      expect(await newStore(replying([0])).leave(q, 1, T0, cap(1, 0), 0)).toBe(false);
+      expect(await newStore(replying([5, '2'])).peek(q)).toEqual({ tail: 5, cursor: 2 });
     });
 
     it.each<[string, unknown]>([
       ['null', null],
       ['an aborted request', 'Aborted'],
-      ['too short', [1]],
-      ['too long', [1, 2, 3]],
-      ['a non-numeric string', [1, 'x']],
-      ['a fraction', [1.5, 2]],
-      ['a negative', [-1, 2]],
-      ['an object', { result: [1, 2] }],
-      ['an unsafe integer', ['99999999999999999', 1]],
+      ['too short', STATE.slice(1)],
+      ['too long', [...STATE, 1]],
+      ['a non-numeric string', [...STATE.slice(0, 7), 'x']],
+      ['a fraction', [1.5, ...STATE.slice(1)]],
+      ['a negative', [-1, ...STATE.slice(1)]],
+      ['an object', { result: STATE }],
+      ['an unsafe integer', ['99999999999999999', ...STATE.slice(1)]],
+      ['paused neither 0 nor 1', [7, 3, 2, 50, 10, 4, 2, 5]],
+      ['more admitted in the minute than in five', [7, 3, 0, 50, 10, 4, 6, 5]],
     ])('throws StoreReplyError on %s', async (_label, reply) => {
       const store = newStore(replying(reply));
       await expect(store.poll(randomQueue(), at(P), OFF)).rejects.toBeInstanceOf(StoreReplyError);
       await expect(store.peek(randomQueue())).rejects.toMatchObject({ code: 'ERR_STORE_REPLY' });
+    });
+
+    it.each<[string, unknown]>([
+      ['claimed 2', [...STATE, 7, 2]],
+      ['claimed missing', [...STATE, 7]],
+      ['a ticket other than the tail', [...STATE, 6, 1]],
+    ])('throws StoreReplyError on a join reply with %s', async (_label, reply) => {
+      await expect(newStore(replying(reply)).join(randomQueue(), at(P), OFF)).rejects.toBeInstanceOf(StoreReplyError);
+    });
+
+    it('throws StoreReplyError on a touch or leave reply that is not 0 or 1', async () => {
+      await expect(newStore(replying([2])).touch(randomQueue(), 1, T0, cap(1, 0), T0)).rejects.toBeInstanceOf(StoreReplyError);
+      await expect(newStore(replying([1, 1])).leave(randomQueue(), 1, T0, cap(1, 0), 0)).rejects.toBeInstanceOf(StoreReplyError);
     });
   });
 

@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 
 // Templates are imported as text, as esbuild's `text` loader does for the wasm and Node bundles.
 // They resolve to a private id first, so Vite's own CSS handling never sees them.
-const TEXT_EXTENSIONS = /\.(html|css|svg|txt)$/;
+const TEXT_EXTENSIONS = /\.(html|css|svg|txt)$|\/templates\/[^/]+\.js$/;
 const SUFFIX = '.as-text';
 
 export default defineConfig({

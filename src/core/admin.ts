@@ -6,7 +6,7 @@
 import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { formatCount, renderAdminPage } from './pages';
-import type { AdmitResult, Clock, QueueState, QueueStore } from './ports';
+import type { AdmissionPolicy, AdmitResult, Clock, QueueState, QueueStats, QueueStore, RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { signToken, verifyToken } from './tokens';
 
@@ -20,6 +20,7 @@ export interface AdminContext {
   readonly secrets: Readonly<Secrets>;
   readonly store: QueueStore;
   readonly clock: Clock;
+  readonly policy: AdmissionPolicy;
   readonly trace: { decision: string; reason?: string; cursor?: number; tail?: number };
   readonly storeCall: <T>(call: () => Promise<T>) => Promise<StoreOutcome<T>>;
 }
@@ -43,17 +44,68 @@ export function parseAdmitCount(value: unknown): CountResult {
   return { ok: true, count };
 }
 
-function describeState(state: QueueState, config: Readonly<Config>): Record<string, unknown> {
+/** The queue's figures as the admin API answers them (the stats fields the issue names). */
+function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' | 'avgWaitSeconds'>>, config: Readonly<Config>): Record<string, unknown> {
+  const capacity = state.maxActive > 0 || state.maxNewPerMinute > 0;
   return {
     queue: config.queueName,
+    mode: capacity ? 'capacity' : 'rate',
+    paused: state.paused,
     tail: state.tail,
     cursor: state.cursor,
+    queue_length: Math.max(0, state.tail - state.cursor),
     waiting: Math.max(0, state.tail - state.cursor),
+    active_sessions: state.active,
+    max_sessions: state.maxActive,
+    max_new_per_minute: state.maxNewPerMinute,
+    admitted_last_minute: state.admittedLastMinute,
+    admitted_last_5_minutes: state.admittedLast5Minutes,
+    ...(state.reserved !== undefined && { reserved: state.reserved }),
+    ...(state.avgWaitSeconds !== undefined && { avg_wait_seconds: state.avgWaitSeconds }),
     admit_per_period: config.admitPerPeriod,
     admit_period_seconds: config.admitPeriodSeconds,
     /** Changes reach every POP within this many seconds (the per-POP cache lifetime). */
     propagation_seconds: config.stateCacheSeconds,
   };
+}
+
+/** The most a threshold may be set to at runtime: larger numbers are typos, not intentions. */
+export const MAX_THRESHOLD = 10_000_000;
+
+export type ControlResult = { readonly ok: true; readonly change: RuntimeControl } | { readonly ok: false; readonly error: string };
+
+/**
+ * Validates runtime controls from JSON (`{"paused": true, "max_active": 500}`) or a form
+ * (`paused=true`, `max_active=500`, `max_active=default`). `null`/`default` returns a threshold to
+ * its configured value. Any bad field refuses the whole change.
+ */
+export function parseControl(input: Readonly<Record<string, unknown>>): ControlResult {
+  const keys = Object.keys(input);
+  if (keys.length === 0) return { ok: false, error: 'give at least one of paused, max_active, max_new_per_minute' };
+  const change: { paused?: boolean; maxActive?: number | null; maxNewPerMinute?: number | null } = {};
+  for (const key of keys) {
+    const value = input[key];
+    if (key === 'paused') {
+      if (value === true || value === 'true') change.paused = true;
+      else if (value === false || value === 'false') change.paused = false;
+      else return { ok: false, error: `paused must be true or false, got ${JSON.stringify(value)?.slice(0, 40)}` };
+      continue;
+    }
+    if (key !== 'max_active' && key !== 'max_new_per_minute') {
+      return { ok: false, error: `unknown control ${JSON.stringify(key).slice(0, 60)}: use paused, max_active or max_new_per_minute` };
+    }
+    let parsed: number | null;
+    if (value === null || value === 'default') parsed = null;
+    else if (typeof value === 'number' && Number.isInteger(value)) parsed = value;
+    else if (typeof value === 'string' && /^\s*[0-9]+\s*$/.test(value)) parsed = Number(value.trim());
+    else return { ok: false, error: `${key} must be a whole number, or null for the configured value; got ${JSON.stringify(value)?.slice(0, 40)}` };
+    if (parsed !== null && (parsed < 0 || parsed > MAX_THRESHOLD)) {
+      return { ok: false, error: `${key} must be between 0 (no limit) and ${MAX_THRESHOLD}, got ${parsed}` };
+    }
+    if (key === 'max_active') change.maxActive = parsed;
+    else change.maxNewPerMinute = parsed;
+  }
+  return { ok: true, change };
 }
 
 const ADMIN_PAGE_HEADERS = {
@@ -71,10 +123,16 @@ export async function handleAdminRoute(request: Request, rest: string, ctx: Admi
     case 'admin':
       return withBasicAuth(request, ctx, () => (request.method === 'GET' ? adminPage(request, ctx) : methodNotAllowed('GET')));
     case 'admin/state':
+    case 'admin/stats':
     case 'api/state':
-      return (rest === 'api/state' ? withBearer : withBasicAuth)(request, ctx, () =>
+    case 'api/stats':
+      return (rest.startsWith('api/') ? withBearer : withBasicAuth)(request, ctx, () =>
         request.method === 'GET' ? stateJson(ctx) : methodNotAllowed('GET'),
       );
+    case 'admin/control':
+      return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formControl(request, ctx) : methodNotAllowed('POST')));
+    case 'api/control':
+      return withBearer(request, ctx, () => (request.method === 'POST' ? apiControl(request, ctx) : methodNotAllowed('POST')));
     case 'admin/admit':
       return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formAdmit(request, ctx) : methodNotAllowed('POST')));
     case 'api/admit':
@@ -120,30 +178,35 @@ async function withBearer(request: Request, ctx: AdminContext, next: () => Respo
 }
 
 async function stateJson(ctx: AdminContext): Promise<Response> {
-  const outcome = await ctx.storeCall(() => ctx.store.peek(ctx.config.queueName));
+  const outcome = await ctx.storeCall(() => ctx.store.stats(ctx.config.queueName, ctx.clock.now(), ctx.policy));
   if (!outcome.ok) return errorResponse(503, `the queue store is unavailable (${outcome.reason}); nothing changed`);
   return jsonResponse(200, describeState(outcome.value, ctx.config));
 }
 
 async function adminPage(request: Request, ctx: AdminContext): Promise<Response> {
-  const outcome = await ctx.storeCall(() => ctx.store.peek(ctx.config.queueName));
-  if (!outcome.ok) return errorResponse(503, `the queue store is unavailable (${outcome.reason})`);
   const nowMs = ctx.clock.now();
+  const outcome = await ctx.storeCall(() => ctx.store.stats(ctx.config.queueName, nowMs, ctx.policy));
+  if (!outcome.ok) return errorResponse(503, `the queue store is unavailable (${outcome.reason})`);
   const iat = Math.floor(nowMs / 1000);
   const csrf = await signToken(ctx.secrets.keyRing, { q: ctx.config.queueName, k: 'c', t: 0, iat, exp: iat + CSRF_LIFETIME_SECONDS });
-  const admitted = new URL(request.url).searchParams.get('admitted');
-  const notice = admitted !== null && /^[0-9]{1,7}$/.test(admitted) ? `Let ${formatCount(Number(admitted))} ${admitted === '1' ? 'visitor' : 'visitors'} in.` : '';
+  const done = new URL(request.url).searchParams.get('done') ?? '';
   const { config } = ctx;
+  const stats = outcome.value;
+  const capacity = stats.maxActive > 0 || stats.maxNewPerMinute > 0;
   const html = renderAdminPage({
     queue: config.queueName,
-    tail: outcome.value.tail,
-    cursor: outcome.value.cursor,
-    autoText: config.admitPerPeriod > 0 ? `${config.admitPerPeriod} every ${config.admitPeriodSeconds} s` : 'off',
+    stats,
+    modeText: capacity
+      ? `capacity: ${stats.maxActive > 0 ? `${formatCount(stats.maxActive)} at once` : 'no limit at once'}, ${stats.maxNewPerMinute > 0 ? `${formatCount(stats.maxNewPerMinute)} new a minute` : 'no limit a minute'}`
+      : config.admitPerPeriod > 0
+        ? `rate: ${formatCount(config.admitPerPeriod)} every ${config.admitPeriodSeconds} s`
+        : 'by hand (admin and origin)',
     csrf,
-    admitAction: `${config.pathPrefix}admin/admit`,
+    actionPrefix: `${config.pathPrefix}admin/`,
     assetPrefix: `${config.pathPrefix}assets/`,
     maxAdmit: MAX_ADMIT_COUNT,
-    notice,
+    // Only our own short notices come back this way; anything else is not shown.
+    notice: done.length <= 200 && /^[A-Za-z0-9 .,()]*$/.test(done) ? done : '',
     asOf: new Date(nowMs).toISOString().replace('T', ' ').slice(0, 19) + ' UTC',
     propagationSeconds: config.stateCacheSeconds,
   });
@@ -170,7 +233,8 @@ function isCrossSite(request: Request): boolean {
   }
 }
 
-async function formAdmit(request: Request, ctx: AdminContext): Promise<Response> {
+/** Checks an admin form post (same site, small, carrying our anti-forgery token) and reads it. */
+async function readAdminForm(request: Request, ctx: AdminContext): Promise<URLSearchParams | Response> {
   if (isCrossSite(request)) {
     ctx.trace.reason = 'csrf_cross_site';
     return errorResponse(403, 'cross-site request refused; use the admin page');
@@ -184,19 +248,86 @@ async function formAdmit(request: Request, ctx: AdminContext): Promise<Response>
     ctx.trace.reason = 'csrf_token';
     return errorResponse(403, 'the form has expired or did not come from the admin page; reload the page and try again');
   }
+  form.delete('csrf');
+  return form;
+}
+
+/** A browser gets the page back with a notice; a program gets JSON. */
+function answerForm(request: Request, ctx: AdminContext, notice: string, json: Record<string, unknown>): Response {
+  if ((request.headers.get('accept') ?? '').includes('text/html')) {
+    return new Response(null, {
+      status: 303,
+      headers: { location: `${ctx.config.pathPrefix}admin?done=${encodeURIComponent(notice)}`, 'cache-control': 'no-store' },
+    });
+  }
+  return jsonResponse(200, json);
+}
+
+async function formAdmit(request: Request, ctx: AdminContext): Promise<Response> {
+  const form = await readAdminForm(request, ctx);
+  if (form instanceof Response) return form;
   const counts = form.getAll('count');
   if (counts.length > 1) return errorResponse(400, 'count is given more than once');
   const parsed = parseAdmitCount(counts[0]);
   if (!parsed.ok) return errorResponse(400, parsed.error);
   const result = await admit(ctx, parsed.count);
   if (result instanceof Response) return result;
-  if ((request.headers.get('accept') ?? '').includes('text/html')) {
-    return new Response(null, {
-      status: 303,
-      headers: { location: `${ctx.config.pathPrefix}admin?admitted=${result.admitted}`, 'cache-control': 'no-store' },
-    });
+  const notice = `Let ${formatCount(result.admitted)} ${result.admitted === 1 ? 'visitor' : 'visitors'} in.`;
+  return answerForm(request, ctx, notice, { admitted: result.admitted, ...describeState(result, ctx.config) });
+}
+
+async function formControl(request: Request, ctx: AdminContext): Promise<Response> {
+  const form = await readAdminForm(request, ctx);
+  if (form instanceof Response) return form;
+  const fields: Record<string, string> = {};
+  for (const [key, value] of form) {
+    if (key in fields) return errorResponse(400, `${key} is given more than once`);
+    // An empty capacity field in the form means "leave it as it is".
+    if (value.trim() !== '') fields[key] = value;
   }
-  return jsonResponse(200, { admitted: result.admitted, ...describeState(result, ctx.config) });
+  const parsed = parseControl(fields);
+  if (!parsed.ok) return errorResponse(400, parsed.error);
+  const result = await control(ctx, parsed.change);
+  if (result instanceof Response) return result;
+  return answerForm(request, ctx, describeChange(parsed.change), { changed: describeChange(parsed.change), ...describeState(result, ctx.config) });
+}
+
+async function apiControl(request: Request, ctx: AdminContext): Promise<Response> {
+  const body = await readSmallBody(request, MAX_FORM_BYTES);
+  if (!body.ok) return body.response;
+  let input: unknown;
+  try {
+    input = JSON.parse(body.text);
+  } catch {
+    return errorResponse(400, 'body must be JSON like {"paused": true} or {"max_active": 500}');
+  }
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    return errorResponse(400, 'body must be a JSON object like {"paused": true} or {"max_active": 500}');
+  }
+  const parsed = parseControl(input as Record<string, unknown>);
+  if (!parsed.ok) return errorResponse(400, parsed.error);
+  const result = await control(ctx, parsed.change);
+  if (result instanceof Response) return result;
+  return jsonResponse(200, { changed: describeChange(parsed.change), ...describeState(result, ctx.config) });
+}
+
+function describeChange(change: RuntimeControl): string {
+  const parts: string[] = [];
+  if (change.paused !== undefined) parts.push(change.paused ? 'Admission paused.' : 'Admission resumed.');
+  const limit = (name: string, value: number | null | undefined) => {
+    if (value === undefined) return;
+    parts.push(value === null ? `${name} back to the configured value.` : `${name} set to ${value === 0 ? 'no limit' : formatCount(value)}.`);
+  };
+  limit('Capacity (active visitors)', change.maxActive);
+  limit('New visitors per minute', change.maxNewPerMinute);
+  return parts.join(' ');
+}
+
+async function control(ctx: AdminContext, change: RuntimeControl): Promise<QueueState | Response> {
+  const outcome = await ctx.storeCall(() => ctx.store.control(ctx.config.queueName, change, ctx.clock.now(), ctx.policy));
+  if (!outcome.ok) return errorResponse(503, `the queue store did not confirm the change (${outcome.reason}); check the state before retrying`);
+  ctx.trace.reason = `control ${describeChange(change)}`;
+  return outcome.value;
 }
 
 async function apiAdmit(request: Request, ctx: AdminContext): Promise<Response> {
@@ -226,7 +357,7 @@ async function apiAdmit(request: Request, ctx: AdminContext): Promise<Response> 
 }
 
 async function admit(ctx: AdminContext, count: number): Promise<AdmitResult | Response> {
-  const outcome = await ctx.storeCall(() => ctx.store.admit(ctx.config.queueName, count));
+  const outcome = await ctx.storeCall(() => ctx.store.admit(ctx.config.queueName, count, ctx.clock.now(), ctx.policy));
   if (!outcome.ok) return errorResponse(503, `the queue store did not confirm the admit (${outcome.reason}); check the state before retrying`);
   ctx.trace.cursor = outcome.value.cursor;
   ctx.trace.tail = outcome.value.tail;

@@ -42,10 +42,45 @@ export interface Config {
    */
   readonly cookieName: string;
   /**
-   * How long an admitted visitor keeps access without activity, in seconds.
-   * @default 1800
+   * How long an admitted visitor keeps access (and, in capacity mode, a slot) after their last
+   * activity, in seconds: the inactivity timeout. Activity slides it.
+   * @default 300
    */
   readonly sessionSeconds: number;
+  /**
+   * Longest session from admission whatever the activity, in seconds; 0 = no maximum.
+   * @default 0
+   */
+  readonly sessionMaxSeconds: number;
+  /**
+   * Capacity mode: a slot is refreshed in the store at most this often per visitor, by requests
+   * through the edge or by the heartbeat script; the time of the last refresh rides in the cookie.
+   * @default 30
+   */
+  readonly activityRefreshSeconds: number;
+  /**
+   * Capacity mode: when a tab goes away (the heartbeat script's beacon), its slot lapses after this
+   * grace unless the visitor's next page touches it (navigation also hides a page).
+   * @default 10
+   */
+  readonly leaveGraceSeconds: number;
+  /**
+   * Most admitted visitors holding a slot at once; 0 = no limit. With this or `max_new_per_minute`
+   * above 0 the queue runs in capacity mode (and `admit_per_period` is not used).
+   * @default 0
+   */
+  readonly maxActive: number;
+  /**
+   * Most visitors admitted in any 60-second window; 0 = no limit.
+   * @default 0
+   */
+  readonly maxNewPerMinute: number;
+  /**
+   * Response header by which the origin ends the visitor's session (frees the slot at once); it
+   * is removed before the response reaches the visitor.
+   * @default "x-waiting-room-end-session"
+   */
+  readonly endSessionHeader: string;
   /**
    * How long a waiting ticket stays valid without a poll, in seconds. A visitor who stops polling
    * for longer loses the place.
@@ -153,6 +188,12 @@ export const CONFIG_KEYS = [
   'bypass_ips',
   'cookie_name',
   'session_seconds',
+  'session_max_seconds',
+  'activity_refresh_seconds',
+  'leave_grace_seconds',
+  'max_active',
+  'max_new_per_minute',
+  'end_session_header',
   'queue_timeout_seconds',
   'refresh_seconds',
   'state_cache_seconds',
@@ -246,7 +287,15 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     cookieName: r.string('cookie_name', 'waiting_room', (v) =>
       COOKIE_NAME_PATTERN.test(v) ? undefined : 'must be 1-64 of A-Z, a-z, 0-9, _ and -',
     ),
-    sessionSeconds: r.integer('session_seconds', 1800, 60, 7 * DAY),
+    sessionSeconds: r.integer('session_seconds', 300, 30, 7 * DAY),
+    sessionMaxSeconds: r.integer('session_max_seconds', 0, 0, 7 * DAY),
+    activityRefreshSeconds: r.integer('activity_refresh_seconds', 30, 5, 3600),
+    leaveGraceSeconds: r.integer('leave_grace_seconds', 10, 0, 600),
+    maxActive: r.integer('max_active', 0, 0, 10_000_000),
+    maxNewPerMinute: r.integer('max_new_per_minute', 0, 0, 10_000_000),
+    endSessionHeader: r.string('end_session_header', 'x-waiting-room-end-session', (v) =>
+      /^[a-z0-9-]{1,64}$/.test(v) ? undefined : 'must be a lower-case header name (a-z, 0-9, -)',
+    ),
     queueTimeoutSeconds: r.integer('queue_timeout_seconds', 600, 30, DAY),
     refreshSeconds: r.integer('refresh_seconds', 20, 1, 600),
     stateCacheSeconds: r.integer('state_cache_seconds', 1, 0, 60),
@@ -272,6 +321,21 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     r.problems.push({
       key: 'queue_timeout_seconds',
       message: `must be at least 3 × refresh_seconds (${config.refreshSeconds * 3})`,
+    });
+  }
+  if (config.activityRefreshSeconds * 2 > config.sessionSeconds) {
+    r.problems.push({
+      key: 'activity_refresh_seconds',
+      message: `must be at most half of session_seconds (${Math.floor(config.sessionSeconds / 2)}), or a slot lapses between refreshes`,
+    });
+  }
+  if (config.sessionMaxSeconds !== 0 && config.sessionMaxSeconds < config.sessionSeconds) {
+    r.problems.push({ key: 'session_max_seconds', message: 'must be 0 (no maximum) or at least session_seconds' });
+  }
+  if ((config.maxActive > 0 || config.maxNewPerMinute > 0) && config.admitPerPeriod > 0) {
+    r.problems.push({
+      key: 'admit_per_period',
+      message: 'must be 0 when max_active or max_new_per_minute is set: the thresholds decide admission in capacity mode',
     });
   }
   if (r.problems.length > 0) throw new ConfigError(r.problems);

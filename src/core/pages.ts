@@ -5,7 +5,10 @@
 import ADMIN_HTML from '../../templates/admin.html';
 import HOLDING_HTML from '../../templates/holding.html';
 import LOGO_SVG from '../../templates/logo.svg';
+import SESSION_JS from '../../templates/session.js';
 import STYLE_CSS from '../../templates/style.css';
+import { formatDuration } from './estimate';
+import type { QueueStats } from './ports';
 
 export interface Asset {
   readonly body: string;
@@ -16,6 +19,7 @@ export interface Asset {
 export const ASSETS: ReadonlyMap<string, Asset> = new Map([
   ['style.css', { body: STYLE_CSS, contentType: 'text/css; charset=utf-8' }],
   ['logo.svg', { body: LOGO_SVG, contentType: 'image/svg+xml' }],
+  ['session.js', { body: SESSION_JS, contentType: 'text/javascript; charset=utf-8' }],
 ]);
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
@@ -45,6 +49,8 @@ export interface HoldingView {
   readonly ticket: number | undefined;
   /** Visitors ahead; undefined when the store could not be asked. */
   readonly ahead: number | undefined;
+  /** The estimated wait in words (empty when there is none to give). */
+  readonly estimate: string;
   readonly refreshSeconds: number;
   readonly assetPrefix: string;
 }
@@ -66,6 +72,7 @@ export function renderHoldingPage(view: HoldingView): string {
         : ahead === 1
           ? '1 person is ahead of you.'
           : `${formatCount(ahead)} people are ahead of you.`,
+    estimate: view.estimate,
     note: 'Keep this page open: it refreshes by itself and takes you to the site when it is your turn.',
     ticket: view.ticket === undefined ? 'pending' : `#${formatCount(view.ticket)}`,
   });
@@ -73,11 +80,11 @@ export function renderHoldingPage(view: HoldingView): string {
 
 export interface AdminView {
   readonly queue: string;
-  readonly tail: number;
-  readonly cursor: number;
-  readonly autoText: string;
+  readonly stats: QueueStats;
+  readonly modeText: string;
   readonly csrf: string;
-  readonly admitAction: string;
+  /** Where the forms post: `<prefix>admin/`. */
+  readonly actionPrefix: string;
   readonly assetPrefix: string;
   readonly maxAdmit: number;
   readonly notice: string;
@@ -87,15 +94,24 @@ export interface AdminView {
 }
 
 export function renderAdminPage(view: AdminView): string {
+  const { stats } = view;
   return renderTemplate(ADMIN_HTML, {
     queue: view.queue,
     notice: view.notice,
-    waiting: formatCount(Math.max(0, view.tail - view.cursor)),
-    tail: formatCount(view.tail),
-    cursor: formatCount(view.cursor),
-    auto: view.autoText,
+    waiting: formatCount(Math.max(0, stats.tail - stats.cursor)),
+    active: stats.maxActive > 0 ? `${formatCount(stats.active)} of ${formatCount(stats.maxActive)}` : formatCount(stats.active),
+    admitted_last_minute: formatCount(stats.admittedLastMinute),
+    avg_wait: stats.avgWaitSeconds === null ? '–' : formatDuration(stats.avgWaitSeconds),
+    tail: formatCount(stats.tail),
+    cursor: formatCount(stats.cursor),
+    state: stats.paused ? 'paused' : 'running',
+    mode: view.modeText,
+    pause_value: stats.paused ? 'false' : 'true',
+    pause_label: stats.paused ? 'Resume admission' : 'Pause admission',
+    max_active: stats.maxActive === 0 ? 'no limit' : String(stats.maxActive),
+    max_new_per_minute: stats.maxNewPerMinute === 0 ? 'no limit' : String(stats.maxNewPerMinute),
     csrf: view.csrf,
-    admit_action: view.admitAction,
+    action_prefix: view.actionPrefix,
     asset_prefix: view.assetPrefix,
     max_admit: view.maxAdmit,
     as_of: view.asOf,

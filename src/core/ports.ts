@@ -3,17 +3,18 @@
  * Node host each implement them; tests implement them to inject faults and time.
  */
 
-/** What the store knows about one queue. Ticket `t` may enter once `t <= cursor`. */
-export interface QueueState {
-  /** The last ticket handed out (0 before the first visitor). */
-  readonly tail: number;
-  /** The highest ticket let in (0 before anyone is let in). */
-  readonly cursor: number;
+/** Admission thresholds; 0 means no limit. */
+export interface Thresholds {
+  /** Most admitted visitors holding a slot at once (active sessions plus called tickets' reservations). */
+  readonly maxActive: number;
+  /** Most visitors admitted in any 60-second window. */
+  readonly maxNewPerMinute: number;
 }
 
 /**
- * Automatic admission: the first request of each period moves the cursor by `count`, but never
- * further than `count` past the tail, so quiet periods do not bank admissions.
+ * Automatic admission by period (the rate mode, used while no threshold is in effect): the first
+ * request of each period moves the cursor by `count`, but never further than `count` past the
+ * tail, so quiet periods do not bank admissions.
  */
 export interface AutoAdmission {
   /** Visitors let in per period; 0 turns automatic admission off. */
@@ -22,9 +23,46 @@ export interface AutoAdmission {
   readonly periodMs: number;
 }
 
+/** Everything a store script needs to decide admissions; configured values, overridable at runtime. */
+export interface AdmissionPolicy {
+  readonly auto: AutoAdmission;
+  /** Configured thresholds; runtime overrides kept in the store take precedence. */
+  readonly thresholds: Thresholds;
+  /** A slot lives this long after its holder's last activity (sliding), ms. */
+  readonly sessionMs: number;
+  /** A called ticket's reserved slot waits this long for its holder, ms. */
+  readonly reservationMs: number;
+}
+
+/** What the store knows about one queue. Ticket `t` is called once `t <= cursor`. */
+export interface QueueState {
+  /** The last ticket handed out (0 before the first visitor). */
+  readonly tail: number;
+  /** The highest ticket called (0 before anyone is called). */
+  readonly cursor: number;
+  /** Admission paused by the operator: nobody new is called (explicit admits still work). */
+  readonly paused: boolean;
+  /** Thresholds in effect: runtime overrides, else the configured ones. Capacity mode when either is > 0. */
+  readonly maxActive: number;
+  readonly maxNewPerMinute: number;
+  /** Slots held: active sessions plus reservations of called tickets not yet claimed. */
+  readonly active: number;
+  /** Visitors admitted (called) in the last 60 s. */
+  readonly admittedLastMinute: number;
+  /** Visitors admitted in the last 300 s: the measured admission rate. */
+  readonly admittedLast5Minutes: number;
+}
+
 export interface JoinResult extends QueueState {
   /** The ticket just taken: unique and contiguous across all callers. */
   readonly ticket: number;
+  /** Capacity mode only: the ticket was called and its slot claimed in the same call (a walk-in). */
+  readonly claimed: boolean;
+}
+
+export interface ClaimResult extends QueueState {
+  /** The slot is now the ticket's (its reservation was claimed, or there was room). */
+  readonly claimed: boolean;
 }
 
 export interface AdmitResult extends QueueState {
@@ -32,19 +70,49 @@ export interface AdmitResult extends QueueState {
   readonly admitted: number;
 }
 
+/** Runtime controls kept in the store. `null` returns a threshold to its configured value. */
+export interface RuntimeControl {
+  readonly paused?: boolean;
+  readonly maxActive?: number | null;
+  readonly maxNewPerMinute?: number | null;
+}
+
+export interface QueueStats extends QueueState {
+  /** Reservations of called tickets still waiting for their holders (included in `active`). */
+  readonly reserved: number;
+  /** Mean wait from ticket to claimed slot over the last 300 s; null when nobody was measured. */
+  readonly avgWaitSeconds: number | null;
+}
+
 /**
  * The queue's shared state. Every method is one round trip and atomic in the store. Methods throw
  * when the store fails; the core turns that into a decision (see `store_failure`).
  */
 export interface QueueStore {
-  /** Take the next ticket (atomic increment of the tail) and run automatic admission. */
-  join(queue: string, nowMs: number, auto: AutoAdmission): Promise<JoinResult>;
-  /** Read tail and cursor and run automatic admission. */
-  poll(queue: string, nowMs: number, auto: AutoAdmission): Promise<QueueState>;
-  /** Let up to `count` waiting visitors in: the cursor moves by `count` but not past the tail. */
-  admit(queue: string, count: number): Promise<AdmitResult>;
+  /** Take the next ticket and run admission; in capacity mode a walk-in claims its slot in the same call. */
+  join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult>;
+  /** Run admission (expire lapsed slots, call tickets into free room, or the period step) and read the state. */
+  poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
+  /**
+   * Capacity mode: a called ticket takes its slot for `sessionMs`. Claims its reservation, or, when
+   * the reservation lapsed, takes free room within the thresholds. `waitedMs` feeds the average wait.
+   */
+  claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<ClaimResult>;
+  /** Capacity mode: renew a held slot to `nowMs + sessionMs`, capped at `untilMs`; false when it is gone. */
+  touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number): Promise<boolean>;
+  /**
+   * Capacity mode: the holder leaves. `graceMs` 0 frees the slot at once (and calls the next ticket
+   * into it); > 0 lets it lapse after the grace unless touched (a tab that may just be navigating).
+   */
+  leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number): Promise<boolean>;
+  /** Let up to `count` waiting visitors in (the operator's or origin's explicit decision), never past the tail. */
+  admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy): Promise<AdmitResult>;
+  /** Change runtime controls; they act at once and read back with the state. */
+  control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
+  /** Read the figures without changing anything. */
+  stats(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueStats>;
   /** Read tail and cursor without side effects. */
-  peek(queue: string): Promise<QueueState>;
+  peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>>;
 }
 
 /**

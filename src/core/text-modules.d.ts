@@ -11,3 +11,7 @@ declare module '*.svg' {
   const text: string;
   export default text;
 }
+declare module '*/templates/session.js' {
+  const text: string;
+  export default text;
+}

@@ -16,6 +16,13 @@ const bin = outIndex > 0 ? resolve(process.argv[outIndex + 1] ?? 'bin') : resolv
 mkdirSync(bin, { recursive: true });
 
 const textLoaders = { '.html': 'text', '.css': 'text', '.svg': 'text' };
+// Scripts under templates/ are served to browsers, not bundled: load them as text too.
+const templateScripts = {
+  name: 'template-scripts-as-text',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]templates[\\/][^\\/]+\.js$/ }, async (args) => ({ contents: readFileSync(args.path, 'utf8'), loader: 'text' }));
+  },
+};
 
 async function buildNode() {
   const entries = {
@@ -37,6 +44,7 @@ async function buildNode() {
       target: 'node20',
       packages: 'external',
       loader: textLoaders,
+      plugins: [templateScripts],
       sourcemap: 'inline',
       logLevel: 'warning',
     });
@@ -56,6 +64,7 @@ async function bundleForEngine(entry, outfile) {
     target: 'es2022',
     external: ['fastly:*'],
     loader: textLoaders,
+    plugins: [templateScripts],
     logLevel: 'warning',
   });
 }

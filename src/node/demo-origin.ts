@@ -72,6 +72,13 @@ export async function startDemoOrigin(options: { port?: number; host?: string } 
       res.end(release ? 'released' : 'nothing held');
       return;
     }
+    if (url.pathname === '/checkout/done') {
+      // After checkout the origin ends the visitor's session, freeing the slot for the next one.
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/plain', 'x-origin': 'demo', 'x-waiting-room-end-session': '1' });
+      res.end('thank you for your order');
+      return;
+    }
     if (url.pathname === '/set-cookie') {
       res.writeHead(200, [
         ['x-origin', 'demo'],

@@ -102,6 +102,7 @@ function configFailure(request: Request, error: ConfigError, logger: LogPort): R
     message: 'We are letting visitors in a few at a time.',
     ticket: undefined,
     ahead: undefined,
+    estimate: '',
     refreshSeconds: 30,
     assetPrefix: `${DEFAULT_PREFIX}assets/`,
   });

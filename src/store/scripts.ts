@@ -4,25 +4,50 @@
  * too, so both stores accept and reject exactly the same input.
  *
  * Key layout, per queue (the `{queue}` hash tag keeps a queue's keys in one slot on a cluster):
- *   `${prefix}:{${queue}}:tail`    last ticket handed out (absent = 0)
- *   `${prefix}:{${queue}}:cursor`  highest ticket let in (absent = 0)
- *   `${prefix}:{${queue}}:period`  start, in ms since the epoch, of the last period whose automatic
- *                                  admission ran (absent = never). A start time rather than a period
- *                                  index, so that changing `periodMs` cannot make the stored value
- *                                  look far in the future and stall admission for a long time.
+ *   `${prefix}:{${queue}}:tail`     last ticket handed out (absent = 0)
+ *   `${prefix}:{${queue}}:cursor`   highest ticket called (absent = 0)
+ *   `${prefix}:{${queue}}:period`   rate mode: start, in ms since the epoch, of the last period whose
+ *                                   automatic admission ran (absent = never). A start time rather
+ *                                   than a period index, so that changing `periodMs` cannot make the
+ *                                   stored value look far in the future and stall admission.
+ *   `${prefix}:{${queue}}:active`   capacity mode: ZSET ticket → slot expiry (ms). A slot is live
+ *                                   while its expiry is > now.
+ *   `${prefix}:{${queue}}:reserved` capacity mode: ZSET ticket → reservation expiry (ms): a called
+ *                                   ticket's slot, held for its holder for `reservationMs`.
+ *   `${prefix}:{${queue}}:admits`   ZSET member → admission time (ms), kept 300 s: the sliding-minute
+ *                                   limit and the measured rate. Members: `<ticket>` for a ticket
+ *                                   called (reserved, or walked in under rate mode) — removed again
+ *                                   when its reservation lapses unclaimed, which gives the per-minute
+ *                                   budget back; `<ticket>@<now>[#k]` for a slot taken directly
+ *                                   (a late claim after the reservation lapsed, or a returning
+ *                                   holder), unique so that two admissions never collapse into one.
+ *   `${prefix}:{${queue}}:batches`  rate mode: ZSET `<from>-<to>` → time (ms), kept 300 s: the range
+ *                                   of existing tickets one period step or explicit admit called,
+ *                                   counted by its size (one entry per period, not per visitor).
+ *   `${prefix}:{${queue}}:waits`    ZSET `<ticket>:<waitedMs>` → time (ms), kept 300 s: how long
+ *                                   each claimed slot's holder waited, for the average wait.
+ *   `${prefix}:{${queue}}:ctl`      HASH of runtime controls: `paused` ("1" or absent),
+ *                                   `max_active`, `max_new_per_minute` (overrides; absent = the
+ *                                   configured value).
+ *
+ * Modes: capacity mode while the effective `maxActive > 0 || maxNewPerMinute > 0`, else rate mode
+ * (the period step, exactly as before thresholds existed). Figures are counted by score (a slot or
+ * reservation whose expiry is <= now is not counted even before a script removes it), so `stats`
+ * needs no writes and every script reports the same numbers.
  *
  * Scripts: every one starts with `#!lua flags=allow-key-locking` (Upstash then locks only the keys in
- * KEYS, so queues do not wait on each other) and therefore touches only keys passed in KEYS. They are
- * deterministic: the time comes in ARGV, nothing reads the clock or a random source. They run in
- * Redis 7's shebang mode, so they declare no `no-writes` flag (most of them write) and return only
- * integers (Lua numbers are truncated to integers on the way out anyway).
+ * KEYS, so queues do not wait on each other) and therefore touches only keys passed in KEYS: they
+ * are bound once to `K_*` locals at the top. They are deterministic: the time comes in ARGV, nothing
+ * reads the clock or a random source. They run in Redis 7's shebang mode, so they declare no
+ * `no-writes` flag and return only flat integer arrays (Lua numbers are truncated to integers on the
+ * way out anyway).
  *
  * The SHA-1 of each script is pinned as a literal so that EVALSHA needs no hashing at the edge; a
  * test asserts each pin equals both node:crypto's SHA-1 and `SCRIPT LOAD`. If you edit a script,
  * recompute its pin (`sha1(text)`) and update the literal: the contract test will tell you.
  */
 
-import type { AutoAdmission } from '../core/ports';
+import type { AdmissionPolicy, RuntimeControl } from '../core/ports';
 
 /** @default key prefix for every store key. */
 export const DEFAULT_KEY_PREFIX = 'wr';
@@ -32,6 +57,12 @@ export const QUEUE_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 
 /** Key prefixes the stores accept: no braces (they would move the hash tag), no spaces. */
 export const KEY_PREFIX_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+/** The sliding window of `maxNewPerMinute` and of `admittedLastMinute`, ms. */
+export const MINUTE_MS = 60_000;
+
+/** How long admissions and waits are kept: the window of `admittedLast5Minutes` and `avgWaitSeconds`, ms. */
+export const KEEP_MS = 300_000;
 
 /** Thrown for input a store refuses; nothing has been changed when it is thrown. */
 export class StoreArgumentError extends RangeError {
@@ -46,6 +77,12 @@ export interface QueueKeys {
   readonly tail: string;
   readonly cursor: string;
   readonly period: string;
+  readonly active: string;
+  readonly reserved: string;
+  readonly admits: string;
+  readonly batches: string;
+  readonly waits: string;
+  readonly ctl: string;
 }
 
 export function assertQueueName(queue: string): void {
@@ -64,41 +101,185 @@ export function buildQueueKeys(prefix: string, queue: string): QueueKeys {
   assertKeyPrefix(prefix);
   assertQueueName(queue);
   const base = `${prefix}:{${queue}}`;
-  return { tail: `${base}:tail`, cursor: `${base}:cursor`, period: `${base}:period` };
+  return {
+    tail: `${base}:tail`,
+    cursor: `${base}:cursor`,
+    period: `${base}:period`,
+    active: `${base}:active`,
+    reserved: `${base}:reserved`,
+    admits: `${base}:admits`,
+    batches: `${base}:batches`,
+    waits: `${base}:waits`,
+    ctl: `${base}:ctl`,
+  };
 }
 
-/** Automatic admission after validation; `periodMs` is only meaningful when `count > 0`. */
-export interface CheckedAuto {
+/** KEYS of every policy script, in the order the Lua binds them to `K_*`. */
+export function policyKeys(keys: QueueKeys): string[] {
+  return [keys.tail, keys.cursor, keys.period, keys.active, keys.reserved, keys.admits, keys.batches, keys.waits, keys.ctl];
+}
+
+/** An admission policy after validation, with the time it applies to. */
+export interface CheckedPolicy {
+  /** Floored to whole ms. */
   readonly nowMs: number;
+  /** Rate mode: visitors per period (0 = off). */
   readonly count: number;
+  /** Rate mode: period length; only meaningful when `count > 0` (0 otherwise). */
   readonly periodMs: number;
+  /** Configured thresholds (runtime overrides live in the store). */
+  readonly maxActive: number;
+  readonly maxNewPerMinute: number;
+  readonly sessionMs: number;
+  readonly reservationMs: number;
 }
 
-/** Validates the inputs of join/poll. `nowMs` may carry a fraction; it is floored. */
-export function checkAuto(nowMs: number, auto: AutoAdmission): CheckedAuto {
-  if (typeof nowMs !== 'number' || !Number.isFinite(nowMs) || nowMs < 0 || nowMs > Number.MAX_SAFE_INTEGER) {
-    throw new StoreArgumentError(`invalid nowMs ${String(nowMs)}: expected a finite time in ms since the epoch`);
+function isSafeCount(value: unknown, min: number): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= min;
+}
+
+function checkTime(name: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || value > Number.MAX_SAFE_INTEGER) {
+    throw new StoreArgumentError(`invalid ${name} ${String(value)}: expected a finite time in ms since the epoch`);
   }
-  const count: unknown = auto?.count;
-  if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) {
+  return Math.floor(value);
+}
+
+/** Validates the time and policy every policy-bound method takes. `nowMs` may carry a fraction; it is floored. */
+export function checkPolicy(nowMs: number, policy: AdmissionPolicy): CheckedPolicy {
+  const now = checkTime('nowMs', nowMs);
+  const count: unknown = policy?.auto?.count;
+  if (!isSafeCount(count, 0)) {
     throw new StoreArgumentError(`invalid auto.count ${String(count)}: expected an integer >= 0`);
   }
-  const periodMs: unknown = auto.periodMs;
-  if (count > 0 && (typeof periodMs !== 'number' || !Number.isSafeInteger(periodMs) || periodMs < 1)) {
+  const periodMs: unknown = policy.auto.periodMs;
+  if (count > 0 && !isSafeCount(periodMs, 1)) {
     throw new StoreArgumentError(`invalid auto.periodMs ${String(periodMs)}: expected an integer >= 1`);
   }
-  return { nowMs: Math.floor(nowMs), count, periodMs: count > 0 ? (periodMs as number) : 0 };
+  const maxActive: unknown = policy.thresholds?.maxActive;
+  if (!isSafeCount(maxActive, 0)) {
+    throw new StoreArgumentError(`invalid thresholds.maxActive ${String(maxActive)}: expected an integer >= 0`);
+  }
+  const maxNewPerMinute: unknown = policy.thresholds.maxNewPerMinute;
+  if (!isSafeCount(maxNewPerMinute, 0)) {
+    throw new StoreArgumentError(`invalid thresholds.maxNewPerMinute ${String(maxNewPerMinute)}: expected an integer >= 0`);
+  }
+  const sessionMs: unknown = policy.sessionMs;
+  if (!isSafeCount(sessionMs, 1)) {
+    throw new StoreArgumentError(`invalid sessionMs ${String(sessionMs)}: expected an integer >= 1`);
+  }
+  const reservationMs: unknown = policy.reservationMs;
+  if (!isSafeCount(reservationMs, 1)) {
+    throw new StoreArgumentError(`invalid reservationMs ${String(reservationMs)}: expected an integer >= 1`);
+  }
+  return {
+    nowMs: now,
+    count,
+    periodMs: count > 0 ? (periodMs as number) : 0,
+    maxActive,
+    maxNewPerMinute,
+    sessionMs,
+    reservationMs,
+  };
+}
+
+export function checkTicket(ticket: number): number {
+  if (!isSafeCount(ticket, 1)) {
+    throw new StoreArgumentError(`invalid ticket ${String(ticket)}: expected an integer >= 1`);
+  }
+  return ticket;
+}
+
+/**
+ * `waitedMs` is a difference of two clocks (the join time in the visitor's token, possibly stamped by
+ * another POP, and now), so a small negative value is clock skew rather than bad input: it counts as
+ * 0. Fractions are floored. Only a non-number, NaN or infinity is refused.
+ */
+export function checkWaitedMs(waitedMs: number): number {
+  if (typeof waitedMs !== 'number' || !Number.isFinite(waitedMs)) {
+    throw new StoreArgumentError(`invalid waitedMs ${String(waitedMs)}: expected a finite number of ms`);
+  }
+  return Math.min(Math.max(0, Math.floor(waitedMs)), Number.MAX_SAFE_INTEGER);
+}
+
+/** `untilMs` caps a renewed slot (the end of the visitor's session); +Infinity means no cap. */
+export function checkUntilMs(untilMs: number): number {
+  if (typeof untilMs !== 'number' || Number.isNaN(untilMs) || untilMs < 0) {
+    throw new StoreArgumentError(`invalid untilMs ${String(untilMs)}: expected a time in ms since the epoch`);
+  }
+  return Math.min(Math.floor(untilMs), Number.MAX_SAFE_INTEGER);
+}
+
+export function checkGraceMs(graceMs: number): number {
+  if (!isSafeCount(graceMs, 0)) {
+    throw new StoreArgumentError(`invalid graceMs ${String(graceMs)}: expected an integer >= 0`);
+  }
+  return graceMs;
 }
 
 export function assertAdmitCount(count: number): void {
-  if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 1) {
+  if (!isSafeCount(count, 1)) {
     throw new StoreArgumentError(`invalid admit count ${String(count)}: expected an integer >= 1`);
   }
 }
 
-/** Start (ms) of the period containing `nowMs`; the same arithmetic as the Lua `period_start`. */
+/** A runtime change after validation: `undefined` leaves a control as it is, `null` removes an override. */
+export interface CheckedControl {
+  readonly paused: boolean | undefined;
+  readonly maxActive: number | null | undefined;
+  readonly maxNewPerMinute: number | null | undefined;
+}
+
+const CONTROL_FIELDS = new Set(['paused', 'maxActive', 'maxNewPerMinute']);
+
+/**
+ * Validates a runtime change before anything is written. Unknown fields are refused rather than
+ * ignored: a misspelt `maxactive` must not look like it was applied.
+ */
+export function checkControl(change: RuntimeControl): CheckedControl {
+  if (typeof change !== 'object' || change === null || Array.isArray(change)) {
+    throw new StoreArgumentError('invalid control change: expected an object');
+  }
+  for (const field of Object.keys(change)) {
+    if (!CONTROL_FIELDS.has(field)) {
+      throw new StoreArgumentError(`invalid control field ${JSON.stringify(field)}: expected paused, maxActive or maxNewPerMinute`);
+    }
+  }
+  const { paused, maxActive, maxNewPerMinute } = change;
+  if (paused !== undefined && typeof paused !== 'boolean') {
+    throw new StoreArgumentError(`invalid paused ${String(paused)}: expected true or false`);
+  }
+  for (const [name, value] of [['maxActive', maxActive], ['maxNewPerMinute', maxNewPerMinute]] as const) {
+    if (value !== undefined && value !== null && !isSafeCount(value, 0)) {
+      throw new StoreArgumentError(`invalid ${name} ${String(value)}: expected an integer >= 0, or null for the configured value`);
+    }
+  }
+  return { paused, maxActive, maxNewPerMinute };
+}
+
+/** Start (ms) of the period containing `nowMs`; the same arithmetic as the Lua `auto_admit`. */
 export function periodStart(nowMs: number, periodMs: number): number {
   return Math.floor(nowMs / periodMs) * periodMs;
+}
+
+/**
+ * ARGV 1..7 of every policy script, as strings so no JSON number formatting (exponents, fractions)
+ * reaches Lua: now, auto count, period ms, configured max active, configured max new per minute,
+ * session ms, reservation ms.
+ */
+export function policyArgv(p: CheckedPolicy): string[] {
+  return [p.nowMs, p.count, p.periodMs, p.maxActive, p.maxNewPerMinute, p.sessionMs, p.reservationMs].map(String);
+}
+
+/** ARGV 8..10 of the control script: '' = leave as it is, 'del' = back to configured / unpause. */
+export function controlArgv(c: CheckedControl): string[] {
+  const threshold = (v: number | null | undefined): string => (v === undefined ? '' : v === null ? 'del' : String(v));
+  return [c.paused === undefined ? '' : c.paused ? '1' : '0', threshold(c.maxActive), threshold(c.maxNewPerMinute)];
+}
+
+/** The mean wait, in seconds with one decimal, from the sum and count the stores keep; null for none. */
+export function averageWaitSeconds(sumMs: number, count: number): number | null {
+  return count > 0 ? Math.round(sumMs / count / 100) / 10 : null;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -118,65 +299,403 @@ local function read_int(key)
 end
 `;
 
-// '%.0f' prints any integer below 2^53 exactly and never in exponent form.
-const AUTO_ADMIT = `
-local function auto_admit(tail, cursor)
-  local count = tonumber(ARGV[2])
-  if count <= 0 then return cursor end
-  local period_ms = tonumber(ARGV[3])
-  local start = math.floor(tonumber(ARGV[1]) / period_ms) * period_ms
-  local last = read_int(KEYS[3])
+// Every key bound once from KEYS, and the policy from ARGV 1..7 (validated again: the TS side
+// checks first, this only keeps a foreign caller from corrupting state). '%.0f' prints any integer
+// below 2^53 exactly and never in exponent form.
+const PRELUDE = `
+local K_TAIL, K_CURSOR, K_PERIOD = KEYS[1], KEYS[2], KEYS[3]
+local K_ACTIVE, K_RESERVED, K_ADMITS = KEYS[4], KEYS[5], KEYS[6]
+local K_BATCHES, K_WAITS, K_CTL = KEYS[7], KEYS[8], KEYS[9]
+local MINUTE_MS, KEEP_MS = ${MINUTE_MS}, ${KEEP_MS}
+local function fmt(n) return string.format('%.0f', n) end
+local function arg_int(i, min)
+  local n = tonumber(ARGV[i])
+  if not n or n ~= math.floor(n) or n < min or n > 9007199254740991 then
+    error('wr: ARGV[' .. i .. '] must be an integer >= ' .. min)
+  end
+  return n
+end
+local NOW = arg_int(1, 0)
+local AUTO_COUNT = arg_int(2, 0)
+local PERIOD_MS = arg_int(3, 0)
+local CFG_MAX_ACTIVE = arg_int(4, 0)
+local CFG_MAX_NEW = arg_int(5, 0)
+local SESSION_MS = arg_int(6, 1)
+local RESERVATION_MS = arg_int(7, 1)
+if AUTO_COUNT > 0 and PERIOD_MS < 1 then error('wr: ARGV[3] must be >= 1 when ARGV[2] > 0') end
+${READ_INT}
+local function read_override(v, configured)
+  if not v then return configured end
+  local n = tonumber(v)
+  if not n then error('wr: key ' .. K_CTL .. ' holds a non-numeric threshold') end
+  return n
+end
+-- paused, effective max active, effective max new per minute
+local function read_controls()
+  local c = redis.call('HMGET', K_CTL, 'paused', 'max_active', 'max_new_per_minute')
+  return c[1] == '1', read_override(c[2], CFG_MAX_ACTIVE), read_override(c[3], CFG_MAX_NEW)
+end
+`;
+
+// Figures, counted by score so they are right whether or not lapsed entries were removed yet.
+// A reservation that lapsed but is still stored (rate mode, or stats) does not count as an admission.
+const FIGURES = `
+local function count_after(key, min_exclusive)
+  return redis.call('ZCOUNT', key, '(' .. fmt(min_exclusive), '+inf')
+end
+local function admitted_counts()
+  local minute = count_after(K_ADMITS, NOW - MINUTE_MS)
+  local five = count_after(K_ADMITS, NOW - KEEP_MS)
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))) do
+    local s = redis.call('ZSCORE', K_ADMITS, m)
+    if s then
+      s = tonumber(s)
+      if s > NOW - MINUTE_MS then minute = minute - 1 end
+      if s > NOW - KEEP_MS then five = five - 1 end
+    end
+  end
+  local rows = redis.call('ZRANGEBYSCORE', K_BATCHES, '(' .. fmt(NOW - KEEP_MS), '+inf', 'WITHSCORES')
+  for i = 1, #rows, 2 do
+    local from, to = string.match(rows[i], '^(%d+)-(%d+)$')
+    if from then
+      local size = tonumber(to) - tonumber(from) + 1
+      five = five + size
+      if tonumber(rows[i + 1]) > NOW - MINUTE_MS then minute = minute + size end
+    end
+  end
+  return minute, five
+end
+-- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m}
+local function read_state(tail, cursor, paused, max_active, max_new)
+  local slots = count_after(K_ACTIVE, NOW) + count_after(K_RESERVED, NOW)
+  local minute, five = admitted_counts()
+  return {tail, cursor, paused and 1 or 0, max_active, max_new, slots, minute, five}
+end
+`;
+
+// Rate mode: the period step. The first call of each period moves the cursor by the count, never
+// more than the count past the tail (no banking). Paused: nothing moves and the period is not used
+// up. The existing tickets it calls are recorded as one batch for the admission figures; tickets
+// called before they exist are recorded one by one as they are handed out (see JOIN).
+const RATE_MODE = `
+local function trim(key)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(NOW - KEEP_MS))
+end
+local function record_batch(from, to)
+  if to < from then return end
+  trim(K_BATCHES)
+  redis.call('ZADD', K_BATCHES, fmt(NOW), fmt(from) .. '-' .. fmt(to))
+end
+local function auto_admit(tail, cursor, paused)
+  if paused or AUTO_COUNT <= 0 then return cursor end
+  local start = math.floor(NOW / PERIOD_MS) * PERIOD_MS
+  local last = read_int(K_PERIOD)
   if last ~= nil and start <= last then return cursor end
-  redis.call('SET', KEYS[3], string.format('%.0f', start))
-  local target = math.min(cursor + count, tail + count)
+  redis.call('SET', K_PERIOD, fmt(start))
+  local target = math.min(cursor + AUTO_COUNT, tail + AUTO_COUNT)
   if target <= cursor then return cursor end
-  redis.call('SET', KEYS[2], string.format('%.0f', target))
+  redis.call('SET', K_CURSOR, fmt(target))
+  record_batch(cursor + 1, math.min(target, tail))
   return target
 end
 `;
 
+// Capacity mode. expire: lapsed slots leave; lapsed reservations leave and take their admission
+// with them (the slot and the per-minute budget come back); history older than 300 s goes.
+// free_slots: room under both thresholds (math.huge for an unlimited one). advance: unless paused,
+// call the next tickets into the room, each with a reservation and an admission at now.
+const CAPACITY_MODE = `
+local function zrem_many(key, members)
+  for i = 1, #members, 500 do
+    redis.call('ZREM', key, unpack(members, i, math.min(i + 499, #members)))
+  end
+end
+local function expire()
+  local lapsed = redis.call('ZRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
+  if #lapsed > 0 then
+    redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
+    zrem_many(K_ADMITS, lapsed)
+  end
+  redis.call('ZREMRANGEBYSCORE', K_ACTIVE, '-inf', fmt(NOW))
+  trim(K_ADMITS)
+  trim(K_BATCHES)
+  trim(K_WAITS)
+end
+local function free_slots(max_active, max_new)
+  local free = math.huge
+  if max_active > 0 then
+    free = max_active - redis.call('ZCARD', K_ACTIVE) - redis.call('ZCARD', K_RESERVED)
+  end
+  if max_new > 0 then
+    local minute = admitted_counts()
+    free = math.min(free, max_new - minute)
+  end
+  return free
+end
+local function call_tickets(from, to)
+  local reserve, admit = {}, {}
+  for t = from, to do
+    reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
+    reserve[#reserve + 1] = fmt(t)
+    admit[#admit + 1] = fmt(NOW)
+    admit[#admit + 1] = fmt(t)
+    if #reserve >= 1000 or t == to then
+      redis.call('ZADD', K_RESERVED, unpack(reserve))
+      redis.call('ZADD', K_ADMITS, unpack(admit))
+      reserve, admit = {}, {}
+    end
+  end
+  redis.call('SET', K_CURSOR, fmt(to))
+end
+local function advance(tail, cursor, paused, max_active, max_new)
+  if paused then return cursor end
+  local n = math.min(tail - cursor, free_slots(max_active, max_new))
+  if n < 1 then return cursor end
+  call_tickets(cursor + 1, cursor + n)
+  return cursor + n
+end
+local function admission_step(tail, cursor, paused, max_active, max_new)
+  if max_active > 0 or max_new > 0 then
+    expire()
+    return advance(tail, cursor, paused, max_active, max_new)
+  end
+  return auto_admit(tail, cursor, paused)
+end
+-- A ticket takes its slot: renew a slot it holds, claim its live reservation, or (called, not
+-- paused, room under both thresholds) take a slot directly with an admission of its own. Runs
+-- after expire(), so whatever is stored is live.
+local function take_slot(ticket, tail, cursor, paused, max_active, max_new, waited)
+  local m = fmt(ticket)
+  if redis.call('ZSCORE', K_ACTIVE, m) then
+    redis.call('ZADD', K_ACTIVE, fmt(NOW + SESSION_MS), m)
+    return 1
+  end
+  if redis.call('ZSCORE', K_RESERVED, m) then
+    redis.call('ZREM', K_RESERVED, m)
+  else
+    if ticket > cursor or ticket > tail or paused or free_slots(max_active, max_new) < 1 then return 0 end
+    local member = m .. '@' .. fmt(NOW)
+    local k = 0
+    while redis.call('ZSCORE', K_ADMITS, member) do
+      k = k + 1
+      member = m .. '@' .. fmt(NOW) .. '#' .. k
+    end
+    redis.call('ZADD', K_ADMITS, fmt(NOW), member)
+  end
+  redis.call('ZADD', K_ACTIVE, fmt(NOW + SESSION_MS), m)
+  redis.call('ZADD', K_WAITS, fmt(NOW), m .. ':' .. fmt(waited))
+  return 1
+end
+`;
+
+const POLICY_HEADER = `${PRELUDE}${FIGURES}${RATE_MODE}${CAPACITY_MODE}`;
+
+const READ_QUEUE = `
+local tail = read_int(K_TAIL) or 0
+local cursor = read_int(K_CURSOR) or 0
+local paused, max_active, max_new = read_controls()
+local capacity = max_active > 0 or max_new > 0
+`;
+
+const KEYS_DOC = 'KEYS tail, cursor, period, active, reserved, admits, batches, waits, ctl; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms';
+
 /**
- * Take the next ticket, then run automatic admission.
- * KEYS: tail, cursor, period. ARGV: now ms, count, period ms. Returns {tail, cursor}; the ticket
- * taken is the new tail.
+ * Take the next ticket and run admission. Capacity mode: a ticket called in this call (room and
+ * nobody waiting ahead), or one called before it existed, claims its slot at once (a walk-in, wait 0).
+ * Rate mode: the period step; a ticket the cursor had already passed is recorded as admitted now.
+ * Returns the state, then ticket and claimed (0/1).
  */
 export const JOIN_SCRIPT = `${SHEBANG}
--- wr join: KEYS tail, cursor, period; ARGV now_ms, count, period_ms; returns {tail, cursor}
-${READ_INT}${AUTO_ADMIT}
-local tail = redis.call('INCR', KEYS[1])
-local cursor = auto_admit(tail, read_int(KEYS[2]) or 0)
-return {tail, cursor}
+-- wr join: ${KEYS_DOC}; returns {state..., ticket, claimed}
+${POLICY_HEADER}
+local ticket = redis.call('INCR', K_TAIL)
+local tail = ticket
+local cursor = read_int(K_CURSOR) or 0
+local paused, max_active, max_new = read_controls()
+local claimed = 0
+if max_active > 0 or max_new > 0 then
+  expire()
+  cursor = advance(tail, cursor, paused, max_active, max_new)
+  claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, 0)
+else
+  local before = cursor
+  cursor = auto_admit(tail, cursor, paused)
+  if ticket <= before then
+    trim(K_ADMITS)
+    redis.call('ZADD', K_ADMITS, fmt(NOW), fmt(ticket))
+  end
+end
+local state = read_state(tail, cursor, paused, max_active, max_new)
+state[9] = ticket
+state[10] = claimed
+return state
 `;
 
-/**
- * Read the queue and run automatic admission.
- * KEYS: tail, cursor, period. ARGV: now ms, count, period ms. Returns {tail, cursor}.
- */
+/** Run admission (capacity: expire and call into free room; rate: the period step). Returns the state. */
 export const POLL_SCRIPT = `${SHEBANG}
--- wr poll: KEYS tail, cursor, period; ARGV now_ms, count, period_ms; returns {tail, cursor}
-${READ_INT}${AUTO_ADMIT}
-local tail = read_int(KEYS[1]) or 0
-local cursor = auto_admit(tail, read_int(KEYS[2]) or 0)
-return {tail, cursor}
+-- wr poll: ${KEYS_DOC}; returns {state...}
+${POLICY_HEADER}${READ_QUEUE}
+cursor = admission_step(tail, cursor, paused, max_active, max_new)
+return read_state(tail, cursor, paused, max_active, max_new)
 `;
 
 /**
- * Let up to `count` waiting visitors in; the cursor never passes the tail here.
- * KEYS: tail, cursor. ARGV: count (integer >= 1). Returns {tail, cursor, admitted}.
+ * Capacity mode: the ticket takes its slot (see take_slot), then admission runs. Rate mode: claimed
+ * when the cursor has passed the ticket, and nothing is written. ARGV 8 ticket, 9 waited ms.
+ * Returns the state, then claimed (0/1).
+ */
+export const CLAIM_SCRIPT = `${SHEBANG}
+-- wr claim: ${KEYS_DOC}, ticket, waited_ms; returns {state..., claimed}
+${POLICY_HEADER}${READ_QUEUE}
+local ticket = arg_int(8, 1)
+local waited = arg_int(9, 0)
+local claimed = 0
+if capacity then
+  expire()
+  claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, waited)
+  cursor = advance(tail, cursor, paused, max_active, max_new)
+elseif ticket <= cursor then
+  claimed = 1
+end
+local state = read_state(tail, cursor, paused, max_active, max_new)
+state[9] = claimed
+return state
+`;
+
+/**
+ * Capacity mode: a live slot's expiry becomes min(now + session, until); a slot that is gone (or
+ * whose new expiry is not in the future) answers 0 and no slot is ever created. Rate mode: 1.
+ * ARGV 8 ticket, 9 until ms. Returns {held}.
+ */
+export const TOUCH_SCRIPT = `${SHEBANG}
+-- wr touch: ${KEYS_DOC}, ticket, until_ms; returns {held}
+${POLICY_HEADER}
+local ticket = arg_int(8, 1)
+local until_ms = arg_int(9, 0)
+local paused, max_active, max_new = read_controls()
+if not (max_active > 0 or max_new > 0) then return {1} end
+local m = fmt(ticket)
+local score = redis.call('ZSCORE', K_ACTIVE, m)
+if not score or tonumber(score) <= NOW then return {0} end
+local expiry = math.min(NOW + SESSION_MS, until_ms)
+redis.call('ZADD', K_ACTIVE, fmt(expiry), m)
+if expiry > NOW then return {1} end
+return {0}
+`;
+
+/**
+ * Capacity mode: grace 0 removes the ticket's slot and any reservation (an unclaimed reservation
+ * also gives its admission back, as when it lapses) and calls the next tickets into the room;
+ * grace > 0 shortens the slot (or reservation) to expire within the grace. Rate mode: 0, nothing
+ * written. ARGV 8 ticket, 9 grace ms. Returns {held}: whether a live slot or reservation was there.
+ */
+export const LEAVE_SCRIPT = `${SHEBANG}
+-- wr leave: ${KEYS_DOC}, ticket, grace_ms; returns {held}
+${POLICY_HEADER}${READ_QUEUE}
+local ticket = arg_int(8, 1)
+local grace = arg_int(9, 0)
+if not capacity then return {0} end
+local m = fmt(ticket)
+if grace == 0 then
+  expire()
+  local held = redis.call('ZREM', K_ACTIVE, m)
+  if redis.call('ZREM', K_RESERVED, m) == 1 then
+    redis.call('ZREM', K_ADMITS, m)
+    held = 1
+  end
+  advance(tail, cursor, paused, max_active, max_new)
+  return {held}
+end
+local held = 0
+local until_ms = NOW + grace
+for _, key in ipairs({K_ACTIVE, K_RESERVED}) do
+  local score = redis.call('ZSCORE', key, m)
+  if score and tonumber(score) > NOW then
+    held = 1
+    if tonumber(score) > until_ms then redis.call('ZADD', key, fmt(until_ms), m) end
+  end
+end
+return {held}
+`;
+
+/**
+ * The operator's or origin's explicit admission: the cursor moves by up to count, never past the
+ * tail. Capacity mode: each ticket called gets a reservation and an admission, even beyond the
+ * thresholds (explicit admits are the operator's decision; automatic admission then waits until
+ * the usage is back under them). Rate mode: recorded as one batch. Works while paused.
+ * ARGV 8 count (>= 1). Returns the state, then admitted.
  */
 export const ADMIT_SCRIPT = `${SHEBANG}
--- wr admit: KEYS tail, cursor; ARGV count; returns {tail, cursor, admitted}
-${READ_INT}
-local count = tonumber(ARGV[1])
-if not count or count < 1 or count ~= math.floor(count) then
-  return redis.error_reply('ERR wr admit: count must be an integer >= 1')
-end
-local tail = read_int(KEYS[1]) or 0
-local cursor = read_int(KEYS[2]) or 0
+-- wr admit: ${KEYS_DOC}, count; returns {state..., admitted}
+${POLICY_HEADER}${READ_QUEUE}
+local count = arg_int(8, 1)
+if capacity then expire() end
 local target = math.min(cursor + count, tail)
-if target <= cursor then return {tail, cursor, 0} end
-redis.call('SET', KEYS[2], string.format('%.0f', target))
-return {tail, target, target - cursor}
+local admitted = 0
+if target > cursor then
+  if capacity then
+    call_tickets(cursor + 1, target)
+  else
+    redis.call('SET', K_CURSOR, fmt(target))
+    record_batch(cursor + 1, target)
+  end
+  admitted = target - cursor
+  cursor = target
+end
+local state = read_state(tail, cursor, paused, max_active, max_new)
+state[9] = admitted
+return state
+`;
+
+/**
+ * Change runtime controls, then run admission with them (resuming or raising a threshold calls
+ * tickets at once). ARGV 8 paused ('' keep, '0', '1'), 9 max active and 10 max new per minute
+ * ('' keep, 'del' back to configured, integer >= 0 override). Returns the state.
+ */
+export const CONTROL_SCRIPT = `${SHEBANG}
+-- wr control: ${KEYS_DOC}, paused, max_active, max_new_per_minute; returns {state...}
+${POLICY_HEADER}
+local function check_threshold(i)
+  local v = ARGV[i]
+  if v ~= '' and v ~= 'del' then arg_int(i, 0) end
+  return v
+end
+local p = ARGV[8]
+if p ~= '' and p ~= '0' and p ~= '1' then error('wr: ARGV[8] must be empty, 0 or 1') end
+local changes = {{'max_active', check_threshold(9)}, {'max_new_per_minute', check_threshold(10)}}
+if p == '1' then redis.call('HSET', K_CTL, 'paused', '1') elseif p == '0' then redis.call('HDEL', K_CTL, 'paused') end
+for _, c in ipairs(changes) do
+  if c[2] == 'del' then
+    redis.call('HDEL', K_CTL, c[1])
+  elseif c[2] ~= '' then
+    redis.call('HSET', K_CTL, c[1], fmt(tonumber(c[2])))
+  end
+end
+${READ_QUEUE}
+cursor = admission_step(tail, cursor, paused, max_active, max_new)
+return read_state(tail, cursor, paused, max_active, max_new)
+`;
+
+/**
+ * Read the figures, writing nothing. Returns the state, then reserved (live reservations), and the
+ * sum (ms) and count of the waits recorded in the last 300 s.
+ */
+export const STATS_SCRIPT = `${SHEBANG}
+-- wr stats: ${KEYS_DOC}; returns {state..., reserved, wait_sum_ms, wait_count}
+${POLICY_HEADER}${READ_QUEUE}
+local state = read_state(tail, cursor, paused, max_active, max_new)
+state[9] = count_after(K_RESERVED, NOW)
+local sum, n = 0, 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_WAITS, '(' .. fmt(NOW - KEEP_MS), '+inf')) do
+  local waited = tonumber(string.match(m, ':(%d+)$'))
+  if waited then
+    sum = sum + waited
+    n = n + 1
+  end
+end
+state[10] = sum
+state[11] = n
+return state
 `;
 
 /**
@@ -189,21 +708,31 @@ ${READ_INT}
 return {read_int(KEYS[1]) or 0, read_int(KEYS[2]) or 0}
 `;
 
-export const JOIN_SHA1 = '09f1d190c7d6cc136d15703ad658547e6744dfab';
-export const POLL_SHA1 = '392040f7d9efec73b1c36e0793414a0d9f49542d';
-export const ADMIT_SHA1 = '36678a3fce1d2c37c39cd3d5f39832e03c0e4664';
+export const JOIN_SHA1 = '27db4db22c982f8bdb36ca36c9fced6e1f8dee59';
+export const POLL_SHA1 = '086495f41626aadccef709744b342ee9911316a9';
+export const CLAIM_SHA1 = '85b4c0a6806eaf43f45dc954d614ce8a910938f7';
+export const TOUCH_SHA1 = 'b430d1ce9cf0ad408ce434cc0f53f500837a3d30';
+export const LEAVE_SHA1 = 'af30c09105856542da0869f5a6332b3c9736cd74';
+export const ADMIT_SHA1 = 'b39eaccee250221b7d2a82049176a45182f8111c';
+export const CONTROL_SHA1 = '760922a8a94a32f0122d50c1ee7564d10b0eadc2';
+export const STATS_SHA1 = 'bd9cc60740bdd8e809656ed1b3008be2cf8dbfe4';
 export const PEEK_SHA1 = '904d517423da8edf0c920a3730fa05b89debc1ea';
 
 export interface StoreScript {
-  readonly name: 'join' | 'poll' | 'admit' | 'peek';
+  readonly name: 'join' | 'poll' | 'claim' | 'touch' | 'leave' | 'admit' | 'control' | 'stats' | 'peek';
   readonly text: string;
   readonly sha1: string;
 }
 
 export const JOIN: StoreScript = { name: 'join', text: JOIN_SCRIPT, sha1: JOIN_SHA1 };
 export const POLL: StoreScript = { name: 'poll', text: POLL_SCRIPT, sha1: POLL_SHA1 };
+export const CLAIM: StoreScript = { name: 'claim', text: CLAIM_SCRIPT, sha1: CLAIM_SHA1 };
+export const TOUCH: StoreScript = { name: 'touch', text: TOUCH_SCRIPT, sha1: TOUCH_SHA1 };
+export const LEAVE: StoreScript = { name: 'leave', text: LEAVE_SCRIPT, sha1: LEAVE_SHA1 };
 export const ADMIT: StoreScript = { name: 'admit', text: ADMIT_SCRIPT, sha1: ADMIT_SHA1 };
+export const CONTROL: StoreScript = { name: 'control', text: CONTROL_SCRIPT, sha1: CONTROL_SHA1 };
+export const STATS: StoreScript = { name: 'stats', text: STATS_SCRIPT, sha1: STATS_SHA1 };
 export const PEEK: StoreScript = { name: 'peek', text: PEEK_SCRIPT, sha1: PEEK_SHA1 };
 
 /** Every script the stores use, for tests and for warming a script cache. */
-export const STORE_SCRIPTS: readonly StoreScript[] = [JOIN, POLL, ADMIT, PEEK];
+export const STORE_SCRIPTS: readonly StoreScript[] = [JOIN, POLL, CLAIM, TOUCH, LEAVE, ADMIT, CONTROL, STATS, PEEK];

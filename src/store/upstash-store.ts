@@ -12,17 +12,40 @@
  */
 
 import type { Redis } from '@upstash/redis';
-import type { AdmitResult, AutoAdmission, JoinResult, QueueState, QueueStore } from '../core/ports';
+import type {
+  AdmissionPolicy,
+  AdmitResult,
+  ClaimResult,
+  JoinResult,
+  QueueState,
+  QueueStats,
+  QueueStore,
+  RuntimeControl,
+} from '../core/ports';
 import {
   ADMIT,
+  CLAIM,
+  CONTROL,
   DEFAULT_KEY_PREFIX,
   JOIN,
+  LEAVE,
   PEEK,
   POLL,
+  STATS,
+  TOUCH,
   assertAdmitCount,
   assertKeyPrefix,
+  averageWaitSeconds,
   buildQueueKeys,
-  checkAuto,
+  checkControl,
+  checkGraceMs,
+  checkPolicy,
+  checkTicket,
+  checkUntilMs,
+  checkWaitedMs,
+  controlArgv,
+  policyArgv,
+  policyKeys,
   type StoreScript,
 } from './scripts';
 
@@ -51,6 +74,9 @@ export class StoreReplyError extends Error {
   }
 }
 
+/** Length of the state every policy script returns first: see `read_state` in scripts.ts. */
+const STATE_LENGTH = 8;
+
 export class UpstashQueueStore implements QueueStore {
   readonly #redis: UpstashScriptClient;
   readonly #prefix: string;
@@ -65,35 +91,76 @@ export class UpstashQueueStore implements QueueStore {
     this.#prefix = prefix;
   }
 
-  async join(queue: string, nowMs: number, auto: AutoAdmission): Promise<JoinResult> {
-    const keys = buildQueueKeys(this.#prefix, queue);
-    const a = checkAuto(nowMs, auto);
-    const reply = await this.#run(JOIN, [keys.tail, keys.cursor, keys.period], autoArgs(a));
-    const [tail, cursor] = parseIntegers(JOIN, reply, 2);
-    return { ticket: tail, tail, cursor };
+  async join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult> {
+    const keys = this.#keys(queue);
+    const argv = policyArgv(checkPolicy(nowMs, policy));
+    const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 2);
+    const state = toState(JOIN, reply);
+    const ticket = reply.int(8);
+    // The ticket is the tail the same script just incremented.
+    if (ticket !== state.tail || ticket < 1) throw new StoreReplyError(JOIN.name, reply.raw);
+    return { ...state, ticket, claimed: reply.flag(9) };
   }
 
-  async poll(queue: string, nowMs: number, auto: AutoAdmission): Promise<QueueState> {
-    const keys = buildQueueKeys(this.#prefix, queue);
-    const a = checkAuto(nowMs, auto);
-    const reply = await this.#run(POLL, [keys.tail, keys.cursor, keys.period], autoArgs(a));
-    const [tail, cursor] = parseIntegers(POLL, reply, 2);
-    return { tail, cursor };
+  async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
+    const keys = this.#keys(queue);
+    const argv = policyArgv(checkPolicy(nowMs, policy));
+    return toState(POLL, parseReply(POLL, await this.#run(POLL, keys, argv), STATE_LENGTH));
   }
 
-  async admit(queue: string, count: number): Promise<AdmitResult> {
-    const keys = buildQueueKeys(this.#prefix, queue);
+  async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<ClaimResult> {
+    const keys = this.#keys(queue);
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs))];
+    const reply = parseReply(CLAIM, await this.#run(CLAIM, keys, argv), STATE_LENGTH + 1);
+    return { ...toState(CLAIM, reply), claimed: reply.flag(8) };
+  }
+
+  async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number): Promise<boolean> {
+    const keys = this.#keys(queue);
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkUntilMs(untilMs))];
+    return parseReply(TOUCH, await this.#run(TOUCH, keys, argv), 1).flag(0);
+  }
+
+  async leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number): Promise<boolean> {
+    const keys = this.#keys(queue);
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkGraceMs(graceMs))];
+    return parseReply(LEAVE, await this.#run(LEAVE, keys, argv), 1).flag(0);
+  }
+
+  async admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy): Promise<AdmitResult> {
+    const keys = this.#keys(queue);
+    const checked = checkPolicy(nowMs, policy);
     assertAdmitCount(count);
-    const reply = await this.#run(ADMIT, [keys.tail, keys.cursor], [String(count)]);
-    const [tail, cursor, admitted] = parseIntegers(ADMIT, reply, 3);
-    return { tail, cursor, admitted };
+    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count)]), STATE_LENGTH + 1);
+    return { ...toState(ADMIT, reply), admitted: reply.int(8) };
   }
 
-  async peek(queue: string): Promise<QueueState> {
+  async control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
+    const keys = this.#keys(queue);
+    const checked = checkPolicy(nowMs, policy);
+    const argv = [...policyArgv(checked), ...controlArgv(checkControl(change))];
+    return toState(CONTROL, parseReply(CONTROL, await this.#run(CONTROL, keys, argv), STATE_LENGTH));
+  }
+
+  async stats(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueStats> {
+    const keys = this.#keys(queue);
+    const argv = policyArgv(checkPolicy(nowMs, policy));
+    const reply = parseReply(STATS, await this.#run(STATS, keys, argv), STATE_LENGTH + 3);
+    return {
+      ...toState(STATS, reply),
+      reserved: reply.int(8),
+      avgWaitSeconds: averageWaitSeconds(reply.int(9), reply.int(10)),
+    };
+  }
+
+  async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
     const keys = buildQueueKeys(this.#prefix, queue);
-    const reply = await this.#run(PEEK, [keys.tail, keys.cursor], []);
-    const [tail, cursor] = parseIntegers(PEEK, reply, 2);
-    return { tail, cursor };
+    const reply = parseReply(PEEK, await this.#run(PEEK, [keys.tail, keys.cursor], []), 2);
+    return { tail: reply.int(0), cursor: reply.int(1) };
+  }
+
+  #keys(queue: string): string[] {
+    return policyKeys(buildQueueKeys(this.#prefix, queue));
   }
 
   /** EVALSHA; on NOSCRIPT only, EVAL (which also puts the script back in the cache). */
@@ -107,29 +174,61 @@ export class UpstashQueueStore implements QueueStore {
   }
 }
 
-/** ARGV as strings, so no JSON number formatting (exponents, fractions) reaches Lua. */
-function autoArgs(a: { nowMs: number; count: number; periodMs: number }): string[] {
-  return [String(a.nowMs), String(a.count), String(a.periodMs)];
-}
-
-function isNoScript(error: unknown): boolean {
-  const message = error instanceof Error ? error.message : typeof error === 'string' ? error : '';
-  return message.includes('NOSCRIPT');
+/** A reply checked to be a flat array of non-negative safe integers of the expected length. */
+interface Reply {
+  readonly raw: unknown;
+  int(index: number): number;
+  /** 0 or 1 as a boolean; anything else is a malformed reply. */
+  flag(index: number): boolean;
 }
 
 /**
  * Integers may arrive as JSON numbers or, depending on client options and bridges, as numeric
  * strings; anything else (null, "Aborted", floats, negatives, the wrong length) is an error.
  */
-function parseIntegers(script: StoreScript, reply: unknown, length: 2): [number, number];
-function parseIntegers(script: StoreScript, reply: unknown, length: 3): [number, number, number];
-function parseIntegers(script: StoreScript, reply: unknown, length: number): number[] {
+function parseReply(script: StoreScript, reply: unknown, length: number): Reply {
   if (!Array.isArray(reply) || reply.length !== length) throw new StoreReplyError(script.name, reply);
-  return reply.map((item: unknown) => {
+  const values = reply.map((item: unknown) => {
     const n = typeof item === 'number' ? item : typeof item === 'string' && /^\d{1,16}$/.test(item) ? Number(item) : NaN;
     if (!Number.isSafeInteger(n) || n < 0) throw new StoreReplyError(script.name, reply);
     return n;
   });
+  const int = (index: number): number => {
+    const n = values[index];
+    if (n === undefined) throw new StoreReplyError(script.name, reply);
+    return n;
+  };
+  return {
+    raw: reply,
+    int,
+    flag(index) {
+      const n = int(index);
+      if (n !== 0 && n !== 1) throw new StoreReplyError(script.name, reply);
+      return n === 1;
+    },
+  };
+}
+
+/** The state every policy script returns first, in `read_state`'s order. */
+function toState(script: StoreScript, r: Reply): QueueState {
+  const state: QueueState = {
+    tail: r.int(0),
+    cursor: r.int(1),
+    paused: r.flag(2),
+    maxActive: r.int(3),
+    maxNewPerMinute: r.int(4),
+    active: r.int(5),
+    admittedLastMinute: r.int(6),
+    admittedLast5Minutes: r.int(7),
+  };
+  // The minute is inside the five minutes: anything else means the reply is not what the script sends.
+  if (state.admittedLastMinute > state.admittedLast5Minutes) throw new StoreReplyError(script.name, r.raw);
+  return state;
+}
+
+function isNoScript(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : typeof error === 'string' ? error : '';
+  return message.includes('NOSCRIPT');
 }
 
 function describe(value: unknown): string {

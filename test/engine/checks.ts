@@ -14,7 +14,7 @@
  *
  * Every check prints one line; the last line counts them.
  */
-import { createHandler } from '../../src/core/handler';
+import { admissionPolicy, createHandler } from '../../src/core/handler';
 import { ConfigError, parseConfig, parseSecrets } from '../../src/core/config';
 import { renderHoldingPage } from '../../src/core/pages';
 import type { ClientInfo, Logger, Origin, QueueStore, RequestLog } from '../../src/core/ports';
@@ -354,7 +354,7 @@ async function pageChecks(run: Runner): Promise<void> {
       message: 'Tom & Jerry\'s "sale"',
       ticket: 1234567,
       ahead: 1233,
-      refreshSeconds: 20,
+      estimate: 'Estimated wait: about 2 minutes.', refreshSeconds: 20,
       assetPrefix: '/__wr/assets/',
     });
     assert(!html.includes('<script'), 'an unescaped <script> is in the page');
@@ -367,7 +367,7 @@ async function pageChecks(run: Runner): Promise<void> {
   });
 
   await run.check('pages: renderHoldingPage without a known place', () => {
-    const html = renderHoldingPage({ title: 't', message: 'm', ticket: undefined, ahead: undefined, refreshSeconds: 5, assetPrefix: '/__wr/assets/' });
+    const html = renderHoldingPage({ title: 't', message: 'm', ticket: undefined, ahead: undefined, estimate: 'Estimated wait: about 2 minutes.', refreshSeconds: 5, assetPrefix: '/__wr/assets/' });
     assert(html.includes('We are checking your place in line'), 'the unknown-place label is missing');
     assert(html.includes('Ticket pending'), 'the pending ticket is missing');
   });
@@ -391,6 +391,21 @@ class FailingStore implements QueueStore {
   peek(): Promise<never> {
     return this.fail();
   }
+  claim(): Promise<never> {
+    return this.fail();
+  }
+  touch(): Promise<never> {
+    return this.fail();
+  }
+  leave(): Promise<never> {
+    return this.fail();
+  }
+  control(): Promise<never> {
+    return this.fail();
+  }
+  stats(): Promise<never> {
+    return this.fail();
+  }
   private fail(): Promise<never> {
     this.calls += 1;
     return Promise.reject(new Error('store is down'));
@@ -409,6 +424,21 @@ class SilentStore implements QueueStore {
     return new Promise(() => undefined);
   }
   peek(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  claim(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  touch(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  leave(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  control(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  stats(): Promise<never> {
     return new Promise(() => undefined);
   }
 }
@@ -490,7 +520,7 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
   });
 
   await run.check('handler: once admitted, the same cookie reaches the origin and gets an access cookie', async () => {
-    const admitted = await store.admit('default', 1);
+    const admitted = await store.admit('default', 1, NOW_MS, admissionPolicy(config));
     equal(admitted.admitted, 1, 'store.admit');
     const response = await handle(get('/tickets/final', waitingCookie), CLIENT);
     equal(response.status, 200, 'status');

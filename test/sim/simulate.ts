@@ -31,7 +31,8 @@ import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
 import { parseConfig, parseSecrets, type Config, type Secrets } from '../../src/core/config';
 import { createHandler, type Handler } from '../../src/core/handler';
-import type { AdmitResult, AutoAdmission, ClientInfo, Clock, JoinResult, Logger, Origin, QueueState, QueueStore, RequestLog } from '../../src/core/ports';
+import type { AdmissionPolicy, AdmitResult, ClaimResult, ClientInfo, Clock, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, RuntimeControl } from '../../src/core/ports';
+import { admissionPolicy } from '../../src/core/handler';
 import { signToken } from '../../src/core/tokens';
 import { startUpstashBridge } from '../../src/node/upstash-bridge';
 import { MemoryStateCache } from '../../src/platform/memory-cache';
@@ -218,21 +219,42 @@ class CountingStore implements QueueStore {
     if (slot < 0 || slot >= this.slots) throw new Error(`store call outside the simulated time (slot ${slot})`);
     this.perSecond[method][slot]! += 1;
   }
-  join(queue: string, nowMs: number, auto: AutoAdmission): Promise<JoinResult> {
+  join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult> {
     this.#count('join');
-    return this.inner.join(queue, nowMs, auto);
+    return this.inner.join(queue, nowMs, policy);
   }
-  poll(queue: string, nowMs: number, auto: AutoAdmission): Promise<QueueState> {
+  poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
     this.#count('poll');
-    return this.inner.poll(queue, nowMs, auto);
+    return this.inner.poll(queue, nowMs, policy);
   }
-  admit(queue: string, count: number): Promise<AdmitResult> {
+  admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy): Promise<AdmitResult> {
     this.#count('admit');
-    return this.inner.admit(queue, count);
+    return this.inner.admit(queue, count, nowMs, policy);
   }
-  peek(queue: string): Promise<QueueState> {
+  peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
     this.#count('peek');
     return this.inner.peek(queue);
+  }
+  // Rate mode (this simulation) makes none of these calls; they are counted all the same.
+  claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<ClaimResult> {
+    this.#count('admit');
+    return this.inner.claim(queue, ticket, nowMs, policy, waitedMs);
+  }
+  touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number): Promise<boolean> {
+    this.#count('admit');
+    return this.inner.touch(queue, ticket, nowMs, policy, untilMs);
+  }
+  leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number): Promise<boolean> {
+    this.#count('admit');
+    return this.inner.leave(queue, ticket, nowMs, policy, graceMs);
+  }
+  control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
+    this.#count('admit');
+    return this.inner.control(queue, change, nowMs, policy);
+  }
+  stats(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueStats> {
+    this.#count('peek');
+    return this.inner.stats(queue, nowMs, policy);
   }
 }
 
@@ -370,7 +392,7 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
   const settings = { ...shared.baseSettings, ...(sc.cacheOn ? {} : { state_cache_seconds: '0' }) };
   const config: Readonly<Config> = parseConfig(source(settings));
   const store = new CountingStore(shared.store, clock, slots);
-  const auto: AutoAdmission = { count: config.admitPerPeriod, periodMs: config.admitPeriodSeconds * 1000 };
+  const auto: AdmissionPolicy = admissionPolicy(config);
   const cacheKey = `queue-state:${config.queueName}`;
   const keys = buildQueueKeys(DEFAULT_KEY_PREFIX, config.queueName);
 
@@ -1069,10 +1091,10 @@ async function main(): Promise<number> {
     const store = new UpstashQueueStore({ redis: new Redis(createUpstashClientOptions({ url: bridge.url, token: BRIDGE_TOKEN })) });
     // Warm the scripts (EVALSHA's NOSCRIPT fallback loads them) on another queue, so every measured
     // store call is exactly one command; FLUSHALL before each run leaves the script cache alone.
-    const warmAuto: AutoAdmission = { count: 1, periodMs: 1000 };
+    const warmAuto: AdmissionPolicy = { auto: { count: 1, periodMs: 1000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, sessionMs: 300_000, reservationMs: 30_000 };
     await store.join('warmup', SALE_OPENS_MS, warmAuto);
     await store.poll('warmup', SALE_OPENS_MS, warmAuto);
-    await store.admit('warmup', 1);
+    await store.admit('warmup', 1, SALE_OPENS_MS, warmAuto);
     await store.peek('warmup');
 
     const baseSettings: Record<string, string> = {

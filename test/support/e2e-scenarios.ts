@@ -276,3 +276,121 @@ export function defineCacheScenario(stack: () => Stack, lifetimeSeconds: number)
     expect(reachedOrigin(await v.get('/'))).toBe(true);
   });
 }
+
+/** Settings for `defineCapacityScenarios`: room for 3 at once, a 1 s leave grace. */
+export const CAPACITY_SETTINGS: Record<string, string> = {
+  max_active: '3',
+  max_new_per_minute: '100',
+  session_seconds: '120',
+  activity_refresh_seconds: '30',
+  leave_grace_seconds: '1',
+};
+
+/** Capacity mode end to end; run on a stack started with CAPACITY_SETTINGS. */
+export function defineCapacityScenarios(stack: () => Stack): void {
+  const api = (path: string, body?: unknown) =>
+    fetch(`${stack().url}/__wr/api/${path}`, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
+      ...(body !== undefined && { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+    });
+  const stats = async () => (await (await api('stats')).json()) as Record<string, unknown>;
+  const post = (v: HttpVisitor, path: string) => v.get(path, { method: 'POST' });
+
+  /** Three visitors walk in and fill the site; a fourth waits. */
+  async function fill(): Promise<{ inside: HttpVisitor[]; waiting: HttpVisitor }> {
+    const inside = [new HttpVisitor(stack().url), new HttpVisitor(stack().url), new HttpVisitor(stack().url)];
+    for (const v of inside) expect(reachedOrigin(await v.get('/'))).toBe(true);
+    const waiting = new HttpVisitor(stack().url);
+    const held = await waiting.get('/');
+    expect(reachedOrigin(held)).toBe(false);
+    return { inside, waiting };
+  }
+
+  beforeEach(async () => {
+    await stack().direct.flushall();
+    stack().clearLogs();
+  });
+
+  it('a visitor walks straight in while there is room, and a queue forms only when the site is full', async () => {
+    const first = new HttpVisitor(stack().url);
+    const response = await first.get('/');
+    expect(reachedOrigin(response)).toBe(true);
+    expect(first.claims).toMatchObject({ k: 'a' });
+    expect(typeof first.claims['s']).toBe('number');
+    await new HttpVisitor(stack().url).get('/');
+    await new HttpVisitor(stack().url).get('/');
+    const fourth = new HttpVisitor(stack().url);
+    expect(await (await fourth.get('/')).text()).toContain('Your place in line');
+    expect(await stats()).toMatchObject({ mode: 'capacity', active_sessions: 3, max_sessions: 3, queue_length: 1, tail: 4, cursor: 3 });
+  });
+
+  it('the beacon frees a slot after its grace, and the next visitor goes in', async () => {
+    const { inside, waiting } = await fill();
+    expect((await post(inside[0]!, '/__wr/leave')).status).toBe(204);
+    // Within the grace the slot is still held (the tab may only be following a link).
+    expect(reachedOrigin(await waiting.get('/'))).toBe(false);
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(reachedOrigin(await waiting.get('/'))).toBe(true);
+    expect(await stats()).toMatchObject({ active_sessions: 3, queue_length: 0 });
+  });
+
+  it('a heartbeat keeps the slot, even after the beacon of a page it navigated away from', async () => {
+    const { inside, waiting } = await fill();
+    const beat = await post(inside[0]!, '/__wr/heartbeat');
+    expect(await beat.json()).toEqual({ state: 'active', refreshed: true });
+    await post(inside[1]!, '/__wr/leave');
+    await post(inside[1]!, '/__wr/heartbeat');
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(reachedOrigin(await waiting.get('/'))).toBe(false);
+    expect(await stats()).toMatchObject({ active_sessions: 3 });
+  });
+
+  it("the origin's end-session header frees the slot at once and never reaches the visitor", async () => {
+    const { inside, waiting } = await fill();
+    const done = await inside[0]!.get('/checkout/done');
+    expect(await done.text()).toBe('thank you for your order');
+    expect(done.headers.get('x-waiting-room-end-session')).toBeNull();
+    expect(done.headers.getSetCookie().some((c) => /^waiting_room=; Max-Age=0;/.test(c))).toBe(true);
+    expect(reachedOrigin(await waiting.get('/'))).toBe(true);
+  });
+
+  it('pause stops admission at once and resume restarts it', async () => {
+    const { inside, waiting } = await fill();
+    const paused = await api('control', { paused: true });
+    expect(await paused.json()).toMatchObject({ paused: true, changed: 'Admission paused.' });
+    await inside[0]!.get('/checkout/done');
+    expect(reachedOrigin(await waiting.get('/'))).toBe(false);
+    expect(await (await waiting.get('/__wr/status')).json()).toMatchObject({ state: 'waiting', paused: true });
+    await api('control', { paused: false });
+    expect(reachedOrigin(await waiting.get('/'))).toBe(true);
+  });
+
+  it('raising the capacity at runtime lets the next visitor in; null restores the configured value', async () => {
+    const { waiting } = await fill();
+    expect(await (await api('control', { max_active: 4 })).json()).toMatchObject({ max_sessions: 4 });
+    expect(reachedOrigin(await waiting.get('/'))).toBe(true);
+    expect(await (await api('control', { max_active: null })).json()).toMatchObject({ max_sessions: 3 });
+  });
+
+  it('bad values for the runtime controls get a 400 and change nothing', async () => {
+    await fill();
+    const before = await stats();
+    for (const body of ['{"max_active": -1}', '{"max_active": 1.5}', '{"paused": "maybe"}', '{"max_new_per_minute": "lots"}', '{"speed": 3}', '{}', '[1]', 'nope', '{"max_active": 99999999999}']) {
+      const response = await api('control', body);
+      expect(response.status, body).toBe(400);
+      expect(typeof ((await response.json()) as { error: unknown }).error).toBe('string');
+    }
+    const after = await stats();
+    expect({ ...after, admitted_last_minute: 0, admitted_last_5_minutes: 0 }).toEqual({ ...before, admitted_last_minute: 0, admitted_last_5_minutes: 0 });
+  });
+
+  it('the stats API reports the figures an operator needs', async () => {
+    await fill();
+    const figures = await stats();
+    for (const key of ['active_sessions', 'max_sessions', 'queue_length', 'avg_wait_seconds', 'admitted_last_minute', 'tail', 'cursor', 'paused']) {
+      expect(figures, key).toHaveProperty(key);
+    }
+    expect(figures['admitted_last_minute']).toBe(3);
+  });
+}

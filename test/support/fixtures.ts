@@ -69,7 +69,12 @@ export class FaultyStore implements QueueStore {
   }
   join: QueueStore['join'] = (...a) => this.gate(() => this.inner.join(...a));
   poll: QueueStore['poll'] = (...a) => this.gate(() => this.inner.poll(...a));
+  claim: QueueStore['claim'] = (...a) => this.gate(() => this.inner.claim(...a));
+  touch: QueueStore['touch'] = (...a) => this.gate(() => this.inner.touch(...a));
+  leave: QueueStore['leave'] = (...a) => this.gate(() => this.inner.leave(...a));
   admit: QueueStore['admit'] = (...a) => this.gate(() => this.inner.admit(...a));
+  control: QueueStore['control'] = (...a) => this.gate(() => this.inner.control(...a));
+  stats: QueueStore['stats'] = (...a) => this.gate(() => this.inner.stats(...a));
   peek: QueueStore['peek'] = (...a) => this.gate(() => this.inner.peek(...a));
 }
 

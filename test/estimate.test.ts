@@ -1,0 +1,49 @@
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/core/config';
+import { describeEstimate, estimateWait, formatDuration } from '../src/core/estimate';
+import type { QueueState } from '../src/core/ports';
+
+const config = parseConfig(() => undefined);
+const state: QueueState = { tail: 1000, cursor: 100, paused: false, maxActive: 0, maxNewPerMinute: 0, active: 0, admittedLastMinute: 0, admittedLast5Minutes: 0 };
+
+describe('estimateWait', () => {
+  it('uses the measured rate once enough visitors were let in', () => {
+    // 150 in five minutes = 0.5/s; 30 in the last minute = 0.5/s: position 60 → 120 s.
+    expect(estimateWait(59, { ...state, admittedLast5Minutes: 150, admittedLastMinute: 30 }, config)).toEqual({ seconds: 120, basis: 'measured' });
+    // A faster last minute wins: 120 in the last minute = 2/s → 30 s.
+    expect(estimateWait(59, { ...state, admittedLast5Minutes: 150, admittedLastMinute: 120 }, config)).toEqual({ seconds: 30, basis: 'measured' });
+  });
+
+  it('falls back to the configured rate, and says so, before there is data', () => {
+    expect(estimateWait(59, { ...state, maxActive: 100, maxNewPerMinute: 30, admittedLast5Minutes: 2 }, config)).toEqual({ seconds: 120, basis: 'configured' });
+    const rate = parseConfig((k) => ({ admit_per_period: '10', admit_period_seconds: '60' })[k]);
+    expect(estimateWait(9, state, rate)).toEqual({ seconds: 60, basis: 'configured' });
+  });
+
+  it('gives no number when there is nothing to go on', () => {
+    expect(estimateWait(10, state, config)).toEqual({ seconds: null, basis: 'none' });
+    expect(describeEstimate({ seconds: null, basis: 'none' })).toMatch(/cannot estimate/);
+  });
+
+  it('says which basis it used', () => {
+    expect(describeEstimate({ seconds: 600, basis: 'measured' })).toBe('Estimated wait: about 10 minutes, from the pace visitors are being let in.');
+    expect(describeEstimate({ seconds: 600, basis: 'configured' })).toContain('planned pace');
+  });
+});
+
+describe('formatDuration without Intl', () => {
+  it.each([
+    [0, 'less than a minute'],
+    [59, 'less than a minute'],
+    [60, 'about 1 minute'],
+    [89, 'about 1 minute'],
+    [90, 'about 2 minutes'],
+    [3540, 'about 59 minutes'],
+    [3600, 'about 1 hour'],
+    [4800, 'about 1 hour 20 minutes'],
+    [7170, 'about 2 hours'],
+    [5 * 3600 + 1700, 'about 5 hours'],
+  ])('%d s is %s', (seconds, text) => {
+    expect(formatDuration(seconds)).toBe(text);
+  });
+});
