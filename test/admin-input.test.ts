@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_ADMIT_COUNT, parseAdmitCount } from '../src/core/admin';
+import { MAX_ADMIT_COUNT, MAX_THRESHOLD, parseAdmitCount, parseControl } from '../src/core/admin';
 import { readBasicAuth, readBearer, timingSafeEqual } from '../src/core/http';
 
 describe('parseAdmitCount', () => {
@@ -63,5 +63,36 @@ describe('credentials', () => {
     expect(timingSafeEqual('secret', 'secret!')).toBe(false);
     expect(timingSafeEqual('', 'x')).toBe(false);
     expect(timingSafeEqual('', '')).toBe(true);
+  });
+});
+
+describe('parseControl', () => {
+  it.each<[Record<string, unknown>, unknown]>([
+    [{ paused: true }, { paused: true }],
+    [{ paused: 'false' }, { paused: false }],
+    [{ max_active: 500 }, { maxActive: 500 }],
+    [{ max_active: ' 0 ' }, { maxActive: 0 }],
+    [{ max_new_per_minute: null }, { maxNewPerMinute: null }],
+    [{ max_new_per_minute: 'default' }, { maxNewPerMinute: null }],
+    [{ paused: false, max_active: 10, max_new_per_minute: 20 }, { paused: false, maxActive: 10, maxNewPerMinute: 20 }],
+  ])('accepts %j', (input, change) => {
+    expect(parseControl(input)).toEqual({ ok: true, change });
+  });
+
+  it.each<[Record<string, unknown>, RegExp]>([
+    [{}, /at least one/],
+    [{ paused: 'yes' }, /paused must be true or false/],
+    [{ paused: 1 }, /paused must be true or false/],
+    [{ max_active: -1 }, /between 0/],
+    [{ max_active: 1.5 }, /whole number/],
+    [{ max_active: '1e3' }, /whole number/],
+    [{ max_active: MAX_THRESHOLD + 1 }, /between 0/],
+    [{ max_active: [] }, /whole number/],
+    [{ capacity: 5 }, /unknown control/],
+    [{ paused: true, speed: 2 }, /unknown control/],
+  ])('refuses %j with a reason', (input, reason) => {
+    const result = parseControl(input);
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.error).toMatch(reason);
   });
 });

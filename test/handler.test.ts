@@ -476,6 +476,43 @@ describe('admin page and APIs', () => {
     expect((await r.inner.peek('default')).cursor).toBe(2);
   });
 
+  it('pauses, resumes and sets the capacity from the page, and refuses bad values', async () => {
+    const csrf = await csrfToken();
+    const post = (body: string, accept = 'application/json') =>
+      r.handler(
+        new Request(`${SITE}/__wr/admin/control`, {
+          method: 'POST',
+          body: `csrf=${csrf}&${body}`,
+          headers: { authorization: ADMIN, 'content-type': 'application/x-www-form-urlencoded', origin: SITE, accept },
+        }),
+        CLIENT,
+      );
+    expect(await (await post('paused=true')).json()).toMatchObject({ paused: true, changed: 'Admission paused.' });
+    const page = await r.handler(get('/__wr/admin', undefined, { authorization: ADMIN }), CLIENT);
+    const html = await page.text();
+    expect(html).toContain('<dd id="state">paused</dd>');
+    expect(html).toContain('Resume admission');
+    // A browser gets the page back with what changed.
+    const resumed = await post('paused=false', 'text/html');
+    expect(resumed.status).toBe(303);
+    expect(decodeURIComponent(resumed.headers.get('location') ?? '')).toBe('/__wr/admin?done=Admission resumed.');
+    const set = await post('max_active=40&max_new_per_minute=');
+    expect(await set.json()).toMatchObject({ mode: 'capacity', max_sessions: 40, max_new_per_minute: 0 });
+    const before = await r.inner.stats('default', r.clock.now(), admissionPolicy(r.config));
+    for (const bad of ['max_active=-4', 'max_active=lots', 'paused=maybe', 'speed=3', 'max_active=1&max_active=2', '']) {
+      const response = await post(bad);
+      expect(response.status, bad).toBe(400);
+    }
+    expect(await r.inner.stats('default', r.clock.now(), admissionPolicy(r.config))).toEqual(before);
+    // Without the form token nothing changes either.
+    const forged = await r.handler(
+      new Request(`${SITE}/__wr/admin/control`, { method: 'POST', body: 'paused=true', headers: { authorization: ADMIN, 'content-type': 'application/x-www-form-urlencoded' } }),
+      CLIENT,
+    );
+    expect(forged.status).toBe(403);
+    expect((await r.inner.stats('default', r.clock.now(), admissionPolicy(r.config))).paused).toBe(false);
+  });
+
   it('refuses bad counts with a 400 saying why and changes nothing', async () => {
     const csrf = await csrfToken();
     const bad = ['', 'count=', 'count=abc', 'count=-1', 'count=0', 'count=1.5', 'count=100001', 'count=1e9', 'count=1&count=2'];
@@ -516,5 +553,72 @@ describe('admin page and APIs', () => {
     const state = await r.handler(new Request(`${SITE}/__wr/api/state`, { headers: { authorization: `Bearer ${API_TOKEN}` } }), CLIENT);
     expect(await state.json()).toMatchObject({ tail: 10, cursor: 10, waiting: 0 });
     expect((await r.handler(new Request(`${SITE}/__wr/api/admit`, { headers: { authorization: `Bearer ${API_TOKEN}` } }), CLIENT)).status).toBe(405);
+  });
+});
+
+describe('capacity mode', () => {
+  const CAPACITY = { max_active: '2', max_new_per_minute: '100', session_seconds: '120', activity_refresh_seconds: '30', leave_grace_seconds: '5' };
+
+  it('refreshes a slot in the store at most once per activity_refresh_seconds, carrying the time in the cookie', async () => {
+    const r = rig(CAPACITY);
+    const v = new Visitor(r);
+    expect((await v.visit()).headers.get('x-origin')).toBe('yes');
+    expect(payloadOf(v.cookie!)).toMatchObject({ k: 'a', t: 1 });
+    const calls = r.store.calls;
+    for (let i = 0; i < 10; i++) {
+      r.clock.advance(2_000);
+      expect((await v.visit('/page')).headers.get('x-origin')).toBe('yes');
+    }
+    expect(r.store.calls).toBe(calls);
+    r.clock.advance(10_000);
+    const refreshed = await v.visit('/page');
+    expect(r.store.calls).toBe(calls + 1);
+    expect(Number(payloadOf(cookieFrom(refreshed)!)['r'])).toBe(Math.floor(r.clock.now() / 1000));
+    await v.visit('/page');
+    expect(r.store.calls).toBe(calls + 1);
+  });
+
+  it('ends a session at session_max_seconds whatever the activity', async () => {
+    const r = rig({ ...CAPACITY, session_max_seconds: '150' });
+    const v = new Visitor(r);
+    await v.visit();
+    for (let t = 0; t < 4; t++) {
+      r.clock.advance(30_000);
+      expect((await v.visit()).headers.get('x-origin')).toBe('yes');
+    }
+    // 150 s after admission the token has lapsed: the visitor takes a new ticket (and walks in, there is room).
+    r.clock.advance(31_000);
+    await v.visit();
+    expect(v.ticket).toBe(2);
+  });
+
+  it('a visitor whose slot ended queues again on the next refresh', async () => {
+    const r = rig(CAPACITY);
+    const [a, b, c] = [new Visitor(r), new Visitor(r), new Visitor(r)];
+    await a.visit();
+    await b.visit();
+    expect((await c.visit()).headers.get('x-origin')).toBeNull();
+    // The store lets a's slot go (as a beacon's grace would); a learns it at its next refresh.
+    await r.inner.leave('default', 1, r.clock.now(), admissionPolicy(r.config), 0);
+    r.clock.advance(30_000);
+    expect((await c.visit()).headers.get('x-origin')).toBe('yes');
+    const again = await a.visit();
+    expect(again.headers.get('x-origin')).toBeNull();
+    expect(a.kind).toBe('w');
+    expect(a.ticket).toBe(4);
+    expect(r.logger.records.some((l) => l.reason === 'slot_ended')).toBe(true);
+  });
+
+  it('shows a measured wait estimate once visitors have been let in', async () => {
+    const r = rig({ ...CAPACITY, max_active: '0', max_new_per_minute: '6' });
+    const visitors = Array.from({ length: 12 }, () => new Visitor(r));
+    for (const v of visitors) await v.visit();
+    const last = visitors[11]!;
+    const early = await (await r.handler(get('/__wr/status', last.cookie), CLIENT)).json();
+    expect(early).toMatchObject({ state: 'waiting', estimate_basis: 'measured', ahead: 5 });
+    // 6 let in during the last minute: 0.1 a second; position 6 → 60 s.
+    expect(early.estimated_wait_seconds).toBe(60);
+    const html = await (await last.visit()).text();
+    expect(html).toContain('Estimated wait: about 1 minute, from the pace visitors are being let in.');
   });
 });
