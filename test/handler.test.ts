@@ -622,3 +622,35 @@ describe('capacity mode', () => {
     expect(html).toContain('Estimated wait: about 1 minute, from the pace visitors are being let in.');
   });
 });
+
+describe('responses for programs', () => {
+  it('answers JSON with the place, the estimate and when to retry, with the configured status', async () => {
+    for (const status of ['200', '429', '503']) {
+      const r = rig({ hold_status: status, json_paths: '/api/*' });
+      await r.handler(get('/'), CLIENT);
+      const byAccept = await r.handler(get('/products', undefined, { accept: 'application/json' }), CLIENT);
+      expect(byAccept.status).toBe(Number(status));
+      expect(byAccept.headers.get('content-type')).toContain('application/json');
+      expect(byAccept.headers.get('retry-after')).toBe('5');
+      expect(byAccept.headers.getSetCookie()).toHaveLength(1);
+      expect(await byAccept.json()).toMatchObject({ status: 'waiting', queue: 'default', ticket: 2, place: 2, ahead: 1, retry_after_seconds: 5, estimate_basis: 'none' });
+      // A configured path answers JSON whatever the client accepts.
+      const byPath = await r.handler(get('/api/cart'), CLIENT);
+      expect(await byPath.json()).toMatchObject({ status: 'waiting', ticket: 3 });
+    }
+  });
+
+  it('keeps HTML for browsers, which accept both', async () => {
+    const r = rig();
+    const browser = await r.handler(get('/', undefined, { accept: 'text/html,application/xhtml+xml,application/json;q=0.9,*/*;q=0.8' }), CLIENT);
+    expect(browser.headers.get('content-type')).toContain('text/html');
+  });
+
+  it('answers JSON without a place when the store is down', async () => {
+    const r = rig();
+    r.store.mode = 'error';
+    const response = await r.handler(get('/', undefined, { accept: 'application/json' }), CLIENT);
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ status: 'waiting', ticket: null, place: null, message: 'We are checking your place in line.' });
+  });
+});

@@ -110,6 +110,12 @@ export interface Config {
    */
   readonly admitPeriodSeconds: number;
   /**
+   * Paths whose held requests get a JSON answer instead of the HTML page (as does any request
+   * that accepts JSON but not HTML).
+   * @default ""
+   */
+  readonly jsonPaths: readonly PathPattern[];
+  /**
    * HTTP status of the holding page: 200, 429 or 503 (the latter two carry `Retry-After`).
    * @default 200
    */
@@ -199,6 +205,7 @@ export const CONFIG_KEYS = [
   'state_cache_seconds',
   'admit_per_period',
   'admit_period_seconds',
+  'json_paths',
   'hold_status',
   'store_failure',
   'store_timeout_ms',
@@ -301,6 +308,7 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     stateCacheSeconds: r.integer('state_cache_seconds', 1, 0, 60),
     admitPerPeriod: r.integer('admit_per_period', 0, 0, 1_000_000),
     admitPeriodSeconds: r.integer('admit_period_seconds', 60, 1, DAY),
+    jsonPaths: r.parsed('json_paths', '', parsePathPatterns, []),
     holdStatus: Number(r.oneOf('hold_status', '200', ['200', '429', '503'])) as 200 | 429 | 503,
     storeFailure: r.oneOf('store_failure', 'hold', ['hold', 'pass']),
     storeTimeoutMs: r.integer('store_timeout_ms', 1000, 50, 30_000),

@@ -280,6 +280,33 @@ export function createHandler(deps: HandlerDeps): Handler {
     return newVisit(trace, nowMs);
   }
 
+  /** Programs get JSON: a path configured for it, or a client that accepts JSON but not HTML. */
+  function wantsJson(request: Request, path: string): boolean {
+    if (config.jsonPaths.length > 0 && matchesAnyPath(path, config.jsonPaths)) return true;
+    const accept = request.headers.get('accept') ?? '';
+    return /application\/(?:[a-z.+-]*\+)?json/i.test(accept) && !/text\/html/i.test(accept);
+  }
+
+  function holdingJson(v: Extract<Visit, { kind: 'waiting' }> | undefined, ticket: number | undefined, cookie: string | undefined): Response {
+    const estimate = v === undefined ? undefined : estimateWait(v.ahead, v.state, config);
+    const body = {
+      status: 'waiting',
+      queue,
+      ticket: ticket ?? null,
+      place: v === undefined ? null : v.ahead + 1,
+      ahead: v?.ahead ?? null,
+      paused: v?.state.paused ?? null,
+      estimated_wait_seconds: v === undefined || v.front || v.state.paused ? null : (estimate?.seconds ?? null),
+      estimate_basis: estimate?.basis ?? 'none',
+      message: v === undefined ? 'We are checking your place in line.' : waitText(v),
+      retry_after_seconds: config.refreshSeconds,
+    };
+    const headers: Record<string, string> = { 'retry-after': String(config.refreshSeconds) };
+    const response = jsonResponse(config.holdStatus, body, headers);
+    if (cookie !== undefined) response.headers.append('set-cookie', cookie);
+    return response;
+  }
+
   function holdingPage(v: Extract<Visit, { kind: 'waiting' }> | undefined, ticket: number | undefined, cookie: string | undefined): Response {
     const headers = new Headers({
       'content-type': 'text/html; charset=utf-8',
@@ -427,21 +454,22 @@ export function createHandler(deps: HandlerDeps): Handler {
     }
     const v = await visit(request, trace, true);
     trace.decision = v.kind;
+    const hold = wantsJson(request, path) ? holdingJson : holdingPage;
     switch (v.kind) {
       case 'access':
       case 'admitted':
         return pass(request, v, trace);
       case 'waiting':
-        return holdingPage(v, v.ticket, v.cookie);
+        return hold(v, v.ticket, v.cookie);
       case 'unavailable':
         if (config.storeFailure === 'pass') {
           trace.decision = 'unavailable_pass';
           return pass(request, undefined, trace);
         }
-        return holdingPage(undefined, v.ticket, v.cookie);
+        return hold(undefined, v.ticket, v.cookie);
       case 'none':
         // Unreachable: takeTicket is true here. Holding is the safe answer all the same.
-        return holdingPage(undefined, undefined, undefined);
+        return hold(undefined, undefined, undefined);
     }
   }
 
