@@ -654,3 +654,56 @@ describe('responses for programs', () => {
     expect(await response.json()).toMatchObject({ status: 'waiting', ticket: null, place: null, message: 'We are checking your place in line.' });
   });
 });
+
+describe('bypass by signed cookie and by verified crawler', () => {
+  it('lets a bypass pass minted by the API through, and nothing that only looks like one', async () => {
+    const r = rig({ bypass_cookie: 'staff' });
+    const mint = await r.handler(
+      new Request(`${SITE}/__wr/api/bypass-pass`, { method: 'POST', body: '{"ttl_seconds": 3600}', headers: { authorization: `Bearer ${API_TOKEN}` } }),
+      CLIENT,
+    );
+    const { token, cookie_name } = (await mint.json()) as { token: string; cookie_name: string };
+    expect(cookie_name).toBe('staff');
+    const withPass = (value: string) => r.handler(new Request(`${SITE}/`, { headers: { cookie: `staff=${value}` } }), CLIENT);
+    expect((await withPass(token)).headers.get('x-origin')).toBe('yes');
+    expect(r.logger.last?.decision).toBe('bypass_cookie');
+    // A plain value, a pass signed with another key, a queue ticket of ours, an expired pass: all queue.
+    const iat = Math.floor(r.clock.now() / 1000);
+    const foreign = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { q: '*', k: 'b', t: 0, iat, exp: iat + 60 }, secret: KEY_2 });
+    const ticket = cookieFrom(await r.handler(get('/'), CLIENT))!;
+    for (const value of ['1', 'yes', foreign, ticket]) expect((await withPass(value)).headers.get('x-origin'), value).toBeNull();
+    r.clock.advance(3_601_000);
+    expect((await withPass(token)).headers.get('x-origin')).toBeNull();
+    expect(r.store.calls).toBeGreaterThan(0);
+  });
+
+  it('refuses silly pass lifetimes and unknown fields', async () => {
+    const r = rig({ bypass_cookie: 'staff' });
+    for (const body of ['{"ttl_seconds": 5}', '{"ttl_seconds": 99999999}', '{"ttl_seconds": "1h"}', '{"ttl": 60}', '[]']) {
+      const response = await r.handler(
+        new Request(`${SITE}/__wr/api/bypass-pass`, { method: 'POST', body, headers: { authorization: `Bearer ${API_TOKEN}` } }),
+        CLIENT,
+      );
+      expect(response.status, body).toBe(400);
+    }
+    const off = rig();
+    const response = await off.handler(new Request(`${SITE}/__wr/api/bypass-pass`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } }), CLIENT);
+    expect(response.status).toBe(409);
+  });
+
+  it('lets a crawler through only from its published ranges', async () => {
+    const r = rig({ bypass_crawlers: 'on', crawler_ips: '66.249.64.0/19, 2001:4860:4801::/48' });
+    const crawl = (ua: string, address: string) =>
+      r.handler(new Request(`${SITE}/sale`, { headers: { 'user-agent': ua } }), { address, pop: 'TST' });
+    const googlebot = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
+    expect((await crawl(googlebot, '66.249.66.1')).headers.get('x-origin')).toBe('yes');
+    expect((await crawl(googlebot, '2001:4860:4801:10::1')).headers.get('x-origin')).toBe('yes');
+    // The same user agent from anywhere else is just a visitor; so is a browser from the crawler range.
+    expect((await crawl(googlebot, '203.0.113.5')).headers.get('x-origin')).toBeNull();
+    expect((await crawl('Mozilla/5.0 (X11; Linux x86_64) Chrome/120', '66.249.66.1')).headers.get('x-origin')).toBeNull();
+  });
+
+  it('refuses crawler bypass without the published ranges', () => {
+    expect(() => parseConfig(source({ bypass_crawlers: 'on' }))).toThrow(/crawler_ips/);
+  });
+});

@@ -10,6 +10,9 @@ import type { AdmissionPolicy, AdmitResult, Clock, QueueState, QueueStats, Queue
 import type { StoreOutcome } from './store-call';
 import { signToken, verifyToken } from './tokens';
 
+/** Bypass passes are not tied to a queue (the same value as the handler's). */
+const BYPASS_QUEUE = '*';
+
 /** The most visitors one admit may let in: larger numbers are typos, not intentions. */
 export const MAX_ADMIT_COUNT = 100_000;
 const MAX_FORM_BYTES = 4096;
@@ -131,6 +134,8 @@ export async function handleAdminRoute(request: Request, rest: string, ctx: Admi
       );
     case 'admin/control':
       return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formControl(request, ctx) : methodNotAllowed('POST')));
+    case 'api/bypass-pass':
+      return withBearer(request, ctx, () => (request.method === 'POST' ? mintBypassPass(request, ctx) : methodNotAllowed('POST')));
     case 'api/control':
       return withBearer(request, ctx, () => (request.method === 'POST' ? apiControl(request, ctx) : methodNotAllowed('POST')));
     case 'admin/admit':
@@ -309,6 +314,41 @@ async function apiControl(request: Request, ctx: AdminContext): Promise<Response
   const result = await control(ctx, parsed.change);
   if (result instanceof Response) return result;
   return jsonResponse(200, { changed: describeChange(parsed.change), ...describeState(result, ctx.config) });
+}
+
+/** The longest a bypass pass may live. */
+const MAX_BYPASS_SECONDS = 30 * 86_400;
+
+/** Mints a bypass pass for the `bypass_cookie` (for staff, monitoring, partners). */
+async function mintBypassPass(request: Request, ctx: AdminContext): Promise<Response> {
+  if (ctx.config.bypassCookie === '') return errorResponse(409, 'bypass passes are off: set the bypass_cookie setting first');
+  const body = await readSmallBody(request, MAX_FORM_BYTES);
+  if (!body.ok) return body.response;
+  let ttl: unknown = 86_400;
+  if (body.text.trim() !== '') {
+    let input: unknown;
+    try {
+      input = JSON.parse(body.text);
+    } catch {
+      return errorResponse(400, 'body must be JSON like {"ttl_seconds": 86400}');
+    }
+    if (typeof input !== 'object' || input === null || Array.isArray(input)) return errorResponse(400, 'body must be a JSON object like {"ttl_seconds": 86400}');
+    const { ttl_seconds: given, ...rest } = input as Record<string, unknown>;
+    if (Object.keys(rest).length > 0) return errorResponse(400, `unknown field ${JSON.stringify(Object.keys(rest)[0])}: only ttl_seconds`);
+    if (given !== undefined) ttl = given;
+  }
+  if (typeof ttl !== 'number' || !Number.isInteger(ttl) || ttl < 60 || ttl > MAX_BYPASS_SECONDS) {
+    return errorResponse(400, `ttl_seconds must be a whole number from 60 to ${MAX_BYPASS_SECONDS}`);
+  }
+  const iat = Math.floor(ctx.clock.now() / 1000);
+  const token = await signToken(ctx.secrets.keyRing, { q: BYPASS_QUEUE, k: 'b', t: 0, iat, exp: iat + ttl });
+  ctx.trace.reason = `bypass pass for ${ttl} s`;
+  return jsonResponse(200, {
+    cookie_name: ctx.config.bypassCookie,
+    token,
+    expires_at: new Date((iat + ttl) * 1000).toISOString(),
+    set_cookie: `${ctx.config.bypassCookie}=${token}; Max-Age=${ttl}; Path=/; HttpOnly; Secure; SameSite=Lax`,
+  });
 }
 
 function describeChange(change: RuntimeControl): string {

@@ -37,6 +37,23 @@ export interface Config {
    */
   readonly bypassIps: readonly CidrRange[];
   /**
+   * Name of a cookie that bypasses the queue, but only when its value is a bypass token signed by
+   * us (minted with the admin API); a plain cookie name would be trivially forged. Empty: off.
+   * @default ""
+   */
+  readonly bypassCookie: string;
+  /**
+   * Let verified search-engine crawlers through: the user agent must name a known crawler AND
+   * the client address must be in `crawler_ips` (the ranges the search engines publish).
+   * @default false
+   */
+  readonly bypassCrawlers: boolean;
+  /**
+   * Published address ranges of the search engines' crawlers, for `bypass_crawlers`.
+   * @default ""
+   */
+  readonly crawlerIps: readonly CidrRange[];
+  /**
    * Name of the queue cookie.
    * @default "waiting_room"
    */
@@ -192,6 +209,9 @@ export const CONFIG_KEYS = [
   'queue_paths',
   'bypass_paths',
   'bypass_ips',
+  'bypass_cookie',
+  'bypass_crawlers',
+  'crawler_ips',
   'cookie_name',
   'session_seconds',
   'session_max_seconds',
@@ -291,6 +311,9 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     queuePaths: r.parsed('queue_paths', '/*', parsePathPatterns, []),
     bypassPaths: r.parsed('bypass_paths', '/robots.txt,/favicon.ico', parsePathPatterns, []),
     bypassIps: r.parsed('bypass_ips', '', parseCidrList, []),
+    bypassCookie: r.string('bypass_cookie', '', (v) => (v === '' || COOKIE_NAME_PATTERN.test(v) ? undefined : 'must be 1-64 of A-Z, a-z, 0-9, _ and -')),
+    bypassCrawlers: r.oneOf('bypass_crawlers', 'off', ['on', 'off']) === 'on',
+    crawlerIps: r.parsed('crawler_ips', '', parseCidrList, []),
     cookieName: r.string('cookie_name', 'waiting_room', (v) =>
       COOKIE_NAME_PATTERN.test(v) ? undefined : 'must be 1-64 of A-Z, a-z, 0-9, _ and -',
     ),
@@ -330,6 +353,12 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
       key: 'queue_timeout_seconds',
       message: `must be at least 3 × refresh_seconds (${config.refreshSeconds * 3})`,
     });
+  }
+  if (config.bypassCrawlers && config.crawlerIps.length === 0) {
+    r.problems.push({ key: 'crawler_ips', message: 'is required with bypass_crawlers = on: a user agent alone proves nothing' });
+  }
+  if (config.bypassCookie !== '' && config.bypassCookie === config.cookieName) {
+    r.problems.push({ key: 'bypass_cookie', message: 'must differ from cookie_name' });
   }
   if (config.activityRefreshSeconds * 2 > config.sessionSeconds) {
     r.problems.push({

@@ -75,6 +75,10 @@ export type Visit =
 
 /** The most tokens of ours one request may carry that we verify (duplicates are legal). */
 const MAX_COOKIES_CHECKED = 4;
+/** Bypass passes are not tied to a queue. */
+export const BYPASS_QUEUE = '*';
+/** User agents of the search engines' crawlers (a claim to be checked against their address ranges). */
+const CRAWLER_AGENT = /\b(?:Googlebot|Google-InspectionTool|bingbot|Applebot|DuckDuckBot|YandexBot|Baiduspider)\b/i;
 /** A called ticket's reservation outlives the holder's next poll by this much. */
 const RESERVATION_SLACK_MS = 5000;
 
@@ -175,7 +179,7 @@ export function createHandler(deps: HandlerDeps): Handler {
         continue;
       }
       const claims = result.claims;
-      if (claims.k === 'c') continue;
+      if (claims.k === 'c' || claims.k === 'b') continue;
       if (best === undefined || rank(claims) < rank(best)) best = claims;
     }
     if (best === undefined && failure !== undefined) trace.reason = `token_${failure}`;
@@ -437,6 +441,21 @@ export function createHandler(deps: HandlerDeps): Handler {
     return admin ?? errorResponse(404, `no such path under ${config.pathPrefix}`);
   }
 
+  /** The bypass cookie counts only when it holds a bypass pass signed by us and not expired. */
+  async function hasBypassPass(request: Request): Promise<boolean> {
+    const values = readCookieValues(request.headers.get('cookie'), config.bypassCookie).slice(0, MAX_COOKIES_CHECKED);
+    for (const value of values) {
+      const result = await verifyToken(secrets.keyRing, value, BYPASS_QUEUE, clock.now());
+      if (result.ok && result.claims.k === 'b') return true;
+    }
+    return false;
+  }
+
+  /** A crawler is verified by its published address range; its user agent only says which it claims to be. */
+  function isVerifiedCrawler(request: Request, client: ClientInfo): boolean {
+    return CRAWLER_AGENT.test(request.headers.get('user-agent') ?? '') && isAddressInCidrs(client.address, config.crawlerIps);
+  }
+
   async function route(request: Request, client: ClientInfo, trace: Trace): Promise<Response> {
     const path = new URL(request.url).pathname;
     if (path.startsWith(config.pathPrefix)) return ownPath(request, path.slice(config.pathPrefix.length), trace);
@@ -446,6 +465,14 @@ export function createHandler(deps: HandlerDeps): Handler {
     }
     if (isAddressInCidrs(client.address, config.bypassIps)) {
       trace.decision = 'bypass_ip';
+      return pass(request, undefined, trace);
+    }
+    if (config.bypassCookie !== '' && (await hasBypassPass(request))) {
+      trace.decision = 'bypass_cookie';
+      return pass(request, undefined, trace);
+    }
+    if (config.bypassCrawlers && isVerifiedCrawler(request, client)) {
+      trace.decision = 'bypass_crawler';
       return pass(request, undefined, trace);
     }
     if (!matchesAnyPath(path, config.queuePaths)) {

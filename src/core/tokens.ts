@@ -18,8 +18,8 @@ export interface KeyRing {
   readonly byKid: ReadonlyMap<string, SigningKey>;
 }
 
-/** `w`: a waiting ticket; `a`: an access token; `c`: an admin form's anti-forgery token. */
-export type TokenKind = 'w' | 'a' | 'c';
+/** `w`: a waiting ticket; `a`: an access token; `c`: an admin form's anti-forgery token; `b`: a bypass pass. */
+export type TokenKind = 'w' | 'a' | 'c' | 'b';
 
 export interface TokenClaims {
   /** Queue the token belongs to. */
@@ -154,7 +154,7 @@ function classifyFailure(error: unknown): VerifyFailure {
 function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
   const { q, k, t, iat, exp, j, s, r } = payload;
   if (typeof q !== 'string') return undefined;
-  if (k !== 'w' && k !== 'a' && k !== 'c') return undefined;
+  if (k !== 'w' && k !== 'a' && k !== 'c' && k !== 'b') return undefined;
   if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
   for (const optional of [j, s, r]) if (optional !== undefined && !isWholeNumber(optional)) return undefined;
   return { q, k, t, iat, exp, ...(j !== undefined && { j: j as number }), ...(s !== undefined && { s: s as number }), ...(r !== undefined && { r: r as number }) };
