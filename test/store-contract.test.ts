@@ -11,10 +11,10 @@ import { Redis } from '@upstash/redis';
 import type { RedisConfigFastly } from '@upstash/redis/fastly';
 import IORedis from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { AdmissionPolicy, AutoAdmission, QueueState, QueueStore, RuntimeControl } from '../src/core/ports';
+import type { AdmissionPolicy, AutoAdmission, QueueState, QueueStore, RuntimeControl, VipCode } from '../src/core/ports';
 import { startUpstashBridge } from '../src/node/upstash-bridge';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { STORE_SCRIPTS, StoreArgumentError } from '../src/store/scripts';
+import { STORE_SCRIPTS, StoreArgumentError, VIP_KEEP_EXPIRED_MS, VIP_TTL_MS } from '../src/store/scripts';
 import {
   StoreReplyError,
   UpstashQueueStore,
@@ -50,6 +50,8 @@ const cap = (
 });
 
 const randomQueue = (): string => `q-${randomUUID().slice(0, 12)}`;
+/** A fresh VIP code's hash, as the caller makes it: lower-case hex SHA-256. */
+const vipHash = (): string => createHash('sha256').update(randomUUID()).digest('hex');
 const range = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
 async function joinMany(store: QueueStore, queue: string, n: number, nowMs = at(P), policy = OFF): Promise<number[]> {
@@ -309,6 +311,8 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           await expect(store.control(queue, { paused: true }, T0, policy)).rejects.toMatchObject(rejected);
           await expect(store.stats(queue, T0, policy)).rejects.toMatchObject(rejected);
           await expect(store.peek(queue)).rejects.toMatchObject(rejected);
+          await expect(store.createVip(queue, vipHash(), { uses: 1, expiresAtMs: null }, T0)).rejects.toMatchObject(rejected);
+          await expect(store.useVip(queue, vipHash(), T0)).rejects.toMatchObject(rejected);
         },
       );
 
@@ -929,6 +933,166 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.stats(b, T0 + 5, policy)).toMatchObject({ paused: false, active: 1, cursor: 1, tail: 1 });
       });
     });
+
+    describe('VIP codes', () => {
+      it.each([1, 7, 99])('admits exactly %i of 100 concurrent uses, each remaining count once', async (uses) => {
+        const store = createStore();
+        const q = randomQueue();
+        const h = vipHash();
+        expect(await store.createVip(q, h, { uses, expiresAtMs: T0 + 60_000 }, T0)).toBe(true);
+        const results = await Promise.all(Array.from({ length: 100 }, (_, i) => store.useVip(q, h, T0 + (i % 5))));
+        const admitted = results.filter((r) => r.ok);
+        expect(admitted).toHaveLength(uses);
+        // Every remaining count from uses - 1 down to 0 exactly once: no two callers spent the same use.
+        expect(admitted.map((r) => (r.ok ? r.remaining : -1)).sort((a, b) => a - b)).toEqual(range(0, uses - 1));
+        expect(results.filter((r) => !r.ok)).toEqual(Array.from({ length: 100 - uses }, () => ({ ok: false, reason: 'used_up' })));
+        expect(await store.useVip(q, h, T0 + 10)).toEqual({ ok: false, reason: 'used_up' });
+      });
+
+      it('counts one use per call and keeps a used-up code as used up, not unknown', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const h = vipHash();
+        expect(await store.createVip(q, h, { uses: 3, expiresAtMs: null }, T0)).toBe(true);
+        expect(await store.useVip(q, h, T0 + 1)).toEqual({ ok: true, remaining: 2 });
+        expect(await store.useVip(q, h, T0 + 2)).toEqual({ ok: true, remaining: 1 });
+        expect(await store.useVip(q, h, T0 + 3)).toEqual({ ok: true, remaining: 0 });
+        for (let i = 0; i < 3; i += 1) expect(await store.useVip(q, h, T0 + 4 + i)).toEqual({ ok: false, reason: 'used_up' });
+        // A code nobody created is unknown, in a queue with codes and in one without.
+        expect(await store.useVip(q, vipHash(), T0 + 10)).toEqual({ ok: false, reason: 'unknown' });
+        expect(await store.useVip(randomQueue(), vipHash(), T0 + 10)).toEqual({ ok: false, reason: 'unknown' });
+        // The largest allowed count is accepted.
+        const big = vipHash();
+        expect(await store.createVip(q, big, { uses: 1_000_000, expiresAtMs: null }, T0)).toBe(true);
+        expect(await store.useVip(q, big, T0 + 1)).toEqual({ ok: true, remaining: 999_999 });
+      });
+
+      it('honours the expiry: usable before it, expired from it on, and an expired try spends nothing', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const h = vipHash();
+        const expiry = T0 + 60_000;
+        expect(await store.createVip(q, h, { uses: 5, expiresAtMs: expiry }, T0)).toBe(true);
+        expect(await store.useVip(q, h, T0)).toEqual({ ok: true, remaining: 4 });
+        expect(await store.useVip(q, h, expiry - 1)).toEqual({ ok: true, remaining: 3 });
+        expect(await store.useVip(q, h, expiry)).toEqual({ ok: false, reason: 'expired' });
+        expect(await store.useVip(q, h, expiry + 3_600_000)).toEqual({ ok: false, reason: 'expired' });
+        // Concurrent tries after the expiry take nothing either.
+        const late = await Promise.all(Array.from({ length: 20 }, () => store.useVip(q, h, expiry + 1)));
+        expect(late).toEqual(Array.from({ length: 20 }, () => ({ ok: false, reason: 'expired' })));
+        // Asked with an earlier time (another POP's clock), the code still has its 3 uses.
+        expect(await store.useVip(q, h, expiry - 2)).toEqual({ ok: true, remaining: 2 });
+
+        // Expired and used up: expired is reported first.
+        const spent = vipHash();
+        expect(await store.createVip(q, spent, { uses: 1, expiresAtMs: T0 + 1 }, T0)).toBe(true);
+        expect(await store.useVip(q, spent, T0)).toEqual({ ok: true, remaining: 0 });
+        expect(await store.useVip(q, spent, T0)).toEqual({ ok: false, reason: 'used_up' });
+        expect(await store.useVip(q, spent, T0 + 1)).toEqual({ ok: false, reason: 'expired' });
+      });
+
+      it('refuses to create a hash that exists, in any state, and changes nothing', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const h = vipHash();
+        const expiry = T0 + 60_000;
+        expect(await store.createVip(q, h, { uses: 3, expiresAtMs: expiry }, T0)).toBe(true);
+        expect(await store.useVip(q, h, T0 + 1)).toEqual({ ok: true, remaining: 2 });
+        expect(await store.createVip(q, h, { uses: 10, expiresAtMs: null }, T0 + 2)).toBe(false);
+        expect(await store.createVip(q, h, { uses: 3, expiresAtMs: expiry }, T0 + 2)).toBe(false);
+        // Neither the count nor the expiry changed.
+        expect(await store.useVip(q, h, T0 + 3)).toEqual({ ok: true, remaining: 1 });
+        expect(await store.useVip(q, h, expiry)).toEqual({ ok: false, reason: 'expired' });
+        // Expired: still there, still refused.
+        expect(await store.createVip(q, h, { uses: 10, expiresAtMs: expiry + 60_000 }, expiry + 1)).toBe(false);
+        expect(await store.useVip(q, h, expiry - 1)).toEqual({ ok: true, remaining: 0 });
+        // Used up: still there, still refused, still used up.
+        expect(await store.createVip(q, h, { uses: 10, expiresAtMs: null }, T0 + 4)).toBe(false);
+        expect(await store.useVip(q, h, T0 + 5)).toEqual({ ok: false, reason: 'used_up' });
+      });
+
+      it('lets exactly one of 20 concurrent creates of one hash through', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const h = vipHash();
+        const created = await Promise.all(range(1, 20).map((uses) => store.createVip(q, h, { uses, expiresAtMs: null }, T0)));
+        expect(created.filter(Boolean)).toHaveLength(1);
+        // The code is the winner's: as many uses as the one create that returned true gave it.
+        const winner = created.indexOf(true) + 1;
+        expect(await store.useVip(q, h, T0 + 1)).toEqual({ ok: true, remaining: winner - 1 });
+      });
+
+      it('keeps codes apart per queue', async () => {
+        const store = createStore();
+        const a = randomQueue();
+        const b = randomQueue();
+        const h = vipHash();
+        expect(await store.createVip(a, h, { uses: 2, expiresAtMs: null }, T0)).toBe(true);
+        expect(await store.useVip(b, h, T0 + 1)).toEqual({ ok: false, reason: 'unknown' });
+        // The same hash is a separate code in another queue.
+        expect(await store.createVip(b, h, { uses: 1, expiresAtMs: T0 + 1_000 }, T0)).toBe(true);
+        expect(await store.useVip(b, h, T0 + 2)).toEqual({ ok: true, remaining: 0 });
+        expect(await store.useVip(b, h, T0 + 3)).toEqual({ ok: false, reason: 'used_up' });
+        expect(await store.useVip(a, h, T0 + 2_000)).toEqual({ ok: true, remaining: 1 });
+        expect(await store.useVip(b, h, T0 + 2_000)).toEqual({ ok: false, reason: 'expired' });
+        // VIP codes leave the queue's own state alone.
+        expect(await store.peek(a)).toEqual({ tail: 0, cursor: 0 });
+        expect(await store.stats(b, T0 + 2_000, cap(1, 0))).toMatchObject({ tail: 0, cursor: 0, active: 0, admittedLastMinute: 0 });
+      });
+
+      const good = vipHash();
+      it.each<[string, string, unknown, number]>([
+        ['an upper-case hash', good.toUpperCase(), { uses: 1, expiresAtMs: null }, T0],
+        ['a 63-digit hash', good.slice(1), { uses: 1, expiresAtMs: null }, T0],
+        ['a 65-digit hash', `${good}0`, { uses: 1, expiresAtMs: null }, T0],
+        ['a non-hex hash', `${good.slice(1)}g`, { uses: 1, expiresAtMs: null }, T0],
+        ['a 0x hash', `0x${good.slice(2)}`, { uses: 1, expiresAtMs: null }, T0],
+        ['an empty hash', '', { uses: 1, expiresAtMs: null }, T0],
+        ['a hash that is no string', 123 as unknown as string, { uses: 1, expiresAtMs: null }, T0],
+        ['uses 0', good, { uses: 0, expiresAtMs: null }, T0],
+        ['uses -1', good, { uses: -1, expiresAtMs: null }, T0],
+        ['uses 1.5', good, { uses: 1.5, expiresAtMs: null }, T0],
+        ['uses 1,000,001', good, { uses: 1_000_001, expiresAtMs: null }, T0],
+        ['uses NaN', good, { uses: Number.NaN, expiresAtMs: null }, T0],
+        ['uses Infinity', good, { uses: Number.POSITIVE_INFINITY, expiresAtMs: null }, T0],
+        ['uses as a string', good, { uses: '5', expiresAtMs: null }, T0],
+        ['no uses', good, { expiresAtMs: null }, T0],
+        ['an expiry in the past', good, { uses: 1, expiresAtMs: T0 - 1 }, T0],
+        ['an expiry of now', good, { uses: 1, expiresAtMs: T0 }, T0],
+        ['a fractional expiry', good, { uses: 1, expiresAtMs: T0 + 1.5 }, T0],
+        ['an infinite expiry', good, { uses: 1, expiresAtMs: Number.POSITIVE_INFINITY }, T0],
+        ['an expiry as a string', good, { uses: 1, expiresAtMs: String(T0 + 60_000) }, T0],
+        ['no expiry field', good, { uses: 1 }, T0],
+        ['a misspelt expiry field', good, { uses: 1, expiresAt: T0 + 60_000 }, T0],
+        ['an extra field', good, { uses: 1, expiresAtMs: null, queue: 'x' }, T0],
+        ['a null code', good, null, T0],
+        ['an array', good, [1, null], T0],
+        ['a NaN time', good, { uses: 1, expiresAtMs: null }, Number.NaN],
+        ['a negative time', good, { uses: 1, expiresAtMs: null }, -1],
+      ])('refuses to create a code with %s and writes nothing', async (_label, hash, code, nowMs) => {
+        const store = createStore();
+        const q = randomQueue();
+        await expect(store.createVip(q, hash, code as VipCode, nowMs)).rejects.toBeInstanceOf(StoreArgumentError);
+        // Nothing under the good hash (nor a normalised copy of a bad one).
+        expect(await store.useVip(q, good, T0)).toEqual({ ok: false, reason: 'unknown' });
+        expect(await store.createVip(q, good, { uses: 2, expiresAtMs: T0 + 60_000 }, T0)).toBe(true);
+        expect(await store.useVip(q, good, T0)).toEqual({ ok: true, remaining: 1 });
+      });
+
+      it('refuses to use a code with a bad hash or time and spends nothing', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const h = vipHash();
+        await store.createVip(q, h, { uses: 2, expiresAtMs: null }, T0);
+        for (const hash of [h.toUpperCase(), h.slice(1), `${h}0`, '', null as unknown as string]) {
+          await expect(store.useVip(q, hash, T0)).rejects.toBeInstanceOf(StoreArgumentError);
+        }
+        for (const nowMs of [Number.NaN, -1, Number.POSITIVE_INFINITY, '1' as unknown as number]) {
+          await expect(store.useVip(q, h, nowMs)).rejects.toBeInstanceOf(StoreArgumentError);
+        }
+        expect(await store.useVip(q, h, T0)).toEqual({ ok: true, remaining: 1 });
+      });
+    });
   });
 }
 
@@ -941,6 +1105,23 @@ describe('MemoryQueueStore', () => {
     const q = randomQueue();
     await new MemoryQueueStore().join(q, at(P), OFF);
     expect(await new MemoryQueueStore().peek(q)).toEqual({ tail: 0, cursor: 0 });
+  });
+
+  it('forgets VIP codes when their Redis key\'s TTL would have run out, and then they can be created again', async () => {
+    const store = new MemoryQueueStore();
+    const q = randomQueue();
+    const open = vipHash();
+    const dated = vipHash();
+    const expiry = T0 + 60_000;
+    expect(await store.createVip(q, open, { uses: 2, expiresAtMs: null }, T0)).toBe(true);
+    expect(await store.createVip(q, dated, { uses: 2, expiresAtMs: expiry }, T0)).toBe(true);
+    expect(await store.useVip(q, open, T0 + VIP_TTL_MS - 1)).toEqual({ ok: true, remaining: 1 });
+    expect(await store.useVip(q, dated, expiry + VIP_KEEP_EXPIRED_MS - 1)).toEqual({ ok: false, reason: 'expired' });
+    expect(await store.useVip(q, open, T0 + VIP_TTL_MS)).toEqual({ ok: false, reason: 'unknown' });
+    expect(await store.useVip(q, dated, expiry + VIP_KEEP_EXPIRED_MS)).toEqual({ ok: false, reason: 'unknown' });
+    const later = T0 + VIP_TTL_MS;
+    expect(await store.createVip(q, open, { uses: 1, expiresAtMs: null }, later)).toBe(true);
+    expect(await store.useVip(q, open, later)).toEqual({ ok: true, remaining: 0 });
   });
 
   it('imports nothing from node:* or @upstash at run time, so it also runs in the Fastly engine', () => {
@@ -986,7 +1167,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
   describe('scripts', () => {
     it('pins each SHA-1 to node:crypto and to SCRIPT LOAD through the bridge', async () => {
       expect(STORE_SCRIPTS.map((s) => s.name).sort()).toEqual(
-        ['admit', 'claim', 'control', 'join', 'leave', 'peek', 'poll', 'stats', 'touch'],
+        ['admit', 'claim', 'control', 'create_vip', 'join', 'leave', 'peek', 'poll', 'stats', 'touch', 'use_vip'],
       );
       for (const script of STORE_SCRIPTS) {
         expect(script.sha1, script.name).toBe(createHash('sha1').update(script.text).digest('hex'));
@@ -1007,10 +1188,15 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
           return n.map((key, i) => [key, k[i]] as const);
         });
         const keyNames = new Set(bound.map(([key]) => key));
-        if (name !== 'peek') {
+        const bindings = text.match(/^\s*(?:local\s+)?K_\w+(?:\s*,\s*K_\w+)*\s*=[^=]/gm)?.length;
+        if (name === 'create_vip' || name === 'use_vip') {
+          expect(bound, name).toEqual([['K_VIP', 'KEYS[1]']]);
+          expect(bindings, `${name}: K_VIP bound once`).toBe(1);
+          expect(text, `${name}: no other KEYS`).not.toMatch(/KEYS\[[02-9]/);
+        } else if (name !== 'peek') {
           expect(bound, name).toEqual(POLICY_KEYS.map((key, i) => [key, `KEYS[${i + 1}]`]));
           // …and never reassigned.
-          expect(text.match(/^\s*(?:local\s+)?K_\w+(?:\s*,\s*K_\w+)*\s*=[^=]/gm)?.length, `${name}: K_* bound once`).toBe(3);
+          expect(bindings, `${name}: K_* bound once`).toBe(3);
         }
         const keyArgs = new Set([...keyNames, 'key', 'KEYS[1]', 'KEYS[2]']);
         const calls = [...text.matchAll(/redis\.p?call\(\s*'(\w+)'\s*,\s*([^,)]+)/g)];
@@ -1066,6 +1252,40 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 2_000 + SESSION_MS)]);
     });
 
+    it('keeps each VIP code in one hash under the queue\'s hash tag, with a TTL relative to the caller\'s clock', async () => {
+      const prefix = `wrt-${randomUUID().slice(0, 8)}`;
+      const store = newStore(redis, prefix);
+      const q = randomQueue();
+      const dated = vipHash();
+      const open = vipHash();
+      const base = `${prefix}:{${q}}`;
+      // T0 is years in the past for redis-server: an absolute PEXPIREAT would drop these keys at once.
+      expect(await store.createVip(q, dated, { uses: 2, expiresAtMs: T0 + 60_000 }, T0)).toBe(true);
+      expect(await store.createVip(q, open, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
+      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:vip:${dated}`, `${base}:vip:${open}`].sort());
+      expect(await direct.hgetall(`${base}:vip:${dated}`)).toEqual({ left: '2', exp: String(T0 + 60_000) });
+      expect(await direct.hgetall(`${base}:vip:${open}`)).toEqual({ left: '1' });
+      const datedTtl = await direct.pttl(`${base}:vip:${dated}`);
+      expect(datedTtl).toBeLessThanOrEqual(60_000 + VIP_KEEP_EXPIRED_MS);
+      expect(datedTtl).toBeGreaterThan(60_000 + VIP_KEEP_EXPIRED_MS - 10_000);
+      const openTtl = await direct.pttl(`${base}:vip:${open}`);
+      expect(openTtl).toBeLessThanOrEqual(VIP_TTL_MS);
+      expect(openTtl).toBeGreaterThan(VIP_TTL_MS - 10_000);
+      // Used up: the key stays, at 0 and with its TTL, so the code reads as used up.
+      expect(await store.useVip(q, open, T0 + 1)).toEqual({ ok: true, remaining: 0 });
+      expect(await direct.hgetall(`${base}:vip:${open}`)).toEqual({ left: '0' });
+      expect(await direct.pttl(`${base}:vip:${open}`)).toBeGreaterThan(VIP_TTL_MS - 10_000);
+      // Refused uses and creates write nothing.
+      await store.useVip(q, dated, T0 + 60_000);
+      await store.useVip(q, vipHash(), T0);
+      await store.createVip(q, dated, { uses: 9, expiresAtMs: null }, T0);
+      expect(await direct.hgetall(`${base}:vip:${dated}`)).toEqual({ left: '2', exp: String(T0 + 60_000) });
+      expect(await direct.keys(`${prefix}:*`)).toHaveLength(2);
+      // When Redis drops the key, the code is unknown (and can be created again).
+      await direct.del(`${base}:vip:${dated}`);
+      expect(await store.useVip(q, dated, T0)).toEqual({ ok: false, reason: 'unknown' });
+    });
+
     it('uses the prefix "wr" by default', async () => {
       const q = randomQueue();
       await new UpstashQueueStore({ redis }).join(q, at(P), OFF);
@@ -1081,6 +1301,26 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await expect(redis.evalsha(control.sha1, keys, [...good, 'yes', '', ''])).rejects.toThrow(/ARGV\[8\]/);
       await expect(redis.evalsha(control.sha1, keys, ['1e999', ...good.slice(1), '', '', ''])).rejects.toThrow(/ARGV\[1\]/);
       expect(await direct.keys(`wrt-x:{${q}}:*`)).toEqual([]);
+
+      const vip = [`wrt-x:{${q}}:vip:${vipHash()}`];
+      const create = STORE_SCRIPTS.find((s) => s.name === 'create_vip')!;
+      const use = STORE_SCRIPTS.find((s) => s.name === 'use_vip')!;
+      for (const [argv, arg] of [
+        [[String(T0), '0', ''], 2],
+        [[String(T0), '1000001', ''], 2],
+        [[String(T0), '1.5', ''], 2],
+        [[String(T0), '1', String(T0)], 3],
+        [[String(T0), '1', 'never'], 3],
+        [['-1', '1', ''], 1],
+      ] as const) {
+        await expect(redis.evalsha(create.sha1, vip, [...argv]), argv.join(' ')).rejects.toThrow(new RegExp(`ARGV\\[${arg}\\]`));
+      }
+      await expect(redis.evalsha(use.sha1, vip, ['x'])).rejects.toThrow(/ARGV\[1\]/);
+      expect(await direct.keys(`wrt-x:{${q}}:*`)).toEqual([]);
+      // A key that is not a VIP code's hash is a loud error, not a use.
+      await direct.hset(vip[0]!, 'left', 'lots');
+      await expect(redis.evalsha(use.sha1, vip, [String(T0)])).rejects.toThrow(/is not a VIP code/);
+      expect(await direct.hgetall(vip[0]!)).toEqual({ left: 'lots' });
     });
   });
 
@@ -1116,6 +1356,23 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(new Set(requests().map((url) => new URL(url).pathname))).toEqual(new Set(['/']));
       // join admitted 2, the next period's poll 1 more (capped at tail + count), admit none.
       expect(await store.peek(q)).toEqual({ tail: 1, cursor: 3 });
+    });
+
+    it('makes exactly one request per VIP call', async () => {
+      const store = newStore();
+      const q = randomQueue();
+      const h = vipHash();
+      for (const script of STORE_SCRIPTS) await redis.scriptLoad(script.text);
+      const fetchSpy = vi.spyOn(globalThis, 'fetch');
+      expect(await store.createVip(q, h, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
+      expect(fetchSpy).toHaveBeenCalledTimes(1);
+      expect(await store.useVip(q, h, T0)).toEqual({ ok: true, remaining: 0 });
+      expect(await store.useVip(q, h, T0)).toEqual({ ok: false, reason: 'used_up' });
+      expect(fetchSpy).toHaveBeenCalledTimes(3);
+      // Refused arguments never reach the network.
+      await expect(store.useVip(q, 'nope', T0)).rejects.toBeInstanceOf(StoreArgumentError);
+      await expect(store.createVip(q, h, { uses: 0, expiresAtMs: null }, T0)).rejects.toBeInstanceOf(StoreArgumentError);
+      expect(fetchSpy).toHaveBeenCalledTimes(3);
     });
 
     it('falls back to EVAL on NOSCRIPT after SCRIPT FLUSH, then goes back to EVALSHA', async () => {
@@ -1228,6 +1485,35 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       ['a ticket other than the tail', [...STATE, 6, 1]],
     ])('throws StoreReplyError on a join reply with %s', async (_label, reply) => {
       await expect(newStore(replying(reply)).join(randomQueue(), at(P), OFF)).rejects.toBeInstanceOf(StoreReplyError);
+    });
+
+    it('reads VIP replies: created, and a use\'s status and remaining count', async () => {
+      const q = randomQueue();
+      const h = vipHash();
+      expect(await newStore(replying([1])).createVip(q, h, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
+      expect(await newStore(replying(['0'])).createVip(q, h, { uses: 1, expiresAtMs: null }, T0)).toBe(false);
+      expect(await newStore(replying([0, 4])).useVip(q, h, T0)).toEqual({ ok: true, remaining: 4 });
+      expect(await newStore(replying(['0', '0'])).useVip(q, h, T0)).toEqual({ ok: true, remaining: 0 });
+      expect(await newStore(replying([1, 0])).useVip(q, h, T0)).toEqual({ ok: false, reason: 'unknown' });
+      expect(await newStore(replying(['2', '0'])).useVip(q, h, T0)).toEqual({ ok: false, reason: 'expired' });
+      expect(await newStore(replying([3, 0])).useVip(q, h, T0)).toEqual({ ok: false, reason: 'used_up' });
+    });
+
+    it.each<[string, unknown]>([
+      ['an unknown status', [4, 0]],
+      ['a refusal with a count', [3, 1]],
+      ['more left than a code can have', [0, 1_000_000]],
+      ['a negative count', [0, -1]],
+      ['too short', [0]],
+      ['too long', [0, 1, 0]],
+      ['null', null],
+    ])('throws StoreReplyError on a use_vip reply with %s', async (_label, reply) => {
+      await expect(newStore(replying(reply)).useVip(randomQueue(), vipHash(), T0)).rejects.toBeInstanceOf(StoreReplyError);
+    });
+
+    it('throws StoreReplyError on a create_vip reply that is not 0 or 1', async () => {
+      await expect(newStore(replying([2])).createVip(randomQueue(), vipHash(), { uses: 1, expiresAtMs: null }, T0)).rejects.toBeInstanceOf(StoreReplyError);
+      await expect(newStore(replying([1, 1])).createVip(randomQueue(), vipHash(), { uses: 1, expiresAtMs: null }, T0)).rejects.toBeInstanceOf(StoreReplyError);
     });
 
     it('throws StoreReplyError on a touch or leave reply that is not 0 or 1', async () => {

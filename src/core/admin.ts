@@ -9,6 +9,7 @@ import { formatCount, renderAdminPage } from './pages';
 import type { AdmissionPolicy, AdmitResult, Clock, QueueState, QueueStats, QueueStore, RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { signToken, verifyToken } from './tokens';
+import { createVipCode, hashVipCode, VIP_PARAM } from './vip';
 
 /** Bypass passes are not tied to a queue (the same value as the handler's). */
 const BYPASS_QUEUE = '*';
@@ -134,6 +135,10 @@ export async function handleAdminRoute(request: Request, rest: string, ctx: Admi
       );
     case 'admin/control':
       return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formControl(request, ctx) : methodNotAllowed('POST')));
+    case 'api/vip':
+      return withBearer(request, ctx, () => (request.method === 'POST' ? apiCreateVip(request, ctx) : methodNotAllowed('POST')));
+    case 'admin/vip':
+      return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formCreateVip(request, ctx) : methodNotAllowed('POST')));
     case 'api/bypass-pass':
       return withBearer(request, ctx, () => (request.method === 'POST' ? mintBypassPass(request, ctx) : methodNotAllowed('POST')));
     case 'api/control':
@@ -314,6 +319,91 @@ async function apiControl(request: Request, ctx: AdminContext): Promise<Response
   const result = await control(ctx, parsed.change);
   if (result instanceof Response) return result;
   return jsonResponse(200, { changed: describeChange(parsed.change), ...describeState(result, ctx.config) });
+}
+
+export const MAX_VIP_CODES = 100;
+export const MAX_VIP_USES = 1_000_000;
+const MAX_VIP_SECONDS = 90 * 86_400;
+
+export interface VipRequest {
+  readonly count: number;
+  readonly uses: number;
+  readonly expiresInSeconds: number | null;
+}
+
+/** Validates `{"count": 5, "uses": 1, "expires_in_seconds": 86400}` (form values as strings). */
+export function parseVipRequest(input: Readonly<Record<string, unknown>>): { ok: true; request: VipRequest } | { ok: false; error: string } {
+  for (const key of Object.keys(input)) {
+    if (!['count', 'uses', 'expires_in_seconds'].includes(key)) return { ok: false, error: `unknown field ${JSON.stringify(key).slice(0, 60)}: use count, uses, expires_in_seconds` };
+  }
+  const whole = (name: string, value: unknown, fallback: number | null, min: number, max: number): number | null | string => {
+    if (value === undefined || value === '') return fallback;
+    const n = typeof value === 'number' ? value : typeof value === 'string' && /^\s*[0-9]+\s*$/.test(value) ? Number(value) : Number.NaN;
+    if (!Number.isInteger(n) || n < min || n > max) return `${name} must be a whole number from ${min} to ${max}`;
+    return n;
+  };
+  const count = whole('count', input['count'], 1, 1, MAX_VIP_CODES);
+  if (typeof count === 'string') return { ok: false, error: count };
+  const uses = whole('uses', input['uses'], 1, 1, MAX_VIP_USES);
+  if (typeof uses === 'string') return { ok: false, error: uses };
+  const expires = whole('expires_in_seconds', input['expires_in_seconds'], null, 60, MAX_VIP_SECONDS);
+  if (typeof expires === 'string') return { ok: false, error: expires };
+  return { ok: true, request: { count: count ?? 1, uses: uses ?? 1, expiresInSeconds: expires } };
+}
+
+/** Makes the codes; each is shown once, here, and stored only as a hash. */
+async function createVips(request: Request, ctx: AdminContext, vip: VipRequest): Promise<Response> {
+  const nowMs = ctx.clock.now();
+  const expiresAtMs = vip.expiresInSeconds === null ? null : nowMs + vip.expiresInSeconds * 1000;
+  const codes: { code: string; link: string }[] = [];
+  const origin = new URL(request.url).origin;
+  while (codes.length < vip.count) {
+    const code = createVipCode();
+    const hash = await hashVipCode(code);
+    const outcome = await ctx.storeCall(() => ctx.store.createVip(ctx.config.queueName, hash, { uses: vip.uses, expiresAtMs }, nowMs));
+    if (!outcome.ok) {
+      return errorResponse(503, `the queue store did not confirm code ${codes.length + 1} of ${vip.count} (${outcome.reason}); the ${codes.length} listed here work`, {});
+    }
+    // A collision with an existing code (about 2^-79) just draws again.
+    if (outcome.value) codes.push({ code, link: `${origin}/?${VIP_PARAM}=${code}` });
+  }
+  ctx.trace.reason = `created ${codes.length} VIP codes`;
+  return jsonResponse(200, {
+    queue: ctx.config.queueName,
+    uses_each: vip.uses,
+    expires_at: expiresAtMs === null ? null : new Date(expiresAtMs).toISOString(),
+    codes,
+  });
+}
+
+async function apiCreateVip(request: Request, ctx: AdminContext): Promise<Response> {
+  const body = await readSmallBody(request, MAX_FORM_BYTES);
+  if (!body.ok) return body.response;
+  let input: unknown = {};
+  if (body.text.trim() !== '') {
+    try {
+      input = JSON.parse(body.text);
+    } catch {
+      return errorResponse(400, 'body must be JSON like {"count": 5, "uses": 1, "expires_in_seconds": 86400}');
+    }
+  }
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return errorResponse(400, 'body must be a JSON object');
+  const parsed = parseVipRequest(input as Record<string, unknown>);
+  if (!parsed.ok) return errorResponse(400, parsed.error);
+  return createVips(request, ctx, parsed.request);
+}
+
+async function formCreateVip(request: Request, ctx: AdminContext): Promise<Response> {
+  const form = await readAdminForm(request, ctx);
+  if (form instanceof Response) return form;
+  const fields: Record<string, string> = {};
+  for (const [key, value] of form) {
+    if (key in fields) return errorResponse(400, `${key} is given more than once`);
+    fields[key] = value;
+  }
+  const parsed = parseVipRequest(fields);
+  if (!parsed.ok) return errorResponse(400, parsed.error);
+  return createVips(request, ctx, parsed.request);
 }
 
 /** The longest a bypass pass may live. */

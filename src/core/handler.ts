@@ -20,6 +20,7 @@ import { matchesAnyPath } from './path-pattern';
 import type { AdmissionPolicy, ClientInfo, Clock, Logger, Origin, QueueState, QueueStore, StateCache } from './ports';
 import { callStore, type StoreOutcome } from './store-call';
 import { signToken, verifyToken, type TokenClaims, type VerifyFailure } from './tokens';
+import { hashVipCode, normalizeVipCode, VIP_PARAM } from './vip';
 
 export interface HandlerDeps {
   readonly config: Readonly<Config>;
@@ -441,6 +442,35 @@ export function createHandler(deps: HandlerDeps): Handler {
     return admin ?? errorResponse(404, `no such path under ${config.pathPrefix}`);
   }
 
+  /**
+   * A VIP link: one use of the code is spent in the store (exactly as many visitors as it allows
+   * get in, however many try at once), and the visitor goes to the same address without the code,
+   * holding an access token. A code that does not work leaves the visitor to queue as usual.
+   */
+  async function useVip(request: Request, input: string, trace: Trace): Promise<Response | undefined> {
+    const code = normalizeVipCode(input);
+    if (code === undefined) {
+      trace.reason = 'vip_malformed';
+      return undefined;
+    }
+    const nowMs = clock.now();
+    const hash = await hashVipCode(code);
+    const used = await storeCall(trace, () => store.useVip(queue, hash, nowMs));
+    if (!used.ok) return undefined;
+    if (!used.value.ok) {
+      trace.reason = `vip_${used.value.reason}`;
+      return undefined;
+    }
+    trace.decision = 'vip';
+    const target = new URL(request.url);
+    target.searchParams.delete(VIP_PARAM);
+    const cookie = await issue('a', 0, nowMs, { j: Math.floor(nowMs / 1000) });
+    return new Response(null, {
+      status: 303,
+      headers: { location: `${target.pathname}${target.search}`, 'set-cookie': cookie, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' },
+    });
+  }
+
   /** The bypass cookie counts only when it holds a bypass pass signed by us and not expired. */
   async function hasBypassPass(request: Request): Promise<boolean> {
     const values = readCookieValues(request.headers.get('cookie'), config.bypassCookie).slice(0, MAX_COOKIES_CHECKED);
@@ -478,6 +508,11 @@ export function createHandler(deps: HandlerDeps): Handler {
     if (!matchesAnyPath(path, config.queuePaths)) {
       trace.decision = 'no_queue';
       return pass(request, undefined, trace);
+    }
+    const vip = new URL(request.url).searchParams.get(VIP_PARAM);
+    if (vip !== null) {
+      const used = await useVip(request, vip, trace);
+      if (used !== undefined) return used;
     }
     const v = await visit(request, trace, true);
     trace.decision = v.kind;

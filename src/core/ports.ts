@@ -85,6 +85,20 @@ export interface QueueStats extends QueueState {
 }
 
 /**
+ * A VIP access code as stored: how many uses it has left at creation (1..1,000,000) and when it
+ * stops working (ms since the epoch; null = no expiry of its own).
+ */
+export interface VipCode {
+  readonly uses: number;
+  readonly expiresAtMs: number | null;
+}
+
+/** The outcome of spending one use of a VIP code: the uses left after this one, or why it was refused. */
+export type VipUse =
+  | { readonly ok: true; readonly remaining: number }
+  | { readonly ok: false; readonly reason: 'unknown' | 'expired' | 'used_up' };
+
+/**
  * The queue's shared state. Every method is one round trip and atomic in the store. Methods throw
  * when the store fails; the core turns that into a decision (see `store_failure`).
  */
@@ -113,6 +127,14 @@ export interface QueueStore {
   stats(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueStats>;
   /** Read tail and cursor without side effects. */
   peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>>;
+  /**
+   * Store a VIP code under `codeHash` (the caller hashes the code; the store never sees it) with
+   * `uses` >= 1 and an optional expiry; false if that hash exists already. The store forgets a code
+   * a day after its expiry, or 30 days after its creation when it has none.
+   */
+  createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean>;
+  /** Spend one use of a VIP code atomically: a code with N uses admits exactly N callers. */
+  useVip(queue: string, codeHash: string, nowMs: number): Promise<VipUse>;
 }
 
 /**

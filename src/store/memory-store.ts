@@ -21,6 +21,8 @@ import type {
   QueueStats,
   QueueStore,
   RuntimeControl,
+  VipCode,
+  VipUse,
 } from '../core/ports';
 import {
   KEEP_MS,
@@ -30,9 +32,12 @@ import {
   averageWaitSeconds,
   checkControl,
   checkGraceMs,
+  checkNowMs,
   checkPolicy,
   checkTicket,
   checkUntilMs,
+  checkVipCode,
+  checkVipHash,
   checkWaitedMs,
   periodStart,
   type CheckedPolicy,
@@ -59,6 +64,14 @@ interface MemoryQueue {
   maxNewPerMinute: number | undefined;
 }
 
+/** One VIP code: the fields of its Redis hash, and when its TTL would remove the key. */
+interface MemoryVip {
+  left: number;
+  readonly expiresAtMs: number | null;
+  /** Creation time + the key's TTL (see `CheckedVip.keepMs`); from then on the code is unknown. */
+  readonly dropAtMs: number;
+}
+
 /** Controls in effect for one call: runtime overrides, else the configured thresholds. */
 interface Effective {
   readonly paused: boolean;
@@ -68,6 +81,8 @@ interface Effective {
 
 export class MemoryQueueStore implements QueueStore {
   readonly #queues = new Map<string, MemoryQueue>();
+  /** queue → code hash → code. Apart from the queues' state, as the VIP keys are in Redis. */
+  readonly #vips = new Map<string, Map<string, MemoryVip>>();
 
   async join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult> {
     assertQueueName(queue);
@@ -224,6 +239,34 @@ export class MemoryQueueStore implements QueueStore {
     return { tail: state?.tail ?? 0, cursor: state?.cursor ?? 0 };
   }
 
+  async createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean> {
+    assertQueueName(queue);
+    checkVipHash(codeHash);
+    const v = checkVipCode(code, nowMs);
+    let codes = this.#vips.get(queue);
+    if (codes === undefined) {
+      codes = new Map();
+      this.#vips.set(queue, codes);
+    }
+    if (liveVip(codes, codeHash, v.nowMs) !== undefined) return false;
+    codes.set(codeHash, { left: v.uses, expiresAtMs: v.expiresAtMs, dropAtMs: v.nowMs + v.keepMs });
+    return true;
+  }
+
+  /** Mirrors the use_vip script: unknown, then expired, then used up; else one use is taken. */
+  async useVip(queue: string, codeHash: string, nowMs: number): Promise<VipUse> {
+    assertQueueName(queue);
+    checkVipHash(codeHash);
+    const now = checkNowMs(nowMs);
+    const codes = this.#vips.get(queue);
+    const vip = codes === undefined ? undefined : liveVip(codes, codeHash, now);
+    if (vip === undefined) return { ok: false, reason: 'unknown' };
+    if (vip.expiresAtMs !== null && now >= vip.expiresAtMs) return { ok: false, reason: 'expired' };
+    if (vip.left < 1) return { ok: false, reason: 'used_up' };
+    vip.left -= 1;
+    return { ok: true, remaining: vip.left };
+  }
+
   #queue(queue: string): MemoryQueue {
     let state = this.#queues.get(queue);
     if (state === undefined) {
@@ -248,6 +291,16 @@ function emptyQueue(): MemoryQueue {
     maxActive: undefined,
     maxNewPerMinute: undefined,
   };
+}
+
+/** The code under `codeHash` unless its TTL has run out (then it is removed, as Redis would have). */
+function liveVip(codes: Map<string, MemoryVip>, codeHash: string, nowMs: number): MemoryVip | undefined {
+  const vip = codes.get(codeHash);
+  if (vip !== undefined && nowMs >= vip.dropAtMs) {
+    codes.delete(codeHash);
+    return undefined;
+  }
+  return vip;
 }
 
 function effective(q: MemoryQueue, p: CheckedPolicy): Effective {

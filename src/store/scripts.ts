@@ -29,6 +29,15 @@
  *   `${prefix}:{${queue}}:ctl`      HASH of runtime controls: `paused` ("1" or absent),
  *                                   `max_active`, `max_new_per_minute` (overrides; absent = the
  *                                   configured value).
+ *   `${prefix}:{${queue}}:vip:<hash>`  HASH, one per VIP access code; `<hash>` is the lower-case hex
+ *                                   SHA-256 the caller made of the code (the store never sees a
+ *                                   code). Fields: `left` (uses left; kept at 0 once used up, so a
+ *                                   spent code reads as used up rather than unknown) and `exp`
+ *                                   (expiry in ms; absent = none). A Redis TTL cleans it up:
+ *                                   VIP_KEEP_EXPIRED_MS after its expiry, or VIP_TTL_MS after its
+ *                                   creation when it has none. The TTL is relative (PEXPIRE of
+ *                                   `exp - now + keep`), so it needs no agreement between the
+ *                                   caller's clock and Redis's. Only the two VIP scripts touch it.
  *
  * Modes: capacity mode while the effective `maxActive > 0 || maxNewPerMinute > 0`, else rate mode
  * (the period step, exactly as before thresholds existed). Figures are counted by score (a slot or
@@ -222,6 +231,91 @@ export function assertAdmitCount(count: number): void {
     throw new StoreArgumentError(`invalid admit count ${String(count)}: expected an integer >= 1`);
   }
 }
+
+/** Most uses one VIP code may have. */
+export const VIP_MAX_USES = 1_000_000;
+
+/** A VIP code without an expiry of its own is forgotten this long after its creation, ms (30 days). */
+export const VIP_TTL_MS = 30 * 24 * 3_600_000;
+
+/**
+ * A VIP code with an expiry is kept this long past it (ms, one day), so that using it then reads
+ * `expired` rather than `unknown`; after that it is forgotten.
+ */
+export const VIP_KEEP_EXPIRED_MS = 24 * 3_600_000;
+
+/** What the stores accept as a code's hash: lower-case hex SHA-256. */
+export const VIP_HASH_PATTERN = /^[0-9a-f]{64}$/;
+
+/** Validates a bare time (the VIP methods take no policy); floored to whole ms. */
+export function checkNowMs(nowMs: number): number {
+  return checkTime('nowMs', nowMs);
+}
+
+export function checkVipHash(codeHash: string): string {
+  if (typeof codeHash !== 'string' || !VIP_HASH_PATTERN.test(codeHash)) {
+    throw new StoreArgumentError('invalid VIP code hash: expected 64 lower-case hex digits (SHA-256)');
+  }
+  return codeHash;
+}
+
+/** The key of one VIP code, under its queue's hash tag; validates prefix, queue and hash. */
+export function vipKey(prefix: string, queue: string, codeHash: string): string {
+  assertKeyPrefix(prefix);
+  assertQueueName(queue);
+  return `${prefix}:{${queue}}:vip:${checkVipHash(codeHash)}`;
+}
+
+/** A VIP code to create, after validation, with the time it is created at. */
+export interface CheckedVip {
+  /** Floored to whole ms. */
+  readonly nowMs: number;
+  readonly uses: number;
+  readonly expiresAtMs: number | null;
+  /** How long the store keeps the code from now, ms: see VIP_TTL_MS and VIP_KEEP_EXPIRED_MS. */
+  readonly keepMs: number;
+}
+
+const VIP_FIELDS = new Set(['uses', 'expiresAtMs']);
+
+/**
+ * Validates a VIP code before anything is written: `uses` an integer 1..VIP_MAX_USES, `expiresAtMs`
+ * null or a safe integer later than `nowMs`. Both fields are required and no others are accepted, so
+ * a misspelt expiry cannot create a code that never expires.
+ */
+export function checkVipCode(code: { readonly uses: number; readonly expiresAtMs: number | null }, nowMs: number): CheckedVip {
+  const now = checkTime('nowMs', nowMs);
+  if (typeof code !== 'object' || code === null || Array.isArray(code)) {
+    throw new StoreArgumentError('invalid VIP code: expected an object');
+  }
+  for (const field of Object.keys(code)) {
+    if (!VIP_FIELDS.has(field)) {
+      throw new StoreArgumentError(`invalid VIP code field ${JSON.stringify(field)}: expected uses and expiresAtMs`);
+    }
+  }
+  const uses: unknown = code.uses;
+  if (!isSafeCount(uses, 1) || uses > VIP_MAX_USES) {
+    throw new StoreArgumentError(`invalid VIP uses ${String(uses)}: expected an integer from 1 to ${VIP_MAX_USES}`);
+  }
+  const expiresAtMs: unknown = code.expiresAtMs;
+  if (expiresAtMs !== null && (!isSafeCount(expiresAtMs, 0) || expiresAtMs <= nowMs)) {
+    throw new StoreArgumentError(`invalid VIP expiresAtMs ${String(expiresAtMs)}: expected null or an integer time in ms after now`);
+  }
+  return {
+    nowMs: now,
+    uses,
+    expiresAtMs,
+    keepMs: expiresAtMs === null ? VIP_TTL_MS : expiresAtMs - now + VIP_KEEP_EXPIRED_MS,
+  };
+}
+
+/** ARGV of the create_vip script: now, uses, expiry ('' = none). */
+export function vipCreateArgv(v: CheckedVip): string[] {
+  return [String(v.nowMs), String(v.uses), v.expiresAtMs === null ? '' : String(v.expiresAtMs)];
+}
+
+/** Why a VIP use was refused, by the status the use_vip script returns (0 is success). */
+export const VIP_REFUSALS = { 1: 'unknown', 2: 'expired', 3: 'used_up' } as const;
 
 /** A runtime change after validation: `undefined` leaves a control as it is, `null` removes an override. */
 export interface CheckedControl {
@@ -708,6 +802,60 @@ ${READ_INT}
 return {read_int(KEYS[1]) or 0, read_int(KEYS[2]) or 0}
 `;
 
+// The VIP scripts' one key and their time, from KEYS[1] and ARGV 1 (validated again, as in PRELUDE).
+const VIP_PRELUDE = `
+local K_VIP = KEYS[1]
+local function fmt(n) return string.format('%.0f', n) end
+local function arg_int(i, min, max)
+  local n = tonumber(ARGV[i])
+  if not n or n ~= math.floor(n) or n < min or n > max then
+    error('wr: ARGV[' .. i .. '] must be an integer from ' .. fmt(min) .. ' to ' .. fmt(max))
+  end
+  return n
+end
+local NOW = arg_int(1, 0, 9007199254740991)
+`;
+
+/**
+ * Create a VIP code unless its key exists (in any state, even used up or expired): `left` = uses,
+ * `exp` = expiry when there is one, and the TTL documented in the header. ARGV now_ms, uses
+ * (1..VIP_MAX_USES), expires_at_ms ('' = none, else > now). Returns {created}.
+ */
+export const CREATE_VIP_SCRIPT = `${SHEBANG}
+-- wr create_vip: KEYS vip; ARGV now_ms, uses, expires_at_ms ('' = none); returns {created}
+${VIP_PRELUDE}
+local uses = arg_int(2, 1, ${VIP_MAX_USES})
+local exp = nil
+if ARGV[3] ~= '' then exp = arg_int(3, NOW + 1, 9007199254740991) end
+if redis.call('EXISTS', K_VIP) == 1 then return {0} end
+if exp then
+  redis.call('HSET', K_VIP, 'left', fmt(uses), 'exp', fmt(exp))
+  redis.call('PEXPIRE', K_VIP, fmt(exp - NOW + ${VIP_KEEP_EXPIRED_MS}))
+else
+  redis.call('HSET', K_VIP, 'left', fmt(uses))
+  redis.call('PEXPIRE', K_VIP, fmt(${VIP_TTL_MS}))
+end
+return {1}
+`;
+
+/**
+ * Spend one use of a VIP code. Checked in this order: no key → unknown (1); now >= expiry → expired
+ * (2); no use left → used up (3); else one use is taken (the key and its TTL stay, at 0 when it was
+ * the last). ARGV now_ms. Returns {status, remaining}: status 0 with the uses left after this one,
+ * or a refusal's status (VIP_REFUSALS) with 0.
+ */
+export const USE_VIP_SCRIPT = `${SHEBANG}
+-- wr use_vip: KEYS vip; ARGV now_ms; returns {status, remaining}
+${VIP_PRELUDE}
+local v = redis.call('HMGET', K_VIP, 'left', 'exp')
+if not v[1] then return {1, 0} end
+local left, exp = tonumber(v[1]), v[2] and tonumber(v[2])
+if not left or (v[2] and not exp) then error('wr: key ' .. K_VIP .. ' is not a VIP code') end
+if exp and NOW >= exp then return {2, 0} end
+if left < 1 then return {3, 0} end
+return {0, redis.call('HINCRBY', K_VIP, 'left', -1)}
+`;
+
 export const JOIN_SHA1 = '27db4db22c982f8bdb36ca36c9fced6e1f8dee59';
 export const POLL_SHA1 = '086495f41626aadccef709744b342ee9911316a9';
 export const CLAIM_SHA1 = '85b4c0a6806eaf43f45dc954d614ce8a910938f7';
@@ -717,9 +865,11 @@ export const ADMIT_SHA1 = 'b39eaccee250221b7d2a82049176a45182f8111c';
 export const CONTROL_SHA1 = '760922a8a94a32f0122d50c1ee7564d10b0eadc2';
 export const STATS_SHA1 = 'bd9cc60740bdd8e809656ed1b3008be2cf8dbfe4';
 export const PEEK_SHA1 = '904d517423da8edf0c920a3730fa05b89debc1ea';
+export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
+export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
 
 export interface StoreScript {
-  readonly name: 'join' | 'poll' | 'claim' | 'touch' | 'leave' | 'admit' | 'control' | 'stats' | 'peek';
+  readonly name: 'join' | 'poll' | 'claim' | 'touch' | 'leave' | 'admit' | 'control' | 'stats' | 'peek' | 'create_vip' | 'use_vip';
   readonly text: string;
   readonly sha1: string;
 }
@@ -733,6 +883,8 @@ export const ADMIT: StoreScript = { name: 'admit', text: ADMIT_SCRIPT, sha1: ADM
 export const CONTROL: StoreScript = { name: 'control', text: CONTROL_SCRIPT, sha1: CONTROL_SHA1 };
 export const STATS: StoreScript = { name: 'stats', text: STATS_SCRIPT, sha1: STATS_SHA1 };
 export const PEEK: StoreScript = { name: 'peek', text: PEEK_SCRIPT, sha1: PEEK_SHA1 };
+export const CREATE_VIP: StoreScript = { name: 'create_vip', text: CREATE_VIP_SCRIPT, sha1: CREATE_VIP_SHA1 };
+export const USE_VIP: StoreScript = { name: 'use_vip', text: USE_VIP_SCRIPT, sha1: USE_VIP_SHA1 };
 
 /** Every script the stores use, for tests and for warming a script cache. */
-export const STORE_SCRIPTS: readonly StoreScript[] = [JOIN, POLL, CLAIM, TOUCH, LEAVE, ADMIT, CONTROL, STATS, PEEK];
+export const STORE_SCRIPTS: readonly StoreScript[] = [JOIN, POLL, CLAIM, TOUCH, LEAVE, ADMIT, CONTROL, STATS, PEEK, CREATE_VIP, USE_VIP];

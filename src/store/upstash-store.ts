@@ -21,11 +21,14 @@ import type {
   QueueStats,
   QueueStore,
   RuntimeControl,
+  VipCode,
+  VipUse,
 } from '../core/ports';
 import {
   ADMIT,
   CLAIM,
   CONTROL,
+  CREATE_VIP,
   DEFAULT_KEY_PREFIX,
   JOIN,
   LEAVE,
@@ -33,19 +36,26 @@ import {
   POLL,
   STATS,
   TOUCH,
+  USE_VIP,
+  VIP_MAX_USES,
+  VIP_REFUSALS,
   assertAdmitCount,
   assertKeyPrefix,
   averageWaitSeconds,
   buildQueueKeys,
   checkControl,
   checkGraceMs,
+  checkNowMs,
   checkPolicy,
   checkTicket,
   checkUntilMs,
+  checkVipCode,
   checkWaitedMs,
   controlArgv,
   policyArgv,
   policyKeys,
+  vipCreateArgv,
+  vipKey,
   type StoreScript,
 } from './scripts';
 
@@ -157,6 +167,27 @@ export class UpstashQueueStore implements QueueStore {
     const keys = buildQueueKeys(this.#prefix, queue);
     const reply = parseReply(PEEK, await this.#run(PEEK, [keys.tail, keys.cursor], []), 2);
     return { tail: reply.int(0), cursor: reply.int(1) };
+  }
+
+  async createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean> {
+    const key = vipKey(this.#prefix, queue, codeHash);
+    const argv = vipCreateArgv(checkVipCode(code, nowMs));
+    return parseReply(CREATE_VIP, await this.#run(CREATE_VIP, [key], argv), 1).flag(0);
+  }
+
+  async useVip(queue: string, codeHash: string, nowMs: number): Promise<VipUse> {
+    const key = vipKey(this.#prefix, queue, codeHash);
+    const argv = [String(checkNowMs(nowMs))];
+    const reply = parseReply(USE_VIP, await this.#run(USE_VIP, [key], argv), 2);
+    const status = reply.int(0);
+    const remaining = reply.int(1);
+    if (status === 0) {
+      if (remaining >= VIP_MAX_USES) throw new StoreReplyError(USE_VIP.name, reply.raw);
+      return { ok: true, remaining };
+    }
+    const reason = VIP_REFUSALS[status as keyof typeof VIP_REFUSALS];
+    if (reason === undefined || remaining !== 0) throw new StoreReplyError(USE_VIP.name, reply.raw);
+    return { ok: false, reason };
   }
 
   #keys(queue: string): string[] {

@@ -38,6 +38,14 @@
  * bridge requests' timestamps give the loads per expiry: the stand-in's SimpleCache does not
  * collapse concurrent misses (Fastly's does), so the wasm's extra loads at an expiry are reported.
  *
+ * A capacity pass follows on one more host of each kind (same harness, a queue of its own, the
+ * state cache off): `max_active` set, `activity_refresh_seconds` at its minimum, and every request
+ * class of a slot's life counted the same two ways: a walk-in (the join claims the slot), a new
+ * visitor when full (a ticket), an admitted visitor between refreshes (no store call) and after the
+ * refresh interval (one touch for a burst of requests), the heartbeat, the leave, the origin's
+ * end-of-session header, a called visitor claiming the freed slot, and the runtime control and
+ * stats APIs. Fewer visitors per class on the wasm.
+ *
  * The bundle (bin/bench.mjs) is also the workers' entry: `workerData.role` picks the part to run.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -58,6 +66,7 @@ import { startHost, type RunningServer } from '../../src/node/host';
 import { startUpstashBridge } from '../../src/node/upstash-bridge';
 import { buildWaitingRoom } from '../../src/node/waiting-room';
 import { createHttpOrigin, readLocalConfig } from '../../src/platform/node';
+import { STORE_SCRIPTS } from '../../src/store/scripts';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
 import { findComputeHost, PROJECT_ROOT, type ComputeHost } from '../support/compute-host';
 import { startRedisServer } from '../support/redis-server';
@@ -77,7 +86,7 @@ const LATENCY_RUNS: readonly { concurrency: number; warmup: number; rounds: numb
 const PATH = '/products';
 const REQUEST_TIMEOUT_MS = 10_000;
 /** The whole run is abandoned (and everything stopped) past this. */
-const WATCHDOG_MS = 140_000;
+const WATCHDOG_MS = 175_000;
 /** Budget of one latency run; requests past it are not sent and the run is reported truncated. */
 const LATENCY_RUN_BUDGET_MS = 35_000;
 /** Wasm arm: requests per class in the round-trip count (fewer: every request instantiates the wasm). */
@@ -122,6 +131,30 @@ const CACHED_WASM_JOIN_CONCURRENCY = 4;
 const CACHED_WASM_POLL_CONCURRENCY = 4;
 /** Cached pass verdict: store commands per poll must stay below this (≪ 1). */
 const CACHED_MAX_COMMANDS_PER_POLL = 0.05;
+/**
+ * The capacity pass, on one more host of each kind: capacity mode (`max_active`), the refresh
+ * interval at its minimum (5 s, so the run waits for it once per host), the state cache off (a
+ * called visitor's poll then costs its 1 store call every time, deterministically), a queue of
+ * its own. No automatic admission in rate terms (capacity mode requires admit_per_period=0). A
+ * longer store timeout: on a loaded machine the stand-in's store requests sometimes took over the
+ * default 1 s, which turns a class's answer into a store failure (an error here, not a count).
+ */
+const CAPACITY_OVERRIDES: Readonly<Record<string, string>> = {
+  admit_per_period: '0',
+  store_failure: 'hold',
+  state_cache_seconds: '0',
+  queue_name: 'bench-capacity',
+  max_active: '50',
+  activity_refresh_seconds: '5',
+  store_timeout_ms: '5000',
+};
+/** Capacity pass: visitors per class (at most max_active: each class uses distinct visitors). */
+const CAPACITY_NODE_PER_CLASS = 50;
+const CAPACITY_WASM_PER_CLASS = 20;
+/** Capacity pass: requests per admitted visitor after the refresh interval (the 1st touches). */
+const CAPACITY_BURST = 5;
+/** Capacity pass: how far past the refresh interval's end the burst starts. */
+const CAPACITY_MARGIN_MS = 150;
 
 // ---------------------------------------------------------------------------------------------
 // Messages between the threads
@@ -283,9 +316,10 @@ interface Reply {
   readonly body: string;
 }
 
-function send(agent: http.Agent, method: string, url: string, headers: http.OutgoingHttpHeaders = {}): Promise<Reply> {
+function send(agent: http.Agent, method: string, url: string, headers: http.OutgoingHttpHeaders = {}, body?: string): Promise<Reply> {
   return new Promise<Reply>((resolvePromise, reject) => {
-    const req = http.request(url, { method, agent, headers }, (res) => {
+    const allHeaders = body === undefined ? headers : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...headers };
+    const req = http.request(url, { method, agent, headers: allHeaders }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('error', reject);
@@ -293,7 +327,7 @@ function send(agent: http.Agent, method: string, url: string, headers: http.Outg
     });
     req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error(`${method} ${url}: no answer within ${REQUEST_TIMEOUT_MS} ms`)));
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
 }
 
@@ -306,16 +340,22 @@ function cookieFrom(reply: Reply, name: string): string | undefined {
   return undefined;
 }
 
-/** The `k` claim (w: waiting, a: access) of a cookie's JWS, read without verifying. */
-function tokenKind(cookie: string): string | undefined {
+/** The claims of a cookie's JWS, read without verifying. */
+function tokenClaims(cookie: string): Record<string, unknown> | undefined {
   const payload = cookie.slice(cookie.indexOf('=') + 1).split('.')[1];
   if (payload === undefined) return undefined;
   try {
     const claims: unknown = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8'));
-    return typeof claims === 'object' && claims !== null ? String((claims as Record<string, unknown>)['k']) : undefined;
+    return typeof claims === 'object' && claims !== null ? (claims as Record<string, unknown>) : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** The `k` claim (w: waiting, a: access) of a cookie's JWS, read without verifying. */
+function tokenKind(cookie: string): string | undefined {
+  const claims = tokenClaims(cookie);
+  return claims === undefined ? undefined : String(claims['k']);
 }
 
 /** Runs `task(0..n-1)` with `concurrency` lanes; the first failure stops new tasks and is thrown. */
@@ -935,6 +975,341 @@ function cachedPassReport(
 }
 
 // ---------------------------------------------------------------------------------------------
+// The capacity pass: capacity-mode admission, every request class of a slot's life
+
+/** The capacity pass's rows, in the order of the table (node and wasm alike). */
+const CAP = {
+  walkIn: 0,
+  full: 1,
+  called: 2,
+  between: 3,
+  burst: 4,
+  first: 5,
+  rest: 6,
+  heartbeat: 7,
+  leave: 8,
+  endSession: 9,
+  control: 10,
+  stats: 11,
+} as const;
+
+const CAPACITY_CLASSES: readonly { readonly label: string; readonly budget: string }[] = [
+  { label: 'new visitor while there is room: walks in (the join claims the slot)', budget: '≤ 1' },
+  { label: 'new visitor when full: gets a ticket (join)', budget: '≤ 1' },
+  { label: 'called visitor claims a slot: poll + claim (state cache off)', budget: '≤ 2 = claim 1 + poll 1 (0 on a cache hit)' },
+  { label: 'admitted visitor between refreshes (token only)', budget: '≤ 0' },
+  { label: `admitted visitor after the refresh interval: burst of ${CAPACITY_BURST} each`, budget: `≤ 1 per visitor = ≤ ${(1 / CAPACITY_BURST).toFixed(2)}` },
+  { label: '  └ its 1st request after the interval (touch, renewed cookie)', budget: '≤ 1' },
+  { label: `  └ its requests 2–${CAPACITY_BURST} (the renewed cookie)`, budget: '≤ 0' },
+  { label: 'heartbeat (POST __wr/heartbeat: touch)', budget: '≤ 1' },
+  { label: 'leave (POST __wr/leave)', budget: '≤ 1' },
+  { label: 'end of session by the origin (GET /checkout/done, end-session header)', budget: '≤ 1' },
+  { label: 'runtime control (POST __wr/api/control {"paused":false})', budget: '≤ 1' },
+  { label: 'stats (GET __wr/api/stats)', budget: '≤ 1' },
+];
+
+interface CapacityRow {
+  readonly requests: number;
+  /** The most store calls the budget allows for these requests. */
+  readonly allowed: number;
+  readonly http: number;
+  readonly redis: number;
+}
+
+/** A capacity-mode visitor's moves against one host, each checking that the answer is what it expects. */
+function capacityClient(host: string, base: string, agent: http.Agent, config: Config, apiToken: string) {
+  const page = `${base}${PATH}`;
+  const own = (rest: string): string => `${base}${config.pathPrefix}${rest}`;
+  const bearer = { authorization: `Bearer ${apiToken}` };
+  const isHolding = (r: Reply): boolean => r.status === config.holdStatus && r.headers['refresh'] !== undefined && r.headers['x-origin'] === undefined;
+  const isOrigin = (r: Reply): boolean => r.status === 200 && r.headers['x-origin'] === 'demo';
+  const fail = (what: string, r: Reply): never => {
+    throw new Error(`${host} (capacity), ${what}: unexpected answer ${r.status} ${JSON.stringify(r.headers)} ${JSON.stringify(r.body.slice(0, 200))}`);
+  };
+  /** An access token that holds a slot: `k: a` with a session start and a refresh time. */
+  const slotToken = (cookie: string | undefined): cookie is string => {
+    const claims = cookie === undefined ? undefined : tokenClaims(cookie);
+    return claims?.['k'] === 'a' && typeof claims['s'] === 'number' && typeof claims['r'] === 'number';
+  };
+  const json = (r: Reply): Record<string, unknown> => {
+    try {
+      const body: unknown = JSON.parse(r.body);
+      if (typeof body === 'object' && body !== null) return body as Record<string, unknown>;
+    } catch {
+      // not JSON: fall through
+    }
+    return {};
+  };
+  return {
+    /** No cookie, room free: the origin's page and an access token with a slot. */
+    async walkIn(): Promise<string> {
+      const r = await send(agent, 'GET', page);
+      const cookie = cookieFrom(r, config.cookieName);
+      if (!isOrigin(r) || !slotToken(cookie)) fail('walk-in: origin page with a slot token', r);
+      return cookie!;
+    },
+    /** No cookie, full: the holding page and a waiting ticket. */
+    async ticket(): Promise<string> {
+      const r = await send(agent, 'GET', page);
+      const cookie = cookieFrom(r, config.cookieName);
+      if (!isHolding(r) || cookie === undefined || tokenKind(cookie) !== 'w') fail('new visitor when full: holding page with a ticket', r);
+      return cookie!;
+    },
+    /** Slot token within its refresh interval: the origin's page, cookie untouched. */
+    async admitted(cookie: string): Promise<void> {
+      const r = await send(agent, 'GET', page, { cookie });
+      if (!isOrigin(r) || cookieFrom(r, config.cookieName) !== undefined) fail('admitted visitor: origin page, cookie untouched', r);
+    },
+    /** Slot token past its refresh interval: the origin's page and a renewed token (a later `r`). */
+    async touched(cookie: string): Promise<string> {
+      const r = await send(agent, 'GET', page, { cookie });
+      const renewed = cookieFrom(r, config.cookieName);
+      const before = Number(tokenClaims(cookie)?.['r']);
+      if (!isOrigin(r) || !slotToken(renewed) || !(Number(tokenClaims(renewed)?.['r']) > before)) {
+        fail('admitted visitor after the interval: origin page with a renewed slot token', r);
+      }
+      return renewed!;
+    },
+    async heartbeat(cookie: string): Promise<string> {
+      const r = await send(agent, 'POST', own('heartbeat'), { cookie });
+      const renewed = cookieFrom(r, config.cookieName);
+      const body = json(r);
+      if (r.status !== 200 || body['state'] !== 'active' || body['refreshed'] !== true || !slotToken(renewed)) fail('heartbeat: active, refreshed', r);
+      return renewed!;
+    },
+    async leave(cookie: string): Promise<void> {
+      const r = await send(agent, 'POST', own('leave'), { cookie });
+      if (r.status !== 204) fail('leave: 204', r);
+    },
+    /** The origin's end-of-session header: its page, the header removed, the cookie cleared. */
+    async endSession(cookie: string): Promise<void> {
+      const r = await send(agent, 'GET', `${base}/checkout/done`, { cookie });
+      const cleared = cookieFrom(r, config.cookieName);
+      if (!isOrigin(r) || r.headers[config.endSessionHeader] !== undefined || cleared !== `${config.cookieName}=`) {
+        fail('end of session: origin page, header removed, cookie cleared', r);
+      }
+    },
+    /** A called ticket's poll: the origin's page and a slot token (its reservation claimed). */
+    async claim(cookie: string): Promise<string> {
+      const r = await send(agent, 'GET', page, { cookie });
+      const access = cookieFrom(r, config.cookieName);
+      if (!isOrigin(r) || !slotToken(access)) fail('called visitor: origin page with a slot token', r);
+      return access!;
+    },
+    async control(): Promise<void> {
+      const r = await send(agent, 'POST', own('api/control'), bearer, JSON.stringify({ paused: false }));
+      const body = json(r);
+      if (r.status !== 200 || body['mode'] !== 'capacity' || body['paused'] !== false) fail('control: 200, capacity mode, not paused', r);
+    },
+    async stats(): Promise<Record<string, unknown>> {
+      const r = await send(agent, 'GET', own('api/stats'), bearer);
+      const body = json(r);
+      if (r.status !== 200 || body['mode'] !== 'capacity' || body['max_sessions'] !== config.maxActive) fail('stats: 200, capacity mode', r);
+      return body;
+    },
+  };
+}
+
+/** When a slot token's refresh interval ends (ms since the epoch): its last refresh `r` plus the interval. */
+function refreshDueMs(cookie: string, config: Config): number {
+  const claims = tokenClaims(cookie);
+  const last = Number(claims?.['r'] ?? claims?.['s']);
+  if (!Number.isFinite(last)) throw new Error('capacity pass: an access token without a refresh time');
+  return (last + config.activityRefreshSeconds) * 1000;
+}
+
+interface CapacityInput {
+  readonly host: string;
+  readonly base: string;
+  readonly agent: http.Agent;
+  /** The capacity host's parsed settings (the wasm gets the same). */
+  readonly config: Config;
+  readonly apiToken: string;
+  readonly perClass: number;
+  readonly concurrency: number;
+  readonly snapshot: Snapshot;
+  /** This harness's Upstash bridge, to load the store's scripts first (a warm script cache). */
+  readonly bridge: { readonly url: string; readonly token: string };
+}
+
+interface CapacityResult {
+  readonly host: string;
+  readonly perClass: number;
+  readonly concurrency: number;
+  /** Indexed by CAP. */
+  readonly rows: readonly CapacityRow[];
+  /** How long the pass slept for the refresh interval to pass. */
+  readonly waitedMs: number;
+  readonly wallMs: number;
+  /** What the stats API said at the checkpoints (not counted in any class). */
+  readonly checkpoints: string;
+}
+
+type CapacityOutcome = { readonly kind: 'ran'; readonly result: CapacityResult } | { readonly kind: 'error'; readonly message: string };
+
+/**
+ * One capacity queue through its life, every class counted on its own (the counts are deltas
+ * around each class only; the checkpoints between them are not counted):
+ *   walk-ins fill max_active (the first `perClass` counted) → admitted visitors between refreshes →
+ *   new visitors when full (tickets) → control, stats → sleep until the walk-ins' refresh interval
+ *   is over → a burst per visitor (1st request touches, the rest ride the renewed cookie) →
+ *   heartbeats → the origin ends those sessions (each frees a slot and calls the next ticket) →
+ *   the called tickets poll and claim → they leave.
+ */
+async function runCapacityPass(input: CapacityInput): Promise<CapacityResult> {
+  const { config, perClass: n, concurrency, snapshot } = input;
+  const started = performance.now();
+  if (config.maxActive < n) throw new Error(`capacity pass: ${n} visitors per class, but max_active is ${config.maxActive}`);
+  // A warm script cache, as the other passes have by now (their cold cost is reported above): every
+  // store script loaded through the bridge (which adapts the text for Redis and maps the SHA-1s),
+  // outside any class's counts. SCRIPT LOAD is not a script call, so Redis does not count it either.
+  const loader = new Redis(createUpstashClientOptions({ url: input.bridge.url, token: input.bridge.token, retries: 0 }));
+  for (const script of STORE_SCRIPTS) {
+    const sha = await loader.scriptLoad(script.text);
+    if (sha !== script.sha1) throw new Error(`capacity pass: SCRIPT LOAD of ${script.name} gave ${sha}, pinned ${script.sha1}`);
+  }
+  const c = capacityClient(input.host, input.base, input.agent, config, input.apiToken);
+  const rows: CapacityRow[] = new Array<CapacityRow>(CAPACITY_CLASSES.length);
+  const measure = async (index: number, requests: number, allowed: number, run: () => Promise<void>): Promise<void> => {
+    const before = await snapshot();
+    await run();
+    const after = await snapshot();
+    rows[index] = { requests, allowed, http: after.http - before.http, redis: after.redis - before.redis };
+  };
+  const each = (count: number, task: (i: number) => Promise<void>) => () => runConcurrent(count, concurrency, task);
+  /** Throws when a class that must not refresh ran into its tokens' refresh time (it would not measure what it says). */
+  const stillWithin = (cookies: readonly string[], what: string): void => {
+    const due = Math.min(...cookies.map((cookie) => refreshDueMs(cookie, config)));
+    if (Date.now() >= due) throw new Error(`capacity pass: ${what} ran past activity_refresh_seconds (${config.activityRefreshSeconds} s); host too slow`);
+  };
+  const checkpoints: string[] = [];
+  const checkpoint = async (when: string, expect: Record<string, number>): Promise<void> => {
+    const body = await c.stats();
+    const seen = Object.keys(expect).map((key) => `${key} ${String(body[key])}`);
+    checkpoints.push(`${when}: ${seen.join(', ')}`);
+    for (const [key, value] of Object.entries(expect)) {
+      if (body[key] !== value) throw new Error(`capacity pass, ${when}: ${key} is ${String(body[key])}, expected ${value}`);
+    }
+  };
+  log(`${input.host}: capacity pass, max_active ${config.maxActive}, ${n} visitors per class, concurrency ${concurrency}`);
+
+  // Walk-ins: the first n counted, then the room filled up (not counted).
+  const access = new Array<string>(config.maxActive).fill('');
+  await measure(CAP.walkIn, n, n, each(n, async (i) => void (access[i] = await c.walkIn())));
+  await runConcurrent(config.maxActive - n, concurrency, async (i) => void (access[n + i] = await c.walkIn()));
+  // Admitted visitors within their refresh interval: the token alone decides. The n freshest
+  // tokens, so a slow host has the most time before their interval ends (checked after).
+  const fresh = [...access].sort((a, b) => refreshDueMs(b, config) - refreshDueMs(a, config)).slice(0, n);
+  await measure(CAP.between, n, 0, each(n, (i) => c.admitted(fresh[i]!)));
+  stillWithin(fresh, 'the admitted visitors between refreshes');
+  await checkpoint('full', { active_sessions: config.maxActive, cursor: config.maxActive, tail: config.maxActive });
+  // New visitors when full: a ticket each.
+  const tickets = new Array<string>(n).fill('');
+  await measure(CAP.full, n, n, each(n, async (i) => void (tickets[i] = await c.ticket())));
+  await measure(CAP.control, n, n, each(n, () => c.control()));
+  await measure(CAP.stats, n, n, each(n, async () => void (await c.stats())));
+  await checkpoint('tickets taken', { active_sessions: config.maxActive, cursor: config.maxActive, waiting: n });
+
+  // After the refresh interval: the first request of each visitor touches, the rest do not.
+  const burst = access.slice(0, n);
+  const dueMs = Math.max(...burst.map((cookie) => refreshDueMs(cookie, config))) + CAPACITY_MARGIN_MS;
+  const waitedMs = Math.max(0, dueMs - Date.now());
+  log(`${input.host}: capacity pass, ${(waitedMs / 1000).toFixed(1)} s until the walk-ins' refresh interval is over`);
+  await sleep(waitedMs);
+  const renewed = new Array<string>(n).fill('');
+  await measure(CAP.first, n, n, each(n, async (i) => void (renewed[i] = await c.touched(burst[i]!))));
+  await measure(CAP.rest, n * (CAPACITY_BURST - 1), 0, each(n, async (i) => {
+    for (let k = 1; k < CAPACITY_BURST; k++) await c.admitted(renewed[i]!);
+  }));
+  stillWithin(renewed, 'the rest of the burst');
+  const first = rows[CAP.first]!;
+  const rest = rows[CAP.rest]!;
+  rows[CAP.burst] = { requests: first.requests + rest.requests, allowed: n, http: first.http + rest.http, redis: first.redis + rest.redis };
+
+  // Heartbeats, then the origin ends those sessions (each frees a slot and calls the next ticket).
+  const beaten = new Array<string>(n).fill('');
+  await measure(CAP.heartbeat, n, n, each(n, async (i) => void (beaten[i] = await c.heartbeat(renewed[i]!))));
+  await measure(CAP.endSession, n, n, each(n, (i) => c.endSession(beaten[i]!)));
+  stillWithin(beaten, 'the end of session');
+  await checkpoint('sessions ended', { active_sessions: config.maxActive, cursor: config.maxActive + n, reserved: n, waiting: 0 });
+
+  // The called tickets poll: the poll (state cache off: 1) sees the call, the claim takes the reserved slot (1).
+  const claimed = new Array<string>(n).fill('');
+  await measure(CAP.called, n, 2 * n, each(n, async (i) => void (claimed[i] = await c.claim(tickets[i]!))));
+  await checkpoint('slots claimed', { active_sessions: config.maxActive, reserved: 0 });
+  await measure(CAP.leave, n, n, each(n, (i) => c.leave(claimed[i]!)));
+
+  return {
+    host: input.host,
+    perClass: n,
+    concurrency,
+    rows,
+    waitedMs,
+    wallMs: performance.now() - started,
+    checkpoints: checkpoints.join('; '),
+  };
+}
+
+function capacityReport(node: CapacityOutcome, wasm: CapacityOutcome | { kind: 'skipped'; reason: string }): { text: string; failed: boolean } {
+  const within = (row: CapacityRow | undefined): boolean => row !== undefined && row.http <= row.allowed && row.redis <= row.allowed;
+  const cell = (row: CapacityRow | undefined): string =>
+    row === undefined ? 'error' : `${(row.http / row.requests).toFixed(2)} · ${(row.redis / row.requests).toFixed(2)} (${row.requests})`;
+  const nodeRows = node.kind === 'ran' ? node.result.rows : undefined;
+  const wasmRows = wasm.kind === 'ran' ? wasm.result.rows : undefined;
+  let failed = node.kind !== 'ran' || wasm.kind === 'error';
+  const rows = CAPACITY_CLASSES.map((cls, i) => {
+    const nodeRow = nodeRows?.[i];
+    const wasmRow = wasmRows?.[i];
+    const nodeOk = within(nodeRow);
+    const wasmOk = wasm.kind === 'skipped' || within(wasmRow);
+    failed ||= !nodeOk || !wasmOk;
+    return [
+      cls.label,
+      cls.budget,
+      cell(nodeRow),
+      wasm.kind === 'skipped' ? 'skipped' : cell(wasmRow),
+      nodeOk && wasmOk ? (wasm.kind === 'skipped' ? 'PASS (node only)' : 'PASS') : 'FAIL',
+    ];
+  });
+  const agreement = (outcome: CapacityOutcome | { kind: 'skipped'; reason: string }, label: string): string => {
+    if (outcome.kind === 'skipped') return `${label}: skipped (${outcome.reason}).`;
+    if (outcome.kind === 'error') return `${label}: FAILED: ${outcome.message}`;
+    const r = outcome.result;
+    const disagree = CAPACITY_CLASSES.filter((_, i) => r.rows[i]!.http !== r.rows[i]!.redis).map((cls) => cls.label.trim());
+    return (
+      `${label}: ${r.perClass} visitors per class, concurrency ${r.concurrency}; slept ${(r.waitedMs / 1000).toFixed(1)} s for the refresh ` +
+      `interval; the pass took ${(r.wallMs / 1000).toFixed(1)} s. ${disagree.length === 0 ? 'The two counts agree on every row.' : `The counts DISAGREE on: ${disagree.join('; ')}.`} ` +
+      `Stats API at the checkpoints (not counted): ${r.checkpoints}.`
+    );
+  };
+  const text = [
+    `### Capacity mode: store round trips per request (${Object.entries(CAPACITY_OVERRIDES).map(([k, v]) => `${k}=${v}`).join(', ')}; warm script cache)`,
+    '',
+    table(
+      ['request class', 'budget', 'node round trips / request (HTTP · Redis) (requests)', 'wasm round trips / request (HTTP · Redis) (requests)', 'result'],
+      ['l', 'l', 'r', 'r', 'l'],
+      rows,
+    ),
+    '',
+    'A separate host of each kind (the wasm: the same bin/main.wasm with these settings) over the same harness as above, its own queue. ' +
+      'Counted as above: HTTP requests that reached the bridge · script commands Redis executed, each class on its own. One queue\'s life: ' +
+      `walk-ins fill max_active (the first ones counted; each gets the origin's page and an access token carrying its slot); admitted ` +
+      `visitors within activity_refresh_seconds (the origin's page, the cookie untouched, checked to end before the tokens' refresh time); ` +
+      `new visitors when full (the holding page and a ticket); control and stats; then, after the walk-ins' refresh interval, a burst ` +
+      `of ${CAPACITY_BURST} requests per visitor, one after another (the 1st touches the slot and renews the cookie, the others carry the ` +
+      'renewed cookie, as a browser does); a heartbeat each; the origin ends those sessions (its header removed, the cookie cleared; the ' +
+      'freed slot calls the next ticket); the called tickets poll and claim their reserved slots; they leave. With the state cache ' +
+      'off a called visitor\'s poll costs its 1 store call every time: poll 1 + claim 1 = 2; with the cache on (the default) the poll is ' +
+      'answered from the POP\'s cache (see the cached pass: 0 on a hit) and the claim is the 1 call. The burst row is per request: 1 touch ' +
+      `per visitor per refresh interval over ${CAPACITY_BURST} requests.`,
+    `- ${agreement(node, 'node')}`,
+    `- ${agreement(wasm, 'wasm')}`,
+    '',
+  ].join('\n');
+  return { text, failed };
+}
+
+// ---------------------------------------------------------------------------------------------
 // The wasm harness: build, a counting proxy in front of the bridge, `fastly compute serve`
 
 /**
@@ -1135,6 +1510,7 @@ type WasmOutcome =
       readonly count: CountResult;
       readonly latency: { text: string; failed: boolean };
       readonly cached: CachedOutcome;
+      readonly capacity: CapacityOutcome;
     };
 
 interface WasmContext {
@@ -1143,9 +1519,26 @@ interface WasmContext {
   readonly config: Config;
   /** The cached pass's settings, as the Node host parsed them (the wasm gets the same). */
   readonly cachedConfig: Config;
+  /** The capacity pass's settings, likewise. */
+  readonly capacityConfig: Config;
   readonly apiToken: string;
   readonly load: Worker;
   readonly cleanups: { name: string; run: () => Promise<unknown> }[];
+}
+
+/**
+ * Warms a fresh Compute host: its workers compile the wasm as it starts, and the first requests on
+ * them are slow enough, on a busy machine, to run into store_timeout_ms. A bypass path
+ * (devconfig.json: /health) reaches the origin and never the store.
+ */
+async function warmComputeHost(what: string, url: string, agent: http.Agent, concurrency: number, snapshot: Snapshot): Promise<void> {
+  const before = await snapshot();
+  await runConcurrent(5 * concurrency, concurrency, async () => {
+    const r = await send(agent, 'GET', `${url}/health`);
+    if (r.headers['x-origin'] !== 'demo') throw new Error(`${what} warm-up: GET /health answered ${r.status} without the origin's header`);
+  });
+  const after = await snapshot();
+  if (after.http !== before.http) throw new Error(`${what} warm-up: GET /health reached the store`);
 }
 
 /** The wasm arm: its own harness, the classes counted, and the stand-in's latency line. */
@@ -1268,16 +1661,7 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
       log(`wasm: cached waiting room ${cachedApp.url}`);
       const cachedAgent = new http.Agent({ keepAlive: true, maxSockets: CACHED_WASM_JOIN_CONCURRENCY });
       cleanups.push({ name: 'wasm cached client agent', run: async () => cachedAgent.destroy() });
-      // Warm the fresh host first: its workers compile the wasm as it starts, and the first requests
-      // on them are slow enough, on a busy machine, to run into store_timeout_ms. A bypass path
-      // (devconfig.json: /health) reaches the origin and never the store.
-      const warmStore = await snapshot();
-      await runConcurrent(5 * CACHED_WASM_JOIN_CONCURRENCY, CACHED_WASM_JOIN_CONCURRENCY, async () => {
-        const r = await send(cachedAgent, 'GET', `${cachedApp.url}/health`);
-        if (r.headers['x-origin'] !== 'demo') throw new Error(`wasm (cached) warm-up: GET /health answered ${r.status} without the origin's header`);
-      });
-      const warmedStore = await snapshot();
-      if (warmedStore.http !== warmStore.http) throw new Error('wasm (cached) warm-up: GET /health reached the store');
+      await warmComputeHost('wasm (cached)', cachedApp.url, cachedAgent, CACHED_WASM_JOIN_CONCURRENCY, snapshot);
       const cachedResult = await runCachedPass({
         host: 'wasm',
         classes: visitorClasses('wasm (cached)', cachedApp.url, cachedAgent, ctx.cachedConfig, ctx.apiToken),
@@ -1294,7 +1678,42 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
       cached = { kind: 'error', message: messageOf(error) };
       log(`wasm cached pass FAILED: ${cached.message}`);
     }
-    return { kind: 'ran', hostPath: host.path, count, latency, cached };
+
+    // --- The capacity pass, on a fourth host: the same wasm with the capacity settings.
+    let capacity: CapacityOutcome;
+    try {
+      const capacityDir = join(dir, 'capacity');
+      mkdirSync(join(capacityDir, 'bin'), { recursive: true });
+      copyFileSync(join(appDir, 'bin', 'main.wasm'), join(capacityDir, 'bin', 'main.wasm'));
+      writeFileSync(join(capacityDir, 'bin', 'config.json'), JSON.stringify({ ...dev.config, ...CAPACITY_OVERRIDES, upstash_url: proxy.url }));
+      writeFileSync(join(capacityDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
+      writeFileSync(
+        join(capacityDir, 'fastly.toml'),
+        readFileSync(join(appDir, 'fastly.toml'), 'utf8').replace('name = "waiting-room-bench"', 'name = "waiting-room-bench-capacity"'),
+      );
+      const capacityApp = await startComputeHost('capacity waiting room wasm', fastlyCli, host.path, capacityDir);
+      cleanups.push({ name: 'capacity waiting room wasm host (fastly compute serve)', run: () => capacityApp.stop() });
+      log(`wasm: capacity waiting room ${capacityApp.url}`);
+      const capacityAgent = new http.Agent({ keepAlive: true, maxSockets: WASM_CONCURRENCY });
+      cleanups.push({ name: 'wasm capacity client agent', run: async () => capacityAgent.destroy() });
+      await warmComputeHost('wasm (capacity)', capacityApp.url, capacityAgent, WASM_CONCURRENCY, snapshot);
+      const capacityResult = await runCapacityPass({
+        host: 'wasm',
+        base: capacityApp.url,
+        agent: capacityAgent,
+        config: ctx.capacityConfig,
+        apiToken: ctx.apiToken,
+        perClass: CAPACITY_WASM_PER_CLASS,
+        concurrency: WASM_CONCURRENCY,
+        snapshot,
+        bridge: { url: bridgeUrl, token },
+      });
+      capacity = { kind: 'ran', result: capacityResult };
+    } catch (error) {
+      capacity = { kind: 'error', message: messageOf(error) };
+      log(`wasm capacity pass FAILED: ${capacity.message}`);
+    }
+    return { kind: 'ran', hostPath: host.path, count, latency, cached, capacity };
   } catch (error) {
     return { kind: 'error', message: messageOf(error) };
   }
@@ -1499,8 +1918,43 @@ async function main(): Promise<number> {
       log(`node cached pass FAILED: ${nodeCached.message}`);
     }
 
+    // --- The capacity pass on the Node host: a third waiting room, capacity mode, its own queue.
+    const capacityOverrides: Record<string, string> = { ...CAPACITY_OVERRIDES, upstash_url: bridgeUrl };
+    const capacityRoom = buildWaitingRoom({
+      settings: (key) => capacityOverrides[key] ?? local.settings(key),
+      secrets: (key) => secretOverrides[key] ?? local.secrets(key),
+      originUrl,
+      logger: { log: () => {} },
+      store: (cfg, secrets) =>
+        new UpstashQueueStore({
+          redis: new Redis(createUpstashClientOptions({ url: cfg.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: cfg.storeRetries })),
+        }),
+    });
+    let nodeCapacity: CapacityOutcome;
+    try {
+      const capacityHost = await startHost(capacityRoom.handler);
+      cleanups.push({ name: 'capacity waiting room host', run: () => capacityHost.close() });
+      const capacityAgent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+      cleanups.push({ name: 'capacity client agent', run: async () => capacityAgent.destroy() });
+      const result = await runCapacityPass({
+        host: 'node',
+        base: capacityHost.url,
+        agent: capacityAgent,
+        config: capacityRoom.config,
+        apiToken,
+        perClass: CAPACITY_NODE_PER_CLASS,
+        concurrency: CONCURRENCY,
+        snapshot,
+        bridge: { url: bridgeUrl, token },
+      });
+      nodeCapacity = { kind: 'ran', result };
+    } catch (error) {
+      nodeCapacity = { kind: 'error', message: messageOf(error) };
+      log(`node capacity pass FAILED: ${nodeCapacity.message}`);
+    }
+
     // --- The same classes through bin/main.wasm on a Compute host.
-    const wasm = await runWasmArm({ root, bundle, config, apiToken, cachedConfig: cachedRoom.config, load, cleanups });
+    const wasm = await runWasmArm({ root, bundle, config, apiToken, cachedConfig: cachedRoom.config, capacityConfig: capacityRoom.config, load, cleanups });
     if (wasm.kind === 'skipped') log(`wasm column skipped: ${wasm.reason}`);
     if (wasm.kind === 'error') log(`wasm arm FAILED: ${wasm.message}`);
 
@@ -1549,6 +2003,10 @@ async function main(): Promise<number> {
           ];
     const wasmFailed = wasm.kind === 'error' || (wasm.kind === 'ran' && wasm.latency.failed);
     const cached = cachedPassReport(cachedRoom.config.stateCacheSeconds, nodeCached, wasm.kind === 'ran' ? wasm.cached : wasm.kind === 'skipped' ? wasm : { kind: 'error', message: 'the wasm arm failed before it' });
+    const capacity = capacityReport(
+      nodeCapacity,
+      wasm.kind === 'ran' ? wasm.capacity : wasm.kind === 'skipped' ? wasm : { kind: 'error', message: 'the wasm arm failed before it' },
+    );
     const cpus = os.cpus();
     const out: string[] = [
       '## Benchmark (`npm run bench`)',
@@ -1570,6 +2028,7 @@ async function main(): Promise<number> {
       ...wasmNote,
       '',
       cached.text,
+      capacity.text,
       ...latencyReports,
       ...(wasm.kind === 'ran' ? [wasm.latency.text] : []),
       `Total run time ${((performance.now() - startedAt) / 1000).toFixed(1)} s.`,
@@ -1577,10 +2036,11 @@ async function main(): Promise<number> {
     process.stdout.write(`${out.join('\n')}\n`);
     if (overBudget) log('FAIL: a store round-trip budget is exceeded');
     if (cached.failed) log(`FAIL: the cached pass failed, had errors or admissions, or cost ${CACHED_MAX_COMMANDS_PER_POLL} store commands per poll or more`);
+    if (capacity.failed) log('FAIL: the capacity pass failed, or a capacity-mode store round-trip budget is exceeded');
     if (latencyFailed) log('FAIL: the latency run had errors or was cut short');
     if (wasm.kind === 'error') log('FAIL: the wasm arm could not run to the end (see above)');
     else if (wasmFailed) log('FAIL: the wasm latency run had errors, was cut short or made unexpected store requests');
-    return overBudget || latencyFailed || wasmFailed || cached.failed ? 1 : 0;
+    return overBudget || latencyFailed || wasmFailed || cached.failed || capacity.failed ? 1 : 0;
   } finally {
     clearTimeout(watchdog);
     await cleanup();

@@ -403,6 +403,12 @@ class FailingStore implements QueueStore {
   control(): Promise<never> {
     return this.fail();
   }
+  createVip(): Promise<never> {
+    return this.fail();
+  }
+  useVip(): Promise<never> {
+    return this.fail();
+  }
   stats(): Promise<never> {
     return this.fail();
   }
@@ -436,6 +442,12 @@ class SilentStore implements QueueStore {
     return new Promise(() => undefined);
   }
   control(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  createVip(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  useVip(): Promise<never> {
     return new Promise(() => undefined);
   }
   stats(): Promise<never> {

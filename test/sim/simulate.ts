@@ -31,7 +31,7 @@ import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
 import { parseConfig, parseSecrets, type Config, type Secrets } from '../../src/core/config';
 import { createHandler, type Handler } from '../../src/core/handler';
-import type { AdmissionPolicy, AdmitResult, ClaimResult, ClientInfo, Clock, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, RuntimeControl } from '../../src/core/ports';
+import type { AdmissionPolicy, AdmitResult, ClaimResult, ClientInfo, Clock, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, RuntimeControl, VipCode, VipUse } from '../../src/core/ports';
 import { admissionPolicy } from '../../src/core/handler';
 import { signToken } from '../../src/core/tokens';
 import { startUpstashBridge } from '../../src/node/upstash-bridge';
@@ -255,6 +255,14 @@ class CountingStore implements QueueStore {
   stats(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueStats> {
     this.#count('peek');
     return this.inner.stats(queue, nowMs, policy);
+  }
+  createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean> {
+    this.#count('admit');
+    return this.inner.createVip(queue, codeHash, code, nowMs);
+  }
+  useVip(queue: string, codeHash: string, nowMs: number): Promise<VipUse> {
+    this.#count('admit');
+    return this.inner.useVip(queue, codeHash, nowMs);
   }
 }
 

@@ -76,6 +76,8 @@ export class FaultyStore implements QueueStore {
   control: QueueStore['control'] = (...a) => this.gate(() => this.inner.control(...a));
   stats: QueueStore['stats'] = (...a) => this.gate(() => this.inner.stats(...a));
   peek: QueueStore['peek'] = (...a) => this.gate(() => this.inner.peek(...a));
+  createVip: QueueStore['createVip'] = (...a) => this.gate(() => this.inner.createVip(...a));
+  useVip: QueueStore['useVip'] = (...a) => this.gate(() => this.inner.useVip(...a));
 }
 
 /** The value of our cookie in a response's Set-Cookie headers, if any. */

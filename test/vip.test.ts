@@ -1,0 +1,129 @@
+/**
+ * VIP codes through the handler: made by the admin API, used by following a link, spent exactly as
+ * many times as they allow — also when 100 visitors use one at once on the real store.
+ */
+import { Redis } from '@upstash/redis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseVipRequest } from '../src/core/admin';
+import { parseConfig, parseSecrets } from '../src/core/config';
+import { createHandler, type Handler } from '../src/core/handler';
+import type { QueueStore } from '../src/core/ports';
+import { createVipCode, hashVipCode, normalizeVipCode } from '../src/core/vip';
+import { startUpstashBridge, type UpstashBridge } from '../src/node/upstash-bridge';
+import { MemoryStateCache } from '../src/platform/memory-cache';
+import { MemoryQueueStore } from '../src/store/memory-store';
+import { createUpstashClientOptions, UpstashQueueStore } from '../src/store/upstash-store';
+import { API_TOKEN, BASE_SECRETS, BASE_SETTINGS, cookieFrom, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
+import { startRedisServer, type RedisServer } from './support/redis-server';
+
+const SITE = 'https://shop.example';
+const CLIENT = { address: '198.51.100.7', pop: 'TST' };
+
+function build(store: QueueStore, clock = new ManualClock()): { handler: Handler; origin: RecordingOrigin; logger: MemoryLogger; clock: ManualClock } {
+  const origin = new RecordingOrigin();
+  const logger = new MemoryLogger();
+  const handler = createHandler({
+    config: parseConfig(source(BASE_SETTINGS)),
+    secrets: parseSecrets(source(BASE_SECRETS)),
+    store,
+    origin,
+    logger,
+    clock,
+    cache: new MemoryStateCache(clock),
+  });
+  return { handler, origin, logger, clock };
+}
+
+async function createCodes(handler: Handler, body: Record<string, unknown>): Promise<{ codes: { code: string; link: string }[] }> {
+  const response = await handler(
+    new Request(`${SITE}/__wr/api/vip`, { method: 'POST', body: JSON.stringify(body), headers: { authorization: `Bearer ${API_TOKEN}` } }),
+    CLIENT,
+  );
+  expect(response.status).toBe(200);
+  return (await response.json()) as { codes: { code: string; link: string }[] };
+}
+
+describe('VIP codes', () => {
+  it('are random, readable, and stored only as hashes', async () => {
+    const codes = new Set(Array.from({ length: 200 }, createVipCode));
+    expect(codes.size).toBe(200);
+    for (const code of codes) expect(code).toMatch(/^[A-HJKMNP-Z2-9]{16}$/);
+    const [first] = codes;
+    expect(normalizeVipCode(`${first!.slice(0, 4).toLowerCase()}-${first!.slice(4)}`)).toBe(first);
+    expect(normalizeVipCode('short')).toBeUndefined();
+    expect(await hashVipCode('ABCDEFGHJKMNPQRS')).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('a link admits the visitor at once and lands on the same address without the code', async () => {
+    const { handler, origin } = build(new MemoryQueueStore());
+    // Someone already waits: a VIP does not.
+    await handler(new Request(`${SITE}/`), CLIENT);
+    const { codes } = await createCodes(handler, { count: 2, uses: 1 });
+    expect(codes).toHaveLength(2);
+    const { code, link } = codes[0]!;
+    expect(link).toBe(`${SITE}/?wr_vip=${code}`);
+    const used = await handler(new Request(`${SITE}/sale?item=7&wr_vip=${code}`), CLIENT);
+    expect(used.status).toBe(303);
+    expect(used.headers.get('location')).toBe('/sale?item=7');
+    const cookie = cookieFrom(used)!;
+    expect(payloadOf(cookie)).toMatchObject({ k: 'a' });
+    const inside = await handler(new Request(`${SITE}/sale?item=7`, { headers: { cookie: `waiting_room=${cookie}` } }), CLIENT);
+    expect(inside.headers.get('x-origin')).toBe('yes');
+    expect(origin.requests.every((r) => !r.url.includes('wr_vip'))).toBe(true);
+    // Used up: the second visitor with the same link queues like anyone else.
+    const again = await handler(new Request(`${SITE}/sale?wr_vip=${code}`), CLIENT);
+    expect(again.status).toBe(200);
+    expect(again.headers.get('x-origin')).toBeNull();
+  });
+
+  it('expire when they say so, and a made-up code does nothing', async () => {
+    const { handler, logger, clock } = build(new MemoryQueueStore());
+    const { codes } = await createCodes(handler, { uses: 5, expires_in_seconds: 600 });
+    clock.advance(600_000);
+    expect((await handler(new Request(`${SITE}/?wr_vip=${codes[0]!.code}`), CLIENT)).status).toBe(200);
+    expect(logger.last?.reason).toBe('vip_expired');
+    expect((await handler(new Request(`${SITE}/?wr_vip=${createVipCode()}`), CLIENT)).status).toBe(200);
+    expect(logger.last?.reason).toBe('vip_unknown');
+    expect((await handler(new Request(`${SITE}/?wr_vip=<script>`), CLIENT)).status).toBe(200);
+    expect(logger.last?.reason).toBe('vip_malformed');
+  });
+
+  it.each<[Record<string, unknown>, RegExp]>([
+    [{ count: 0 }, /count/],
+    [{ count: 101 }, /count/],
+    [{ uses: 0 }, /uses/],
+    [{ uses: 1.5 }, /uses/],
+    [{ expires_in_seconds: 5 }, /expires_in_seconds/],
+    [{ code: 'MINE' }, /unknown field/],
+  ])('refuses %j', (input, reason) => {
+    const parsed = parseVipRequest(input);
+    expect(parsed.ok).toBe(false);
+    if (!parsed.ok) expect(parsed.error).toMatch(reason);
+  });
+});
+
+describe('VIP codes on the real store', () => {
+  let redis: RedisServer;
+  let bridge: UpstashBridge;
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    bridge = await startUpstashBridge({ redisUrl: redis.url, token: 'vip-test-token' });
+  });
+  afterAll(async () => {
+    await bridge?.close();
+    await redis?.stop();
+  });
+
+  it('a code with 5 uses admits exactly 5 of 100 visitors who use it at once', async () => {
+    const store = new UpstashQueueStore({ redis: new Redis(createUpstashClientOptions({ url: bridge.url, token: 'vip-test-token', retries: 0 })) });
+    const { handler } = build(store);
+    const { codes } = await createCodes(handler, { uses: 5 });
+    const responses = await Promise.all(
+      Array.from({ length: 100 }, () => handler(new Request(`${SITE}/drop?wr_vip=${codes[0]!.code}`), CLIENT)),
+    );
+    const admitted = responses.filter((r) => r.status === 303);
+    expect(admitted).toHaveLength(5);
+    expect(responses.filter((r) => r.status === 200)).toHaveLength(95);
+    expect(admitted.every((r) => payloadOf(cookieFrom(r)!)['k'] === 'a')).toBe(true);
+  });
+});
