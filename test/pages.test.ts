@@ -55,6 +55,8 @@ describe('rendering', () => {
       modeText: 'capacity',
       csrf: 'tok"en',
       actionPrefix: '/__wr/admin/',
+      actionQuery: '',
+      queues: undefined,
       assetPrefix: '/__wr/assets/',
       maxAdmit: 100000,
       notice: '<b>',

@@ -25,6 +25,8 @@ export interface AdminContext {
   readonly store: QueueStore;
   readonly clock: Clock;
   readonly policy: AdmissionPolicy;
+  /** With several queues: every queue's figures, for the list on the admin page. */
+  readonly overview?: ((nowMs: number) => Promise<readonly { readonly name: string; readonly stats: QueueStats | undefined }[]>) | undefined;
   readonly trace: { decision: string; reason?: string; cursor?: number; tail?: number };
   readonly storeCall: <T>(call: () => Promise<T>) => Promise<StoreOutcome<T>>;
 }
@@ -213,6 +215,8 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
         : 'by hand (admin and origin)',
     csrf,
     actionPrefix: `${config.pathPrefix}admin/`,
+    actionQuery: ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`,
+    queues: ctx.overview === undefined ? undefined : await ctx.overview(nowMs),
     assetPrefix: `${config.pathPrefix}assets/`,
     maxAdmit: MAX_ADMIT_COUNT,
     // Only our own short notices come back this way; anything else is not shown.
@@ -262,12 +266,20 @@ async function readAdminForm(request: Request, ctx: AdminContext): Promise<URLSe
   return form;
 }
 
+/** With several queues, the admin's links and forms name the queue they act on. */
+function queueQuery(ctx: AdminContext, separator: string): string {
+  return ctx.overview === undefined ? '' : `queue=${encodeURIComponent(ctx.config.queueName)}${separator}`;
+}
+
 /** A browser gets the page back with a notice; a program gets JSON. */
 function answerForm(request: Request, ctx: AdminContext, notice: string, json: Record<string, unknown>): Response {
   if ((request.headers.get('accept') ?? '').includes('text/html')) {
     return new Response(null, {
       status: 303,
-      headers: { location: `${ctx.config.pathPrefix}admin?done=${encodeURIComponent(notice)}`, 'cache-control': 'no-store' },
+      headers: {
+        location: `${ctx.config.pathPrefix}admin?${queueQuery(ctx, '&')}done=${encodeURIComponent(notice)}`,
+        'cache-control': 'no-store',
+      },
     });
   }
   return jsonResponse(200, json);

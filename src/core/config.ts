@@ -204,6 +204,7 @@ export class ConfigError extends Error {
 
 /** The keys of the Config Store, in the order the README documents them. */
 export const CONFIG_KEYS = [
+  'queues',
   'queue_name',
   'path_prefix',
   'queue_paths',

@@ -17,7 +17,7 @@ import { errorResponse, jsonResponse } from './http';
 import { isAddressInCidrs } from './ip';
 import { ASSETS, renderHoldingPage } from './pages';
 import { matchesAnyPath } from './path-pattern';
-import type { AdmissionPolicy, ClientInfo, Clock, Logger, Origin, QueueState, QueueStore, StateCache } from './ports';
+import type { AdmissionPolicy, ClientInfo, Clock, Logger, Origin, QueueState, QueueStats, QueueStore, StateCache } from './ports';
 import { callStore, type StoreOutcome } from './store-call';
 import { signToken, verifyToken, type TokenClaims, type VerifyFailure } from './tokens';
 import { hashVipCode, normalizeVipCode, VIP_PARAM } from './vip';
@@ -31,6 +31,8 @@ export interface HandlerDeps {
   readonly clock: Clock;
   /** The per-POP cache of the queue's state (`state_cache_seconds`). */
   readonly cache: StateCache;
+  /** With several queues: every queue's figures, for the admin page's list. */
+  readonly overview?: (nowMs: number) => Promise<readonly { readonly name: string; readonly stats: QueueStats | undefined }[]>;
 }
 
 export type Handler = (request: Request, client: ClientInfo) => Promise<Response>;

@@ -28,12 +28,24 @@ export function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ESCAPES[c] ?? c);
 }
 
-/** Fills `{{name}}` slots with escaped values. A slot without a value is a bug: it throws. */
-export function renderTemplate(template: string, values: Readonly<Record<string, string | number>>): string {
-  return template.replace(/\{\{\s*([a-z_]+)\s*\}\}/g, (_, name: string) => {
+/** Markup built by our own code from escaped parts, for a `{{{name}}}` slot. */
+export class SafeHtml {
+  constructor(readonly html: string) {}
+}
+
+/**
+ * Fills `{{name}}` slots with escaped values, and `{{{name}}}` slots with SafeHtml only (so a
+ * plain string can never reach the page unescaped). A slot without a value is a bug: it throws.
+ */
+export function renderTemplate(template: string, values: Readonly<Record<string, string | number | SafeHtml>>): string {
+  return template.replace(/\{\{(\{?)\s*([a-z_]+)\s*\}?\}\}/g, (_, raw: string, name: string) => {
     const value = values[name];
     if (value === undefined) throw new Error(`template slot {{${name}}} has no value`);
-    return escapeHtml(String(value));
+    if (raw !== '') {
+      if (!(value instanceof SafeHtml)) throw new Error(`template slot {{{${name}}}} takes markup built with SafeHtml`);
+      return value.html;
+    }
+    return escapeHtml(value instanceof SafeHtml ? value.html : String(value));
   });
 }
 
@@ -83,14 +95,30 @@ export interface AdminView {
   readonly stats: QueueStats;
   readonly modeText: string;
   readonly csrf: string;
-  /** Where the forms post: `<prefix>admin/`. */
+  /** Where the forms post: `<prefix>admin/`, and the query naming the queue (with several). */
   readonly actionPrefix: string;
+  readonly actionQuery: string;
+  /** With several queues: each queue's figures, listed with links to its page. */
+  readonly queues: readonly { readonly name: string; readonly stats: QueueStats | undefined }[] | undefined;
   readonly assetPrefix: string;
   readonly maxAdmit: number;
   readonly notice: string;
   readonly asOf: string;
   /** Seconds until a change reaches every edge location (the per-POP cache lifetime). */
   readonly propagationSeconds: number;
+}
+
+function renderQueueList(view: AdminView): string {
+  if (view.queues === undefined) return '';
+  const rows = view.queues.map(({ name, stats }) => {
+    const figures =
+      stats === undefined
+        ? 'figures unavailable'
+        : `${formatCount(Math.max(0, stats.tail - stats.cursor))} waiting, ${formatCount(stats.active)} active${stats.paused ? ', paused' : ''}`;
+    const current = name === view.queue ? ' aria-current="page"' : '';
+    return `<li><a href="${escapeHtml(`${view.actionPrefix.replace(/admin\/$/, 'admin')}?queue=${encodeURIComponent(name)}`)}"${current}><code>${escapeHtml(name)}</code></a>: ${escapeHtml(figures)}</li>`;
+  });
+  return `<nav aria-label="Queues"><ul class="queues">${rows.join('')}</ul></nav>`;
 }
 
 export function renderAdminPage(view: AdminView): string {
@@ -112,6 +140,8 @@ export function renderAdminPage(view: AdminView): string {
     max_new_per_minute: stats.maxNewPerMinute === 0 ? 'no limit' : String(stats.maxNewPerMinute),
     csrf: view.csrf,
     action_prefix: view.actionPrefix,
+    action_query: view.actionQuery,
+    queues: new SafeHtml(renderQueueList(view)),
     asset_prefix: view.assetPrefix,
     max_admit: view.maxAdmit,
     as_of: view.asOf,

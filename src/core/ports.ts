@@ -190,4 +190,6 @@ export interface ClientInfo {
   readonly address: string | undefined;
   /** Name of the point of presence serving the request, for logs. */
   readonly pop: string | undefined;
+  /** The client's country (ISO 3166-1 alpha-2) from the edge's geolocation, when known. */
+  readonly country?: string | undefined;
 }

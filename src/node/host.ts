@@ -84,7 +84,9 @@ export async function startHost(handler: Handler, options: HostOptions = {}): Pr
   const host = options.host ?? '127.0.0.1';
   const server = http.createServer((req, res) => {
     const request = toRequest(req, `http://${host}`);
-    handler(request, { address: req.socket.remoteAddress, pop: options.pop ?? 'local' })
+    // The Node host has no geolocation: a header stands in for it (local runs and tests only).
+    const country = req.headers['x-client-country'];
+    handler(request, { address: req.socket.remoteAddress, pop: options.pop ?? 'local', country: typeof country === 'string' ? country : undefined })
       .catch((error: unknown) => {
         // The core turns store and origin failures into answers; reaching here is a bug.
         process.stderr.write(`waiting room: unhandled error: ${error instanceof Error ? error.stack : String(error)}\n`);

@@ -3,7 +3,9 @@
  * `npm start` and the end-to-end tests build the waiting room through here.
  */
 import { parseConfig, parseSecrets, type Config, type Secrets, type SettingSource } from '../core/config';
-import { createHandler, type Handler } from '../core/handler';
+import type { Handler } from '../core/handler';
+import type { QueueSetup } from '../core/queues';
+import { createService } from '../core/service';
 import type { Clock, Logger, QueueStore, StateCache } from '../core/ports';
 import { MemoryStateCache } from '../platform/memory-cache';
 import { createHttpOrigin, createStreamLogger, systemClock } from '../platform/node';
@@ -23,22 +25,23 @@ export interface WaitingRoom {
   readonly handler: Handler;
   readonly config: Readonly<Config>;
   readonly secrets: Readonly<Secrets>;
+  readonly queues: readonly QueueSetup[];
 }
 
 /** Throws `ConfigError` naming every bad setting before anything starts. */
 export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
+  // The store factory needs the service-wide settings and secrets: read them once up front
+  // (createService validates everything again, naming every problem).
   const config = parseConfig(options.settings);
   const secrets = parseSecrets(options.secrets);
   const store = typeof options.store === 'function' ? options.store(config, secrets) : options.store;
   const clock = options.clock ?? systemClock;
-  const handler = createHandler({
-    config,
-    secrets,
+  const service = createService(options.settings, options.secrets, {
     store,
     origin: createHttpOrigin(options.originUrl),
     logger: options.logger ?? createStreamLogger(),
     clock,
     cache: options.cache ?? new MemoryStateCache(clock),
   });
-  return { handler, config, secrets };
+  return { handler: service.handler, config: service.config, secrets: service.secrets, queues: service.queues };
 }

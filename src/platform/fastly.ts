@@ -9,8 +9,8 @@ import { ConfigStore } from 'fastly:config-store';
 import { env } from 'fastly:env';
 import { Logger } from 'fastly:logger';
 import { SecretStore } from 'fastly:secret-store';
-import { ConfigError, SECRET_KEYS, parseConfig, parseSecrets, type Config, type Secrets } from '../core/config';
-import { createHandler } from '../core/handler';
+import { ConfigError, SECRET_KEYS, parseConfig, parseSecrets, type Config, type Secrets, type SettingSource } from '../core/config';
+import { createService } from '../core/service';
 import { errorResponse } from '../core/http';
 import { renderHoldingPage } from '../core/pages';
 import type { Logger as LogPort, RequestLog, StateCache } from '../core/ports';
@@ -26,6 +26,8 @@ const DEFAULT_PREFIX = '/__wr/';
 interface Settings {
   readonly config: Readonly<Config>;
   readonly secrets: Readonly<Secrets>;
+  readonly settings: SettingSource;
+  readonly secretSource: SettingSource;
 }
 
 async function readSettings(): Promise<Settings> {
@@ -39,17 +41,19 @@ async function readSettings(): Promise<Settings> {
       if (entry !== null) secretValues.set(key, entry.plaintext());
     }),
   );
+  const settings: SettingSource = (key) => configStore.get(key) ?? undefined;
+  const secretSource: SettingSource = (key) => secretValues.get(key);
   const problems: ConfigError['problems'][number][] = [];
   let config: Readonly<Config> | undefined;
   let secrets: Readonly<Secrets> | undefined;
   try {
-    config = parseConfig((key) => configStore.get(key) ?? undefined);
+    config = parseConfig(settings);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     problems.push(...error.problems);
   }
   try {
-    secrets = parseSecrets((key) => secretValues.get(key));
+    secrets = parseSecrets(secretSource);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     problems.push(...error.problems);
@@ -57,7 +61,7 @@ async function readSettings(): Promise<Settings> {
   if (config !== undefined && config.upstashUrl === undefined) problems.push({ key: 'upstash_url', message: 'is required on Fastly' });
   if (secrets !== undefined && secrets.upstashToken === undefined) problems.push({ key: 'upstash_token', message: 'secret is required on Fastly' });
   if (problems.length > 0 || config === undefined || secrets === undefined) throw new ConfigError(problems);
-  return { config, secrets };
+  return { config, secrets, settings, secretSource };
 }
 
 function createLogger(): LogPort {
@@ -123,14 +127,23 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
     ...createUpstashClientOptions({ url: config.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: config.storeRetries }),
     backend: UPSTASH_BACKEND,
   });
-  const handler = createHandler({
-    config,
-    secrets,
-    store: new UpstashQueueStore({ redis }),
-    origin: { forward: (request) => fetch(request, { backend: ORIGIN_BACKEND }) },
-    logger,
-    clock: { now: () => Date.now() },
-    cache: simpleCacheStateCache,
+  let service;
+  try {
+    service = createService(settings.settings, settings.secretSource, {
+      store: new UpstashQueueStore({ redis }),
+      origin: { forward: (request) => fetch(request, { backend: ORIGIN_BACKEND }) },
+      logger,
+      clock: { now: () => Date.now() },
+      cache: simpleCacheStateCache,
+    });
+  } catch (error) {
+    if (error instanceof ConfigError) return configFailure(event.request, error, logger);
+    throw error;
+  }
+  const country = event.client.geo?.country_code;
+  return service.handler(event.request, {
+    address: event.client.address,
+    pop: env('FASTLY_POP'),
+    country: typeof country === 'string' && country !== '' ? country : undefined,
   });
-  return handler(event.request, { address: event.client.address, pop: env('FASTLY_POP') });
 }

@@ -1,0 +1,92 @@
+/**
+ * The whole service: its queues (see queues.ts), one handler each, and the router in front of
+ * them. With a single queue (no `queues` document) the router is that queue's handler itself.
+ */
+import { ConfigError, parseSecrets, type Config, type Secrets, type SettingSource } from './config';
+import { admissionPolicy, createHandler, type Handler } from './handler';
+import { errorResponse } from './http';
+import type { Clock, Logger, Origin, QueueStats, QueueStore, StateCache } from './ports';
+import { parseQueues, selectQueue, type QueueSetup } from './queues';
+
+export interface ServiceDeps {
+  readonly store: QueueStore;
+  readonly origin: Origin;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly cache: StateCache;
+}
+
+export interface Service {
+  readonly handler: Handler;
+  readonly queues: readonly QueueSetup[];
+  readonly secrets: Readonly<Secrets>;
+  /** The first queue's settings, which carry the service-wide ones (prefix, bypass, store). */
+  readonly config: Readonly<Config>;
+}
+
+export interface QueueOverview {
+  readonly name: string;
+  readonly stats: QueueStats | undefined;
+}
+
+/** Builds the service; throws `ConfigError` naming every bad setting and secret at once. */
+export function createService(settings: SettingSource, secretSource: SettingSource, deps: ServiceDeps): Service {
+  const problems: ConfigError['problems'][number][] = [];
+  let queues: QueueSetup[] = [];
+  let secrets: Readonly<Secrets> | undefined;
+  try {
+    queues = parseQueues(settings);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push(...error.problems);
+  }
+  try {
+    secrets = parseSecrets(secretSource);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    problems.push(...error.problems);
+  }
+  if (problems.length > 0 || secrets === undefined || queues.length === 0) throw new ConfigError(problems);
+  const keyRing = secrets;
+  const many = queues.length > 1 || (settings('queues') ?? '').trim() !== '';
+  const overview = async (nowMs: number): Promise<QueueOverview[]> =>
+    Promise.all(
+      queues.map(async ({ config }) => ({
+        name: config.queueName,
+        stats: await deps.store.stats(config.queueName, nowMs, admissionPolicy(config)).catch(() => undefined),
+      })),
+    );
+  const entries = queues.map((setup) => ({
+    rule: setup.rule,
+    handler: createHandler({ ...deps, config: setup.config, secrets: keyRing, ...(many && { overview }) }),
+  }));
+  const first = entries[0]!;
+  const config = queues[0]!.config;
+  if (!many) return { handler: first.handler, queues, secrets, config };
+
+  const handler: Handler = async (request, client) => {
+    const url = new URL(request.url);
+    if (url.pathname.startsWith(config.pathPrefix)) {
+      // The waiting room's own paths name their queue; without one they are the first queue's.
+      const name = url.searchParams.get('queue');
+      const entry = name === null ? first : entries.find((e) => e.rule.name === name);
+      return entry === undefined ? errorResponse(404, `no queue named ${JSON.stringify(name).slice(0, 40)}`) : entry.handler(request, client);
+    }
+    const entry = selectQueue(entries, { host: url.host, path: url.pathname, country: client.country });
+    if (entry !== undefined) return entry.handler(request, client);
+    deps.logger.log({
+      ts: new Date(deps.clock.now()).toISOString(),
+      method: request.method,
+      path: url.pathname,
+      status: 0,
+      decision: 'no_queue',
+      ...(client.pop !== undefined && { pop: client.pop }),
+    });
+    try {
+      return await deps.origin.forward(request);
+    } catch {
+      return errorResponse(502, 'the site is not answering; please try again shortly');
+    }
+  };
+  return { handler, queues, secrets, config };
+}

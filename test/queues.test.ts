@@ -1,0 +1,159 @@
+/**
+ * Several queues: the document's validation, queue selection on tricky hosts, paths and countries,
+ * and isolation (a visitor let into one queue is not let into another; counters do not mix).
+ */
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../src/core/config';
+import { parseQueues, selectQueue } from '../src/core/queues';
+import { createService } from '../src/core/service';
+import { MemoryStateCache } from '../src/platform/memory-cache';
+import { MemoryQueueStore } from '../src/store/memory-store';
+import { ADMIN_PASSWORD, API_TOKEN, BASE_SECRETS, BASE_SETTINGS, cookieFrom, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
+
+const DOCUMENT = JSON.stringify([
+  { name: 'de-sale', hosts: ['shop.example'], paths: ['/sale/*'], countries: ['DE', 'AT'], settings: { hold_status: 503, page_title: 'Sale (DE)' } },
+  { name: 'sale', hosts: ['shop.example'], paths: ['/sale/*', '/drop'], settings: { max_active: 2 } },
+  { name: 'tickets', paths: ['/tickets/*'] },
+]);
+
+function problemsOf(doc: unknown): string[] {
+  try {
+    parseQueues(source({ ...BASE_SETTINGS, queues: typeof doc === 'string' ? doc : JSON.stringify(doc) }));
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems.map((p) => p.key);
+    throw error;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('the queues document', () => {
+  it('gives each queue its settings, its counters and its own cookie', () => {
+    const queues = parseQueues(source({ ...BASE_SETTINGS, queues: DOCUMENT }));
+    expect(queues.map((q) => q.config.queueName)).toEqual(['de-sale', 'sale', 'tickets']);
+    expect(queues.map((q) => q.config.cookieName)).toEqual(['waiting_room_de-sale', 'waiting_room_sale', 'waiting_room_tickets']);
+    expect(queues[0]!.config).toMatchObject({ holdStatus: 503, pageTitle: 'Sale (DE)', refreshSeconds: 5 });
+    expect(queues[1]!.config).toMatchObject({ maxActive: 2, holdStatus: 200 });
+    expect(queues[0]!.rule).toMatchObject({ hosts: ['shop.example'], countries: ['DE', 'AT'] });
+  });
+
+  it('without a document, is the one queue of the plain settings', () => {
+    const [only, ...rest] = parseQueues(source(BASE_SETTINGS));
+    expect(rest).toEqual([]);
+    expect(only!.config).toMatchObject({ queueName: 'default', cookieName: 'waiting_room' });
+  });
+
+  it('names every problem with the queue index and field', () => {
+    expect(
+      problemsOf([
+        { name: 'Bad Name' },
+        { name: 'ok', paths: ['sale'], hosts: ['bad host'], countries: ['de'], colour: 'red' },
+        { name: 'ok', settings: { max_active: -1, path_prefix: '/x/', nonsense: 1, page_title: {} } },
+      ]),
+    ).toEqual([
+      'queues[0].name',
+      'queues[1].colour',
+      'queues[1].hosts[0]',
+      'queues[1].paths[0]',
+      'queues[1].countries[0]',
+      'queues[2].name',
+      'queues[2].settings.path_prefix',
+      'queues[2].settings.nonsense',
+      'queues[2].settings.page_title',
+      'queues[2].settings.max_active',
+    ]);
+    expect(problemsOf('{not json')).toEqual(['queues']);
+    expect(problemsOf([])).toEqual(['queues']);
+    expect(problemsOf({ name: 'x' })).toEqual(['queues']);
+  });
+});
+
+describe('selectQueue', () => {
+  const queues = parseQueues(source({ ...BASE_SETTINGS, queues: DOCUMENT }));
+  it.each<[string, string, string | undefined, string | undefined]>([
+    ['shop.example', '/sale/shoes', 'DE', 'de-sale'],
+    ['shop.example', '/sale/shoes', 'de', 'de-sale'],
+    ['shop.example', '/sale/shoes', 'FR', 'sale'],
+    ['shop.example', '/sale/shoes', undefined, 'sale'],
+    ['SHOP.Example:443', '/sale', 'AT', 'de-sale'],
+    ['shop.example.', '/sale', 'US', 'sale'],
+    ['shop.example', '/SALE/x', 'US', 'sale'],
+    ['shop.example', '//sale//x', 'US', 'sale'],
+    ['shop.example', '/%73ale/x', 'US', 'sale'],
+    ['shop.example', '/a/../sale/x', 'US', 'sale'],
+    ['shop.example', '/./sale', 'US', 'sale'],
+    ['shop.example', '/drop', 'US', 'sale'],
+    ['shop.example', '/drops', 'US', undefined],
+    ['shop.example', '/saleroom', 'US', undefined],
+    ['other.example', '/sale/x', 'DE', undefined],
+    ['other.example', '/tickets/1', 'DE', 'tickets'],
+    ['shop.example', '/tickets/1', undefined, 'tickets'],
+    ['shop.example', '/', undefined, undefined],
+  ])('%s %s from %s → %s', (host, path, country, expected) => {
+    expect(selectQueue(queues, { host, path, country })?.rule.name).toBe(expected);
+  });
+});
+
+describe('several queues in one service', () => {
+  function service() {
+    const clock = new ManualClock();
+    const origin = new RecordingOrigin();
+    const store = new MemoryQueueStore();
+    const built = createService(source({ ...BASE_SETTINGS, queues: DOCUMENT }), source(BASE_SECRETS), {
+      store,
+      origin,
+      logger: new MemoryLogger(),
+      clock,
+      cache: new MemoryStateCache(clock),
+    });
+    return { ...built, origin, store, clock };
+  }
+  const CLIENT = { address: '203.0.113.1', pop: 'TST', country: 'FR' };
+
+  it('an access token for one queue gets nothing on another, and counters do not mix', async () => {
+    const s = service();
+    // The sale queue has room for 2: this visitor walks in.
+    const walkIn = await s.handler(new Request('https://shop.example/drop'), CLIENT);
+    expect(walkIn.headers.get('x-origin')).toBe('yes');
+    const saleCookie = cookieFrom(walkIn, 'waiting_room_sale')!;
+    expect(payloadOf(saleCookie)).toMatchObject({ q: 'sale', k: 'a' });
+    // The same cookie, renamed to the tickets queue's, is refused there: a new ticket of that queue.
+    const elsewhere = await s.handler(
+      new Request('https://shop.example/tickets/1', { headers: { cookie: `waiting_room_tickets=${saleCookie}; waiting_room_sale=${saleCookie}` } }),
+      CLIENT,
+    );
+    expect(elsewhere.headers.get('x-origin')).toBeNull();
+    expect(payloadOf(cookieFrom(elsewhere, 'waiting_room_tickets')!)).toMatchObject({ q: 'tickets', k: 'w', t: 1 });
+    expect((await s.store.peek('sale')).tail).toBe(1);
+    expect((await s.store.peek('tickets')).tail).toBe(1);
+    expect((await s.store.peek('de-sale')).tail).toBe(0);
+  });
+
+  it('passes what no queue covers, routes own paths by ?queue= and lists every queue to the admin', async () => {
+    const s = service();
+    expect((await s.handler(new Request('https://shop.example/about'), CLIENT)).headers.get('x-origin')).toBe('yes');
+    await s.handler(new Request('https://shop.example/tickets/1'), CLIENT);
+    const stats = await s.handler(
+      new Request('https://shop.example/__wr/api/stats?queue=tickets', { headers: { authorization: `Bearer ${API_TOKEN}` } }),
+      CLIENT,
+    );
+    expect(await stats.json()).toMatchObject({ queue: 'tickets', tail: 1 });
+    const unknown = await s.handler(new Request('https://shop.example/__wr/api/stats?queue=nope', { headers: { authorization: `Bearer ${API_TOKEN}` } }), CLIENT);
+    expect(unknown.status).toBe(404);
+    const admin = await s.handler(
+      new Request('https://shop.example/__wr/admin?queue=sale', { headers: { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` } }),
+      CLIENT,
+    );
+    const html = await admin.text();
+    expect(html).toContain('Waiting room · <code>sale</code>');
+    for (const name of ['de-sale', 'sale', 'tickets']) expect(html).toContain(`href="/__wr/admin?queue=${name}"`);
+    expect(html).toContain('action="/__wr/admin/admit?queue=sale"');
+    expect(html).toContain('<code>tickets</code></a>: 1 waiting, 0 active');
+  });
+
+  it('uses each queue own status code and page', async () => {
+    const s = service();
+    const de = await s.handler(new Request('https://shop.example/sale/x'), { ...CLIENT, country: 'DE' });
+    expect(de.status).toBe(503);
+    expect(await de.text()).toContain('<title>Sale (DE)</title>');
+  });
+});
