@@ -9,7 +9,8 @@ import type { Clock, Logger, Origin, QueueStats, QueueStore, StateCache } from '
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
 
 export interface ServiceDeps {
-  readonly store: QueueStore;
+  /** The store, or how to make it from the service-wide settings (it may throw ConfigError). */
+  readonly store: QueueStore | ((config: Readonly<Config>, secrets: Readonly<Secrets>) => QueueStore);
   readonly origin: Origin;
   readonly logger: Logger;
   readonly clock: Clock;
@@ -48,20 +49,21 @@ export function createService(settings: SettingSource, secretSource: SettingSour
   }
   if (problems.length > 0 || secrets === undefined || queues.length === 0) throw new ConfigError(problems);
   const keyRing = secrets;
+  const config = queues[0]!.config;
+  const store = typeof deps.store === 'function' ? deps.store(config, secrets) : deps.store;
   const many = queues.length > 1 || (settings('queues') ?? '').trim() !== '';
   const overview = async (nowMs: number): Promise<QueueOverview[]> =>
     Promise.all(
       queues.map(async ({ config }) => ({
         name: config.queueName,
-        stats: await deps.store.stats(config.queueName, nowMs, admissionPolicy(config)).catch(() => undefined),
+        stats: await store.stats(config.queueName, nowMs, admissionPolicy(config)).catch(() => undefined),
       })),
     );
   const entries = queues.map((setup) => ({
     rule: setup.rule,
-    handler: createHandler({ ...deps, config: setup.config, secrets: keyRing, ...(many && { overview }) }),
+    handler: createHandler({ ...deps, store, config: setup.config, secrets: keyRing, ...(many && { overview }) }),
   }));
   const first = entries[0]!;
-  const config = queues[0]!.config;
   if (!many) return { handler: first.handler, queues, secrets, config };
 
   const handler: Handler = async (request, client) => {

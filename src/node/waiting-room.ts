@@ -2,7 +2,7 @@
  * Wires the core handler for Node: parsed settings, a store, the HTTP origin, a logger and a clock.
  * `npm start` and the end-to-end tests build the waiting room through here.
  */
-import { parseConfig, parseSecrets, type Config, type Secrets, type SettingSource } from '../core/config';
+import type { Config, Secrets, SettingSource } from '../core/config';
 import type { Handler } from '../core/handler';
 import type { QueueSetup } from '../core/queues';
 import { createService } from '../core/service';
@@ -30,14 +30,9 @@ export interface WaitingRoom {
 
 /** Throws `ConfigError` naming every bad setting before anything starts. */
 export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
-  // The store factory needs the service-wide settings and secrets: read them once up front
-  // (createService validates everything again, naming every problem).
-  const config = parseConfig(options.settings);
-  const secrets = parseSecrets(options.secrets);
-  const store = typeof options.store === 'function' ? options.store(config, secrets) : options.store;
   const clock = options.clock ?? systemClock;
   const service = createService(options.settings, options.secrets, {
-    store,
+    store: options.store,
     origin: createHttpOrigin(options.originUrl),
     logger: options.logger ?? createStreamLogger(),
     clock,

@@ -9,7 +9,7 @@ import { ConfigStore } from 'fastly:config-store';
 import { env } from 'fastly:env';
 import { Logger } from 'fastly:logger';
 import { SecretStore } from 'fastly:secret-store';
-import { ConfigError, SECRET_KEYS, parseConfig, parseSecrets, type Config, type Secrets, type SettingSource } from '../core/config';
+import { ConfigError, SECRET_KEYS, type Config, type Secrets, type SettingSource } from '../core/config';
 import { createService } from '../core/service';
 import { errorResponse } from '../core/http';
 import { renderHoldingPage } from '../core/pages';
@@ -23,14 +23,12 @@ export const UPSTASH_BACKEND = 'upstash';
 export const LOG_ENDPOINT = 'wr_log';
 const DEFAULT_PREFIX = '/__wr/';
 
-interface Settings {
-  readonly config: Readonly<Config>;
-  readonly secrets: Readonly<Secrets>;
+interface Sources {
   readonly settings: SettingSource;
-  readonly secretSource: SettingSource;
+  readonly secrets: SettingSource;
 }
 
-async function readSettings(): Promise<Settings> {
+async function readSources(): Promise<Sources> {
   // Stores cannot be opened at module top level (they exist only while a request runs).
   const configStore = new ConfigStore(CONFIG_STORE);
   const secretStore = new SecretStore(SECRET_STORE);
@@ -41,27 +39,20 @@ async function readSettings(): Promise<Settings> {
       if (entry !== null) secretValues.set(key, entry.plaintext());
     }),
   );
-  const settings: SettingSource = (key) => configStore.get(key) ?? undefined;
-  const secretSource: SettingSource = (key) => secretValues.get(key);
+  return { settings: (key) => configStore.get(key) ?? undefined, secrets: (key) => secretValues.get(key) };
+}
+
+/** The Upstash store behind the `upstash` backend; its URL and token are required on Fastly. */
+function createUpstashStore(config: Readonly<Config>, secrets: Readonly<Secrets>): UpstashQueueStore {
   const problems: ConfigError['problems'][number][] = [];
-  let config: Readonly<Config> | undefined;
-  let secrets: Readonly<Secrets> | undefined;
-  try {
-    config = parseConfig(settings);
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    problems.push(...error.problems);
-  }
-  try {
-    secrets = parseSecrets(secretSource);
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    problems.push(...error.problems);
-  }
-  if (config !== undefined && config.upstashUrl === undefined) problems.push({ key: 'upstash_url', message: 'is required on Fastly' });
-  if (secrets !== undefined && secrets.upstashToken === undefined) problems.push({ key: 'upstash_token', message: 'secret is required on Fastly' });
-  if (problems.length > 0 || config === undefined || secrets === undefined) throw new ConfigError(problems);
-  return { config, secrets, settings, secretSource };
+  if (config.upstashUrl === undefined) problems.push({ key: 'upstash_url', message: 'is required on Fastly' });
+  if (secrets.upstashToken === undefined) problems.push({ key: 'upstash_token', message: 'secret is required on Fastly' });
+  if (problems.length > 0 || config.upstashUrl === undefined || secrets.upstashToken === undefined) throw new ConfigError(problems);
+  const redis = new Redis({
+    ...createUpstashClientOptions({ url: config.upstashUrl, token: secrets.upstashToken, retries: config.storeRetries }),
+    backend: UPSTASH_BACKEND,
+  });
+  return new UpstashQueueStore({ redis });
 }
 
 function createLogger(): LogPort {
@@ -115,22 +106,11 @@ function configFailure(request: Request, error: ConfigError, logger: LogPort): R
 
 export async function handleFastlyRequest(event: FetchEvent): Promise<Response> {
   const logger = createLogger();
-  let settings: Settings;
-  try {
-    settings = await readSettings();
-  } catch (error) {
-    if (error instanceof ConfigError) return configFailure(event.request, error, logger);
-    return configFailure(event.request, new ConfigError([{ key: 'stores', message: String(error) }]), logger);
-  }
-  const { config, secrets } = settings;
-  const redis = new Redis({
-    ...createUpstashClientOptions({ url: config.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: config.storeRetries }),
-    backend: UPSTASH_BACKEND,
-  });
   let service;
   try {
-    service = createService(settings.settings, settings.secretSource, {
-      store: new UpstashQueueStore({ redis }),
+    const sources = await readSources();
+    service = createService(sources.settings, sources.secrets, {
+      store: createUpstashStore,
       origin: { forward: (request) => fetch(request, { backend: ORIGIN_BACKEND }) },
       logger,
       clock: { now: () => Date.now() },
@@ -138,7 +118,7 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
     });
   } catch (error) {
     if (error instanceof ConfigError) return configFailure(event.request, error, logger);
-    throw error;
+    return configFailure(event.request, new ConfigError([{ key: 'stores', message: String(error) }]), logger);
   }
   const country = event.client.geo?.country_code;
   return service.handler(event.request, {
