@@ -66,6 +66,14 @@ async function admittedTickets(store: QueueStore, queue: string): Promise<number
   return range(1, tail).filter((t) => t <= cursor);
 }
 
+/**
+ * The most of `times` (ms) in any 60-s window (end - 60 s, end]. The count only rises at a time in
+ * the list, so the windows ending at those times are the only candidates for the busiest.
+ */
+function busiestMinute(times: readonly number[]): number {
+  return Math.max(0, ...times.map((end) => times.filter((at) => at > end - 60_000 && at <= end).length));
+}
+
 /** A small seeded PRNG (mulberry32), so a simulated run is the same on every store and every run. */
 function seeded(seed: number): () => number {
   let a = seed >>> 0;
@@ -634,16 +642,16 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           const abandoned = new Set<number>();
           const holders = new Set<number>();
 
-          /** When each ticket's admission counts, as promised: at its call if claimed in time, at a late
-           *  claim's own time, at the call while the reservation is live, and never for a lapsed one. */
+          /** When each ticket's admission counts, as promised: at its claim (the visitor's arrival), in
+           *  time or late; while its reservation is live, as an arrival still to come, i.e. at `until`
+           *  itself whatever its call time; and never for a lapsed one. */
           const admissions = (until: number): number[] => {
             const times: number[] = [];
             for (const [ticket, called] of calledAt) {
               const claimed = claimedAt.get(ticket);
               const lapse = called + policy.reservationMs;
-              if (claimed !== undefined && claimed < lapse) times.push(called);
-              else if (claimed !== undefined) times.push(claimed);
-              else if (until < lapse) times.push(called);
+              if (claimed !== undefined) times.push(claimed);
+              else if (until < lapse) times.push(until);
             }
             return times;
           };
@@ -706,11 +714,115 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           expect(busiestSlots).toBe(MAX_ACTIVE);
           expect(times.length).toBeGreaterThan(3 * MAX_NEW);
           // The run went through every path: a queue formed, reservations lapsed, late claims got in.
-          expect(longestQueue).toBeGreaterThan(MAX_ACTIVE);
+          // (Since admissions count at the claim, seed 20240601's run peaks at exactly MAX_ACTIVE waiting.)
+          expect(longestQueue).toBeGreaterThanOrEqual(MAX_ACTIVE);
           expect([...calledAt.keys()].filter((t) => !claimedAt.has(t)).length).toBeGreaterThan(0);
           expect(lateClaims).toBeGreaterThan(0);
         },
       );
+    });
+
+    describe('capacity mode: arrivals per minute', () => {
+      const sec = (second: number): number => T0 + second * 1_000;
+
+      it('counts an admission at its claim: tickets called at 59 s and claimed at 61..65 s keep the minute full until 121..125 s', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const LIMIT = 10;
+        const policy = cap(0, LIMIT, { reservationMs: 20_000 });
+        /** What the test itself saw: every moment a visitor got a slot (a claim answered true, a walk-in). */
+        const arrivals: number[] = [];
+        const calledAt = new Map<number, number>();
+        const holding = new Set<number>();
+        let cursor = 0;
+        const observe = (r: QueueState, now: number): void => {
+          for (let t = cursor + 1; t <= r.cursor; t += 1) calledAt.set(t, now);
+          cursor = Math.max(cursor, r.cursor);
+          expect(r.admittedLastMinute, `minute figure at ${(now - T0) / 1_000} s`).toBeLessThanOrEqual(LIMIT);
+        };
+        const claim = async (ticket: number, now: number): Promise<void> => {
+          const r = await store.claim(q, ticket, now, policy, now - T0);
+          expect(r.claimed, `claim of ${ticket} within its reservation at ${(now - T0) / 1_000} s`).toBe(true);
+          arrivals.push(now);
+          holding.add(ticket);
+          observe(r, now);
+        };
+
+        await store.control(q, { paused: true }, sec(0), policy);
+        await joinMany(store, q, LIMIT, sec(0), policy);
+        observe(await store.control(q, { paused: false }, sec(59), policy), sec(59));
+        expect(cursor).toBe(LIMIT);
+        // The ten arrive two a second from 61 s: after 119 s their calls are more than a minute old.
+        for (let t = 1; t <= LIMIT; t += 1) await claim(t, sec(61 + Math.floor((t - 1) / 2)));
+        // Then one newcomer a second; each called ticket's holder claims the second after its call.
+        for (let second = 66; second <= 200; second += 1) {
+          const now = sec(second);
+          for (const [ticket, called] of calledAt) if (!holding.has(ticket) && called < now) await claim(ticket, now);
+          const r = await store.join(q, now, policy);
+          observe(r, now);
+          if (r.claimed) {
+            arrivals.push(now);
+            holding.add(r.ticket);
+          }
+        }
+
+        // Nobody arrives until the first of the ten has been in for a minute, and at no time do more
+        // than LIMIT arrive within 60 s (by the claim times observed here, not the store's figures).
+        expect(arrivals.filter((at) => at > sec(65) && at <= sec(121))).toEqual([]);
+        expect(busiestMinute(arrivals)).toBe(LIMIT);
+        expect(arrivals.length).toBeGreaterThan(2 * LIMIT);
+        // The line kept moving: the 66..200 s newcomers arrived at the limit's pace.
+        expect(arrivals.filter((at) => at > sec(121) && at <= sec(181))).toHaveLength(LIMIT);
+      });
+
+      it('counts a live reservation exactly once, however long it lasts: a 90-s reservation holds its share past the minute', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(0, 3, { reservationMs: 90_000 });
+        const arrivals: number[] = [];
+        const claim = async (ticket: number, second: number, claimed: boolean, cursor: number): Promise<void> => {
+          const r = await store.claim(q, ticket, sec(second), policy, sec(second) - T0);
+          expect(r, `claim of ${ticket} at ${second} s`).toMatchObject({ claimed, cursor, admittedLastMinute: 3 });
+          if (r.claimed) arrivals.push(sec(second));
+        };
+        await store.control(q, { paused: true }, sec(0), policy);
+        await joinMany(store, q, 6, sec(0), policy);
+        expect(await store.control(q, { paused: false }, sec(0), policy)).toMatchObject({ cursor: 3, active: 3, admittedLastMinute: 3 });
+        // A minute after the calls, the three reservations still hold the minute's budget.
+        expect(await store.stats(q, sec(60), policy)).toMatchObject({ cursor: 3, reserved: 3, admittedLastMinute: 3, admittedLast5Minutes: 3 });
+        expect(await store.poll(q, sec(60), policy)).toMatchObject({ cursor: 3, admittedLastMinute: 3, admittedLast5Minutes: 3 });
+        await claim(1, 70, true, 3);
+        await claim(2, 75, true, 3);
+        expect(await store.poll(q, sec(90) - 1, policy)).toMatchObject({ cursor: 3, active: 3 });
+        // 3 lapses unclaimed at 90 s: its share comes back and 4 is called into it.
+        expect(await store.poll(q, sec(90), policy)).toMatchObject({ cursor: 4, active: 3, admittedLastMinute: 3 });
+        await claim(4, 91, true, 4);
+        // The late claim of 3 finds no room: 1, 2 and 4 arrived within the minute.
+        await claim(3, 100, false, 4);
+        // 1 arrived at 70 s and 2 at 75 s: their shares come back a minute after those arrivals.
+        expect(await store.poll(q, sec(130) - 1, policy)).toMatchObject({ cursor: 4, admittedLastMinute: 3 });
+        expect(await store.poll(q, sec(130), policy)).toMatchObject({ cursor: 5, admittedLastMinute: 3 });
+        expect(await store.poll(q, sec(135), policy)).toMatchObject({ cursor: 6, admittedLastMinute: 3 });
+        await claim(5, 136, true, 6);
+        await claim(6, 136, true, 6);
+        expect(arrivals).toEqual([sec(70), sec(75), sec(91), sec(136), sec(136)]);
+        expect(busiestMinute(arrivals)).toBe(3);
+        expect(await store.stats(q, sec(136), policy)).toMatchObject({ admittedLastMinute: 3, admittedLast5Minutes: 5, reserved: 0 });
+
+        // Longer than the 300 s history: the call's entry is trimmed, the live reservation still counts
+        // once, and its claim is recorded at the claim.
+        const long = randomQueue();
+        const slow = cap(0, 2, { reservationMs: 400_000 });
+        await store.control(long, { paused: true }, sec(0), slow);
+        await joinMany(store, long, 3, sec(0), slow);
+        expect(await store.control(long, { paused: false }, sec(0), slow)).toMatchObject({ cursor: 2, admittedLastMinute: 2 });
+        expect(await store.stats(long, sec(350), slow)).toMatchObject({ cursor: 2, reserved: 2, admittedLastMinute: 2, admittedLast5Minutes: 2 });
+        expect(await store.poll(long, sec(350), slow)).toMatchObject({ cursor: 2, admittedLastMinute: 2, admittedLast5Minutes: 2 });
+        expect(await store.claim(long, 1, sec(350), slow, 350_000)).toMatchObject({ claimed: true, cursor: 2, admittedLastMinute: 2, admittedLast5Minutes: 2 });
+        expect(await store.poll(long, sec(400) - 1, slow)).toMatchObject({ cursor: 2 });
+        expect(await store.poll(long, sec(400), slow)).toMatchObject({ cursor: 3, admittedLastMinute: 2, admittedLast5Minutes: 2 });
+        expect(await store.poll(long, sec(410), slow)).toMatchObject({ cursor: 3, admittedLastMinute: 1, admittedLast5Minutes: 2 });
+      });
     });
 
     describe('capacity mode: reservations', () => {
@@ -747,11 +859,16 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         // The late claim of 2 would be a third admission in the minute: refused.
         expect(await store.claim(q, 2, T0 + 11_000, policy, 11_000)).toMatchObject({ claimed: false, admittedLastMinute: 2 });
         expect(await store.claim(q, 3, T0 + 12_000, policy, 12_000)).toMatchObject({ claimed: true, admittedLastMinute: 2 });
-        // A minute after 1 was called its admission leaves the window: room for one more, and the late
+        // Admissions count at the claim (the arrival), not the call: 1, called at T0 and claimed at
+        // T0 + 1 s, holds its share of the budget until T0 + 61 s.
+        expect(await store.claim(q, 2, T0 + 60_999, policy, 60_999)).toMatchObject({ claimed: false, cursor: 3, admittedLastMinute: 2 });
+        // A minute after 1 arrived its admission leaves the window: room for one more, and the late
         // claim takes it before 4 is called.
-        expect(await store.claim(q, 2, T0 + 60_000, policy, 60_000)).toMatchObject({ claimed: true, cursor: 3, admittedLastMinute: 2 });
-        expect(await store.poll(q, T0 + 60_001, policy)).toMatchObject({ cursor: 3 });
-        expect(await store.poll(q, T0 + 70_000, policy)).toMatchObject({ cursor: 4, admittedLastMinute: 2 });
+        expect(await store.claim(q, 2, T0 + 61_000, policy, 61_000)).toMatchObject({ claimed: true, cursor: 3, admittedLastMinute: 2 });
+        expect(await store.poll(q, T0 + 61_001, policy)).toMatchObject({ cursor: 3 });
+        // 3 arrived at T0 + 12 s (called at T0 + 10 s): its share comes back at T0 + 72 s.
+        expect(await store.poll(q, T0 + 71_999, policy)).toMatchObject({ cursor: 3, admittedLastMinute: 2 });
+        expect(await store.poll(q, T0 + 72_000, policy)).toMatchObject({ cursor: 4, admittedLastMinute: 2 });
       });
 
       it('admits exactly the room among concurrent late claims of lapsed reservations', async () => {
@@ -1250,6 +1367,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await direct.hgetall(`${cb}:ctl`)).toEqual({ max_new_per_minute: '7' });
       await store.claim(c, 2, T0 + 2_000, policy, 1_500);
       expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 2_000 + SESSION_MS)]);
+      // The claim re-timed 2's admission from its call to its arrival.
+      expect(await direct.zrange(`${cb}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(T0), '2', String(T0 + 2_000)]);
     });
 
     it('keeps each VIP code in one hash under the queue\'s hash tag, with a TTL relative to the caller\'s clock', async () => {

@@ -47,9 +47,12 @@ export interface QueueState {
   readonly maxNewPerMinute: number;
   /** Slots held: active sessions plus reservations of called tickets not yet claimed. */
   readonly active: number;
-  /** Visitors admitted (called) in the last 60 s. */
+  /**
+   * Visitors admitted in the last 60 s. Capacity mode: arrivals, i.e. claims at their claim time
+   * plus live reservations (which is what the per-minute limit bounds); rate mode: tickets called.
+   */
   readonly admittedLastMinute: number;
-  /** Visitors admitted in the last 300 s: the measured admission rate. */
+  /** The same over the last 300 s: the measured admission rate. */
   readonly admittedLast5Minutes: number;
 }
 

@@ -52,7 +52,10 @@ interface MemoryQueue {
   readonly active: Map<number, number>;
   /** ticket → reservation expiry (ms). */
   readonly reserved: Map<number, number>;
-  /** member (`<ticket>` or `<ticket>@<now>[#k]`) → admission time (ms). */
+  /**
+   * member (`<ticket>` or `<ticket>@<now>[#k]`) → admission time (ms): `<ticket>` written at the
+   * call, re-timed to the claim when the reservation is claimed (see the header of scripts.ts).
+   */
   readonly admits: Map<string, number>;
   /** `<from>-<to>` → time (ms) of a rate-mode batch. */
   readonly batches: Map<string, number>;
@@ -331,16 +334,24 @@ function trim<K>(scores: Map<K, number>, nowMs: number): void {
   removeUpTo(scores, nowMs - KEEP_MS);
 }
 
-/** Mirrors `admitted_counts`: admissions (minus lapsed, still stored reservations) plus batch sizes. */
+/**
+ * Mirrors `admitted_counts`: arrivals. Admission entries by score, except that every stored
+ * reservation's call-time entry is taken out and each live reservation counts once instead, whatever
+ * its call time (a lapsed one, still stored, not at all); plus rate-mode batch sizes.
+ */
 function admittedCounts(q: MemoryQueue, nowMs: number): { minute: number; five: number } {
   let minute = countAfter(q.admits, nowMs - MINUTE_MS);
   let five = countAfter(q.admits, nowMs - KEEP_MS);
   for (const [ticket, expiry] of q.reserved) {
-    if (expiry > nowMs) continue;
     const at = q.admits.get(String(ticket));
-    if (at === undefined) continue;
-    if (at > nowMs - MINUTE_MS) minute -= 1;
-    if (at > nowMs - KEEP_MS) five -= 1;
+    if (at !== undefined) {
+      if (at > nowMs - MINUTE_MS) minute -= 1;
+      if (at > nowMs - KEEP_MS) five -= 1;
+    }
+    if (expiry > nowMs) {
+      minute += 1;
+      five += 1;
+    }
   }
   for (const [member, at] of q.batches) {
     if (at <= nowMs - KEEP_MS) continue;
@@ -430,14 +441,19 @@ function admissionStep(q: MemoryQueue, p: CheckedPolicy, e: Effective): void {
   }
 }
 
-/** Mirrors `take_slot`; runs after `expire`, so whatever is stored is live. */
+/**
+ * Mirrors `take_slot`; runs after `expire`, so whatever is stored is live. Claiming a reservation
+ * re-times its admission entry to now: the arrival.
+ */
 function takeSlot(q: MemoryQueue, ticket: number, p: CheckedPolicy, e: Effective, waited: number): boolean {
   const now = p.nowMs;
   if (q.active.has(ticket)) {
     q.active.set(ticket, now + p.sessionMs);
     return true;
   }
-  if (!q.reserved.delete(ticket)) {
+  if (q.reserved.delete(ticket)) {
+    q.admits.set(String(ticket), now);
+  } else {
     if (ticket > q.cursor || ticket > q.tail || e.paused || freeSlots(q, now, e) < 1) return false;
     let member = `${ticket}@${now}`;
     for (let k = 1; q.admits.has(member); k += 1) member = `${ticket}@${now}#${k}`;

@@ -16,11 +16,15 @@
  *                                   ticket's slot, held for its holder for `reservationMs`.
  *   `${prefix}:{${queue}}:admits`   ZSET member → admission time (ms), kept 300 s: the sliding-minute
  *                                   limit and the measured rate. Members: `<ticket>` for a ticket
- *                                   called (reserved, or walked in under rate mode) — removed again
- *                                   when its reservation lapses unclaimed, which gives the per-minute
- *                                   budget back; `<ticket>@<now>[#k]` for a slot taken directly
- *                                   (a late claim after the reservation lapsed, or a returning
- *                                   holder), unique so that two admissions never collapse into one.
+ *                                   called (reserved, or walked in under rate mode), written at the
+ *                                   call; in capacity mode re-timed to the claim when its reservation
+ *                                   is claimed (the visitor's arrival; written anew if the 300 s trim
+ *                                   took it), and removed again when its reservation lapses or is
+ *                                   left unclaimed, which gives the per-minute budget back;
+ *                                   `<ticket>@<now>[#k]` for a slot taken directly (a late claim
+ *                                   after the reservation lapsed, or a returning holder), unique so
+ *                                   that two admissions never collapse into one. The entry of a
+ *                                   ticket still reserved is not counted by its score: see Figures.
  *   `${prefix}:{${queue}}:batches`  rate mode: ZSET `<from>-<to>` → time (ms), kept 300 s: the range
  *                                   of existing tickets one period step or explicit admit called,
  *                                   counted by its size (one entry per period, not per visitor).
@@ -43,6 +47,17 @@
  * (the period step, exactly as before thresholds existed). Figures are counted by score (a slot or
  * reservation whose expiry is <= now is not counted even before a script removes it), so `stats`
  * needs no writes and every script reports the same numbers.
+ *
+ * Figures: admissions are ARRIVALS. In capacity mode a visitor arrives when it claims its slot (a
+ * walk-in at its join, a called ticket at its claim, a late claim or returning holder at that
+ * claim), not when its ticket is called: the call only reserves. So `admittedLastMinute` = claims
+ * whose claim time is in the last 60 s + live reservations (called, not yet claimed, WHATEVER their
+ * call time: each is one arrival still to come, counted exactly once), and `admittedLast5Minutes`
+ * the same over 300 s; rate-mode calls (batches and walk-ins) have no claim and count at the call.
+ * `maxNewPerMinute` keeps that minute figure <= the limit (explicit admits aside): a reservation is
+ * counted from its call until it becomes a claim (then counted at its claim time) or lapses (then
+ * counted no more), so the visitors who actually arrive in ANY 60 s window never exceed the limit,
+ * however long a reservation lasts.
  *
  * Scripts: every one starts with `#!lua flags=allow-key-locking` (Upstash then locks only the keys in
  * KEYS, so queues do not wait on each other) and therefore touches only keys passed in KEYS: they
@@ -431,8 +446,11 @@ local function read_controls()
 end
 `;
 
-// Figures, counted by score so they are right whether or not lapsed entries were removed yet.
-// A reservation that lapsed but is still stored (rate mode, or stats) does not count as an admission.
+// Figures (arrivals, see the header), counted by score so they are right whether or not lapsed
+// entries were removed yet. Every stored reservation's call-time entry in admits is taken out of the
+// count (it is no arrival yet); a live reservation then counts once, whatever its call time; a
+// lapsed one that is still stored (rate mode, or stats) not at all. Claimed entries count by their
+// claim time.
 const FIGURES = `
 local function count_after(key, min_exclusive)
   return redis.call('ZCOUNT', key, '(' .. fmt(min_exclusive), '+inf')
@@ -440,14 +458,23 @@ end
 local function admitted_counts()
   local minute = count_after(K_ADMITS, NOW - MINUTE_MS)
   local five = count_after(K_ADMITS, NOW - KEEP_MS)
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))) do
-    local s = redis.call('ZSCORE', K_ADMITS, m)
-    if s then
-      s = tonumber(s)
-      if s > NOW - MINUTE_MS then minute = minute - 1 end
-      if s > NOW - KEEP_MS then five = five - 1 end
+  local reserved = redis.call('ZRANGE', K_RESERVED, 0, -1, 'WITHSCORES')
+  local members, live = {}, 0
+  for i = 1, #reserved, 2 do
+    members[#members + 1] = reserved[i]
+    if tonumber(reserved[i + 1]) > NOW then live = live + 1 end
+  end
+  for i = 1, #members, 500 do
+    for _, s in ipairs(redis.call('ZMSCORE', K_ADMITS, unpack(members, i, math.min(i + 499, #members)))) do
+      if s then
+        s = tonumber(s)
+        if s > NOW - MINUTE_MS then minute = minute - 1 end
+        if s > NOW - KEEP_MS then five = five - 1 end
+      end
     end
   end
+  minute = minute + live
+  five = five + live
   local rows = redis.call('ZRANGEBYSCORE', K_BATCHES, '(' .. fmt(NOW - KEEP_MS), '+inf', 'WITHSCORES')
   for i = 1, #rows, 2 do
     local from, to = string.match(rows[i], '^(%d+)-(%d+)$')
@@ -495,9 +522,10 @@ end
 `;
 
 // Capacity mode. expire: lapsed slots leave; lapsed reservations leave and take their admission
-// with them (the slot and the per-minute budget come back); history older than 300 s goes.
-// free_slots: room under both thresholds (math.huge for an unlimited one). advance: unless paused,
-// call the next tickets into the room, each with a reservation and an admission at now.
+// entry with them (the slot and the per-minute budget come back); history older than 300 s goes.
+// free_slots: room under both thresholds (math.huge for an unlimited one); under the per-minute
+// limit that is the limit - claims of the last 60 s - live reservations. advance: unless paused,
+// call the next tickets into the room, each with a reservation and an admission entry at now.
 const CAPACITY_MODE = `
 local function zrem_many(key, members)
   for i = 1, #members, 500 do
@@ -555,9 +583,10 @@ local function admission_step(tail, cursor, paused, max_active, max_new)
   end
   return auto_admit(tail, cursor, paused)
 end
--- A ticket takes its slot: renew a slot it holds, claim its live reservation, or (called, not
--- paused, room under both thresholds) take a slot directly with an admission of its own. Runs
--- after expire(), so whatever is stored is live.
+-- A ticket takes its slot: renew a slot it holds, claim its live reservation (its admission entry is
+-- moved to now, the arrival: the live reservation it was counted as becomes a claim counted from
+-- now, so the figures do not move), or (called, not paused, room under both thresholds) take a slot
+-- directly with an admission of its own. Runs after expire(), so whatever is stored is live.
 local function take_slot(ticket, tail, cursor, paused, max_active, max_new, waited)
   local m = fmt(ticket)
   if redis.call('ZSCORE', K_ACTIVE, m) then
@@ -566,6 +595,7 @@ local function take_slot(ticket, tail, cursor, paused, max_active, max_new, wait
   end
   if redis.call('ZSCORE', K_RESERVED, m) then
     redis.call('ZREM', K_RESERVED, m)
+    redis.call('ZADD', K_ADMITS, fmt(NOW), m)
   else
     if ticket > cursor or ticket > tail or paused or free_slots(max_active, max_new) < 1 then return 0 end
     local member = m .. '@' .. fmt(NOW)
@@ -856,14 +886,14 @@ if left < 1 then return {3, 0} end
 return {0, redis.call('HINCRBY', K_VIP, 'left', -1)}
 `;
 
-export const JOIN_SHA1 = '27db4db22c982f8bdb36ca36c9fced6e1f8dee59';
-export const POLL_SHA1 = '086495f41626aadccef709744b342ee9911316a9';
-export const CLAIM_SHA1 = '85b4c0a6806eaf43f45dc954d614ce8a910938f7';
-export const TOUCH_SHA1 = 'b430d1ce9cf0ad408ce434cc0f53f500837a3d30';
-export const LEAVE_SHA1 = 'af30c09105856542da0869f5a6332b3c9736cd74';
-export const ADMIT_SHA1 = 'b39eaccee250221b7d2a82049176a45182f8111c';
-export const CONTROL_SHA1 = '760922a8a94a32f0122d50c1ee7564d10b0eadc2';
-export const STATS_SHA1 = 'bd9cc60740bdd8e809656ed1b3008be2cf8dbfe4';
+export const JOIN_SHA1 = '90b9eb51a79a38e94a30d0fd05a43293a5e8022d';
+export const POLL_SHA1 = '06b8615f023b19fa31e41e9b1bb6d073d31bacaa';
+export const CLAIM_SHA1 = 'c45cc88579d374d08a773a4ce52ed1ea376c4431';
+export const TOUCH_SHA1 = 'c2b7cd5738603ed16ca4eeb37bbea0f84b46c658';
+export const LEAVE_SHA1 = 'abae3f6a13ebd0c6334b1f482444135a0dda9444';
+export const ADMIT_SHA1 = 'f76a9b554d6ef6a8902a6f464c7f7d085bb6228b';
+export const CONTROL_SHA1 = '52090503321467dcc81b4cd9a70ddda3723aa09e';
+export const STATS_SHA1 = 'ba72feb03114d1229a58355cd8b5528ef0c1a4c3';
 export const PEEK_SHA1 = '904d517423da8edf0c920a3730fa05b89debc1ea';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
