@@ -67,6 +67,7 @@ const REQUEST_TIME_ONLY_CHECKS = [
   'platform: a Response copy with an added Set-Cookie keeps the origin one (request time)',
   'handler: a store that does not answer in time holds the visitor (timeout, request time)',
   "fastly:cache SimpleCache answers the second read from the POP's cache",
+  'fastly:cache CoreCache keeps the last valid settings',
 ];
 
 interface RunResult {

@@ -6,7 +6,7 @@
  * WR_STORE=upstash (use the Upstash store at `upstash_url`, e.g. the local bridge), and WR_<KEY>
  * to override any setting of devconfig.json.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, watchFile } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from '@upstash/redis';
@@ -28,13 +28,14 @@ function findProjectFile(name: string): string {
 }
 
 async function main(): Promise<void> {
-  const local = readLocalConfig(findProjectFile('devconfig.json'));
   const origin = process.env['ORIGIN_URL'] === undefined ? await startDemoOrigin({ port: 7677 }) : undefined;
   const originUrl = process.env['ORIGIN_URL'] ?? origin!.url;
   const useUpstash = process.env['WR_STORE'] === 'upstash';
-  let room;
-  try {
-    room = buildWaitingRoom({
+  const memoryStore = new MemoryQueueStore();
+  const configPath = findProjectFile('devconfig.json');
+  const build = () => {
+    const local = readLocalConfig(configPath);
+    return buildWaitingRoom({
       settings: local.settings,
       secrets: local.secrets,
       originUrl,
@@ -45,17 +46,33 @@ async function main(): Promise<void> {
                 createUpstashClientOptions({ url: config.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: config.storeRetries }),
               ),
             })
-        : new MemoryQueueStore(),
+        : memoryStore,
     });
+  };
+  const describeProblems = (error: ConfigError) => error.problems.map((p) => `  - ${p.key}: ${p.message}`).join('\n');
+  let room;
+  try {
+    room = build();
   } catch (error) {
     if (error instanceof ConfigError) {
-      process.stderr.write(`devconfig.json is not valid:\n${error.problems.map((p) => `  - ${p.key}: ${p.message}`).join('\n')}\n`);
+      process.stderr.write(`devconfig.json is not valid:\n${describeProblems(error)}\n`);
       process.exit(1);
     }
     throw error;
   }
+  let current = room.handler;
+  // Edits to devconfig.json apply at once; a broken edit is refused and the running settings stay.
+  watchFile(configPath, { interval: 500 }, () => {
+    try {
+      current = build().handler;
+      process.stderr.write('devconfig.json changed: new settings in use\n');
+    } catch (error) {
+      const reason = error instanceof ConfigError ? describeProblems(error) : `  - ${error instanceof Error ? error.message : String(error)}`;
+      process.stderr.write(`devconfig.json changed but is not valid; still running on the previous settings:\n${reason}\n`);
+    }
+  });
   const port = Number(process.env['PORT'] ?? 7676);
-  const host = await startHost(room.handler, { port });
+  const host = await startHost((request, client) => current(request, client), { port });
   const prefix = room.config.pathPrefix;
   process.stderr.write(
     [

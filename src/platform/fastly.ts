@@ -4,13 +4,13 @@
  * is the core's.
  */
 import { Redis } from '@upstash/redis/fastly';
-import { SimpleCache } from 'fastly:cache';
+import { CoreCache, SimpleCache } from 'fastly:cache';
 import { ConfigStore } from 'fastly:config-store';
 import { env } from 'fastly:env';
 import { Logger } from 'fastly:logger';
 import { SecretStore } from 'fastly:secret-store';
 import { ConfigError, SECRET_KEYS, type Config, type Secrets, type SettingSource } from '../core/config';
-import { createService } from '../core/service';
+import { buildWithLastValid, type SettingsMemory } from '../core/last-valid';
 import { errorResponse } from '../core/http';
 import { renderHoldingPage } from '../core/pages';
 import type { Logger as LogPort, RequestLog, StateCache } from '../core/ports';
@@ -75,6 +75,24 @@ export const simpleCacheStateCache: StateCache = {
   },
 };
 
+const LAST_VALID_KEY = 'waiting-room:last-valid-settings';
+/** How long a POP remembers the last valid settings. */
+const LAST_VALID_MS = 7 * 86_400_000;
+
+/** The last settings that built a working service, kept in the POP's cache (never the secrets). */
+export const coreCacheSettingsMemory: SettingsMemory = {
+  async recall() {
+    const entry = CoreCache.lookup(LAST_VALID_KEY);
+    if (entry === null) return undefined;
+    return new Response(entry.body()).text();
+  },
+  async remember(snapshot) {
+    const writer = CoreCache.insert(LAST_VALID_KEY, { maxAge: LAST_VALID_MS });
+    writer.append(snapshot);
+    writer.close();
+  },
+};
+
 /**
  * A configuration that cannot be used must not open the gates nor show visitors an error: they
  * get the "checking your place" page, operators get the problems on the waiting room's paths, and
@@ -109,13 +127,31 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
   let service;
   try {
     const sources = await readSources();
-    service = createService(sources.settings, sources.secrets, {
-      store: createUpstashStore,
-      origin: { forward: (request) => fetch(request, { backend: ORIGIN_BACKEND }) },
-      logger,
-      clock: { now: () => Date.now() },
-      cache: simpleCacheStateCache,
-    });
+    const built = await buildWithLastValid(
+      sources.settings,
+      sources.secrets,
+      {
+        store: createUpstashStore,
+        origin: { forward: (request) => fetch(request, { backend: ORIGIN_BACKEND }) },
+        logger,
+        clock: { now: () => Date.now() },
+        cache: simpleCacheStateCache,
+      },
+      coreCacheSettingsMemory,
+    );
+    service = built.service;
+    if (built.refused !== undefined) {
+      // Running on the last valid settings: say so on every request until the settings are fixed.
+      logger.log({
+        ts: new Date().toISOString(),
+        method: event.request.method,
+        path: new URL(event.request.url).pathname,
+        status: 0,
+        decision: 'config_refused_using_last_valid',
+        reason: built.refused.message,
+        pop: env('FASTLY_POP'),
+      });
+    }
   } catch (error) {
     if (error instanceof ConfigError) return configFailure(event.request, error, logger);
     return configFailure(event.request, new ConfigError([{ key: 'stores', message: String(error) }]), logger);

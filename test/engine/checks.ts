@@ -21,7 +21,7 @@ import type { ClientInfo, Logger, Origin, QueueStore, RequestLog } from '../../s
 import { parseKeyRing, signToken, verifyToken, type TokenClaims } from '../../src/core/tokens';
 import { MemoryQueueStore } from '../../src/store/memory-store';
 import { MemoryStateCache } from '../../src/platform/memory-cache';
-import { simpleCacheStateCache } from '../../src/platform/fastly';
+import { coreCacheSettingsMemory, simpleCacheStateCache } from '../../src/platform/fastly';
 
 // ---------------------------------------------------------------------------------------------
 // The runner: `check(name, fn)` runs one check and prints `ok` or `FAIL`; nothing stops early, so
@@ -604,6 +604,11 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
   });
 
   if (phase === 'request') {
+    await run.check('fastly:cache CoreCache keeps the last valid settings', async () => {
+      const snapshot = JSON.stringify({ page_title: `check ${Date.now()}` });
+      await coreCacheSettingsMemory.remember(snapshot);
+      equal(await coreCacheSettingsMemory.recall(), snapshot, 'recalled snapshot');
+    });
     await run.check("fastly:cache SimpleCache answers the second read from the POP's cache", async () => {
       const key = `engine-check-${Date.now()}-${Math.random()}`;
       let loads = 0;

@@ -1,0 +1,60 @@
+/**
+ * A broken configuration must neither open the gates nor take the service down: the service keeps
+ * running on the last settings that built a working service. Only settings are remembered, never
+ * secrets (those live in the Secret Store and nowhere else).
+ */
+import { CONFIG_KEYS, ConfigError, type SettingSource } from './config';
+import { createService, type Service, type ServiceDeps } from './service';
+
+/** Where the last valid settings are kept: the POP's cache on Fastly, memory on the Node host. */
+export interface SettingsMemory {
+  recall(): Promise<string | undefined>;
+  remember(snapshot: string): Promise<void>;
+}
+
+/** The settings as one JSON object of the keys that are set (stable key order, comparable). */
+export function snapshotSettings(source: SettingSource): string {
+  const values: Record<string, string> = {};
+  for (const key of CONFIG_KEYS) {
+    const value = source(key);
+    if (value !== undefined) values[key] = value;
+  }
+  return JSON.stringify(values);
+}
+
+export function sourceFromSnapshot(snapshot: string): SettingSource {
+  const values = JSON.parse(snapshot) as Record<string, unknown>;
+  return (key) => {
+    const value = values[key];
+    return typeof value === 'string' ? value : undefined;
+  };
+}
+
+export interface BuiltService {
+  readonly service: Service;
+  /** Set when the current settings are broken and the last valid ones are in use: what is wrong. */
+  readonly refused: ConfigError | undefined;
+}
+
+/**
+ * Builds the service from the current settings and remembers them; when they are refused, builds
+ * it from the last valid ones and says what was refused. Throws the ConfigError when there is no
+ * valid configuration to fall back on (or the secrets themselves are broken).
+ */
+export async function buildWithLastValid(settings: SettingSource, secrets: SettingSource, deps: ServiceDeps, memory: SettingsMemory): Promise<BuiltService> {
+  try {
+    const service = createService(settings, secrets, deps);
+    const snapshot = snapshotSettings(settings);
+    if ((await memory.recall().catch(() => undefined)) !== snapshot) await memory.remember(snapshot).catch(() => undefined);
+    return { service, refused: undefined };
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    const last = await memory.recall().catch(() => undefined);
+    if (last === undefined) throw error;
+    try {
+      return { service: createService(sourceFromSnapshot(last), secrets, deps), refused: error };
+    } catch {
+      throw error;
+    }
+  }
+}
