@@ -20,6 +20,11 @@ describe('estimateWait', () => {
     expect(estimateWait(9, state, rate)).toEqual({ seconds: 60, basis: 'configured' });
   });
 
+  it('does not pretend the planned rate applies while the site is full', () => {
+    expect(estimateWait(1, { ...state, maxActive: 3, active: 3, maxNewPerMinute: 100 }, config)).toEqual({ seconds: null, basis: 'none' });
+    expect(estimateWait(1, { ...state, maxActive: 3, active: 2, maxNewPerMinute: 60 }, config)).toEqual({ seconds: 2, basis: 'configured' });
+  });
+
   it('gives no number when there is nothing to go on', () => {
     expect(estimateWait(10, state, config)).toEqual({ seconds: null, basis: 'none' });
     expect(describeEstimate({ seconds: null, basis: 'none' })).toMatch(/cannot estimate/);

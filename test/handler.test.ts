@@ -490,7 +490,7 @@ describe('admin page and APIs', () => {
     expect(await (await post('paused=true')).json()).toMatchObject({ paused: true, changed: 'Admission paused.' });
     const page = await r.handler(get('/__wr/admin', undefined, { authorization: ADMIN }), CLIENT);
     const html = await page.text();
-    expect(html).toContain('<dd id="state">paused</dd>');
+    expect(html).toContain('<dd id="state" class="text">paused</dd>');
     expect(html).toContain('Resume admission');
     // A browser gets the page back with what changed.
     const resumed = await post('paused=false', 'text/html');

@@ -66,8 +66,8 @@ describe('rendering', () => {
     expect(html).toContain('<dd id="waiting">1,300</dd>');
     expect(html).toContain('<dd id="active">120 of 500</dd>');
     expect(html).toContain('<dd id="admitted-minute">42</dd>');
-    expect(html).toContain('<dd id="avg-wait">about 3 minutes</dd>');
-    expect(html).toContain('<dd id="state">paused</dd>');
+    expect(html).toContain('<dd id="avg-wait" class="text">about 3 minutes</dd>');
+    expect(html).toContain('<dd id="state" class="text">paused</dd>');
     expect(html).toContain('Resume admission');
     expect(html).toContain('name="csrf" value="tok&quot;en"');
     expect(html).toContain('&lt;b&gt;');

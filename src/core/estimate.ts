@@ -22,8 +22,11 @@ export function estimateWait(ahead: number, state: QueueState, config: Readonly<
     const perSecond = Math.max(state.admittedLast5Minutes / 300, state.admittedLastMinute / 60);
     return { seconds: Math.ceil(position / perSecond), basis: 'measured' };
   }
-  const configured =
-    state.maxNewPerMinute > 0
+  // While the site is full, visitors wait for others to leave: the planned rate says nothing then.
+  const full = state.maxActive > 0 && state.active >= state.maxActive;
+  const configured = full
+    ? 0
+    : state.maxNewPerMinute > 0
       ? state.maxNewPerMinute / 60
       : state.maxActive === 0 && config.admitPerPeriod > 0
         ? config.admitPerPeriod / config.admitPeriodSeconds
