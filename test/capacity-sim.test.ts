@@ -27,6 +27,7 @@
  *     queue has been called into it (nothing holds capacity that the model does not account for).
  * It prints the timeline's key figures at the end. SIM_SEED=<n> replays another crowd.
  */
+import { seededRandom } from './support/seeded-random';
 import { Redis } from '@upstash/redis';
 import IORedis from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -107,17 +108,6 @@ const NOTICE_S = REFRESH_S + POLL_JITTER_S + STATE_CACHE_S;
 // ---------------------------------------------------------------------------------------------
 // Small pieces
 
-/** mulberry32: a small seeded PRNG, so a failure replays. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function between(r: () => number, [lo, hi]: readonly [number, number]): number {
   return lo + Math.floor(r() * (hi - lo + 1));
@@ -273,12 +263,12 @@ describe('capacity mode: a flash crowd on the real store, step by step', () => {
     };
 
     // ---- the crowd --------------------------------------------------------------------------
-    const master = rng(SEED);
+    const master = seededRandom(SEED);
     const visitors: Visitor[] = [];
     const arrivals: Visitor[][] = Array.from({ length: DURATION_S + 1 }, () => []);
     function makeVisitor(joinAt: number): Visitor {
       const id = visitors.length;
-      const rand = rng(Math.floor(master() * 2 ** 32));
+      const rand = seededRandom(Math.floor(master() * 2 ** 32));
       let pick = rand();
       let chosen = PLANS[PLANS.length - 1]!;
       for (const p of PLANS) {

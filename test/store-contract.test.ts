@@ -5,6 +5,7 @@
  * follow the contract.
  */
 
+import { seededRandom } from './support/seeded-random';
 import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Redis } from '@upstash/redis';
@@ -74,17 +75,6 @@ function busiestMinute(times: readonly number[]): number {
   return Math.max(0, ...times.map((end) => times.filter((at) => at > end - 60_000 && at <= end).length));
 }
 
-/** A small seeded PRNG (mulberry32), so a simulated run is the same on every store and every run. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 function describeQueueStoreContract(name: string, createStore: () => QueueStore): void {
   describe(`${name}: QueueStore contract`, () => {
@@ -630,7 +620,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           const MAX_NEW = 10;
           const MAX_ACTIVE = 6;
           const policy = cap(MAX_ACTIVE, MAX_NEW, { sessionMs: 30_000, reservationMs: 20_000 });
-          const random = seeded(seed);
+          const random = seededRandom(seed);
           let now = T0;
           let cursor = 0;
           let busiestSlots = 0;

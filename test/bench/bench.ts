@@ -48,6 +48,8 @@
  *
  * The bundle (bin/bench.mjs) is also the workers' entry: `workerData.role` picks the part to run.
  */
+import { localServerSection } from '../support/stack';
+import { nextWorkerMessage } from '../support/worker-message';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -259,40 +261,10 @@ function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** The worker's next message, or a rejection if it errors, exits or stays silent. */
-function nextMessage<T>(worker: Worker, timeoutMs: number, what: string): Promise<T> {
-  return new Promise<T>((resolvePromise, reject) => {
-    const cleanup = (): void => {
-      clearTimeout(timer);
-      worker.off('message', onMessage);
-      worker.off('error', onError);
-      worker.off('exit', onExit);
-    };
-    const onMessage = (message: T): void => {
-      cleanup();
-      resolvePromise(message);
-    };
-    const onError = (error: Error): void => {
-      cleanup();
-      reject(new Error(`${what}: ${error.message}`));
-    };
-    const onExit = (code: number): void => {
-      cleanup();
-      reject(new Error(`${what}: worker exited with code ${code}`));
-    };
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new Error(`${what}: no answer within ${timeoutMs} ms`));
-    }, timeoutMs);
-    worker.on('message', onMessage);
-    worker.on('error', onError);
-    worker.on('exit', onExit);
-  });
-}
 
 async function stopWorker(worker: Worker, what: string): Promise<void> {
   try {
-    const reply = nextMessage<{ type: string }>(worker, 5_000, `stopping ${what}`);
+    const reply = nextWorkerMessage<{ type: string }>(worker, 5_000, `stopping ${what}`);
     worker.postMessage({ type: 'stop' } satisfies ToWorker);
     await reply;
   } catch (error) {
@@ -834,7 +806,7 @@ async function runCachedPass(input: CachedPassInput): Promise<CachedPassResult> 
   };
   const before = await input.snapshot();
   const windowStart = performance.now();
-  const reply = nextMessage<LoadReply>(input.load, CACHED_WINDOW_MS + REQUEST_TIMEOUT_MS + 10_000, 'load worker (poll window)');
+  const reply = nextWorkerMessage<LoadReply>(input.load, CACHED_WINDOW_MS + REQUEST_TIMEOUT_MS + 10_000, 'load worker (poll window)');
   input.load.postMessage({ type: 'poll', plan } satisfies ToWorker);
   const answer = await reply;
   if (answer.type !== 'poll-result') throw new Error(`load worker: ${answer.type === 'error' ? answer.message : answer.type}`);
@@ -1553,7 +1525,7 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
     const token = `bench-wasm-${randomUUID()}`;
     const backends = new Worker(ctx.bundle, { workerData: { role: 'backends', redisUrl: redisServer.url, token } satisfies WorkerInput });
     cleanups.push({ name: 'wasm backends worker (bridge, demo origin)', run: () => stopWorker(backends, 'wasm backends worker') });
-    const ready = await nextMessage<BackendsReply>(backends, 20_000, 'wasm backends worker');
+    const ready = await nextWorkerMessage<BackendsReply>(backends, 20_000, 'wasm backends worker');
     if (ready.type !== 'ready') throw new Error(`wasm backends worker: ${ready.type === 'error' ? ready.message : ready.type}`);
     const { originUrl, bridgeUrl } = ready;
     const proxy = await startCountingProxy(bridgeUrl);
@@ -1597,16 +1569,7 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
     writeFileSync(
       join(appDir, 'fastly.toml'),
       manifest('waiting-room-bench', [
-        '[local_server.backends.origin]',
-        `url = "${originUrl}/"`,
-        '[local_server.backends.upstash]',
-        `url = "${proxy.url}/"`,
-        '[local_server.config_stores.wr_config]',
-        'file = "bin/config.json"',
-        'format = "json"',
-        '[local_server.secret_stores.wr_secrets]',
-        'file = "bin/secrets.json"',
-        'format = "json"',
+        ...localServerSection(originUrl, proxy.url),
       ]),
     );
     writeFileSync(join(bareDir, 'fastly.toml'), manifest('bare-proxy-bench', ['[local_server.backends.origin]', `url = "${originUrl}/"`]));
@@ -1643,7 +1606,7 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
     const run = WASM_LATENCY_RUN;
     log(`wasm: latency, concurrency ${run.concurrency}, ${run.warmup} warm-up + ${run.rounds} × ${run.perRound} per arm`);
     const before = await snapshot();
-    const reply = nextMessage<LoadReply>(ctx.load, WASM_LATENCY_BUDGET_MS + 20_000, 'load worker');
+    const reply = nextWorkerMessage<LoadReply>(ctx.load, WASM_LATENCY_BUDGET_MS + 20_000, 'load worker');
     ctx.load.postMessage({ type: 'run', plan: { arms, ...run, budgetMs: WASM_LATENCY_BUDGET_MS } } satisfies ToWorker);
     const result = await reply;
     if (result.type !== 'result') throw new Error(`load worker: ${result.type === 'error' ? result.message : result.type}`);
@@ -1792,7 +1755,7 @@ async function main(): Promise<number> {
     const token = `bench-${randomUUID()}`;
     const backends = new Worker(bundle, { workerData: { role: 'backends', redisUrl: redisServer.url, token } satisfies WorkerInput });
     cleanups.push({ name: 'backends worker (bridge, demo origin)', run: () => stopWorker(backends, 'backends worker') });
-    const ready = await nextMessage<BackendsReply>(backends, 20_000, 'backends worker');
+    const ready = await nextWorkerMessage<BackendsReply>(backends, 20_000, 'backends worker');
     if (ready.type !== 'ready') throw new Error(`backends worker: ${ready.type === 'error' ? ready.message : ready.type}`);
     const { originUrl, bridgeUrl } = ready;
 
@@ -1872,7 +1835,7 @@ async function main(): Promise<number> {
     for (const run of LATENCY_RUNS) {
       log(`latency: concurrency ${run.concurrency}, ${run.warmup} warm-up + ${run.rounds} × ${run.perRound} per arm`);
       const before = await snapshot();
-      const reply = nextMessage<LoadReply>(load, LATENCY_RUN_BUDGET_MS + 20_000, 'load worker');
+      const reply = nextWorkerMessage<LoadReply>(load, LATENCY_RUN_BUDGET_MS + 20_000, 'load worker');
       load.postMessage({ type: 'run', plan: { arms, ...run, budgetMs: LATENCY_RUN_BUDGET_MS } } satisfies ToWorker);
       const result = await reply;
       if (result.type !== 'result') throw new Error(`load worker: ${result.type === 'error' ? result.message : result.type}`);

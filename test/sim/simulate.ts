@@ -33,6 +33,8 @@ import { parseConfig, parseSecrets, type Config, type Secrets } from '../../src/
 import { createHandler, type Handler } from '../../src/core/handler';
 import type { AdmissionPolicy, AdmitResult, ClaimResult, ClientInfo, Clock, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, RuntimeControl, VipCode, VipUse } from '../../src/core/ports';
 import { admissionPolicy } from '../../src/core/handler';
+import { seededRandom } from '../support/seeded-random';
+import { nextWorkerMessage } from '../support/worker-message';
 import { signToken } from '../../src/core/tokens';
 import { startUpstashBridge } from '../../src/node/upstash-bridge';
 import { MemoryStateCache } from '../../src/platform/memory-cache';
@@ -123,17 +125,6 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** mulberry32: a small seeded generator, so every run (and both columns) sees the same visitors. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function sum(values: readonly number[]): number {
   let total = 0;
@@ -412,7 +403,7 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
   });
 
   // Visitors: the burst first (indices 0..burst-1), then the trickle.
-  const random = rng(SEED);
+  const random = seededRandom(SEED);
   const shares = popShares();
   const burstSize = sc.size + BURST_MARGIN;
   const trickleSize = TRICKLE_PER_S * (PRE_S + sc.windowS);
@@ -1003,41 +994,12 @@ interface BridgeWorker {
   stop(): Promise<void>;
 }
 
-function nextReply(worker: Worker, timeoutMs: number, what: string): Promise<BridgeReply> {
-  return new Promise<BridgeReply>((resolve, reject) => {
-    const cleanup = (): void => {
-      clearTimeout(timer);
-      worker.off('message', onMessage);
-      worker.off('error', onError);
-      worker.off('exit', onExit);
-    };
-    const onMessage = (message: BridgeReply): void => {
-      cleanup();
-      resolve(message);
-    };
-    const onError = (error: Error): void => {
-      cleanup();
-      reject(new Error(`${what}: ${error.message}`));
-    };
-    const onExit = (code: number): void => {
-      cleanup();
-      reject(new Error(`${what}: the bridge worker exited with code ${code}`));
-    };
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new Error(`${what}: no answer within ${timeoutMs} ms`));
-    }, timeoutMs);
-    worker.on('message', onMessage);
-    worker.on('error', onError);
-    worker.on('exit', onExit);
-  });
-}
 
 async function startBridgeWorker(redisUrl: string): Promise<BridgeWorker> {
   const worker = new Worker(fileURLToPath(import.meta.url), { workerData: { role: 'bridge', redisUrl, token: BRIDGE_TOKEN } satisfies BridgeWorkerInput });
   let reply: BridgeReply;
   try {
-    reply = await nextReply(worker, 10_000, 'starting the bridge');
+    reply = await nextWorkerMessage<BridgeReply>(worker, 10_000, 'starting the bridge');
   } catch (error) {
     await worker.terminate();
     throw error;
@@ -1053,7 +1015,7 @@ async function startBridgeWorker(redisUrl: string): Promise<BridgeWorker> {
       if (stopped) return;
       stopped = true;
       try {
-        const done = nextReply(worker, 5_000, 'stopping the bridge');
+        const done = nextWorkerMessage<BridgeReply>(worker, 5_000, 'stopping the bridge');
         worker.postMessage('stop');
         await done;
       } catch (error) {

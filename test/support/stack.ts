@@ -125,6 +125,25 @@ export function buildWasmInto(dir: string): void {
   if (result.status !== 0) throw new Error(`wasm build failed:\n${result.stdout}\n${result.stderr}`);
 }
 
+/**
+ * The `[local_server]` lines of a test fastly.toml: the two backends, and the config and secret
+ * stores read from bin/config.json and bin/secrets.json.
+ */
+export function localServerSection(originUrl: string, upstashUrl: string): string[] {
+  return [
+    '[local_server.backends.origin]',
+    `url = "${originUrl}/"`,
+    '[local_server.backends.upstash]',
+    `url = "${upstashUrl}/"`,
+    '[local_server.config_stores.wr_config]',
+    'file = "bin/config.json"',
+    'format = "json"',
+    '[local_server.secret_stores.wr_secrets]',
+    'file = "bin/secrets.json"',
+    'format = "json"',
+  ];
+}
+
 export interface WasmOptions {
   /** Path of Viceroy or a stand-in taking its command line. */
   readonly viceroyPath: string;
@@ -144,16 +163,7 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
       'manifest_version = 3',
       'name = "waiting-room-e2e"',
       'language = "javascript"',
-      '[local_server.backends.origin]',
-      `url = "${shared.origin.url}/"`,
-      '[local_server.backends.upstash]',
-      `url = "${shared.bridge.url}/"`,
-      '[local_server.config_stores.wr_config]',
-      'file = "bin/config.json"',
-      'format = "json"',
-      '[local_server.secret_stores.wr_secrets]',
-      'file = "bin/secrets.json"',
-      'format = "json"',
+      ...localServerSection(shared.origin.url, shared.bridge.url),
       '',
     ].join('\n'),
   );
