@@ -55,6 +55,18 @@ async function writeResponse(response: Response, res: http.ServerResponse): Prom
   });
 }
 
+/** A port nothing listens on at the moment (asked of the OS by binding port 0). */
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = http.createServer();
+    server.once('error', reject);
+    server.listen(0, host, () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no free port'))));
+    });
+  });
+}
+
 /** Listens on `host:port` (0 = a free port) and returns how to reach and stop the server. */
 export async function serve(server: http.Server, port: number, host: string): Promise<RunningServer> {
   await new Promise<void>((resolve, reject) => {

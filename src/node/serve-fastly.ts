@@ -9,11 +9,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startDemoOrigin } from './demo-origin';
-import type { RunningServer } from './host';
+import { freePort, type RunningServer } from './host';
 import { startUpstashBridge } from './upstash-bridge';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -28,17 +28,6 @@ function isListening(port: number): Promise<boolean> {
       done(true);
     });
     socket.once('error', () => done(false));
-  });
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((done, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? done(address.port) : reject(new Error('no free port'))));
-    });
   });
 }
 

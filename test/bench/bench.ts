@@ -48,13 +48,13 @@
  *
  * The bundle (bin/bench.mjs) is also the workers' entry: `workerData.role` picks the part to run.
  */
+import { table } from '../support/markdown-table';
 import { localServerSection } from '../support/stack';
 import { nextWorkerMessage } from '../support/worker-message';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import os from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -64,7 +64,7 @@ import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
 import type { Config } from '../../src/core/config';
 import { startDemoOrigin } from '../../src/node/demo-origin';
-import { startHost, type RunningServer } from '../../src/node/host';
+import { freePort, startHost, type RunningServer } from '../../src/node/host';
 import { startUpstashBridge } from '../../src/node/upstash-bridge';
 import { buildWaitingRoom } from '../../src/node/waiting-room';
 import { createHttpOrigin, readLocalConfig } from '../../src/platform/node';
@@ -364,14 +364,6 @@ function median(values: readonly number[]): number {
 
 const ms = (value: number): string => (Number.isFinite(value) ? value.toFixed(2) : 'n/a');
 const signedMs = (value: number): string => (Number.isFinite(value) ? `${value >= 0 ? '+' : ''}${value.toFixed(2)}` : 'n/a');
-
-function table(header: readonly string[], align: readonly ('l' | 'r')[], rows: readonly (readonly string[])[]): string {
-  const widths = header.map((h, i) => Math.max(h.length, 3, ...rows.map((r) => (r[i] ?? '').length)));
-  const cell = (text: string, i: number): string => (align[i] === 'r' ? text.padStart(widths[i] ?? 0) : text.padEnd(widths[i] ?? 0));
-  const line = (cells: readonly string[]): string => `| ${cells.map((c, i) => cell(c, i)).join(' | ')} |`;
-  const rule = `| ${widths.map((w, i) => (align[i] === 'r' ? `${'-'.repeat(w - 1)}:` : '-'.repeat(w))).join(' | ')} |`;
-  return [line(header), rule, ...rows.map(line)].join('\n');
-}
 
 // ---------------------------------------------------------------------------------------------
 // Worker: backends (demo origin + Upstash bridge)
@@ -1316,17 +1308,6 @@ function runCommand(command: string, args: readonly string[], cwd: string, timeo
       clearTimeout(timer);
       if (code === 0) resolvePromise();
       else reject(new Error(`${command} ${args.join(' ')} failed (${signal ?? `exit ${String(code)}`}):\n${output}`));
-    });
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise<number>((resolvePort, reject) => {
-    const server = createNetServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address !== null ? resolvePort(address.port) : reject(new Error('no free port'))));
     });
   });
 }

@@ -25,6 +25,7 @@
  *
  * Real versus modelled depends on the size; the printed report says which, size by size.
  */
+import { table } from '../support/markdown-table';
 import { fileURLToPath } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { Redis } from '@upstash/redis';
@@ -153,14 +154,6 @@ function fmtUsd(n: number): string {
 
 function capText(peakPerS: number): string {
   return peakPerS <= COMMANDS_PER_S_CAP ? 'yes' : `NO (${(peakPerS / COMMANDS_PER_S_CAP).toFixed(1)}x)`;
-}
-
-function table(header: readonly string[], align: readonly ('l' | 'r')[], rows: readonly (readonly string[])[]): string {
-  const widths = header.map((h, i) => Math.max(h.length, 3, ...rows.map((r) => (r[i] ?? '').length)));
-  const cell = (text: string, i: number): string => (align[i] === 'r' ? text.padStart(widths[i] ?? 0) : text.padEnd(widths[i] ?? 0));
-  const line = (cells: readonly string[]): string => `| ${cells.map((c, i) => cell(c, i)).join(' | ')} |`;
-  const rule = `| ${widths.map((w, i) => (align[i] === 'r' ? `${'-'.repeat(w - 1)}:` : '-'.repeat(w))).join(' | ')} |`;
-  return [line(header), rule, ...rows.map(line)].join('\n');
 }
 
 /** Runs the tasks with at most `limit` in flight; the first failure is thrown after all settle. */

@@ -8,14 +8,13 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Redis } from '@upstash/redis';
 import IORedis from 'ioredis';
 import type { RequestLog } from '../../src/core/ports';
 import { startDemoOrigin } from '../../src/node/demo-origin';
-import { startHost, type RunningServer } from '../../src/node/host';
+import { freePort, startHost, type RunningServer } from '../../src/node/host';
 import { startUpstashBridge, type UpstashBridge } from '../../src/node/upstash-bridge';
 import { buildWaitingRoom } from '../../src/node/waiting-room';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
@@ -103,17 +102,6 @@ export async function startNodeStack(settings: Record<string, string> = {}): Pro
   });
   const room = await startHost(built.handler);
   return commonParts(shared, 'node', room.url, () => logger.records, () => (logger.records.length = 0), () => room.close());
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 /** Builds bin/main.wasm into `dir/bin` (its own folder, so parallel suites never share a file). */
