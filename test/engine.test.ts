@@ -48,6 +48,8 @@ const SHARED_CHECKS = [
   'config: parseSecrets refuses a short signing key, naming the key',
   'pages: renderHoldingPage shows the place and escapes a hostile title',
   'pages: renderHoldingPage without a known place',
+  "i18n: the visitor's language, its digits and plurals, without Intl",
+  'shuffle: the event lottery is a permutation in the engine',
   'handler: a new visitor gets the holding page and a ticket cookie',
   'handler: a returning visitor keeps the same ticket (no second join)',
   'handler: the visitor status JSON reports the place',

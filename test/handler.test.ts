@@ -92,7 +92,7 @@ describe('a new visitor', () => {
     expect(response.headers.get('cache-control')).toBe('no-store');
     expect(response.headers.get('refresh')).toBe('5');
     const html = await response.text();
-    expect(html).toContain('You are next.');
+    expect(html).toContain('You are next');
     const cookieHeader = response.headers.getSetCookie()[0] ?? '';
     expect(cookieHeader).toMatch(/; Max-Age=60; Path=\/; HttpOnly; Secure; SameSite=Lax$/);
     const claims = payloadOf(cookieFrom(response)!);
@@ -110,7 +110,7 @@ describe('a new visitor', () => {
     await new Visitor(r).visit();
     const again = await v.visit();
     expect(v.ticket).toBe(1);
-    expect(await again.text()).toContain('You are next.');
+    expect(await again.text()).toContain('You are next');
     expect((await r.inner.peek('default')).tail).toBe(2);
   });
 
@@ -430,7 +430,7 @@ describe('admin page and APIs', () => {
     expect(response.headers.get('x-frame-options')).toBe('DENY');
     expect(response.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
     const html = await response.text();
-    expect(html).toContain('<dd id="waiting">10</dd>');
+    expect(html).toContain('<dd data-figure="waiting">10</dd>');
     expect(html).not.toContain(ADMIN_PASSWORD);
   });
 
@@ -490,7 +490,7 @@ describe('admin page and APIs', () => {
     expect(await (await post('paused=true')).json()).toMatchObject({ paused: true, changed: 'Admission paused.' });
     const page = await r.handler(get('/__wr/admin', undefined, { authorization: ADMIN }), CLIENT);
     const html = await page.text();
-    expect(html).toContain('<dd id="state" class="text">paused</dd>');
+    expect(html).toContain('<dd data-figure="state" class="text">paused</dd>');
     expect(html).toContain('Resume admission');
     // A browser gets the page back with what changed.
     const resumed = await post('paused=false', 'text/html');
@@ -619,7 +619,7 @@ describe('capacity mode', () => {
     // 6 let in during the last minute: 0.1 a second; position 6 → 60 s.
     expect(early.estimated_wait_seconds).toBe(60);
     const html = await (await last.visit()).text();
-    expect(html).toContain('Estimated wait: about 1 minute, from the pace visitors are being let in.');
+    expect(html).toContain('Estimated wait: about 1 minute');
   });
 });
 
@@ -651,7 +651,7 @@ describe('responses for programs', () => {
     r.store.mode = 'error';
     const response = await r.handler(get('/', undefined, { accept: 'application/json' }), CLIENT);
     expect(response.status).toBe(200);
-    expect(await response.json()).toMatchObject({ status: 'waiting', ticket: null, place: null, message: 'We are checking your place in line.' });
+    expect(await response.json()).toMatchObject({ status: 'checking', ticket: null, place: null, message: 'We are checking your place in line.' });
   });
 });
 

@@ -42,7 +42,7 @@ describe('the last valid configuration', () => {
     // Still queueing, with the last good page: neither open gates nor an error.
     const response = await built.service.handler(new Request('https://shop.example/'), CLIENT);
     expect(response.status).toBe(200);
-    expect(await response.text()).toContain('<title>Last good</title>');
+    expect(await response.text()).toContain('· Last good</title>');
     expect(memory.snapshot).toBe(snapshotSettings(source({ ...BASE_SETTINGS, page_title: 'Last good' })));
   });
 

@@ -154,6 +154,6 @@ describe('several queues in one service', () => {
     const s = service();
     const de = await s.handler(new Request('https://shop.example/sale/x'), { ...CLIENT, country: 'DE' });
     expect(de.status).toBe(503);
-    expect(await de.text()).toContain('<title>Sale (DE)</title>');
+    expect(await de.text()).toContain('· Sale (DE)</title>');
   });
 });

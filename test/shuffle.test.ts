@@ -25,7 +25,7 @@ describe('the event shuffle', () => {
       for (let t = 1; t <= size; t++) {
         const place = shuffle.place(t);
         if (!(place >= 1 && place <= size)) outside++;
-        else if (seen[place]++ !== 0) repeated++;
+        else if ((seen[place] = (seen[place] ?? 0) + 1) > 1) repeated++;
         if (shuffle.ticket(place) !== t) notInverse++;
       }
       expect({ outside, repeated, notInverse }).toEqual({ outside: 0, repeated: 0, notInverse: 0 });

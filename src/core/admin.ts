@@ -5,6 +5,7 @@
  */
 import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
+import { adminFigures, renderChart } from './admin-view';
 import { formatCount, renderAdminPage } from './pages';
 import type { AdmissionPolicy, AdmitResult, Clock, QueueState, QueueStats, QueueStore, RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
@@ -119,7 +120,7 @@ const ADMIN_PAGE_HEADERS = {
   'cache-control': 'no-store',
   'x-frame-options': 'DENY',
   'content-security-policy':
-    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'referrer-policy': 'same-origin',
   'x-content-type-options': 'nosniff',
 };
@@ -135,6 +136,12 @@ export async function handleAdminRoute(request: Request, rest: string, ctx: Admi
       return (rest.startsWith('api/') ? withBearer : withBasicAuth)(request, ctx, () =>
         request.method === 'GET' ? stateJson(ctx) : methodNotAllowed('GET'),
       );
+    case 'admin/live':
+      return withBasicAuth(request, ctx, () => (request.method === 'GET' ? liveJson(ctx) : methodNotAllowed('GET')));
+    case 'admin/reset':
+      return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formReset(request, ctx) : methodNotAllowed('POST')));
+    case 'api/reset':
+      return withBearer(request, ctx, () => (request.method === 'POST' ? apiReset(request, ctx) : methodNotAllowed('POST')));
     case 'admin/control':
       return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formControl(request, ctx) : methodNotAllowed('POST')));
     case 'api/vip':
@@ -195,36 +202,99 @@ async function stateJson(ctx: AdminContext): Promise<Response> {
   return jsonResponse(200, describeState(outcome.value, ctx.config));
 }
 
+/** The figures and the last hour's chart: a stats call and a history call, made together. */
+async function readPanel(ctx: AdminContext, nowMs: number): Promise<{ stats: QueueStats; chart: string } | Response> {
+  const [stats, history] = await Promise.all([
+    ctx.storeCall(() => ctx.store.stats(ctx.config.queueName, nowMs, ctx.policy)),
+    ctx.storeCall(() => ctx.store.history(ctx.config.queueName, nowMs)),
+  ]);
+  if (!stats.ok) return errorResponse(503, `the queue store is unavailable (${stats.reason})`);
+  // Without history the figures still help: the chart then says it has none.
+  return { stats: stats.value, chart: renderChart(history.ok ? history.value : [], nowMs) };
+}
+
+const asOf = (nowMs: number): string => new Date(nowMs).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';
+
+/** What the console's script polls: the same figures as the page, as text, and the chart. */
+async function liveJson(ctx: AdminContext): Promise<Response> {
+  const nowMs = ctx.clock.now();
+  const panel = await readPanel(ctx, nowMs);
+  if (panel instanceof Response) return panel;
+  const { stats } = panel;
+  return jsonResponse(200, {
+    figures: { ...adminFigures(stats, ctx.config, nowMs), as_of: asOf(nowMs) },
+    chart: panel.chart,
+    paused: stats.paused,
+    pause_value: stats.paused ? 'false' : 'true',
+    pause_label: stats.paused ? 'Resume admission' : 'Pause admission',
+    state: describeState(stats, ctx.config),
+  });
+}
+
 async function adminPage(request: Request, ctx: AdminContext): Promise<Response> {
   const nowMs = ctx.clock.now();
-  const outcome = await ctx.storeCall(() => ctx.store.stats(ctx.config.queueName, nowMs, ctx.policy));
-  if (!outcome.ok) return errorResponse(503, `the queue store is unavailable (${outcome.reason})`);
+  const panel = await readPanel(ctx, nowMs);
+  if (panel instanceof Response) return panel;
   const iat = Math.floor(nowMs / 1000);
   const csrf = await signToken(ctx.secrets.keyRing, { q: ctx.config.queueName, k: 'c', t: 0, iat, exp: iat + CSRF_LIFETIME_SECONDS });
   const done = new URL(request.url).searchParams.get('done') ?? '';
   const { config } = ctx;
-  const stats = outcome.value;
-  const capacity = stats.maxActive > 0 || stats.maxNewPerMinute > 0;
   const html = renderAdminPage({
     queue: config.queueName,
-    stats,
-    modeText: capacity
-      ? `capacity: ${stats.maxActive > 0 ? `${formatCount(stats.maxActive)} at once` : 'no limit at once'}, ${stats.maxNewPerMinute > 0 ? `${formatCount(stats.maxNewPerMinute)} new a minute` : 'no limit a minute'}`
-      : config.admitPerPeriod > 0
-        ? `rate: ${formatCount(config.admitPerPeriod)} every ${config.admitPeriodSeconds} s`
-        : 'by hand (admin and origin)',
+    stats: panel.stats,
+    figures: adminFigures(panel.stats, config, nowMs),
+    chart: panel.chart,
     csrf,
     actionPrefix: `${config.pathPrefix}admin/`,
     actionQuery: ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`,
+    liveUrl: `${config.pathPrefix}admin/live${ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`}`,
+    liveSeconds: Math.max(2, config.stateCacheSeconds),
     queues: ctx.overview === undefined ? undefined : await ctx.overview(nowMs),
+    queueMethod: config.queueMethod,
     assetPrefix: `${config.pathPrefix}assets/`,
     maxAdmit: MAX_ADMIT_COUNT,
     // Only our own short notices come back this way; anything else is not shown.
     notice: done.length <= 200 && /^[A-Za-z0-9 .,()]*$/.test(done) ? done : '',
-    asOf: new Date(nowMs).toISOString().replace('T', ' ').slice(0, 19) + ' UTC',
+    asOf: asOf(nowMs),
     propagationSeconds: config.stateCacheSeconds,
   });
   return new Response(html, { headers: ADMIN_PAGE_HEADERS });
+}
+
+/** Resetting needs the queue's name typed in: a slip of the mouse must not empty a line. */
+async function reset(ctx: AdminContext, confirm: unknown): Promise<Response> {
+  if (confirm !== ctx.config.queueName) {
+    return errorResponse(400, `to reset, confirm with the queue's name (${JSON.stringify(ctx.config.queueName)}); nothing changed`);
+  }
+  const nowMs = ctx.clock.now();
+  const outcome = await ctx.storeCall(() => ctx.store.reset(ctx.config.queueName, nowMs, ctx.policy));
+  if (!outcome.ok) return errorResponse(503, `the queue store did not confirm the reset (${outcome.reason}); check the state before retrying`);
+  ctx.trace.reason = 'reset';
+  const notice = `Reset queue ${ctx.config.queueName}: the line is empty and tickets taken before are void.`;
+  return jsonResponse(200, { notice, reset: true, ...describeState(outcome.value, ctx.config) });
+}
+
+async function formReset(request: Request, ctx: AdminContext): Promise<Response> {
+  const form = await readAdminForm(request, ctx);
+  if (form instanceof Response) return form;
+  const confirms = form.getAll('confirm');
+  if (confirms.length !== 1) return errorResponse(400, 'confirm must be given once');
+  const response = await reset(ctx, confirms[0]!.trim());
+  if (!response.ok || !(request.headers.get('accept') ?? '').includes('text/html')) return response;
+  return answerForm(request, ctx, `Reset queue ${ctx.config.queueName}.`, {});
+}
+
+async function apiReset(request: Request, ctx: AdminContext): Promise<Response> {
+  const body = await readSmallBody(request, MAX_FORM_BYTES);
+  if (!body.ok) return body.response;
+  let input: unknown;
+  try {
+    input = JSON.parse(body.text);
+  } catch {
+    return errorResponse(400, 'body must be JSON like {"confirm": "<queue name>"}');
+  }
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return errorResponse(400, 'body must be a JSON object like {"confirm": "<queue name>"}');
+  return reset(ctx, (input as Record<string, unknown>)['confirm']);
 }
 
 /**

@@ -5,6 +5,7 @@
  */
 import { parseCidrList, type CidrRange } from './ip';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
+import { LOCALES, type Locale } from './i18n';
 import { parseKeyRing, type KeyRing } from './tokens';
 
 /** Reads one raw setting; `undefined` when it is not set. */
@@ -117,6 +118,36 @@ export interface Config {
    */
   readonly stateCacheSeconds: number;
   /**
+   * How waiting visitors are let in: `fifo` (in order of arrival; polls are served from the POP
+   * cache) or `random` (each time room opens, visitors are drawn at random among those waiting and
+   * still polling; every waiting visitor's poll is then one store call).
+   * @default "fifo"
+   */
+  readonly queueMethod: 'fifo' | 'random';
+  /**
+   * A scheduled event's start (ISO 8601 with a zone, e.g. `2026-12-01T09:00:00Z`); empty = none.
+   * Before it, visitors get the pre-queue page and a place in the pre-queue; nobody is let in.
+   * @default ""
+   */
+  readonly eventStartMs: number;
+  /**
+   * The event's end (ISO 8601 with a zone); empty = none. After it, `event_after` applies.
+   * @default ""
+   */
+  readonly eventEndMs: number;
+  /**
+   * At the start, the pre-queue is `shuffle`d (a lottery: arriving at 09:59:59 gains nothing over
+   * 09:30) or kept in `arrival` order.
+   * @default "shuffle"
+   */
+  readonly eventOrder: 'shuffle' | 'arrival';
+  /**
+   * After the end: `closed` shows the "event over" page to everyone not yet admitted (admitted
+   * visitors keep their session); `pass` lets everyone through.
+   * @default "closed"
+   */
+  readonly eventAfter: 'closed' | 'pass';
+  /**
    * Visitors let in automatically per period; 0 turns automatic admission off.
    * @default 0
    */
@@ -173,6 +204,27 @@ export interface Config {
    * @default "We are letting visitors in a few at a time to keep the site fast for everyone."
    */
   readonly pageMessage: string;
+  /**
+   * Logo of the holding page: an https URL, or a path on this site; empty = the built-in logo.
+   * @default ""
+   */
+  readonly pageLogoUrl: string;
+  /**
+   * Accent colour of the holding page (`#rrggbb`): the big figure, the progress bar. It must reach
+   * WCAG AA contrast (4.5:1) against white, since text is drawn in it.
+   * @default "#2456c7"
+   */
+  readonly pageAccentColor: string;
+  /**
+   * Background colour around the page's card (`#rrggbb`).
+   * @default "#eef2f8"
+   */
+  readonly pageBackgroundColor: string;
+  /**
+   * The language of visitors whose browser asks for none we have: en, de, fr, es, ja or zh.
+   * @default "en"
+   */
+  readonly pageLanguage: Locale;
 }
 
 export interface Secrets {
@@ -224,6 +276,11 @@ export const CONFIG_KEYS = [
   'queue_timeout_seconds',
   'refresh_seconds',
   'state_cache_seconds',
+  'queue_method',
+  'event_start',
+  'event_end',
+  'event_order',
+  'event_after',
   'admit_per_period',
   'admit_period_seconds',
   'json_paths',
@@ -235,6 +292,10 @@ export const CONFIG_KEYS = [
   'admin_user',
   'page_title',
   'page_message',
+  'page_logo_url',
+  'page_accent_color',
+  'page_background_color',
+  'page_language',
 ] as const;
 
 /** The keys of the Secret Store. */
@@ -330,6 +391,11 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     queueTimeoutSeconds: r.integer('queue_timeout_seconds', 600, 30, DAY),
     refreshSeconds: r.integer('refresh_seconds', 20, 1, 600),
     stateCacheSeconds: r.integer('state_cache_seconds', 1, 0, 60),
+    queueMethod: r.oneOf('queue_method', 'fifo', ['fifo', 'random']),
+    eventStartMs: readInstant(r, 'event_start'),
+    eventEndMs: readInstant(r, 'event_end'),
+    eventOrder: r.oneOf('event_order', 'shuffle', ['shuffle', 'arrival']),
+    eventAfter: r.oneOf('event_after', 'closed', ['closed', 'pass']),
     admitPerPeriod: r.integer('admit_per_period', 0, 0, 1_000_000),
     admitPeriodSeconds: r.integer('admit_period_seconds', 60, 1, DAY),
     jsonPaths: r.parsed('json_paths', '', parsePathPatterns, []),
@@ -347,6 +413,14 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
       'We are letting visitors in a few at a time to keep the site fast for everyone.',
       (v) => (v.length > 500 ? 'must be at most 500 characters' : undefined),
     ),
+    pageLogoUrl: r.string('page_logo_url', '', (v) =>
+      v === '' || /^(https:\/\/[A-Za-z0-9.-]+(:\d+)?)?\/[A-Za-z0-9._~!$&'()*+,;=:@%\/-]*$/.test(v)
+        ? undefined
+        : 'must be an https URL or a path starting with /, without quotes, spaces or a query',
+    ),
+    pageAccentColor: r.string('page_accent_color', '#2456c7', (v) => checkColor(v, true)),
+    pageBackgroundColor: r.string('page_background_color', '#eef2f8', (v) => checkColor(v, false)),
+    pageLanguage: r.oneOf('page_language', 'en', LOCALES),
   };
   // A ticket must outlive at least two missed refreshes, or a slow connection loses its place.
   if (config.queueTimeoutSeconds < config.refreshSeconds * 3) {
@@ -376,8 +450,62 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
       message: 'must be 0 when max_active or max_new_per_minute is set: the thresholds decide admission in capacity mode',
     });
   }
+  if (config.eventStartMs > 0 && config.eventEndMs > 0 && config.eventEndMs <= config.eventStartMs) {
+    r.problems.push({ key: 'event_end', message: 'must be later than event_start' });
+  }
   if (r.problems.length > 0) throw new ConfigError(r.problems);
   return Object.freeze(config);
+}
+
+const INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** An ISO 8601 date and time with a zone (`Z` or `±hh:mm`), as ms since the epoch; 0 when unset. */
+function readInstant(r: Reader, key: string): number {
+  const text = r.raw(key);
+  if (text === undefined) return 0;
+  const match = INSTANT.exec(text);
+  const ms = match === null ? Number.NaN : Date.parse(text);
+  // Date.parse rolls 2026-02-30 over to March; reading the fields back catches it.
+  const valid =
+    match !== null &&
+    Number.isFinite(ms) &&
+    Number(match[2]) >= 1 &&
+    Number(match[2]) <= 12 &&
+    Number(match[3]) >= 1 &&
+    Number(match[3]) <= daysInMonth(Number(match[1]), Number(match[2])) &&
+    Number(match[4]) <= 23 &&
+    Number(match[5]) <= 59 &&
+    Number(match[6] ?? 0) <= 59;
+  if (!valid || ms <= 0) {
+    r.problems.push({ key, message: `must be a date and time with a zone, like 2026-12-01T09:00:00Z, got ${JSON.stringify(text)}` });
+    return 0;
+  }
+  return ms;
+}
+
+/** `#rrggbb`; an accent must reach 4.5:1 against white (WCAG AA for normal text). */
+function checkColor(value: string, accent: boolean): string | undefined {
+  if (!/^#[0-9a-fA-F]{6}$/.test(value)) return `must be a colour like #2456c7, got ${JSON.stringify(value)}`;
+  if (!accent) return undefined;
+  const ratio = contrastRatio(value, '#ffffff');
+  return ratio >= 4.5 ? undefined : `must reach a contrast of 4.5:1 against white (WCAG AA), ${value} has ${ratio.toFixed(2)}:1`;
+}
+
+/** WCAG 2 contrast ratio of two `#rrggbb` colours. */
+export function contrastRatio(a: string, b: string): number {
+  const luminance = (hex: string): number => {
+    const channel = (i: number): number => {
+      const c = parseInt(hex.slice(1 + 2 * i, 3 + 2 * i), 16) / 255;
+      return c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+    };
+    return 0.2126 * channel(0) + 0.7152 * channel(1) + 0.0722 * channel(2);
+  };
+  const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x) as [number, number];
+  return (hi + 0.05) / (lo + 0.05);
+}
+
+function daysInMonth(year: number, month: number): number {
+  return new Date(Date.UTC(year, month, 0)).getUTCDate();
 }
 
 function checkUrl(r: Reader, key: string): string | undefined {

@@ -12,12 +12,15 @@
 import { handleAdminRoute } from './admin';
 import type { Config, Secrets } from './config';
 import { readCookieValues, serializeCookie } from './cookies';
-import { describeEstimate, estimateWait } from './estimate';
+import { describeEstimate, estimateWait, type WaitEstimate } from './estimate';
 import { errorResponse, jsonResponse } from './http';
 import { isAddressInCidrs } from './ip';
-import { ASSETS, renderHoldingPage } from './pages';
+import { holdTexts } from './holding';
+import { messages, negotiateLocale, type Locale } from './i18n';
+import { ASSETS, renderHoldingPage, type Branding } from './pages';
 import { matchesAnyPath } from './path-pattern';
-import type { AdmissionPolicy, ClientInfo, Clock, Logger, Origin, QueueState, QueueStats, QueueStore, StateCache } from './ports';
+import type { AdmissionPolicy, ClientInfo, Clock, Logger, Origin, QueueState, QueueStats, QueueStore, StateCache, TemplateSource } from './ports';
+import { createShuffle } from './shuffle';
 import { callStore, type StoreOutcome } from './store-call';
 import { signToken, verifyToken, type TokenClaims, type VerifyFailure } from './tokens';
 import { hashVipCode, normalizeVipCode, VIP_PARAM } from './vip';
@@ -31,6 +34,13 @@ export interface HandlerDeps {
   readonly clock: Clock;
   /** The per-POP cache of the queue's state (`state_cache_seconds`). */
   readonly cache: StateCache;
+  /**
+   * Fresh randomness for one store call, an integer 0 .. 2^48 - 1 (random draws, the event's shuffle
+   * seed). Defaults to `crypto.getRandomValues`; tests inject a seeded generator.
+   */
+  readonly randomSeed?: () => number;
+  /** Template overrides (Fastly's KV Store); a broken one is logged and the built-in one served. */
+  readonly templates?: TemplateSource | undefined;
   /** With several queues: every queue's figures, for the admin page's list. */
   readonly overview?: (nowMs: number) => Promise<readonly { readonly name: string; readonly stats: QueueStats | undefined }[]>;
 }
@@ -62,15 +72,23 @@ export type Visit =
   | { readonly kind: 'access'; readonly ticket: number; readonly slot: boolean; readonly cookie: string | undefined }
   /** The visitor's ticket was called (and in capacity mode its slot claimed): the cookie becomes an access token. */
   | { readonly kind: 'admitted'; readonly ticket: number; readonly slot: boolean; readonly cookie: string }
-  /** In line: `ahead` visitors are before this one. `front`: called, waiting for a slot to free. */
+  /**
+   * In line: `ahead` visitors are before this one (FIFO), or `ahead` others are in the draw with it
+   * (`draw`, the random method). `front`: called, waiting for a slot to free. `first`: the place
+   * it was first shown (the start of its progress).
+   */
   | {
       readonly kind: 'waiting';
       readonly ticket: number;
       readonly ahead: number;
       readonly front: boolean;
+      readonly draw: boolean;
+      readonly first: number;
       readonly state: QueueState;
       readonly cookie: string;
     }
+  /** Before the event's start (or while its places are being drawn): a place in the pre-queue. */
+  | { readonly kind: 'prequeue'; readonly ticket: number; readonly cookie: string }
   /** The store did not answer; `ticket` is known when the visitor already held one. */
   | { readonly kind: 'unavailable'; readonly ticket: number | undefined; readonly cookie: string | undefined }
   /** No valid token and none was to be taken (the status endpoint never takes a ticket). */
@@ -82,8 +100,52 @@ const MAX_COOKIES_CHECKED = 4;
 export const BYPASS_QUEUE = '*';
 /** User agents of the search engines' crawlers (a claim to be checked against their address ranges). */
 const CRAWLER_AGENT = /\b(?:Googlebot|Google-InspectionTool|bingbot|Applebot|DuckDuckBot|YandexBot|Baiduspider)\b/i;
+/** How long a POP keeps a template override before asking the KV Store again, seconds. */
+export const TEMPLATE_CACHE_SECONDS = 30;
+/** The largest template override accepted, bytes of text. */
+const MAX_TEMPLATE_CHARS = 64 * 1024;
 /** A called ticket's reservation outlives the holder's next poll by this much. */
 const RESERVATION_SLACK_MS = 5000;
+
+/** Before the event's start, during it, or after its end. */
+export type EventPhase = 'before' | 'open' | 'over';
+
+export function eventPhase(config: Pick<Config, 'eventStartMs' | 'eventEndMs'>, nowMs: number): EventPhase {
+  if (config.eventStartMs > 0 && nowMs < config.eventStartMs) return 'before';
+  if (config.eventEndMs > 0 && nowMs >= config.eventEndMs) return 'over';
+  return 'open';
+}
+
+/** 48 random bits from the platform's cryptographic generator (Fastly and Node both have it). */
+function cryptoSeed(): number {
+  const words = new Uint32Array(2);
+  crypto.getRandomValues(words);
+  return (words[0]! & 0xffff) * 0x100000000 + words[1]!;
+}
+
+/** What a waiting visitor is shown, as the page, the status JSON and the JSON for programs all need it. */
+export interface HoldView {
+  /** `waiting` in line or in the draw; `prequeue` before the start; `checking`: the store did not answer; `over`: the event ended. */
+  readonly state: 'waiting' | 'prequeue' | 'checking' | 'over';
+  readonly ticket: number | null;
+  /** FIFO: the place in line (1 = next), and how many are ahead. */
+  readonly place: number | null;
+  readonly ahead: number | null;
+  /** FIFO: the place first shown, where the progress bar starts. */
+  readonly first: number | null;
+  /** Called, waiting for a slot to free. */
+  readonly front: boolean;
+  readonly paused: boolean;
+  /** The random method: how many visitors (this one included) are in the draw. */
+  readonly inDraw: number | null;
+  readonly estimate: WaitEstimate | null;
+  /** Before the start: when the line opens, and whether places are then drawn or kept in arrival order. */
+  readonly startsAtMs: number | null;
+  readonly order: 'shuffle' | 'arrival' | null;
+  /** Seconds until the next update (shortened to reach the start promptly). */
+  readonly refreshSeconds: number;
+  readonly nowMs: number;
+}
 
 export function isCapacityMode(state: Pick<QueueState, 'maxActive' | 'maxNewPerMinute'>): boolean {
   return state.maxActive > 0 || state.maxNewPerMinute > 0;
@@ -96,13 +158,22 @@ export function admissionPolicy(config: Readonly<Config>): AdmissionPolicy {
     sessionMs: config.sessionSeconds * 1000,
     // The holder notices the call on a poll (every refresh_seconds) once its POP's cache expires.
     reservationMs: (config.refreshSeconds + config.stateCacheSeconds) * 1000 + RESERVATION_SLACK_MS,
+    eventStartMs: config.eventStartMs,
+    method: config.queueMethod,
+    // A waiting visitor polls every refresh_seconds; missing two polls in a row leaves the draw.
+    presenceMs: (2 * config.refreshSeconds + 5) * 1000,
   };
 }
 
 export function createHandler(deps: HandlerDeps): Handler {
   const { config, secrets, store, origin, logger, clock, cache } = deps;
   const queue = config.queueName;
-  const policy = admissionPolicy(config);
+  const basePolicy = admissionPolicy(config);
+  const randomSeed = deps.randomSeed ?? cryptoSeed;
+  const random = config.queueMethod === 'random';
+  const shuffled = config.eventStartMs > 0 && config.eventOrder === 'shuffle' && !random;
+  /** The policy for one store call: fresh randomness each time (draws; the shuffle seed at the start). */
+  const policyNow = (): AdmissionPolicy => ({ ...basePolicy, seed: randomSeed() });
   const cacheKey = `queue-state:${queue}`;
   const assetPrefix = `${config.pathPrefix}assets/`;
   // Rate mode: an access token is renewed on activity, but not on every request (that would add
@@ -123,7 +194,7 @@ export function createHandler(deps: HandlerDeps): Handler {
    * call (which also runs admission) whose answer the cache keeps for its lifetime.
    */
   async function pollState(trace: Trace, nowMs: number): Promise<StoreOutcome<QueueState>> {
-    const direct = () => storeCall(trace, () => store.poll(queue, nowMs, policy));
+    const direct = () => storeCall(trace, () => store.poll(queue, nowMs, policyNow()));
     if (config.stateCacheSeconds === 0) return direct();
     try {
       const { value, hit } = await cache.getOrLoad(cacheKey, config.stateCacheSeconds, async () => {
@@ -146,6 +217,8 @@ export function createHandler(deps: HandlerDeps): Handler {
     readonly j?: number | undefined;
     readonly s?: number | undefined;
     readonly r?: number | undefined;
+    readonly f?: number | undefined;
+    readonly g?: number | undefined;
   }
 
   async function issue(kind: 'w' | 'a', ticket: number, nowMs: number, extra: Extra): Promise<string> {
@@ -163,6 +236,8 @@ export function createHandler(deps: HandlerDeps): Handler {
       ...(extra.j !== undefined && { j: extra.j }),
       ...(extra.s !== undefined && { s: extra.s }),
       ...(extra.r !== undefined && { r: extra.r }),
+      ...(extra.f !== undefined && { f: extra.f }),
+      ...(extra.g !== undefined && extra.g !== 0 && { g: extra.g }),
     };
     return serializeCookie(config.cookieName, await signToken(secrets.keyRing, claims), { maxAge: lifetime });
   }
@@ -199,52 +274,118 @@ export function createHandler(deps: HandlerDeps): Handler {
     trace.tail = state.tail;
   }
 
-  /** A called ticket in capacity mode claims its slot (one call, never cached). */
-  async function claimSlot(trace: Trace, ticket: number, joined: number, nowMs: number, state: QueueState): Promise<Visit> {
-    const claimed = await storeCall(trace, () => store.claim(queue, ticket, nowMs, policy, Math.max(0, nowMs - joined * 1000)));
-    if (!claimed.ok) return { kind: 'unavailable', ticket, cookie: await issue('w', ticket, nowMs, { j: joined }) };
-    record(trace, claimed.value, ticket);
-    const now = Math.floor(nowMs / 1000);
-    if (claimed.value.claimed) {
-      return { kind: 'admitted', ticket, slot: true, cookie: await issue('a', ticket, nowMs, { j: joined, s: now, r: now }) };
-    }
-    trace.reason = 'called_no_room';
-    return { kind: 'waiting', ticket, ahead: 0, front: true, state, cookie: await issue('w', ticket, nowMs, { j: joined }) };
+  /** A waiting ticket's cookie: the arrival ticket, the join time, the first place shown and the queue's epoch. */
+  function waitingCookie(ticket: number, joined: number, nowMs: number, first: number | undefined, epoch: number): Promise<string> {
+    return issue('w', ticket, nowMs, { j: joined, f: first, g: epoch });
   }
 
-  /** Where a ticket stands against a state: called (rate or capacity mode) or still waiting. */
-  async function settle(trace: Trace, state: QueueState, ticket: number, joined: number, nowMs: number): Promise<Visit> {
-    record(trace, state, ticket);
-    if (ticket > state.cursor) {
-      return {
-        kind: 'waiting',
-        ticket,
-        ahead: ticket - state.cursor - 1,
-        front: false,
-        state,
-        cookie: await issue('w', ticket, nowMs, { j: joined }),
-      };
+  /**
+   * A called place in capacity mode claims its slot (one call, never cached). The store knows the
+   * visitor by its place (`place`, which is its ticket unless an event's pre-queue was shuffled);
+   * the waiting cookie keeps the arrival ticket.
+   */
+  async function claimSlot(trace: Trace, ticket: number, place: number, joined: number, nowMs: number, state: QueueState): Promise<Visit> {
+    const claimed = await storeCall(trace, () => store.claim(queue, place, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000)));
+    if (!claimed.ok) return { kind: 'unavailable', ticket, cookie: await waitingCookie(ticket, joined, nowMs, undefined, state.epoch) };
+    record(trace, claimed.value, place);
+    const now = Math.floor(nowMs / 1000);
+    if (claimed.value.claimed) {
+      return { kind: 'admitted', ticket: place, slot: true, cookie: await issue('a', place, nowMs, { j: joined, s: now, r: now }) };
     }
-    if (isCapacityMode(state)) return claimSlot(trace, ticket, joined, nowMs, state);
-    return { kind: 'admitted', ticket, slot: false, cookie: await issue('a', ticket, nowMs, { j: joined }) };
+    trace.reason = 'called_no_room';
+    const cookie = await waitingCookie(ticket, joined, nowMs, 1, state.epoch);
+    return { kind: 'waiting', ticket, ahead: 0, front: true, draw: false, first: 1, state, cookie };
+  }
+
+  /**
+   * Where a ticket's place is. Without a shuffled event it is the ticket; with one, the pre-queue's
+   * tickets 1..eventSize are permuted by the seed frozen at the start (every POP computes the same
+   * places from the cached state), and later tickets keep their number.
+   */
+  function placeOf(ticket: number, state: QueueState): number {
+    if (!shuffled || ticket > state.eventSize) return ticket;
+    return createShuffle(state.eventSize, state.eventSeed).place(ticket);
+  }
+
+  /** FIFO: where a ticket stands against a state: called (rate or capacity mode) or still waiting. */
+  async function settle(trace: Trace, state: QueueState, ticket: number, joined: number, first: number | undefined, nowMs: number): Promise<Visit> {
+    // A cached state from just before the start has no frozen pre-queue yet: places are being drawn.
+    if (shuffled && state.eventSize === 0 && state.cursor === 0 && joined * 1000 < config.eventStartMs) {
+      trace.ticket = ticket;
+      trace.reason = 'drawing_places';
+      return { kind: 'prequeue', ticket, cookie: await waitingCookie(ticket, joined, nowMs, undefined, state.epoch) };
+    }
+    const place = placeOf(ticket, state);
+    record(trace, state, place);
+    if (place > state.cursor) {
+      const ahead = place - state.cursor - 1;
+      // The progress bar starts at the first place shown; a shuffle at the start may move it back.
+      const start = first === undefined || first < ahead + 1 ? ahead + 1 : first;
+      const cookie = await waitingCookie(ticket, joined, nowMs, start, state.epoch);
+      return { kind: 'waiting', ticket, ahead, front: false, draw: false, first: start, state, cookie };
+    }
+    if (isCapacityMode(state)) return claimSlot(trace, ticket, place, joined, nowMs, state);
+    return { kind: 'admitted', ticket: place, slot: false, cookie: await issue('a', place, nowMs, { j: joined }) };
   }
 
   async function newVisit(trace: Trace, nowMs: number): Promise<Visit> {
-    const joined = await storeCall(trace, () => store.join(queue, nowMs, policy));
+    const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow()));
     if (!joined.ok) return { kind: 'unavailable', ticket: undefined, cookie: undefined };
     const result = joined.value;
     const now = Math.floor(nowMs / 1000);
     if (result.claimed) {
       record(trace, result, result.ticket);
       trace.reason = 'walk_in';
-      return { kind: 'admitted', ticket: result.ticket, slot: true, cookie: await issue('a', result.ticket, nowMs, { j: now, s: now, r: now }) };
+      const slot = isCapacityMode(result);
+      const extra = slot ? { j: now, s: now, r: now } : { j: now };
+      return { kind: 'admitted', ticket: result.ticket, slot, cookie: await issue('a', result.ticket, nowMs, extra) };
     }
+    if (eventPhase(config, nowMs) === 'before') {
+      record(trace, result, result.ticket);
+      return { kind: 'prequeue', ticket: result.ticket, cookie: await waitingCookie(result.ticket, now, nowMs, undefined, result.epoch) };
+    }
+    if (random) return drawn(trace, result, 'waiting', result.ticket, now, nowMs);
     if (isCapacityMode(result) && result.ticket <= result.cursor) {
       // Called by the same step but not claimed (paused meanwhile): it claims on the next poll.
       record(trace, result, result.ticket);
-      return { kind: 'waiting', ticket: result.ticket, ahead: 0, front: true, state: result, cookie: await issue('w', result.ticket, nowMs, { j: now }) };
+      const cookie = await waitingCookie(result.ticket, now, nowMs, 1, result.epoch);
+      return { kind: 'waiting', ticket: result.ticket, ahead: 0, front: true, draw: false, first: 1, state: result, cookie };
     }
-    return settle(trace, result, result.ticket, now, nowMs);
+    return settle(trace, result, result.ticket, now, undefined, nowMs);
+  }
+
+  /** The random method: what a draw said about a ticket still waiting, or called without room. */
+  async function drawn(trace: Trace, state: QueueState, outcome: 'waiting' | 'front', ticket: number, joined: number, nowMs: number): Promise<Visit> {
+    record(trace, state, ticket);
+    const cookie = await waitingCookie(ticket, joined, nowMs, undefined, state.epoch);
+    if (eventPhase(config, nowMs) === 'before') return { kind: 'prequeue', ticket, cookie };
+    const front = outcome === 'front';
+    return { kind: 'waiting', ticket, ahead: front ? 0 : Math.max(0, state.waiting - 1), front, draw: !front, first: 1, state, cookie };
+  }
+
+  /**
+   * The random method: every waiting poll is one store call (`draw`), which keeps the visitor in
+   * the draw and tells whether it was drawn. A ticket the draw no longer knows (its presence
+   * lapsed, or the queue was reset) gets a new one: in a lottery that costs the visitor nothing.
+   */
+  async function drawVisit(trace: Trace, token: TokenClaims, joined: number, nowMs: number, takeTicket: boolean): Promise<Visit> {
+    const result = await storeCall(trace, () => store.draw(queue, token.t, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000)));
+    if (!result.ok) {
+      trace.ticket = token.t;
+      return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(token.t, joined, nowMs, undefined, token.g ?? 0) };
+    }
+    const r = result.value;
+    if (r.outcome === 'unknown' || (token.g ?? 0) !== r.epoch) {
+      trace.reason = 'not_in_draw';
+      return takeTicket ? newVisit(trace, nowMs) : { kind: 'none' };
+    }
+    if (r.outcome === 'drawn') {
+      record(trace, r, token.t);
+      const now = Math.floor(nowMs / 1000);
+      const extra = r.claimed ? { j: joined, s: now, r: now } : { j: joined };
+      return { kind: 'admitted', ticket: token.t, slot: r.claimed, cookie: await issue('a', token.t, nowMs, extra) };
+    }
+    return drawn(trace, r, r.outcome, token.t, joined, nowMs);
   }
 
   async function accessVisit(trace: Trace, token: TokenClaims, nowMs: number, takeTicket: boolean): Promise<Visit> {
@@ -257,7 +398,7 @@ export function createHandler(deps: HandlerDeps): Handler {
     const untilMs = config.sessionMaxSeconds > 0 ? (token.s + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
     const lastRefreshMs = (token.r ?? token.s) * 1000;
     if (nowMs - lastRefreshMs < refreshAfterMs) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined };
-    const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, policy, untilMs));
+    const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs));
     // The token is self-contained: a store that does not answer does not end the session.
     if (!touched.ok) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined };
     if (!touched.value) {
@@ -275,13 +416,24 @@ export function createHandler(deps: HandlerDeps): Handler {
     if (token?.k === 'a') return accessVisit(trace, token, nowMs, takeTicket);
     if (token !== undefined) {
       const joined = token.j ?? token.iat;
+      if (random) return drawVisit(trace, token, joined, nowMs, takeTicket);
+      if (eventPhase(config, nowMs) === 'before') {
+        // Nothing moves before the start: the pre-queue page needs no store call.
+        trace.ticket = token.t;
+        return { kind: 'prequeue', ticket: token.t, cookie: await waitingCookie(token.t, joined, nowMs, undefined, token.g ?? 0) };
+      }
       const polled = await pollState(trace, nowMs);
       if (!polled.ok) {
         trace.ticket = token.t;
         // The outage is not the visitor's fault: keep the ticket alive while it lasts.
-        return { kind: 'unavailable', ticket: token.t, cookie: await issue('w', token.t, nowMs, { j: joined }) };
+        return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(token.t, joined, nowMs, token.f, token.g ?? 0) };
       }
-      return settle(trace, polled.value, token.t, joined, nowMs);
+      if ((token.g ?? 0) !== polled.value.epoch) {
+        // The queue was reset since this ticket was taken: it stands for nothing any more.
+        trace.reason = 'ticket_before_reset';
+        return takeTicket ? newVisit(trace, nowMs) : { kind: 'none' };
+      }
+      return settle(trace, polled.value, token.t, joined, token.f, nowMs);
     }
     if (!takeTicket) return { kind: 'none' };
     return newVisit(trace, nowMs);
@@ -294,51 +446,180 @@ export function createHandler(deps: HandlerDeps): Handler {
     return /application\/(?:[a-z.+-]*\+)?json/i.test(accept) && !/text\/html/i.test(accept);
   }
 
-  function holdingJson(v: Extract<Visit, { kind: 'waiting' }> | undefined, ticket: number | undefined, cookie: string | undefined): Response {
-    const estimate = v === undefined ? undefined : estimateWait(v.ahead, v.state, config);
-    const body = {
-      status: 'waiting',
-      queue,
-      ticket: ticket ?? null,
-      place: v === undefined ? null : v.ahead + 1,
-      ahead: v?.ahead ?? null,
-      paused: v?.state.paused ?? null,
-      estimated_wait_seconds: v === undefined || v.front || v.state.paused ? null : (estimate?.seconds ?? null),
-      estimate_basis: estimate?.basis ?? 'none',
-      message: v === undefined ? 'We are checking your place in line.' : waitText(v),
-      retry_after_seconds: config.refreshSeconds,
+  /** What a held visitor is shown, from its visit: in line, in the draw, in the pre-queue, or unknown (store down). */
+  function holdView(v: Extract<Visit, { kind: 'waiting' | 'prequeue' | 'unavailable' }> | undefined, nowMs: number): HoldView {
+    const base = {
+      ticket: null,
+      place: null,
+      ahead: null,
+      first: null,
+      front: false,
+      paused: false,
+      inDraw: null,
+      estimate: null,
+      startsAtMs: null,
+      order: null,
+      refreshSeconds: config.refreshSeconds,
+      nowMs,
     };
-    const headers: Record<string, string> = { 'retry-after': String(config.refreshSeconds) };
-    const response = jsonResponse(config.holdStatus, body, headers);
+    if (v === undefined || v.kind === 'unavailable') return { ...base, state: 'checking', ticket: v?.ticket ?? null };
+    if (v.kind === 'prequeue') {
+      // Wake up at the start, spread over a few seconds so that the pre-queue is not one burst.
+      const untilStart = Math.ceil(Math.max(0, config.eventStartMs - nowMs) / 1000);
+      const spread = 1 + (randomSeed() % Math.min(5, config.refreshSeconds));
+      return {
+        ...base,
+        state: 'prequeue',
+        ticket: v.ticket,
+        startsAtMs: config.eventStartMs > 0 ? config.eventStartMs : null,
+        order: random ? 'shuffle' : config.eventOrder,
+        refreshSeconds: Math.min(config.refreshSeconds, untilStart + spread),
+      };
+    }
+    const quiet = v.front || v.state.paused;
+    return {
+      ...base,
+      state: 'waiting',
+      ticket: v.ticket,
+      place: v.draw ? null : v.ahead + 1,
+      ahead: v.draw ? null : v.ahead,
+      first: v.draw ? null : v.first,
+      front: v.front,
+      paused: v.state.paused,
+      inDraw: v.draw ? v.ahead + 1 : null,
+      estimate: quiet ? null : estimateWait(v.ahead, v.state, config),
+    };
+  }
+
+  const overView = (nowMs: number): HoldView => ({ ...holdView(undefined, nowMs), state: 'over' });
+
+  /** The sentence that sums the view up, for programs and the page. */
+  function holdMessage(view: HoldView): string {
+    switch (view.state) {
+      case 'checking':
+        return 'We are checking your place in line.';
+      case 'over':
+        return 'This event has ended.';
+      case 'prequeue':
+        return view.startsAtMs !== null && view.startsAtMs > view.nowMs
+          ? `The line opens at ${new Date(view.startsAtMs).toISOString()}.`
+          : 'Places are being drawn.';
+      case 'waiting':
+        if (view.paused) return 'Admission is paused for a moment; you keep your place.';
+        if (view.front) return 'You are at the front: you go in as soon as someone leaves.';
+        return describeEstimate(view.estimate ?? { seconds: null, basis: 'none' });
+    }
+  }
+
+  /** The figures of a view, shared by the status endpoint and the JSON answer for programs. */
+  function viewFields(view: HoldView): Record<string, unknown> {
+    return {
+      queue,
+      ticket: view.ticket,
+      place: view.place,
+      position: view.place,
+      ahead: view.ahead,
+      first_place: view.first,
+      front: view.front,
+      paused: view.paused,
+      in_draw: view.inDraw,
+      method: config.queueMethod,
+      estimated_wait_seconds: view.estimate?.seconds ?? null,
+      estimate_basis: view.estimate?.basis ?? 'none',
+      starts_at: view.startsAtMs === null ? null : new Date(view.startsAtMs).toISOString(),
+      starts_in_seconds: view.startsAtMs === null ? null : Math.max(0, Math.ceil((view.startsAtMs - view.nowMs) / 1000)),
+      order: view.order,
+      message: holdMessage(view),
+      updated_at: new Date(view.nowMs).toISOString(),
+    };
+  }
+
+  /** The status code of a held request: the queue's own, except "event over", which is final. */
+  const holdStatusOf = (view: HoldView): number => (view.state === 'over' ? 410 : config.holdStatus);
+
+  function holdingJson(view: HoldView, cookie: string | undefined, locale: Locale): Response {
+    const body = { status: view.state, ...viewFields(view), texts: holdTexts(view, locale), retry_after_seconds: view.refreshSeconds };
+    const headers: Record<string, string> = view.state === 'over' ? {} : { 'retry-after': String(view.refreshSeconds) };
+    const response = jsonResponse(holdStatusOf(view), body, headers);
     if (cookie !== undefined) response.headers.append('set-cookie', cookie);
     return response;
   }
 
-  function holdingPage(v: Extract<Visit, { kind: 'waiting' }> | undefined, ticket: number | undefined, cookie: string | undefined): Response {
+  const branding: Branding = {
+    logoUrl: config.pageLogoUrl === '' ? `${assetPrefix}logo.svg` : config.pageLogoUrl,
+    accent: config.pageAccentColor,
+    background: config.pageBackgroundColor,
+  };
+  const statusUrl = `${config.pathPrefix}status?queue=${encodeURIComponent(queue)}`;
+  const localeOf = (request: Request): Locale => negotiateLocale(request.headers.get('accept-language'), config.pageLanguage);
+
+  /**
+   * An override of a template from the operator's KV Store, cached in the POP for
+   * TEMPLATE_CACHE_SECONDS; undefined when there is none, it is too large, or the store fails
+   * (then the request's log line says why and the built-in template is used).
+   */
+  async function override(key: string, trace: Trace): Promise<string | undefined> {
+    const templates = deps.templates;
+    if (templates === undefined) return undefined;
+    try {
+      const { value } = await cache.getOrLoad(`template:${queue}:${key}`, TEMPLATE_CACHE_SECONDS, async () => {
+        const text = (await templates.get(`${queue}/${key}`)) ?? (await templates.get(key));
+        return text ?? '';
+      });
+      if (value === '') return undefined;
+      if (value.length > MAX_TEMPLATE_CHARS) {
+        trace.reason = `template_broken: ${key} is larger than ${MAX_TEMPLATE_CHARS} characters; the built-in one was served`;
+        return undefined;
+      }
+      return value;
+    } catch (error) {
+      trace.reason = `template_unavailable: ${key}: ${error instanceof Error ? error.message : String(error)}`;
+      return undefined;
+    }
+  }
+
+  async function holdingPage(view: HoldView, cookie: string | undefined, locale: Locale, trace: Trace): Promise<Response> {
+    const nonce = randomSeed().toString(36);
+    const logoOrigin = /^https:\/\/[^/]+/.exec(branding.logoUrl)?.[0] ?? '';
     const headers = new Headers({
       'content-type': 'text/html; charset=utf-8',
       'cache-control': 'no-store',
-      refresh: String(config.refreshSeconds),
       'x-robots-tag': 'noindex',
+      'content-language': messages(locale).htmlLang,
+      vary: 'accept-language',
+      'content-security-policy': `default-src 'none'; style-src 'self' 'nonce-${nonce}'; script-src 'self'; img-src 'self'${logoOrigin === '' ? '' : ` ${logoOrigin}`}; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+      'x-frame-options': 'DENY',
+      'referrer-policy': 'no-referrer',
+      'x-content-type-options': 'nosniff',
+      // Fastly compresses the body on the way out when the client accepts it; the Node host does the same.
+      'x-compress-hint': 'on',
     });
-    if (config.holdStatus !== 200) headers.set('retry-after', String(config.refreshSeconds));
+    if (view.state !== 'over') headers.set('refresh', String(view.refreshSeconds));
+    if (config.holdStatus !== 200 && view.state !== 'over') headers.set('retry-after', String(view.refreshSeconds));
     if (cookie !== undefined) headers.append('set-cookie', cookie);
-    const html = renderHoldingPage({
+    const page = {
+      view,
+      texts: holdTexts(view, locale),
+      locale: messages(locale),
       title: config.pageTitle,
       message: config.pageMessage,
-      ticket,
-      ahead: v?.ahead,
-      estimate: v === undefined ? '' : waitText(v),
-      refreshSeconds: config.refreshSeconds,
+      branding,
       assetPrefix,
-    });
-    return new Response(html, { status: config.holdStatus, headers });
-  }
-
-  function waitText(v: Extract<Visit, { kind: 'waiting' }>): string {
-    if (v.state.paused) return 'Admission is paused for a moment; you keep your place.';
-    if (v.front) return 'You are at the front: you go in as soon as someone leaves.';
-    return describeEstimate(estimateWait(v.ahead, v.state, config));
+      statusUrl,
+      nonce,
+    };
+    const custom = await override('holding.html', trace);
+    let html: string | undefined;
+    if (custom !== undefined) {
+      try {
+        html = renderHoldingPage(page, custom);
+      } catch (error) {
+        // A typo in an operator's template must never cost a visitor the page.
+        trace.reason = `template_broken: holding.html: ${error instanceof Error ? error.message : String(error)}; the built-in one was served`;
+      }
+    }
+    html ??= renderHoldingPage(page);
+    return new Response(html, { status: holdStatusOf(view), headers });
   }
 
   async function pass(request: Request, v: Extract<Visit, { kind: 'access' | 'admitted' }> | undefined, trace: Trace): Promise<Response> {
@@ -354,7 +635,7 @@ export function createHandler(deps: HandlerDeps): Handler {
     if (endsSession && v?.slot) {
       const ticket = v.ticket;
       // A failed call is no loss: the slot then lapses with its session.
-      await storeCall(trace, () => store.leave(queue, ticket, clock.now(), policy, 0));
+      await storeCall(trace, () => store.leave(queue, ticket, clock.now(), basePolicy, 0));
     }
     if (endsSession) trace.reason = 'origin_ended_session';
     if (cookie === undefined && !endsSession) return response;
@@ -367,38 +648,46 @@ export function createHandler(deps: HandlerDeps): Handler {
   }
 
   async function status(request: Request, trace: Trace): Promise<Response> {
+    const nowMs = clock.now();
+    if (eventPhase(config, nowMs) === 'over') {
+      const over = await afterEnd(request, trace, nowMs);
+      if (over !== 'over') return jsonResponse(200, { state: 'admitted', refresh_seconds: config.refreshSeconds });
+      const view = overView(nowMs);
+      return jsonResponse(200, { state: 'over', ...viewFields(view), texts: holdTexts(view, localeOf(request)), refresh_seconds: config.refreshSeconds });
+    }
     const v = await visit(request, trace, false);
     trace.decision = `status_${v.kind}`;
-    const body: Record<string, unknown> = { refresh_seconds: config.refreshSeconds };
+    let body: Record<string, unknown>;
     switch (v.kind) {
       case 'access':
       case 'admitted':
-        Object.assign(body, { state: 'admitted' });
-        break;
-      case 'waiting': {
-        const estimate = estimateWait(v.ahead, v.state, config);
-        Object.assign(body, {
-          state: 'waiting',
-          ticket: v.ticket,
-          ahead: v.ahead,
-          position: v.ahead + 1,
-          paused: v.state.paused,
-          estimated_wait_seconds: v.front || v.state.paused ? null : estimate.seconds,
-          estimate_basis: estimate.basis,
-          message: waitText(v),
-        });
-        break;
-      }
-      case 'unavailable':
-        Object.assign(body, { state: 'waiting', ticket: v.ticket ?? null, ahead: null, position: null });
+        body = { state: 'admitted', refresh_seconds: config.refreshSeconds };
         break;
       case 'none':
-        Object.assign(body, { state: 'none' });
+        body = { state: 'none', refresh_seconds: config.refreshSeconds };
         break;
+      default: {
+        const view = holdView(v, nowMs);
+        body = { state: view.state, ...viewFields(view), texts: holdTexts(view, localeOf(request)), refresh_seconds: view.refreshSeconds };
+      }
     }
     const response = jsonResponse(200, body);
     if ('cookie' in v && v.cookie !== undefined) response.headers.append('set-cookie', v.cookie);
     return response;
+  }
+
+  /**
+   * After the event's end: an admitted visitor keeps its session; everyone else is let through
+   * (`event_after = pass`) or told the event is over. No ticket is taken and, for visitors without
+   * an access token, no store call is made.
+   */
+  async function afterEnd(request: Request, trace: Trace, nowMs: number): Promise<'pass' | 'over' | Extract<Visit, { kind: 'access' }>> {
+    const token = await readToken(request, nowMs, trace);
+    if (token?.k === 'a') {
+      const v = await accessVisit(trace, token, nowMs, false);
+      if (v.kind === 'access') return v;
+    }
+    return config.eventAfter === 'pass' ? 'pass' : 'over';
   }
 
   /** The heartbeat script's calls: keep a slot while the tab is open, give it up when it goes. */
@@ -411,11 +700,11 @@ export function createHandler(deps: HandlerDeps): Handler {
     trace.ticket = token.t;
     if (token.s === undefined) return jsonResponse(200, { state: 'active' });
     if (action === 'leave') {
-      await storeCall(trace, () => store.leave(queue, token.t, nowMs, policy, config.leaveGraceSeconds * 1000));
+      await storeCall(trace, () => store.leave(queue, token.t, nowMs, basePolicy, config.leaveGraceSeconds * 1000));
       return new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } });
     }
     const untilMs = config.sessionMaxSeconds > 0 ? (token.s + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
-    const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, policy, untilMs));
+    const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs));
     if (!touched.ok) return jsonResponse(200, { state: 'active', refreshed: false });
     if (!touched.value) {
       return jsonResponse(200, { state: 'ended' }, { 'set-cookie': clearCookie() });
@@ -428,10 +717,17 @@ export function createHandler(deps: HandlerDeps): Handler {
   async function ownPath(request: Request, rest: string, trace: Trace): Promise<Response> {
     trace.decision = 'own';
     if (rest.startsWith('assets/')) {
-      const asset = ASSETS.get(rest.slice('assets/'.length));
+      const name = rest.slice('assets/'.length);
+      const asset = ASSETS.get(name);
       if (asset === undefined) return errorResponse(404, 'no such asset');
-      return new Response(asset.body, {
-        headers: { 'content-type': asset.contentType, 'cache-control': 'public, max-age=300', 'x-content-type-options': 'nosniff' },
+      const custom = name === 'style.css' ? await override('style.css', trace) : undefined;
+      return new Response(custom ?? asset.body, {
+        headers: {
+          'content-type': asset.contentType,
+          'cache-control': 'public, max-age=300',
+          'x-content-type-options': 'nosniff',
+          'x-compress-hint': 'on',
+        },
       });
     }
     if (rest === 'status') {
@@ -440,7 +736,7 @@ export function createHandler(deps: HandlerDeps): Handler {
     }
     if (rest === 'heartbeat' || rest === 'leave') return session(request, rest, trace);
     if (rest === 'health') return jsonResponse(200, { ok: true });
-    const admin = await handleAdminRoute(request, rest, { ...deps, policy, trace, storeCall: (call) => storeCall(trace, call) });
+    const admin = await handleAdminRoute(request, rest, { ...deps, policy: policyNow(), trace, storeCall: (call) => storeCall(trace, call) });
     return admin ?? errorResponse(404, `no such path under ${config.pathPrefix}`);
   }
 
@@ -516,24 +812,37 @@ export function createHandler(deps: HandlerDeps): Handler {
       const used = await useVip(request, vip, trace);
       if (used !== undefined) return used;
     }
+    const nowMs = clock.now();
+    const locale = localeOf(request);
+    const hold = (view: HoldView, cookie: string | undefined): Response | Promise<Response> =>
+      wantsJson(request, path) ? holdingJson(view, cookie, locale) : holdingPage(view, cookie, locale, trace);
+    if (eventPhase(config, nowMs) === 'over') {
+      const over = await afterEnd(request, trace, nowMs);
+      if (over === 'over') {
+        trace.decision = 'event_over';
+        return hold(overView(nowMs), undefined);
+      }
+      trace.decision = over === 'pass' ? 'event_over_pass' : 'access';
+      return pass(request, over === 'pass' ? undefined : over, trace);
+    }
     const v = await visit(request, trace, true);
     trace.decision = v.kind;
-    const hold = wantsJson(request, path) ? holdingJson : holdingPage;
     switch (v.kind) {
       case 'access':
       case 'admitted':
         return pass(request, v, trace);
       case 'waiting':
-        return hold(v, v.ticket, v.cookie);
+      case 'prequeue':
+        return hold(holdView(v, nowMs), v.cookie);
       case 'unavailable':
         if (config.storeFailure === 'pass') {
           trace.decision = 'unavailable_pass';
           return pass(request, undefined, trace);
         }
-        return hold(undefined, v.ticket, v.cookie);
+        return hold(holdView(v, nowMs), v.cookie);
       case 'none':
         // Unreachable: takeTicket is true here. Holding is the safe answer all the same.
-        return hold(undefined, undefined, undefined);
+        return hold(holdView(undefined, nowMs), undefined);
     }
   }
 

@@ -5,9 +5,14 @@
 import ADMIN_HTML from '../../templates/admin.html';
 import HOLDING_HTML from '../../templates/holding.html';
 import LOGO_SVG from '../../templates/logo.svg';
+import ADMIN_JS from '../../templates/admin.js';
+import HOLDING_JS from '../../templates/holding.js';
 import SESSION_JS from '../../templates/session.js';
 import STYLE_CSS from '../../templates/style.css';
-import { formatDuration } from './estimate';
+import type { HoldView } from './handler';
+import type { HoldTexts } from './holding';
+import type { Messages } from './i18n';
+import type { AdminFigures } from './admin-view';
 import type { QueueStats } from './ports';
 
 export interface Asset {
@@ -20,6 +25,8 @@ export const ASSETS: ReadonlyMap<string, Asset> = new Map([
   ['style.css', { body: STYLE_CSS, contentType: 'text/css; charset=utf-8' }],
   ['logo.svg', { body: LOGO_SVG, contentType: 'image/svg+xml' }],
   ['session.js', { body: SESSION_JS, contentType: 'text/javascript; charset=utf-8' }],
+  ['holding.js', { body: HOLDING_JS, contentType: 'text/javascript; charset=utf-8' }],
+  ['admin.js', { body: ADMIN_JS, contentType: 'text/javascript; charset=utf-8' }],
 ]);
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
@@ -54,52 +61,79 @@ export function formatCount(value: number): string {
   return String(Math.trunc(value)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
 }
 
-export interface HoldingView {
+export interface HoldingPage {
+  readonly view: HoldView;
+  readonly texts: HoldTexts;
+  readonly locale: Pick<Messages, 'htmlLang' | 'dir'>;
+  /** The site's name and message, from the configuration. */
   readonly title: string;
   readonly message: string;
-  /** The visitor's ticket, when one could be taken. */
-  readonly ticket: number | undefined;
-  /** Visitors ahead; undefined when the store could not be asked. */
-  readonly ahead: number | undefined;
-  /** The estimated wait in words (empty when there is none to give). */
-  readonly estimate: string;
-  readonly refreshSeconds: number;
+  readonly branding: Branding;
   readonly assetPrefix: string;
+  /** Where the page's script polls for updates. */
+  readonly statusUrl: string;
+  /** The Content-Security-Policy nonce of the page's one inline style (the brand colours). */
+  readonly nonce: string;
 }
 
-export function renderHoldingPage(view: HoldingView): string {
-  const known = view.ahead !== undefined;
-  const ahead = view.ahead ?? 0;
-  return renderTemplate(HOLDING_HTML, {
-    title: view.title,
-    message: view.message,
+/** Colours are validated `#rrggbb` values and the logo a checked URL, so they are safe in the page. */
+export interface Branding {
+  readonly logoUrl: string;
+  readonly accent: string;
+  readonly background: string;
+}
+
+/** JSON inside a `<script type="application/json">`: nothing in it can close the element. */
+export function scriptJson(value: unknown): SafeHtml {
+  return new SafeHtml(JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029'));
+}
+
+export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_HTML): string {
+  const { view, texts } = page;
+  return renderTemplate(template, {
+    html_lang: page.locale.htmlLang,
+    dir: page.locale.dir,
+    title: page.title,
+    message: page.message,
+    state: view.state,
+    heading: texts.heading,
+    place_label: texts.placeLabel,
+    place: texts.place,
+    detail: texts.detail,
+    estimate: texts.estimate,
+    note: texts.note,
+    ticket: texts.ticket,
+    progress: texts.progress ?? 0,
+    progress_hidden: new SafeHtml(texts.progress === null ? 'hidden' : ''),
+    progress_label: texts.progressLabel,
+    updated: texts.updated,
+    refresh_note: texts.refreshNote,
     refresh_seconds: view.refreshSeconds,
-    asset_prefix: view.assetPrefix,
-    place_label: known ? 'Your place in line' : 'We are checking your place in line',
-    place: known ? formatCount(ahead + 1) : '…',
-    ahead_text: !known
-      ? 'Our queue service is slow to answer; you keep your place.'
-      : ahead === 0
-        ? 'You are next.'
-        : ahead === 1
-          ? '1 person is ahead of you.'
-          : `${formatCount(ahead)} people are ahead of you.`,
-    estimate: view.estimate,
-    note: 'Keep this page open: it refreshes by itself and takes you to the site when it is your turn.',
-    ticket: view.ticket === undefined ? 'pending' : `#${formatCount(view.ticket)}`,
+    asset_prefix: page.assetPrefix,
+    logo_url: page.branding.logoUrl,
+    accent: page.branding.accent,
+    background: page.branding.background,
+    nonce: page.nonce,
+    live: scriptJson({ status: page.statusUrl, refresh: view.refreshSeconds, texts }),
   });
 }
 
 export interface AdminView {
   readonly queue: string;
   readonly stats: QueueStats;
-  readonly modeText: string;
+  readonly figures: AdminFigures;
+  /** The last hour's chart, built by renderChart from numbers only. */
+  readonly chart: string;
   readonly csrf: string;
   /** Where the forms post: `<prefix>admin/`, and the query naming the queue (with several). */
   readonly actionPrefix: string;
   readonly actionQuery: string;
+  /** What the page's script polls for live figures, and how often. */
+  readonly liveUrl: string;
+  readonly liveSeconds: number;
   /** With several queues: each queue's figures, listed with links to its page. */
   readonly queues: readonly { readonly name: string; readonly stats: QueueStats | undefined }[] | undefined;
+  readonly queueMethod: 'fifo' | 'random';
   readonly assetPrefix: string;
   readonly maxAdmit: number;
   readonly notice: string;
@@ -114,7 +148,7 @@ function renderQueueList(view: AdminView): string {
     const figures =
       stats === undefined
         ? 'figures unavailable'
-        : `${formatCount(Math.max(0, stats.tail - stats.cursor))} waiting, ${formatCount(stats.active)} active${stats.paused ? ', paused' : ''}`;
+        : `${formatCount(view.queueMethod === 'random' ? stats.waiting : Math.max(0, stats.tail - stats.cursor))} waiting, ${formatCount(stats.active)} active${stats.paused ? ', paused' : ''}`;
     const current = name === view.queue ? ' aria-current="page"' : '';
     return `<li><a href="${escapeHtml(`${view.actionPrefix.replace(/admin\/$/, 'admin')}?queue=${encodeURIComponent(name)}`)}"${current}><code>${escapeHtml(name)}</code></a>: ${escapeHtml(figures)}</li>`;
   });
@@ -122,18 +156,14 @@ function renderQueueList(view: AdminView): string {
 }
 
 export function renderAdminPage(view: AdminView): string {
-  const { stats } = view;
+  const { stats, figures } = view;
   return renderTemplate(ADMIN_HTML, {
     queue: view.queue,
     notice: view.notice,
-    waiting: formatCount(Math.max(0, stats.tail - stats.cursor)),
-    active: stats.maxActive > 0 ? `${formatCount(stats.active)} of ${formatCount(stats.maxActive)}` : formatCount(stats.active),
-    admitted_last_minute: formatCount(stats.admittedLastMinute),
-    avg_wait: stats.avgWaitSeconds === null ? '–' : formatDuration(stats.avgWaitSeconds),
-    tail: formatCount(stats.tail),
-    cursor: formatCount(stats.cursor),
-    state: stats.paused ? 'paused' : 'running',
-    mode: view.modeText,
+    ...figures,
+    chart: new SafeHtml(view.chart),
+    live_url: view.liveUrl,
+    live_seconds: view.liveSeconds,
     pause_value: stats.paused ? 'false' : 'true',
     pause_label: stats.paused ? 'Resume admission' : 'Pause admission',
     max_active: stats.maxActive === 0 ? 'no limit' : String(stats.maxActive),

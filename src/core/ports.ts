@@ -32,6 +32,27 @@ export interface AdmissionPolicy {
   readonly sessionMs: number;
   /** A called ticket's reserved slot waits this long for its holder, ms. */
   readonly reservationMs: number;
+  /**
+   * A scheduled event's start (ms since the epoch); 0 or absent = none. Before it, joins take
+   * pre-queue tickets and nothing is admitted (no period step, no call, no walk-in, explicit admits
+   * admit 0). The first script run at or after it freezes the pre-queue: `eventSize` = the tail
+   * before that run's own ticket, `eventSeed` = that call's `seed`. A different start (the operator
+   * rescheduled) freezes anew.
+   */
+  readonly eventStartMs?: number;
+  /**
+   * How waiting visitors are let in: `fifo` (default) calls tickets in order by moving the cursor;
+   * `random` draws among the visitors waiting and still polling (see `QueueStore.draw`).
+   */
+  readonly method?: 'fifo' | 'random';
+  /** Random method: a waiting visitor takes part in draws while its last poll is younger than this, ms. */
+  readonly presenceMs?: number;
+  /**
+   * Fresh randomness from the caller for this one call, an integer 0 .. 2^48 - 1: it drives the
+   * random method's draws, and becomes the event's shuffle seed when this call freezes the
+   * pre-queue. Scripts read no clock and no random source of their own.
+   */
+  readonly seed?: number;
 }
 
 /** What the store knows about one queue. Ticket `t` is called once `t <= cursor`. */
@@ -54,6 +75,14 @@ export interface QueueState {
   readonly admittedLastMinute: number;
   /** The same over the last 300 s: the measured admission rate. */
   readonly admittedLast5Minutes: number;
+  /** Event: the pre-queue size frozen at the start (tickets 1..eventSize); 0 before it or without an event. */
+  readonly eventSize: number;
+  /** Event: the seed frozen with the pre-queue (the shuffle's key); 0 when not frozen. */
+  readonly eventSeed: number;
+  /** Random method: visitors waiting and present (polled within `presenceMs`); 0 in FIFO. */
+  readonly waiting: number;
+  /** Changes each time the queue is reset (0 = never reset): a waiting ticket from before a reset is void. */
+  readonly epoch: number;
 }
 
 export interface JoinResult extends QueueState {
@@ -66,6 +95,35 @@ export interface JoinResult extends QueueState {
 export interface ClaimResult extends QueueState {
   /** The slot is now the ticket's (its reservation was claimed, or there was room). */
   readonly claimed: boolean;
+}
+
+/** Random method: where one waiting visitor's ticket stands after its poll. */
+export interface DrawResult extends QueueState {
+  /**
+   * `drawn`: this ticket was drawn and is now admitted (rate mode; it is collected, so it is let in
+   * once) or holds its slot (capacity mode, `claimed`); `front`: drawn in capacity mode but no slot
+   * could be claimed (paused meanwhile); `waiting`: still in the draw, presence renewed; `unknown`:
+   * not in the draw (its presence lapsed, it was collected already, or the queue was reset): the
+   * caller takes a new ticket for the visitor.
+   */
+  readonly outcome: 'drawn' | 'front' | 'waiting' | 'unknown';
+  /** Capacity mode: the slot is now the ticket's. */
+  readonly claimed: boolean;
+}
+
+/** One minute of a queue's history, for the admin console's chart. */
+export interface HistoryPoint {
+  /** Start of the minute, ms since the epoch. */
+  readonly atMs: number;
+  /** Tail and cursor as the minute's first admission run saw them. */
+  readonly tail: number;
+  readonly cursor: number;
+  /** Visitors waiting then: `tail - cursor` in FIFO, the present ones in random. */
+  readonly waiting: number;
+  /** Slots held then (capacity mode). */
+  readonly active: number;
+  /** Admissions in the 60 s before it (the same figure as `admittedLastMinute`). */
+  readonly admittedLastMinute: number;
 }
 
 export interface AdmitResult extends QueueState {
@@ -128,6 +186,20 @@ export interface QueueStore {
   control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
   /** Read the figures without changing anything. */
   stats(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueStats>;
+  /**
+   * Random method: a waiting visitor's poll (one call, never cached). Renews the ticket's presence,
+   * runs admission (draws among the present visitors), and says where the ticket stands; in capacity
+   * mode a drawn ticket claims its slot in the same call. `waitedMs` feeds the average wait.
+   */
+  draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<DrawResult>;
+  /** Per-minute samples of the last hour, oldest first (minutes without any store call have none). */
+  history(queue: string, nowMs: number): Promise<readonly HistoryPoint[]>;
+  /**
+   * Empty the queue: tickets, slots, reservations, figures, history and the event's frozen
+   * pre-queue go; runtime controls (pause, threshold overrides) and VIP codes stay. The epoch
+   * becomes `nowMs`, so waiting tickets from before are void. Returns the new state.
+   */
+  reset(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
   /** Read tail and cursor without side effects. */
   peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>>;
   /**
@@ -152,6 +224,15 @@ export interface StateCache {
    * caches nothing and its error reaches every caller that waited for it.
    */
   getOrLoad<T>(key: string, ttlSeconds: number, load: () => Promise<T>): Promise<{ readonly value: T; readonly hit: boolean }>;
+}
+
+/**
+ * Operator-supplied templates that replace the built-in ones without a redeploy: on Fastly the KV
+ * Store `wr_templates`, on the Node host a directory. Keys: `<queue>/holding.html` or
+ * `holding.html`, and `style.css`. `undefined` when there is no such key.
+ */
+export interface TemplateSource {
+  get(key: string): Promise<string | undefined>;
 }
 
 /** Forwards a request to the origin and returns its response, streamed. */

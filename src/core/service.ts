@@ -5,7 +5,7 @@
 import { ConfigError, parseSecrets, type Config, type Secrets, type SettingSource } from './config';
 import { admissionPolicy, createHandler, type Handler } from './handler';
 import { errorResponse } from './http';
-import type { Clock, Logger, Origin, QueueStats, QueueStore, StateCache } from './ports';
+import type { Clock, Logger, Origin, QueueStats, QueueStore, StateCache, TemplateSource } from './ports';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
 
 export interface ServiceDeps {
@@ -15,6 +15,8 @@ export interface ServiceDeps {
   readonly logger: Logger;
   readonly clock: Clock;
   readonly cache: StateCache;
+  /** Template overrides (the KV Store on Fastly); none by default. */
+  readonly templates?: TemplateSource | undefined;
 }
 
 export interface Service {

@@ -15,3 +15,11 @@ declare module '*/templates/session.js' {
   const text: string;
   export default text;
 }
+declare module '*/templates/holding.js' {
+  const text: string;
+  export default text;
+}
+declare module '*/templates/admin.js' {
+  const text: string;
+  export default text;
+}

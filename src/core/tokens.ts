@@ -37,6 +37,10 @@ export interface TokenClaims {
   readonly s?: number;
   /** Access tokens that hold a slot: when the slot was last refreshed in the store, seconds. */
   readonly r?: number;
+  /** Waiting tickets: the first place the visitor was shown (the start of the holding page's progress bar). */
+  readonly f?: number;
+  /** Waiting tickets: the queue's epoch when the ticket was taken; a reset changes it and voids the ticket. */
+  readonly g?: number;
 }
 
 export type VerifyFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'expired' | 'bad_claims' | 'wrong_queue';
@@ -152,12 +156,18 @@ function classifyFailure(error: unknown): VerifyFailure {
 }
 
 function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
-  const { q, k, t, iat, exp, j, s, r } = payload;
+  const { q, k, t, iat, exp, j, s, r, f, g } = payload;
   if (typeof q !== 'string') return undefined;
   if (k !== 'w' && k !== 'a' && k !== 'c' && k !== 'b') return undefined;
   if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
-  for (const optional of [j, s, r]) if (optional !== undefined && !isWholeNumber(optional)) return undefined;
-  return { q, k, t, iat, exp, ...(j !== undefined && { j: j as number }), ...(s !== undefined && { s: s as number }), ...(r !== undefined && { r: r as number }) };
+  const optional = { j, s, r, f, g };
+  const claims: Record<string, number> = {};
+  for (const [name, value] of Object.entries(optional)) {
+    if (value === undefined) continue;
+    if (!isWholeNumber(value)) return undefined;
+    claims[name] = value;
+  }
+  return { q, k, t, iat, exp, ...claims };
 }
 
 function isWholeNumber(value: unknown): value is number {

@@ -5,6 +5,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
+import { createGzip } from 'node:zlib';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { Handler } from '../core/handler';
 import { HOP_BY_HOP } from '../platform/node';
@@ -33,18 +34,31 @@ function toRequest(req: http.IncomingMessage, base: string): Request {
   } as RequestInit);
 }
 
-async function writeResponse(response: Response, res: http.ServerResponse): Promise<void> {
+/**
+ * Fastly's `x-compress-hint`, as the edge applies it: a response that carries it is gzipped on the
+ * way out when the client accepts gzip, and the hint never reaches the client either way.
+ */
+function wantsGzip(response: Response, acceptEncoding: string | undefined): boolean {
+  if (!response.headers.has('x-compress-hint') || response.body === null || response.headers.has('content-encoding')) return false;
+  return /(?:^|,)\s*gzip\s*(?:;\s*q=(?:1(?:\.0*)?|0?\.\d*[1-9]\d*))?\s*(?:,|$)/i.test(acceptEncoding ?? '');
+}
+
+async function writeResponse(response: Response, res: http.ServerResponse, acceptEncoding?: string): Promise<void> {
+  const gzip = wantsGzip(response, acceptEncoding);
   const headers: [string, string][] = [];
   response.headers.forEach((value, name) => {
+    if (name === 'x-compress-hint' || (gzip && name === 'content-length')) return;
     if (name !== 'set-cookie' && !HOP_BY_HOP.has(name)) headers.push([name, value]);
   });
   for (const cookie of response.headers.getSetCookie()) headers.push(['set-cookie', cookie]);
+  if (gzip) headers.push(['content-encoding', 'gzip']);
   res.writeHead(response.status, response.statusText || undefined, headers.flat());
   if (response.body === null) {
     res.end();
     return;
   }
-  const body = Readable.fromWeb(response.body as unknown as NodeReadableStream<Uint8Array>);
+  const raw = Readable.fromWeb(response.body as unknown as NodeReadableStream<Uint8Array>);
+  const body = gzip ? raw.pipe(createGzip({ level: 6 })) : raw;
   await new Promise<void>((resolve) => {
     body.on('error', () => res.destroy());
     res.on('close', () => {
@@ -104,7 +118,7 @@ export async function startHost(handler: Handler, options: HostOptions = {}): Pr
         process.stderr.write(`waiting room: unhandled error: ${error instanceof Error ? error.stack : String(error)}\n`);
         return new Response('internal error', { status: 500 });
       })
-      .then((response) => writeResponse(response, res))
+      .then((response) => writeResponse(response, res, req.headers['accept-encoding']))
       .catch(() => res.destroy());
   });
   return serve(server, options.port ?? 0, host);

@@ -11,7 +11,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from '@upstash/redis';
 import { ConfigError } from '../core/config';
-import { readLocalConfig } from '../platform/node';
+import { directoryTemplateSource, readLocalConfig } from '../platform/node';
 import { MemoryQueueStore } from '../store/memory-store';
 import { createUpstashClientOptions, UpstashQueueStore } from '../store/upstash-store';
 import { startDemoOrigin } from './demo-origin';
@@ -47,6 +47,8 @@ async function main(): Promise<void> {
               ),
             })
         : memoryStore,
+      // Template overrides, as the KV Store wr_templates provides them on Fastly.
+      templates: process.env['WR_TEMPLATES_DIR'] ? directoryTemplateSource(resolve(process.env['WR_TEMPLATES_DIR'])) : undefined,
     });
   };
   const describeProblems = (error: ConfigError) => error.problems.map((p) => `  - ${p.key}: ${p.message}`).join('\n');

@@ -6,7 +6,7 @@ import type { Config, Secrets, SettingSource } from '../core/config';
 import type { Handler } from '../core/handler';
 import type { QueueSetup } from '../core/queues';
 import { createService } from '../core/service';
-import type { Clock, Logger, QueueStore, StateCache } from '../core/ports';
+import type { Clock, Logger, QueueStore, StateCache, TemplateSource } from '../core/ports';
 import { MemoryStateCache } from '../platform/memory-cache';
 import { createHttpOrigin, createStreamLogger, systemClock } from '../platform/node';
 
@@ -19,6 +19,8 @@ export interface WaitingRoomOptions {
   readonly clock?: Clock;
   /** The process is one POP: by default its cache lives in memory. */
   readonly cache?: StateCache;
+  /** Template overrides (the KV Store's stand-in); see directoryTemplateSource. */
+  readonly templates?: TemplateSource | undefined;
 }
 
 export interface WaitingRoom {
@@ -37,6 +39,7 @@ export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     logger: options.logger ?? createStreamLogger(),
     clock,
     cache: options.cache ?? new MemoryStateCache(clock),
+    templates: options.templates,
   });
   return { handler: service.handler, config: service.config, secrets: service.secrets, queues: service.queues };
 }

@@ -7,13 +7,14 @@ import { Redis } from '@upstash/redis/fastly';
 import { CoreCache, SimpleCache } from 'fastly:cache';
 import { ConfigStore } from 'fastly:config-store';
 import { env } from 'fastly:env';
+import { KVStore } from 'fastly:kv-store';
 import { Logger } from 'fastly:logger';
 import { SecretStore } from 'fastly:secret-store';
 import { ConfigError, SECRET_KEYS, type Config, type Secrets, type SettingSource } from '../core/config';
 import { buildWithLastValid, type SettingsMemory } from '../core/last-valid';
 import { errorResponse } from '../core/http';
-import { renderHoldingPage } from '../core/pages';
-import type { Logger as LogPort, RequestLog, StateCache } from '../core/ports';
+import { checkingPageResponse } from '../core/holding';
+import type { Logger as LogPort, RequestLog, StateCache, TemplateSource } from '../core/ports';
 import { UpstashQueueStore, createUpstashClientOptions } from '../store/upstash-store';
 
 export const CONFIG_STORE = 'wr_config';
@@ -21,6 +22,7 @@ export const SECRET_STORE = 'wr_secrets';
 export const ORIGIN_BACKEND = 'origin';
 export const UPSTASH_BACKEND = 'upstash';
 export const LOG_ENDPOINT = 'wr_log';
+export const TEMPLATE_STORE = 'wr_templates';
 const DEFAULT_PREFIX = '/__wr/';
 
 interface Sources {
@@ -75,6 +77,25 @@ export const simpleCacheStateCache: StateCache = {
   },
 };
 
+/**
+ * Template overrides from the KV Store `wr_templates`, when the service has one linked (it is
+ * optional: without it the built-in templates are used and nothing is logged).
+ */
+export function kvTemplateSource(): TemplateSource | undefined {
+  let store: KVStore;
+  try {
+    store = new KVStore(TEMPLATE_STORE);
+  } catch {
+    return undefined;
+  }
+  return {
+    async get(key) {
+      const entry = await store.get(key);
+      return entry === null ? undefined : entry.text();
+    },
+  };
+}
+
 const LAST_VALID_KEY = 'waiting-room:last-valid-settings';
 /** How long a POP remembers the last valid settings. */
 const LAST_VALID_MS = 7 * 86_400_000;
@@ -110,16 +131,7 @@ function configFailure(request: Request, error: ConfigError, logger: LogPort): R
     pop: env('FASTLY_POP'),
   });
   if (path.startsWith(DEFAULT_PREFIX)) return errorResponse(503, error.message);
-  const html = renderHoldingPage({
-    title: 'You are in line',
-    message: 'We are letting visitors in a few at a time.',
-    ticket: undefined,
-    ahead: undefined,
-    estimate: '',
-    refreshSeconds: 30,
-    assetPrefix: `${DEFAULT_PREFIX}assets/`,
-  });
-  return new Response(html, { headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', refresh: '30' } });
+  return checkingPageResponse(request, DEFAULT_PREFIX, Date.now());
 }
 
 export async function handleFastlyRequest(event: FetchEvent): Promise<Response> {
@@ -136,6 +148,7 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
         logger,
         clock: { now: () => Date.now() },
         cache: simpleCacheStateCache,
+        templates: kvTemplateSource(),
       },
       coreCacheSettingsMemory,
     );

@@ -3,12 +3,14 @@
  * the system clock and the local config file. Used by the `npm start` host and the tests.
  */
 import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
+import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { SettingSource } from '../core/config';
-import type { Clock, Logger, Origin, RequestLog } from '../core/ports';
+import type { Clock, Logger, Origin, RequestLog, TemplateSource } from '../core/ports';
 
 /** Headers that describe one hop, not the message; a proxy must not pass them on. */
 export const HOP_BY_HOP = new Set([
@@ -95,4 +97,22 @@ export function readLocalConfig(path: string, env: NodeJS.ProcessEnv = process.e
     return typeof value === 'string' ? value : value === undefined ? undefined : String(value);
   };
   return { settings: lookup(section('config')), secrets: lookup(section('dev_secrets')) };
+}
+
+/**
+ * Template overrides from a directory, named as the KV Store keys are (`holding.html`,
+ * `<queue>/holding.html`, `style.css`): what the KV Store `wr_templates` is on Fastly.
+ */
+export function directoryTemplateSource(dir: string): TemplateSource {
+  return {
+    async get(key) {
+      if (!/^(?:[a-z0-9][a-z0-9_-]{0,31}\/)?[a-z0-9._-]+$/.test(key) || key.includes('..')) return undefined;
+      try {
+        return await readFile(join(dir, key), 'utf8');
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw error;
+      }
+    },
+  };
 }

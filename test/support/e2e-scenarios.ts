@@ -56,7 +56,7 @@ export function defineEndToEnd(stack: () => Stack): void {
       for (const v of visitors) await v.get('/');
       const page = await fetch(`${stack().url}/__wr/admin`, { headers: { authorization: ADMIN } });
       const html = await page.text();
-      expect(html).toContain('<dd id="waiting">6</dd>');
+      expect(html).toContain('<dd data-figure="waiting">6</dd>');
       const csrf = /name="csrf" value="([^"]+)"/.exec(html)![1]!;
       const admit = await fetch(`${stack().url}/__wr/admin/admit`, {
         method: 'POST',

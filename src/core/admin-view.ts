@@ -1,0 +1,117 @@
+/**
+ * What the admin console shows of a queue: its figures as text (the same strings in the page and
+ * in the live JSON its script polls) and a chart of the last hour drawn as SVG from the per-minute
+ * history the store keeps. The chart is built from numbers only, so it is safe as markup.
+ */
+import type { Config } from './config';
+import { estimateWait, formatDuration } from './estimate';
+import { eventPhase, isCapacityMode } from './handler';
+import { escapeHtml, formatCount } from './pages';
+import type { HistoryPoint, QueueStats } from './ports';
+
+export interface AdminFigures {
+  readonly waiting: string;
+  readonly active: string;
+  readonly admitted_last_minute: string;
+  readonly avg_wait: string;
+  readonly est_wait: string;
+  readonly tail: string;
+  readonly cursor: string;
+  readonly state: string;
+  readonly mode: string;
+  readonly method: string;
+  readonly event: string;
+}
+
+const utc = (ms: number): string => `${new Date(ms).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+
+/** Waiting visitors: tickets not yet called (FIFO), or those present in the draw (random). */
+export function waitingCount(stats: QueueStats, config: Readonly<Config>): number {
+  return config.queueMethod === 'random' ? stats.waiting : Math.max(0, stats.tail - stats.cursor);
+}
+
+export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs: number): AdminFigures {
+  const waiting = waitingCount(stats, config);
+  const estimate = estimateWait(waiting, stats, config);
+  const phase = eventPhase(config, nowMs);
+  return {
+    waiting: formatCount(waiting),
+    active: stats.maxActive > 0 ? `${formatCount(stats.active)} of ${formatCount(stats.maxActive)}` : formatCount(stats.active),
+    admitted_last_minute: formatCount(stats.admittedLastMinute),
+    avg_wait: stats.avgWaitSeconds === null ? '–' : formatDuration(stats.avgWaitSeconds),
+    est_wait: estimate.seconds === null ? '–' : `${formatDuration(estimate.seconds)} (${estimate.basis})`,
+    tail: formatCount(stats.tail),
+    cursor: formatCount(stats.cursor),
+    state: stats.paused ? 'paused' : 'running',
+    mode: isCapacityMode(stats)
+      ? `capacity: ${stats.maxActive > 0 ? `${formatCount(stats.maxActive)} at once` : 'no limit at once'}, ${stats.maxNewPerMinute > 0 ? `${formatCount(stats.maxNewPerMinute)} new a minute` : 'no limit a minute'}`
+      : config.admitPerPeriod > 0
+        ? `rate: ${formatCount(config.admitPerPeriod)} every ${config.admitPeriodSeconds} s`
+        : 'by hand (admin and origin)',
+    method: config.queueMethod === 'random' ? 'random draw among visitors still waiting' : 'first in, first out',
+    event:
+      config.eventStartMs === 0 && config.eventEndMs === 0
+        ? 'none scheduled'
+        : phase === 'before'
+          ? `pre-queue until ${utc(config.eventStartMs)} (${config.eventOrder === 'shuffle' ? 'shuffled at the start' : 'arrival order'})`
+          : phase === 'open'
+            ? `open${config.eventEndMs > 0 ? ` until ${utc(config.eventEndMs)}` : ''}${stats.eventSize > 0 ? `; pre-queue of ${formatCount(stats.eventSize)} ${config.eventOrder === 'shuffle' ? 'shuffled' : 'kept in order'}` : ''}`
+            : `ended at ${utc(config.eventEndMs)} (${config.eventAfter === 'pass' ? 'everyone goes through' : '"event over" page'})`,
+  };
+}
+
+const WIDTH = 640;
+const HEIGHT = 180;
+const PAD = { left: 44, right: 12, top: 14, bottom: 26 };
+
+/** A rounded-up scale maximum: 1, 2, 5 × a power of ten. */
+function niceMax(value: number): number {
+  if (value <= 1) return 1;
+  const power = 10 ** Math.floor(Math.log10(value));
+  for (const step of [1, 2, 5, 10]) if (step * power >= value) return step * power;
+  return 10 * power;
+}
+
+/**
+ * Queue length and admissions a minute over the last hour: two lines over a shared time axis,
+ * each on its own scale (noted in the legend), with a text summary for screen readers.
+ */
+export function renderChart(points: readonly HistoryPoint[], nowMs: number): string {
+  const from = nowMs - 3_600_000;
+  const shown = points.filter((p) => p.atMs >= from - 60_000 && p.atMs <= nowMs);
+  const plotW = WIDTH - PAD.left - PAD.right;
+  const plotH = HEIGHT - PAD.top - PAD.bottom;
+  const x = (ms: number): number => PAD.left + Math.max(0, Math.min(1, (ms - from) / 3_600_000)) * plotW;
+  const maxWaiting = niceMax(Math.max(0, ...shown.map((p) => p.waiting)));
+  const maxAdmitted = niceMax(Math.max(0, ...shown.map((p) => p.admittedLastMinute)));
+  const line = (values: readonly number[], max: number): string =>
+    shown.map((p, i) => `${x(p.atMs).toFixed(1)},${(PAD.top + plotH - (values[i]! / max) * plotH).toFixed(1)}`).join(' ');
+  const last = shown.at(-1);
+  const summary =
+    last === undefined
+      ? 'No figures recorded in the last hour yet.'
+      : `Last hour, one point a minute: ${formatCount(last.waiting)} waiting now (most ${formatCount(Math.max(...shown.map((p) => p.waiting)))}); ` +
+        `${formatCount(last.admittedLastMinute)} let in during the last minute (most ${formatCount(Math.max(...shown.map((p) => p.admittedLastMinute)))}).`;
+  const grid = [0, 0.5, 1]
+    .map((f) => {
+      const y = (PAD.top + plotH - f * plotH).toFixed(1);
+      return `<line x1="${PAD.left}" x2="${WIDTH - PAD.right}" y1="${y}" y2="${y}" class="grid"/>` +
+        `<text x="${PAD.left - 6}" y="${y}" class="axis" text-anchor="end" dominant-baseline="middle">${escapeHtml(formatCount(f * maxWaiting))}</text>`;
+    })
+    .join('');
+  const ticks = [60, 45, 30, 15, 0]
+    .map((m) => `<text x="${x(nowMs - m * 60_000).toFixed(1)}" y="${HEIGHT - 8}" class="axis" text-anchor="middle">${m === 0 ? 'now' : `−${m} min`}</text>`)
+    .join('');
+  const series =
+    shown.length === 0
+      ? `<text x="${WIDTH / 2}" y="${HEIGHT / 2}" class="axis" text-anchor="middle">No figures yet: they are recorded once a minute while the queue is used.</text>`
+      : `<polyline class="waiting" points="${line(shown.map((p) => p.waiting), maxWaiting)}"/>` +
+        `<polyline class="admitted" points="${line(shown.map((p) => p.admittedLastMinute), maxAdmitted)}"/>`;
+  return (
+    `<svg class="chart" viewBox="0 0 ${WIDTH} ${HEIGHT}" role="img" aria-labelledby="chart-title chart-desc" xmlns="http://www.w3.org/2000/svg">` +
+    `<title id="chart-title">Queue length and admissions, last hour</title><desc id="chart-desc">${escapeHtml(summary)}</desc>` +
+    `${grid}${ticks}${series}</svg>` +
+    `<p class="legend"><span class="key waiting"></span> waiting (scale 0–${escapeHtml(formatCount(maxWaiting))}) ` +
+    `<span class="key admitted"></span> let in per minute (scale 0–${escapeHtml(formatCount(maxAdmitted))})</p>`
+  );
+}

@@ -1,0 +1,154 @@
+/**
+ * What a held visitor reads, in their language: one set of texts made at the edge from the visit,
+ * used both to render the page (which must work without JavaScript) and in the status JSON that the
+ * page's script polls to update itself in place. So the live page and the reloaded page can never
+ * say different things.
+ */
+import type { HoldView } from './handler';
+import { formatClock, formatDuration, formatNumber, messages, negotiateLocale, pluralCategory, type Locale, type Messages } from './i18n';
+import { renderHoldingPage } from './pages';
+
+export interface HoldTexts {
+  /** The page's heading for this state. */
+  readonly heading: string;
+  /** The label above the big figure, and the figure (place in line, visitors in the draw, or "…"). */
+  readonly placeLabel: string;
+  readonly place: string;
+  /** One sentence under it: people ahead, the draw, the countdown, or why we are checking. */
+  readonly detail: string;
+  /** The estimate, paused or at-the-front sentence; empty when there is nothing to say. */
+  readonly estimate: string;
+  /** What the visitor needs to do (nothing), or how the event's start works. */
+  readonly note: string;
+  readonly ticket: string;
+  /** Percent of the way from the first place shown to the front; null when it has no meaning. */
+  readonly progress: number | null;
+  readonly progressLabel: string;
+  /** "Updated at {clock}" with `{clock}` for the browser's local time, and the no-JS variant's UTC time. */
+  readonly updatedPattern: string;
+  readonly updated: string;
+  /** "Next update in {n} seconds", for the plural category of `n`: `one` applies to the numbers listed in `oneFor`. */
+  readonly nextUpdate: { readonly one: string; readonly other: string; readonly oneFor: readonly number[] };
+  readonly refreshNote: string;
+  readonly admitted: string;
+  readonly failed: string;
+}
+
+/** A message with a count turned into a pattern with `{n}`, for the page's script to fill in. */
+function countPattern(make: (n: number) => string, n: number): string {
+  return make(n).replace(String(n), '{n}');
+}
+
+export function holdTexts(view: HoldView, locale: Locale, m: Messages = messages(locale)): HoldTexts {
+  const n = (value: number): string => formatNumber(locale, value);
+  const clock = (ms: number, zone?: string): string => formatClock(locale, new Date(ms), 0, zone === undefined ? {} : { zoneLabel: zone });
+  let heading = m.inLine;
+  let placeLabel = m.placeLabel;
+  let place = '…';
+  let detail = '';
+  let estimate = '';
+  let note = m.noAction;
+  let progress: number | null = null;
+  switch (view.state) {
+    case 'checking':
+      heading = m.checkingTitle;
+      detail = m.checkingBody;
+      break;
+    case 'over':
+      heading = m.eventOverTitle;
+      placeLabel = '';
+      place = '';
+      detail = m.eventOverBody;
+      note = '';
+      break;
+    case 'prequeue': {
+      heading = m.prequeueTitle;
+      placeLabel = view.startsAtMs === null ? '' : m.prequeueOpensAt(clock(view.startsAtMs, 'UTC'));
+      const untilStart = view.startsAtMs === null ? 0 : Math.max(0, Math.ceil((view.startsAtMs - view.nowMs) / 1000));
+      place = untilStart > 0 ? m.countdown(formatDuration(locale, untilStart)) : '…';
+      detail = view.order === 'arrival' ? m.prequeueFifo : m.prequeueShuffle;
+      break;
+    }
+    case 'waiting':
+      if (view.inDraw !== null) {
+        heading = m.drawTitle;
+        placeLabel = '';
+        place = '';
+        detail = m.drawWaiting(view.inDraw - 1);
+        note = `${m.drawExplain} ${m.noAction}`;
+      } else if (view.place !== null) {
+        place = n(view.place);
+        detail = m.ahead(view.ahead ?? 0);
+        const first = Math.max(view.first ?? view.place, view.place);
+        progress = first <= 1 ? 100 : Math.round(((first - view.place) / (first - 1)) * 100);
+      }
+      if (view.paused) estimate = m.paused;
+      else if (view.front) estimate = m.front;
+      else if (view.estimate !== null) estimate = view.estimate.seconds === null ? m.estimateUnknown : m.estimate(formatDuration(locale, view.estimate.seconds));
+      break;
+  }
+  const oneFor = [0, 1, 2].filter((k) => pluralCategory(locale, k) === 'one');
+  return {
+    heading,
+    placeLabel,
+    place,
+    detail,
+    estimate,
+    note,
+    ticket: view.ticket === null ? '' : m.ticket(view.ticket),
+    progress,
+    progressLabel: m.progressLabel,
+    updatedPattern: m.updatedAt('{clock}'),
+    updated: m.updatedAt(clock(view.nowMs, 'UTC')),
+    nextUpdate: { one: countPattern(m.nextUpdate, 1), other: countPattern(m.nextUpdate, 2), oneFor },
+    refreshNote: m.refreshNote(view.refreshSeconds),
+    admitted: m.admitted,
+    failed: m.lastUpdateFailed,
+  };
+}
+
+/**
+ * The "we are checking your place" page on its own, for when there is no usable configuration at
+ * all (no handler to ask): the built-in design and the visitor's language, reloading every 30 s.
+ */
+export function checkingPageResponse(request: Request, pathPrefix: string, nowMs: number): Response {
+  const locale = negotiateLocale(request.headers.get('accept-language'));
+  const refreshSeconds = 30;
+  const view: HoldView = {
+    state: 'checking',
+    ticket: null,
+    place: null,
+    ahead: null,
+    first: null,
+    front: false,
+    paused: false,
+    inDraw: null,
+    estimate: null,
+    startsAtMs: null,
+    order: null,
+    refreshSeconds,
+    nowMs,
+  };
+  const assetPrefix = `${pathPrefix}assets/`;
+  const nonce = nowMs.toString(36);
+  const html = renderHoldingPage({
+    view,
+    texts: holdTexts(view, locale),
+    locale: messages(locale),
+    title: '',
+    message: '',
+    branding: { logoUrl: `${assetPrefix}logo.svg`, accent: '#2456c7', background: '#eef2f8' },
+    assetPrefix,
+    statusUrl: `${pathPrefix}status`,
+    nonce,
+  });
+  return new Response(html, {
+    headers: {
+      'content-type': 'text/html; charset=utf-8',
+      'cache-control': 'no-store',
+      refresh: String(refreshSeconds),
+      'content-security-policy': `default-src 'none'; style-src 'self' 'nonce-${nonce}'; script-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+      'x-compress-hint': 'on',
+    },
+  });
+}

@@ -1,0 +1,86 @@
+// The admin console's live figures and in-place controls. Without it the page still works: forms
+// post and come back with a notice, and a reload shows fresh figures.
+(function () {
+  'use strict';
+  var body = document.body;
+  var liveUrl = body.getAttribute('data-live');
+  var every = Math.max(2, Number(body.getAttribute('data-every')) || 2) * 1000;
+  var notice = document.getElementById('notice');
+  var liveState = document.getElementById('live-state');
+
+  function show(text, isError) {
+    notice.textContent = text;
+    notice.className = isError ? 'notice error' : 'notice';
+  }
+  function apply(data) {
+    var figures = data.figures || {};
+    Object.keys(figures).forEach(function (k) {
+      var nodes = document.querySelectorAll('[data-figure="' + k + '"]');
+      for (var i = 0; i < nodes.length; i++) if (nodes[i].textContent !== figures[k]) nodes[i].textContent = figures[k];
+    });
+    if (typeof data.chart === 'string') document.getElementById('chart').innerHTML = data.chart;
+    var pause = document.getElementById('pause');
+    if (pause && data.pause_label) {
+      pause.textContent = data.pause_label;
+      document.getElementById('pause-value').value = data.pause_value;
+    }
+    liveState.textContent = 'updating every ' + every / 1000 + ' seconds.';
+  }
+  function refresh() {
+    return fetch(liveUrl, { headers: { accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' })
+      .then(function (r) {
+        return r.ok ? r.json() : Promise.reject(new Error('status ' + r.status));
+      })
+      .then(apply)
+      .catch(function () {
+        liveState.textContent = 'could not update the figures just now; retrying.';
+      });
+  }
+  function describe(result) {
+    if (result.notice) return result.notice;
+    if (typeof result.admitted === 'number') return 'Let ' + result.admitted + (result.admitted === 1 ? ' visitor' : ' visitors') + ' in.';
+    if (result.changed) return result.changed;
+    return 'Done.';
+  }
+  var forms = document.querySelectorAll('form[data-live-form]');
+  for (var i = 0; i < forms.length; i++) {
+    forms[i].addEventListener('submit', function (event) {
+      var form = event.currentTarget;
+      event.preventDefault();
+      var question = form.getAttribute('data-confirm');
+      if (question && !window.confirm(question)) return;
+      var button = form.querySelector('button');
+      button.disabled = true;
+      fetch(form.action, {
+        method: 'POST',
+        headers: { accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams(new FormData(form)).toString(),
+        credentials: 'same-origin',
+      })
+        .then(function (r) {
+          return r.json().then(function (json) {
+            if (!r.ok) throw new Error(json.error || 'the request failed (' + r.status + ')');
+            return json;
+          });
+        })
+        .then(function (result) {
+          show(describe(result), false);
+          var codes = document.getElementById('vip-codes');
+          if (result.codes && codes) {
+            codes.hidden = false;
+            codes.textContent = result.codes.map(function (c) { return c.code + '  ' + c.link; }).join('\n');
+          }
+          if (form.querySelector('[name=confirm]')) form.reset();
+          return refresh();
+        })
+        .catch(function (error) {
+          show(error.message, true);
+        })
+        .then(function () {
+          button.disabled = false;
+        });
+    });
+  }
+  refresh();
+  setInterval(refresh, every);
+})();
