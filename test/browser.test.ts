@@ -1,11 +1,15 @@
 /**
- * What a person sees, in a real browser (Debian's Chromium driven by playwright-core): a visitor
- * queues, the operator lets them in from the admin page, and they reach the origin and stay.
- * Screenshots go to test/.artifacts/screenshots (the path is printed).
+ * What people see, in a real browser (Debian's Chromium driven by playwright-core): a visitor
+ * watches their place move as the operator lets people in from the console, and lands on the site
+ * without touching anything; the page works without JavaScript; a German browser gets German; the
+ * console's controls act at once; both pages pass an automated accessibility check (axe-core).
+ * Screenshots are saved under test/.artifacts/screenshots (the path is printed).
  */
 import { existsSync, mkdirSync } from 'node:fs';
+import http from 'node:http';
+import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoOrigin } from '../src/node/demo-origin';
 import { startHost, type RunningServer } from '../src/node/host';
@@ -15,20 +19,50 @@ import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, MemoryLogger, source } fro
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = resolve(import.meta.dirname, '.artifacts', 'screenshots');
+const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 const available = existsSync(CHROMIUM);
 if (!available) console.warn(`browser tests skipped: ${CHROMIUM} is missing (apt-get install chromium)`);
+
+/** Tickets taken by visitors without a browser, so the one under test has people ahead. */
+async function queueOthers(url: string, count: number): Promise<void> {
+  for (let i = 0; i < count; i++) await fetch(`${url}/`, { redirect: 'manual' }).then((r) => r.arrayBuffer());
+}
+
+/** Bytes on the wire of one GET, as a browser accepting gzip receives them. */
+function transferSize(url: string): Promise<{ bytes: number; encoding: string | undefined }> {
+  return new Promise((done, fail) => {
+    http
+      .get(url, { headers: { 'accept-encoding': 'gzip, deflate, br', accept: 'text/html' } }, (res) => {
+        let bytes = 0;
+        res.on('data', (chunk: Buffer) => (bytes += chunk.length));
+        res.on('end', () => done({ bytes, encoding: res.headers['content-encoding'] }));
+      })
+      .on('error', fail);
+  });
+}
+
+/** Serious and critical findings of axe-core run in the page. */
+async function axeViolations(page: Page): Promise<string[]> {
+  await page.addScriptTag({ path: AXE });
+  const result = await page.evaluate(async () => {
+    const axe = (globalThis as unknown as { axe: { run: (context: Document, options: object) => Promise<{ violations: { id: string; impact: string; help: string; nodes: unknown[] }[] }> } }).axe;
+    return axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] } });
+  });
+  return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.help} ×${v.nodes.length}`);
+}
 
 describe.skipIf(!available)('in a real browser', () => {
   let browser: Browser;
   let origin: RunningServer;
   let room: RunningServer;
+  let operator: BrowserContext;
 
   beforeAll(async () => {
     mkdirSync(SHOTS, { recursive: true });
     console.log(`screenshots: ${SHOTS}`);
     origin = await startDemoOrigin();
     const built = buildWaitingRoom({
-      settings: source({ ...BASE_SETTINGS, refresh_seconds: '2', queue_timeout_seconds: '60' }),
+      settings: source({ ...BASE_SETTINGS, refresh_seconds: '2', queue_timeout_seconds: '60', page_title: 'Demo shop' }),
       secrets: source(BASE_SECRETS),
       store: new MemoryQueueStore(),
       originUrl: origin.url,
@@ -39,6 +73,7 @@ describe.skipIf(!available)('in a real browser', () => {
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
     });
+    operator = await browser.newContext({ httpCredentials: { username: 'admin', password: ADMIN_PASSWORD }, viewport: { width: 1100, height: 1400 } });
   });
 
   afterAll(async () => {
@@ -47,41 +82,135 @@ describe.skipIf(!available)('in a real browser', () => {
     await origin?.close();
   });
 
-  it('a visitor queues, the operator lets them in from the admin page, and the visitor reaches the site and stays', async () => {
-    const visitorContext = await browser.newContext({ viewport: { width: 1000, height: 720 } });
+  it('a visitor watches the figures change as the operator lets people in, and lands on the site without touching anything', async () => {
+    await queueOthers(room.url, 3);
+    const visitorContext = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-GB' });
     const visitor = await visitorContext.newPage();
     await visitor.goto(`${room.url}/`);
-    await expect.poll(() => visitor.textContent('#place')).toBe('1');
-    expect(await visitor.textContent('#ahead')).toBe('You are next.');
-    await visitor.screenshot({ path: resolve(SHOTS, 'holding-page.png') });
+    expect(await visitor.textContent('[data-text=place]')).toBe('4');
+    expect(await visitor.textContent('[data-text=detail]')).toBe('3 people are ahead of you');
+    // The live script takes over from the Refresh header: a marker set now survives every update.
+    await visitor.waitForFunction(() => /Next update in/.test(document.querySelector('.next')?.textContent ?? ''));
+    await visitor.evaluate(() => ((window as unknown as { marker: number }).marker = 42));
+    await visitor.screenshot({ path: resolve(SHOTS, 'holding-en-desktop.png') });
 
-    const operator = await browser.newContext({ httpCredentials: { username: 'admin', password: ADMIN_PASSWORD } });
     const admin = await operator.newPage();
     await admin.goto(`${room.url}/__wr/admin`);
-    expect(await admin.textContent('#waiting')).toBe('1');
+    expect(await admin.textContent('[data-figure=waiting]')).toBe('4');
     await admin.fill('#count', '1');
-    await admin.click('button[type=submit]');
-    await admin.waitForURL(/\/__wr\/admin\?done=/);
-    expect(await admin.textContent('.notice')).toBe('Let 1 visitor in.');
-    expect(await admin.textContent('#waiting')).toBe('0');
-    await admin.screenshot({ path: resolve(SHOTS, 'admin-page.png') });
+    await admin.click('form[action$="admit"] button');
+    await expect.poll(() => admin.textContent('#notice')).toBe('Let 1 visitor in.');
+    await expect.poll(() => admin.textContent('[data-figure=waiting]')).toBe('3');
+    expect(admin.url()).toBe(`${room.url}/__wr/admin`);
 
-    // The holding page refreshes itself (Refresh header and meta refresh): no click needed.
+    await expect.poll(() => visitor.textContent('[data-text=place]'), { timeout: 10_000 }).toBe('3');
+    expect(await visitor.textContent('[data-text=detail]')).toBe('2 people are ahead of you');
+    expect(Number(await visitor.getAttribute('#progress', 'value'))).toBeGreaterThan(0);
+    expect(await visitor.evaluate(() => (window as unknown as { marker?: number }).marker)).toBe(42);
+
+    // The operator lets 5 in from the console: the figures update and the visitor goes in by itself.
+    await admin.fill('#count', '5');
+    await admin.click('form[action$="admit"] button');
+    // Five asked, three waiting: the answer says what it changed.
+    await expect.poll(() => admin.textContent('#notice')).toBe('Let 3 visitors in.');
     await visitor.waitForSelector('text=You are through the waiting room', { timeout: 15_000 });
-    await visitor.goto(`${room.url}/products`);
-    expect(await visitor.textContent('.ok')).toContain('You are through the waiting room');
-    await visitor.screenshot({ path: resolve(SHOTS, 'origin-after-admission.png') });
+    expect(visitor.url()).toBe(`${room.url}/`);
+    await expect.poll(() => admin.textContent('[data-figure=waiting]')).toBe('0');
     const cookies = await visitorContext.cookies();
     expect(cookies.find((c) => c.name === 'waiting_room')).toMatchObject({ httpOnly: true, secure: true, sameSite: 'Lax' });
+    await admin.screenshot({ path: resolve(SHOTS, 'admin-console.png'), fullPage: true });
+    await visitorContext.close();
+  });
+
+  it('pause and resume act at once, on the console and on the waiting page', async () => {
+    const visitorContext = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const visitor = await visitorContext.newPage();
+    await visitor.goto(`${room.url}/`);
+    const admin = await operator.newPage();
+    await admin.goto(`${room.url}/__wr/admin`);
+    await admin.click('#pause');
+    await expect.poll(() => admin.textContent('[data-figure=state]')).toBe('paused');
+    expect(await admin.textContent('#pause')).toBe('Resume admission');
+    await expect.poll(() => visitor.textContent('[data-text=estimate]'), { timeout: 8_000 }).toContain('Admission is paused');
+    await admin.click('#pause');
+    await expect.poll(() => admin.textContent('[data-figure=state]')).toBe('running');
+    await expect.poll(() => visitor.textContent('[data-text=estimate]'), { timeout: 8_000 }).not.toContain('Admission is paused');
+    await visitorContext.close();
+  });
+
+  it('works without JavaScript: the page reloads itself with the same figures rendered at the edge', async () => {
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    const page = await context.newPage();
+    let documents = 0;
+    page.on('response', (r) => {
+      if (r.request().resourceType() === 'document') documents++;
+    });
+    await page.goto(`${room.url}/`);
+    expect(await page.textContent('[data-text=detail]')).toMatch(/ahead of you|You are next/);
+    expect(await page.textContent('noscript')).toContain('This page refreshes every 2 seconds.');
+    await expect.poll(() => documents, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
+    await context.close();
+  });
+
+  it('speaks German to a German browser, and Japanese to a Japanese one, also at 320 px', async () => {
+    const german = await browser.newContext({ locale: 'de-DE', viewport: { width: 1280, height: 800 } });
+    const de = await german.newPage();
+    await de.goto(`${room.url}/`);
+    expect(await de.getAttribute('html', 'lang')).toBe('de');
+    expect(await de.textContent('[data-text=placeLabel]')).toBe('Ihr Platz in der Warteschlange');
+    await de.waitForFunction(() => /Nächste Aktualisierung/.test(document.querySelector('.next')?.textContent ?? ''));
+    await de.screenshot({ path: resolve(SHOTS, 'holding-de-desktop.png') });
+    await german.close();
+
+    for (const [locale, lang, label] of [['ja-JP', 'ja', 'あなたの順番'], ['en-US', 'en', 'Your place in line']] as const) {
+      for (const width of [1280, 320]) {
+        const context = await browser.newContext({ locale, viewport: { width, height: width === 320 ? 640 : 800 } });
+        const page = await context.newPage();
+        await page.goto(`${room.url}/`);
+        expect(await page.getAttribute('html', 'lang')).toBe(lang);
+        expect(await page.textContent('[data-text=placeLabel]')).toBe(label);
+        // Usable at 320 px: nothing wider than the screen, so no sideways scrolling.
+        expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width);
+        await page.waitForFunction(() => (document.querySelector('.next')?.textContent ?? '') !== '');
+        if (!(lang === 'en' && width === 1280)) await page.screenshot({ path: resolve(SHOTS, `holding-${lang}-${width === 320 ? '320px' : 'desktop'}.png`), fullPage: true });
+        await context.close();
+      }
+    }
+  });
+
+  it('passes an automated accessibility check (axe-core, WCAG 2.1 AA) on the holding page and the console', async () => {
+    // axe is injected into the page, which the pages' Content-Security-Policy would rightly refuse.
+    const visitorContext = await browser.newContext({ bypassCSP: true, viewport: { width: 1280, height: 800 } });
+    const visitor = await visitorContext.newPage();
+    await visitor.goto(`${room.url}/`);
+    expect(await axeViolations(visitor)).toEqual([]);
+    const console_ = await browser.newContext({ bypassCSP: true, httpCredentials: { username: 'admin', password: ADMIN_PASSWORD } });
+    const admin = await console_.newPage();
+    await admin.goto(`${room.url}/__wr/admin`);
+    expect(await axeViolations(admin)).toEqual([]);
+    await visitorContext.close();
+    await console_.close();
+  });
+
+  it('weighs under 30 KB with its assets, compressed on the way out', async () => {
+    const page = await transferSize(`${room.url}/`);
+    expect(page.encoding).toBe('gzip');
+    let total = page.bytes;
+    for (const asset of ['style.css', 'holding.js', 'logo.svg']) {
+      const { bytes, encoding } = await transferSize(`${room.url}/__wr/assets/${asset}`);
+      expect(encoding).toBe('gzip');
+      total += bytes;
+    }
+    console.log(`holding page with its assets: ${total} bytes compressed`);
+    expect(total).toBeLessThan(30 * 1024);
   });
 
   it('a form posted from another site is refused and lets nobody in', async () => {
     const evil = await startDemoOrigin();
     try {
-      const operator = await browser.newContext({ httpCredentials: { username: 'admin', password: ADMIN_PASSWORD } });
       const page = await operator.newPage();
       await page.goto(`${room.url}/__wr/admin`);
-      const before = await page.textContent('#cursor');
+      const before = await page.textContent('[data-figure=cursor]');
       // A page on another origin submits a form to the admin endpoint; the browser adds the credentials.
       await page.goto(`${evil.url}/`);
       await page.setContent(
@@ -91,7 +220,7 @@ describe.skipIf(!available)('in a real browser', () => {
       await page.waitForLoadState();
       expect(await page.textContent('body')).toContain('cross-site request refused');
       await page.goto(`${room.url}/__wr/admin`);
-      expect(await page.textContent('#cursor')).toBe(before);
+      expect(await page.textContent('[data-figure=cursor]')).toBe(before);
     } finally {
       await evil.close();
     }

@@ -64,9 +64,9 @@ const WIDTH = 640;
 const HEIGHT = 180;
 const PAD = { left: 44, right: 12, top: 14, bottom: 26 };
 
-/** A rounded-up scale maximum: 1, 2, 5 × a power of ten. */
+/** A rounded-up scale maximum: 2, 5 or 10 × a power of ten (at least 2, so its middle is whole). */
 function niceMax(value: number): number {
-  if (value <= 1) return 1;
+  if (value <= 2) return 2;
   const power = 10 ** Math.floor(Math.log10(value));
   for (const step of [1, 2, 5, 10]) if (step * power >= value) return step * power;
   return 10 * power;
@@ -86,6 +86,8 @@ export function renderChart(points: readonly HistoryPoint[], nowMs: number): str
   const maxAdmitted = niceMax(Math.max(0, ...shown.map((p) => p.admittedLastMinute)));
   const line = (values: readonly number[], max: number): string =>
     shown.map((p, i) => `${x(p.atMs).toFixed(1)},${(PAD.top + plotH - (values[i]! / max) * plotH).toFixed(1)}`).join(' ');
+  const dot = (series: string, atMs: number, value: number, max: number): string =>
+    `<circle class="${series}" cx="${x(atMs).toFixed(1)}" cy="${(PAD.top + plotH - (value / max) * plotH).toFixed(1)}" r="3.5"/>`;
   const last = shown.at(-1);
   const summary =
     last === undefined
@@ -106,7 +108,10 @@ export function renderChart(points: readonly HistoryPoint[], nowMs: number): str
     shown.length === 0
       ? `<text x="${WIDTH / 2}" y="${HEIGHT / 2}" class="axis" text-anchor="middle">No figures yet: they are recorded once a minute while the queue is used.</text>`
       : `<polyline class="waiting" points="${line(shown.map((p) => p.waiting), maxWaiting)}"/>` +
-        `<polyline class="admitted" points="${line(shown.map((p) => p.admittedLastMinute), maxAdmitted)}"/>`;
+        `<polyline class="admitted" points="${line(shown.map((p) => p.admittedLastMinute), maxAdmitted)}"/>` +
+        // The latest minute as a dot on each line, so a single point is visible too.
+        dot('waiting', shown.at(-1)!.atMs, shown.at(-1)!.waiting, maxWaiting) +
+        dot('admitted', shown.at(-1)!.atMs, shown.at(-1)!.admittedLastMinute, maxAdmitted);
   return (
     `<svg class="chart" viewBox="0 0 ${WIDTH} ${HEIGHT}" role="img" aria-labelledby="chart-title chart-desc" xmlns="http://www.w3.org/2000/svg">` +
     `<title id="chart-title">Queue length and admissions, last hour</title><desc id="chart-desc">${escapeHtml(summary)}</desc>` +

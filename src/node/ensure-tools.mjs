@@ -29,3 +29,8 @@ if (!has('redis-server') && !install('redis-server')) {
 if (!existsSync('/usr/bin/chromium') && !install('chromium')) {
   console.warn('ensure-tools: /usr/bin/chromium is missing; the browser tests will be skipped (apt-get install chromium)');
 }
+// Japanese and Chinese glyphs for the screenshots the browser tests save (visitors have their own
+// fonts; without these the Japanese page would be photographed as empty boxes).
+if (existsSync('/usr/bin/chromium') && !existsSync('/usr/share/fonts/opentype/ipafont-gothic') && !install('fonts-ipafont-gothic')) {
+  console.warn('ensure-tools: no Japanese font (apt-get install fonts-ipafont-gothic); Japanese screenshots will show boxes');
+}
