@@ -1,0 +1,242 @@
+/**
+ * The admin console's live figures, chart and reset, and the holding page's language, headers and
+ * template overrides, through the handler on the in-memory store with an injected clock.
+ */
+import { beforeEach, describe, expect, it } from 'vitest';
+import { parseConfig, parseSecrets } from '../src/core/config';
+import { createHandler, TEMPLATE_CACHE_SECONDS, type Handler } from '../src/core/handler';
+import type { TemplateSource } from '../src/core/ports';
+import { MemoryStateCache } from '../src/platform/memory-cache';
+import { MemoryQueueStore } from '../src/store/memory-store';
+import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, cookieFrom, ManualClock, MemoryLogger, RecordingOrigin, source } from './support/fixtures';
+
+const SITE = 'https://shop.example';
+const CLIENT = { address: '198.51.100.20', pop: 'TST' };
+const ADMIN = `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`;
+
+/** Templates an operator put in the KV Store, changeable while the service runs. */
+class KvTemplates implements TemplateSource {
+  readonly entries = new Map<string, string>();
+  reads = 0;
+  failing = false;
+  async get(key: string): Promise<string | undefined> {
+    this.reads++;
+    if (this.failing) throw new Error('kv lookup failed');
+    return this.entries.get(key);
+  }
+}
+
+interface Rig {
+  handler: Handler;
+  store: MemoryQueueStore;
+  clock: ManualClock;
+  logger: MemoryLogger;
+  templates: KvTemplates;
+}
+
+function rig(settings: Record<string, string> = {}): Rig {
+  const store = new MemoryQueueStore();
+  const clock = new ManualClock();
+  const logger = new MemoryLogger();
+  const templates = new KvTemplates();
+  const handler = createHandler({
+    config: parseConfig(source({ ...BASE_SETTINGS, ...settings })),
+    secrets: parseSecrets(source(BASE_SECRETS)),
+    store,
+    origin: new RecordingOrigin(),
+    logger,
+    clock,
+    cache: new MemoryStateCache(clock),
+    templates,
+  });
+  return { handler, store, clock, logger, templates };
+}
+
+const adminGet = (path: string): Request => new Request(`${SITE}${path}`, { headers: { authorization: ADMIN } });
+
+async function csrfOf(r: Rig): Promise<string> {
+  const html = await (await r.handler(adminGet('/__wr/admin'), CLIENT)).text();
+  return /name="csrf" value="([^"]+)"/.exec(html)![1]!;
+}
+
+function post(path: string, body: string): Request {
+  return new Request(`${SITE}${path}`, {
+    method: 'POST',
+    body,
+    headers: { authorization: ADMIN, 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin', accept: 'application/json' },
+  });
+}
+
+describe('the admin console', () => {
+  let r: Rig;
+  beforeEach(async () => {
+    r = rig();
+    for (let i = 0; i < 6; i++) await r.handler(new Request(`${SITE}/`), CLIENT);
+  });
+
+  it('serves live figures and the chart as JSON, behind Basic Auth', async () => {
+    expect((await r.handler(new Request(`${SITE}/__wr/admin/live`), CLIENT)).status).toBe(401);
+    const response = await r.handler(adminGet('/__wr/admin/live'), CLIENT);
+    expect(response.status).toBe(200);
+    const live = (await response.json()) as { figures: Record<string, string>; chart: string; pause_label: string };
+    expect(live.figures).toMatchObject({ waiting: '6', tail: '6', cursor: '0', state: 'running', method: 'first in, first out', event: 'none scheduled' });
+    expect(live.chart).toContain('<svg class="chart"');
+    expect(live.pause_label).toBe('Pause admission');
+  });
+
+  it('draws the last hour from the per-minute figures the store keeps', async () => {
+    // Ten minutes of traffic: each minute two more join and one is let in.
+    for (let minute = 0; minute < 10; minute++) {
+      r.clock.advance(60_000);
+      await r.handler(new Request(`${SITE}/`), CLIENT);
+      await r.handler(new Request(`${SITE}/`), CLIENT);
+      await r.store.admit('default', 1, r.clock.now(), { auto: { count: 0, periodMs: 60_000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, sessionMs: 600_000, reservationMs: 30_000 });
+    }
+    const history = await r.store.history('default', r.clock.now());
+    expect(history.length).toBeGreaterThanOrEqual(10);
+    const live = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { chart: string };
+    const points = /<polyline class="waiting" points="([^"]+)"/.exec(live.chart)![1]!.split(' ');
+    expect(points.length).toBe(history.filter((p) => p.atMs >= r.clock.now() - 3_660_000).length);
+    // The waiting line rises over the ten minutes: its last point is higher (smaller y) than its first.
+    const y = (p: string): number => Number(p.split(',')[1]);
+    expect(y(points.at(-1)!)).toBeLessThan(y(points[0]!));
+    expect(live.chart).toMatch(/\d+ waiting now \(most \d+\)/);
+    // An hour later the old minutes have left the chart.
+    r.clock.advance(3_700_000);
+    await r.handler(new Request(`${SITE}/`), CLIENT);
+    const later = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { chart: string };
+    expect(/<polyline class="waiting" points="([^"]+)"/.exec(later.chart)![1]!.split(' ').length).toBe(1);
+  });
+
+  it('resets a queue only when its name is typed in, and says what it did', async () => {
+    const csrf = await csrfOf(r);
+    for (const confirm of ['', 'Default', 'other', 'default2']) {
+      const refused = await r.handler(post('/__wr/admin/reset', `csrf=${csrf}&confirm=${confirm}`), CLIENT);
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { error: string }).error).toContain('confirm with the queue');
+    }
+    expect((await r.store.peek('default')).tail).toBe(6);
+    // Without the form token it is refused too.
+    expect((await r.handler(post('/__wr/admin/reset', 'confirm=default'), CLIENT)).status).toBe(403);
+    expect((await r.store.peek('default')).tail).toBe(6);
+
+    const done = await r.handler(post('/__wr/admin/reset', `csrf=${csrf}&confirm=default`), CLIENT);
+    expect(done.status).toBe(200);
+    expect(await done.json()).toMatchObject({ reset: true, tail: 0, cursor: 0, notice: expect.stringContaining('Reset queue default') });
+    expect((await r.store.peek('default')).tail).toBe(0);
+  });
+
+  it('voids the tickets taken before a reset: their holders queue again behind nobody', async () => {
+    const holder = cookieFrom(await r.handler(new Request(`${SITE}/`), CLIENT))!;
+    const csrf = await csrfOf(r);
+    await r.handler(post('/__wr/admin/reset', `csrf=${csrf}&confirm=default`), CLIENT);
+    r.clock.advance(1000);
+    const again = await r.handler(new Request(`${SITE}/`, { headers: { cookie: `waiting_room=${holder}` } }), CLIENT);
+    expect(r.logger.last).toMatchObject({ reason: 'ticket_before_reset', ticket: 1 });
+    expect(cookieFrom(again)).not.toBe(holder);
+  });
+
+  it('has frame, script and forgery protections and never shows the password', async () => {
+    const response = await r.handler(adminGet('/__wr/admin'), CLIENT);
+    expect(response.headers.get('x-frame-options')).toBe('DENY');
+    const csp = response.headers.get('content-security-policy')!;
+    expect(csp).toContain("frame-ancestors 'none'");
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).not.toContain('unsafe-inline');
+    const html = await response.text();
+    expect(html).not.toContain(ADMIN_PASSWORD);
+    expect(html).toContain('<script src="/__wr/assets/admin.js" defer></script>');
+    expect(JSON.stringify(r.logger.records)).not.toContain(ADMIN_PASSWORD);
+  });
+});
+
+describe('the holding page', () => {
+  it('speaks the language the browser asks for, with the configured fallback', async () => {
+    const r = rig({ page_language: 'fr' });
+    const page = async (acceptLanguage?: string): Promise<{ lang: string; html: string }> => {
+      const response = await r.handler(new Request(`${SITE}/`, { headers: acceptLanguage === undefined ? {} : { 'accept-language': acceptLanguage } }), CLIENT);
+      const html = await response.text();
+      return { lang: response.headers.get('content-language')!, html };
+    };
+    expect((await page('de-DE,de;q=0.9,en;q=0.8')).html).toContain('<html lang="de"');
+    expect((await page('zh-TW')).lang).toBe('zh-Hans');
+    expect((await page('es-MX, en;q=0.5')).html).toContain('Su lugar en la fila');
+    expect((await page('pt-BR, ru')).lang).toBe('fr');
+    expect((await page()).lang).toBe('fr');
+  });
+
+  it('gives the status JSON the same texts, in the same language, for live updates', async () => {
+    const r = rig();
+    for (let i = 0; i < 3; i++) await r.handler(new Request(`${SITE}/`), CLIENT);
+    const cookie = cookieFrom(await r.handler(new Request(`${SITE}/`), CLIENT))!;
+    const status = await r.handler(new Request(`${SITE}/__wr/status`, { headers: { cookie: `waiting_room=${cookie}`, 'accept-language': 'ja' } }), CLIENT);
+    const body = (await status.json()) as { state: string; place: number; texts: Record<string, unknown> };
+    expect(body).toMatchObject({ state: 'waiting', place: 4 });
+    expect(body.texts).toMatchObject({ place: '4', detail: 'あなたの前に3人が並んでいます', progress: 0 });
+    expect(body.texts['nextUpdate']).toEqual({ one: expect.stringContaining('{n}'), other: expect.stringContaining('{n}'), oneFor: [] });
+    expect(status.headers.getSetCookie().length).toBe(1);
+  });
+
+  it('is locked down: a nonce for its one inline style, no framing, scripts only from the edge, compressed', async () => {
+    const r = rig({ page_accent_color: '#7a1fa2', page_logo_url: 'https://cdn.example/logo.svg' });
+    const response = await r.handler(new Request(`${SITE}/`), CLIENT);
+    const csp = response.headers.get('content-security-policy')!;
+    const nonce = /'nonce-([^']+)'/.exec(csp)![1]!;
+    const html = await response.text();
+    expect(html).toContain(`<style nonce="${nonce}">:root { --accent: #7a1fa2;`);
+    expect(csp).toContain("frame-ancestors 'none'");
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).toContain('img-src \'self\' https://cdn.example');
+    expect(html).toContain('<img class="logo" src="https://cdn.example/logo.svg"');
+    expect(response.headers.get('x-compress-hint')).toBe('on');
+    expect(response.headers.get('refresh')).toBe('5');
+  });
+
+  it('refuses branding that would break contrast or markup', () => {
+    expect(() => parseConfig(source({ page_accent_color: '#ffd700' }))).toThrow(/page_accent_color: must reach a contrast of 4\.5:1 against white.*1\.\d+:1/);
+    expect(() => parseConfig(source({ page_accent_color: 'red' }))).toThrow(/page_accent_color: must be a colour/);
+    expect(() => parseConfig(source({ page_logo_url: 'javascript:alert(1)' }))).toThrow(/page_logo_url/);
+    expect(() => parseConfig(source({ page_logo_url: 'https://x.example/a.svg" onerror="x' }))).toThrow(/page_logo_url/);
+    expect(() => parseConfig(source({ page_language: 'xx' }))).toThrow(/page_language: must be one of en, de, fr, es, ja, zh/);
+  });
+});
+
+describe('templates from the KV Store', () => {
+  it('replace the built-in page without a redeploy, per queue or for all, and are cached briefly', async () => {
+    const r = rig();
+    r.templates.entries.set('holding.html', '<p>Custom {{heading}}: {{place}}</p>');
+    const first = await (await r.handler(new Request(`${SITE}/`), CLIENT)).text();
+    expect(first).toBe('<p>Custom You are in line: 1</p>');
+    const reads = r.templates.reads;
+    await r.handler(new Request(`${SITE}/`), CLIENT);
+    expect(r.templates.reads).toBe(reads);
+    // A queue's own template wins over the shared one, once the POP's copy expires.
+    r.templates.entries.set('default/holding.html', '<p>Queue page {{place}}</p>');
+    r.clock.advance(TEMPLATE_CACHE_SECONDS * 1000 + 1);
+    expect(await (await r.handler(new Request(`${SITE}/`), CLIENT)).text()).toBe('<p>Queue page 3</p>');
+  });
+
+  it('fall back to the built-in page when broken or unreachable, say why in the log, and never fail the visitor', async () => {
+    const r = rig();
+    r.templates.entries.set('holding.html', '<p>{{no_such_slot}}</p>');
+    const broken = await r.handler(new Request(`${SITE}/`), CLIENT);
+    expect(broken.status).toBe(200);
+    expect(await broken.text()).toContain('Your place in line');
+    expect(r.logger.last?.reason).toMatch(/^template_broken: holding\.html: template slot \{\{no_such_slot\}\} has no value/);
+
+    const down = rig();
+    down.templates.failing = true;
+    const response = await down.handler(new Request(`${SITE}/`), CLIENT);
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('Your place in line');
+    expect(down.logger.last?.reason).toMatch(/^template_unavailable: holding\.html: kv lookup failed/);
+  });
+
+  it('can restyle the page: style.css from the store replaces the built-in one', async () => {
+    const r = rig();
+    r.templates.entries.set('style.css', 'body { background: #000; }');
+    const css = await r.handler(new Request(`${SITE}/__wr/assets/style.css`), CLIENT);
+    expect(await css.text()).toBe('body { background: #000; }');
+    expect(css.headers.get('content-type')).toContain('text/css');
+  });
+});
