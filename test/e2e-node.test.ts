@@ -4,7 +4,18 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_TOKEN } from './support/fixtures';
-import { CAPACITY_SETTINGS, defineCacheScenario, defineCapacityScenarios, defineEndToEnd } from './support/e2e-scenarios';
+import {
+  CAPACITY_SETTINGS,
+  defineCacheScenario,
+  defineCapacityScenarios,
+  defineEndToEnd,
+  defineEventScenario,
+  defineRandomScenario,
+  defineTemplateScenario,
+  eventSettings,
+  TEMPLATE_SETTINGS,
+  TEMPLATES,
+} from './support/e2e-scenarios';
 import { HttpVisitor, startNodeStack, type Stack } from './support/stack';
 
 let stack: Stack;
@@ -59,4 +70,40 @@ describe('Node host in capacity mode', () => {
     await capacity?.close();
   });
   defineCapacityScenarios(() => capacity);
+});
+
+describe('Node host with a scheduled event', () => {
+  let event: Stack;
+  let startMs = 0;
+  beforeAll(async () => {
+    const setup = eventSettings(4000);
+    startMs = setup.startMs;
+    event = await startNodeStack(setup.settings);
+  });
+  afterAll(async () => {
+    await event?.close();
+  });
+  defineEventScenario(() => event, () => startMs);
+});
+
+describe('Node host with the random method', () => {
+  let random: Stack;
+  beforeAll(async () => {
+    random = await startNodeStack({ queue_method: 'random' });
+  });
+  afterAll(async () => {
+    await random?.close();
+  });
+  defineRandomScenario(() => random);
+});
+
+describe('Node host with templates from a KV Store stand-in', () => {
+  let templated: Stack;
+  beforeAll(async () => {
+    templated = await startNodeStack(TEMPLATE_SETTINGS, TEMPLATES);
+  });
+  afterAll(async () => {
+    await templated?.close();
+  });
+  defineTemplateScenario(() => templated);
 });

@@ -9,7 +9,18 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findComputeHost, PROJECT_ROOT } from './support/compute-host';
-import { CAPACITY_SETTINGS, defineCacheScenario, defineCapacityScenarios, defineEndToEnd } from './support/e2e-scenarios';
+import {
+  CAPACITY_SETTINGS,
+  defineCacheScenario,
+  defineCapacityScenarios,
+  defineEndToEnd,
+  defineEventScenario,
+  defineRandomScenario,
+  defineTemplateScenario,
+  eventSettings,
+  TEMPLATE_SETTINGS,
+  TEMPLATES,
+} from './support/e2e-scenarios';
 import { buildWasmInto, startWasmStack, type Stack } from './support/stack';
 
 const host = findComputeHost();
@@ -93,4 +104,44 @@ describe.skipIf(!host.found)("the project's own fastly.toml under fastly compute
       rmSync(dir, { recursive: true, force: true });
     }
   }, 120_000);
+});
+
+describe.skipIf(!host.found)('wasm with a scheduled event', () => {
+  let event: Stack;
+  let startMs = 0;
+  beforeAll(async () => {
+    if (!host.found) return;
+    // The lead covers building and starting the wasm.
+    const setup = eventSettings(15_000);
+    startMs = setup.startMs;
+    event = await startWasmStack({ viceroyPath: host.path, settings: setup.settings });
+  }, 120_000);
+  afterAll(async () => {
+    await event?.close();
+  });
+  defineEventScenario(() => event, () => startMs);
+});
+
+describe.skipIf(!host.found)('wasm with the random method', () => {
+  let random: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    random = await startWasmStack({ viceroyPath: host.path, settings: { queue_method: 'random' } });
+  }, 120_000);
+  afterAll(async () => {
+    await random?.close();
+  });
+  defineRandomScenario(() => random);
+});
+
+describe.skipIf(!host.found)('wasm with templates from the KV Store', () => {
+  let templated: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    templated = await startWasmStack({ viceroyPath: host.path, settings: TEMPLATE_SETTINGS, templates: TEMPLATES });
+  }, 120_000);
+  afterAll(async () => {
+    await templated?.close();
+  });
+  defineTemplateScenario(() => templated);
 });

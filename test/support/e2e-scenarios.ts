@@ -394,3 +394,94 @@ export function defineCapacityScenarios(stack: () => Stack): void {
     expect(figures['admitted_last_minute']).toBe(3);
   });
 }
+
+/** Settings of an event that opens `leadMs` from now, with a 503 holding status for programs. */
+export function eventSettings(leadMs: number): { settings: Record<string, string>; startMs: number } {
+  const startMs = Math.ceil((Date.now() + leadMs) / 1000) * 1000;
+  return {
+    startMs,
+    settings: { event_start: new Date(startMs).toISOString(), event_order: 'shuffle', hold_status: '503', refresh_seconds: '2' },
+  };
+}
+
+/**
+ * A scheduled event over HTTP, on the real clock: before the start programs get the pre-queue in
+ * JSON with the queue's status code and Retry-After, and nobody is let in; after it, the places
+ * are a shuffle of the pre-queue and an admit lets in exactly the holders of the first places.
+ */
+export function defineEventScenario(stack: () => Stack, startMs: () => number): void {
+  it('a pre-queue forms before the start, is shuffled at the start, and is let in by the new order', async () => {
+    await stack().direct.flushall();
+    const json = { accept: 'application/json' };
+    const visitors = Array.from({ length: 8 }, () => new HttpVisitor(stack().url));
+    for (const v of visitors) {
+      const response = await v.get('/', { headers: json });
+      expect(response.status).toBe(503);
+      expect(Number(response.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(await response.json()).toMatchObject({ status: 'prequeue', order: 'shuffle', starts_at: new Date(startMs()).toISOString() });
+    }
+    const early = await fetch(`${stack().url}/__wr/api/admit?count=3`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+    expect(await early.json()).toMatchObject({ admitted: 0 });
+    await new Promise((r) => setTimeout(r, Math.max(0, startMs() - Date.now() + 200)));
+    const places: number[] = [];
+    for (const v of visitors) {
+      const body = (await (await v.get('/__wr/status')).json()) as Record<string, unknown>;
+      expect(body['state']).toBe('waiting');
+      places.push(body['place'] as number);
+    }
+    expect([...places].sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    const admitted = await fetch(`${stack().url}/__wr/api/admit?count=3`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+    expect(await admitted.json()).toMatchObject({ admitted: 3 });
+    const through: number[] = [];
+    for (const [i, v] of visitors.entries()) if (reachedOrigin(await v.get('/'))) through.push(places[i]!);
+    expect(through.sort((a, b) => a - b)).toEqual([1, 2, 3]);
+  });
+}
+
+/** The random method over HTTP: each admit draws among the visitors still polling, none twice. */
+export function defineRandomScenario(stack: () => Stack): void {
+  it('admits are drawn among the visitors still polling, and nobody is let in twice', async () => {
+    await stack().direct.flushall();
+    const visitors = Array.from({ length: 10 }, () => new HttpVisitor(stack().url));
+    for (const v of visitors) expect(reachedOrigin(await v.get('/'))).toBe(false);
+    const status = (await (await visitors[0]!.get('/__wr/status')).json()) as Record<string, unknown>;
+    expect(status).toMatchObject({ state: 'waiting', method: 'random', place: null, in_draw: 10 });
+    const inside = new Set<number>();
+    for (let round = 0; round < 5; round++) {
+      const admit = await fetch(`${stack().url}/__wr/api/admit?count=2`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+      expect(await admit.json()).toMatchObject({ admitted: 2 });
+      for (const [i, v] of visitors.entries()) {
+        if (inside.has(i)) continue;
+        if (reachedOrigin(await v.get('/'))) inside.add(i);
+      }
+      expect(inside.size).toBe(2 * (round + 1));
+    }
+    expect(inside.size).toBe(10);
+  });
+}
+
+/** Two queues whose pages come from the KV Store: one with a good template, one with a broken one. */
+export const TEMPLATE_SETTINGS = {
+  queues: JSON.stringify([{ name: 'good', paths: ['/good/*'] }, { name: 'bad', paths: ['/bad/*'] }]),
+};
+export const TEMPLATES: Record<string, string> = {
+  'good/holding.html': '<!doctype html><title>{{title}}</title><p class="kv">From the KV Store: place {{place}}</p>',
+  'bad/holding.html': '<p>{{no_such_slot}}</p>',
+  'style.css': 'body { color: #123456; }',
+};
+
+/** Templates from the KV Store replace the built-in ones without a redeploy; a broken one never fails a visitor. */
+export function defineTemplateScenario(stack: () => Stack): void {
+  it('serves the KV Store template, falls back from a broken one with a log line, and serves its stylesheet', async () => {
+    const good = await new HttpVisitor(stack().url, 'waiting_room_good').get('/good/item');
+    expect(good.status).toBe(200);
+    expect(await good.text()).toContain('<p class="kv">From the KV Store: place 1</p>');
+    stack().clearLogs();
+    const bad = await new HttpVisitor(stack().url, 'waiting_room_bad').get('/bad/item');
+    expect(bad.status).toBe(200);
+    expect(await bad.text()).toContain('Your place in line');
+    await expect.poll(() => stack().logs().find((l) => l.path === '/bad/item')?.reason).toMatch(/^template_broken: holding\.html: template slot \{\{no_such_slot\}\}/);
+    const css = await fetch(`${stack().url}/__wr/assets/style.css`);
+    expect(await css.text()).toBe('body { color: #123456; }');
+  });
+}

@@ -7,9 +7,9 @@
  * Both use a real redis-server on a free port, the Upstash bridge over it and the demo origin.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { Redis } from '@upstash/redis';
 import IORedis from 'ioredis';
 import type { RequestLog } from '../../src/core/ports';
@@ -17,6 +17,7 @@ import { startDemoOrigin } from '../../src/node/demo-origin';
 import { freePort, startHost, type RunningServer } from '../../src/node/host';
 import { startUpstashBridge, type UpstashBridge } from '../../src/node/upstash-bridge';
 import { buildWaitingRoom } from '../../src/node/waiting-room';
+import { directoryTemplateSource } from '../../src/platform/node';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
 import { PROJECT_ROOT } from './compute-host';
 import { BASE_SECRETS, BASE_SETTINGS, MemoryLogger, source } from './fixtures';
@@ -87,9 +88,21 @@ function settingsFor(shared: Shared, settings: Record<string, string>): Record<s
   return { ...BASE_SETTINGS, upstash_url: shared.bridge.url, store_timeout_ms: '1000', ...settings };
 }
 
-export async function startNodeStack(settings: Record<string, string> = {}): Promise<Stack> {
+/**
+ * `templates`: KV Store entries (`holding.html`, `<queue>/holding.html`, `style.css`), written to a
+ * directory that stands in for the KV Store on the Node host.
+ */
+export async function startNodeStack(settings: Record<string, string> = {}, templates?: Record<string, string>): Promise<Stack> {
   const shared = await startShared();
   const logger = new MemoryLogger();
+  let templateDir: string | undefined;
+  if (templates !== undefined) {
+    templateDir = mkdtempSync(join(tmpdir(), 'wr-templates-'));
+    for (const [key, text] of Object.entries(templates)) {
+      mkdirSync(dirname(join(templateDir, key)), { recursive: true });
+      writeFileSync(join(templateDir, key), text);
+    }
+  }
   const built = buildWaitingRoom({
     settings: source(settingsFor(shared, settings)),
     secrets: source(BASE_SECRETS),
@@ -99,9 +112,14 @@ export async function startNodeStack(settings: Record<string, string> = {}): Pro
       new UpstashQueueStore({
         redis: new Redis(createUpstashClientOptions({ url: config.upstashUrl!, token: secrets.upstashToken!, retries: config.storeRetries })),
       }),
+    templates: templateDir === undefined ? undefined : directoryTemplateSource(templateDir),
   });
   const room = await startHost(built.handler);
-  return commonParts(shared, 'node', room.url, () => logger.records, () => (logger.records.length = 0), () => room.close());
+  const stop = async () => {
+    await room.close();
+    if (templateDir !== undefined) rmSync(templateDir, { recursive: true, force: true });
+  };
+  return commonParts(shared, 'node', room.url, () => logger.records, () => (logger.records.length = 0), stop);
 }
 
 /** Builds bin/main.wasm into `dir/bin` (its own folder, so parallel suites never share a file). */
@@ -137,6 +155,8 @@ export interface WasmOptions {
   readonly viceroyPath: string;
   readonly settings?: Record<string, string>;
   readonly secrets?: Record<string, string>;
+  /** Entries of the KV Store `wr_templates`, served from bin/templates.json. */
+  readonly templates?: Record<string, string>;
 }
 
 export async function startWasmStack(options: WasmOptions): Promise<Stack> {
@@ -145,6 +165,7 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
   buildWasmInto(dir);
   writeFileSync(join(dir, 'bin', 'config.json'), JSON.stringify(settingsFor(shared, options.settings ?? {})));
   writeFileSync(join(dir, 'bin', 'secrets.json'), JSON.stringify({ ...BASE_SECRETS, ...options.secrets }));
+  if (options.templates !== undefined) writeFileSync(join(dir, 'bin', 'templates.json'), JSON.stringify(options.templates));
   writeFileSync(
     join(dir, 'fastly.toml'),
     [
@@ -152,6 +173,7 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
       'name = "waiting-room-e2e"',
       'language = "javascript"',
       ...localServerSection(shared.origin.url, shared.bridge.url),
+      ...(options.templates === undefined ? [] : ['[local_server.kv_stores.wr_templates]', 'file = "bin/templates.json"', 'format = "json"']),
       '',
     ].join('\n'),
   );
