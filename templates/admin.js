@@ -19,6 +19,8 @@
       for (var i = 0; i < nodes.length; i++) if (nodes[i].textContent !== figures[k]) nodes[i].textContent = figures[k];
     });
     if (typeof data.chart === 'string') document.getElementById('chart').innerHTML = data.chart;
+    var list = document.getElementById('queues');
+    if (list && typeof data.queues === 'string') list.innerHTML = data.queues;
     var pause = document.getElementById('pause');
     if (pause && data.pause_label) {
       pause.textContent = data.pause_label;

@@ -6,6 +6,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { parseConfig, parseSecrets } from '../src/core/config';
 import { createHandler, TEMPLATE_CACHE_SECONDS, type Handler } from '../src/core/handler';
 import type { TemplateSource } from '../src/core/ports';
+import { createService } from '../src/core/service';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, cookieFrom, ManualClock, MemoryLogger, RecordingOrigin, source } from './support/fixtures';
@@ -238,5 +239,22 @@ describe('templates from the KV Store', () => {
     const css = await r.handler(new Request(`${SITE}/__wr/assets/style.css`), CLIENT);
     expect(await css.text()).toBe('body { background: #000; }');
     expect(css.headers.get('content-type')).toContain('text/css');
+  });
+});
+
+describe('the console with several queues', () => {
+  it('lists every queue with its own live figures, the draw counted for a random queue', async () => {
+    const clock = new ManualClock();
+    const service = createService(
+      source({ ...BASE_SETTINGS, queues: JSON.stringify([{ name: 'sale', paths: ['/sale/*'] }, { name: 'draw', paths: ['/draw/*'], settings: { queue_method: 'random' } }]) }),
+      source(BASE_SECRETS),
+      { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock) },
+    );
+    for (let i = 0; i < 3; i++) await service.handler(new Request(`${SITE}/sale/x`), CLIENT);
+    for (let i = 0; i < 2; i++) await service.handler(new Request(`${SITE}/draw/x`), CLIENT);
+    const live = (await (await service.handler(adminGet('/__wr/admin/live?queue=draw'), CLIENT)).json()) as { queues: string; figures: Record<string, string> };
+    expect(live.figures['waiting']).toBe('2');
+    expect(live.queues).toContain('<code>sale</code></a>: 3 waiting, 0 active');
+    expect(live.queues).toMatch(/<a href="\/__wr\/admin\?queue=draw" aria-current="page"><code>draw<\/code><\/a>: 2 waiting/);
   });
 });

@@ -130,7 +130,6 @@ describe('rendering', () => {
       liveUrl: '/__wr/admin/live',
       liveSeconds: 2,
       queues: undefined,
-      queueMethod: 'fifo',
       assetPrefix: '/__wr/assets/',
       maxAdmit: 100000,
       notice: '<b>',

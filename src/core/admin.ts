@@ -6,8 +6,8 @@
 import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminFigures, renderChart } from './admin-view';
-import { formatCount, renderAdminPage } from './pages';
-import type { AdmissionPolicy, AdmitResult, Clock, QueueState, QueueStats, QueueStore, RuntimeControl } from './ports';
+import { formatCount, renderAdminPage, renderQueueList } from './pages';
+import type { AdmissionPolicy, AdmitResult, Clock, QueueOverview, QueueState, QueueStats, QueueStore, RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { signToken, verifyToken } from './tokens';
 import { createVipCode, hashVipCode, VIP_PARAM } from './vip';
@@ -27,7 +27,7 @@ export interface AdminContext {
   readonly clock: Clock;
   readonly policy: AdmissionPolicy;
   /** With several queues: every queue's figures, for the list on the admin page. */
-  readonly overview?: ((nowMs: number) => Promise<readonly { readonly name: string; readonly stats: QueueStats | undefined }[]>) | undefined;
+  readonly overview?: ((nowMs: number) => Promise<readonly QueueOverview[]>) | undefined;
   readonly trace: { decision: string; reason?: string; cursor?: number; tail?: number };
   readonly storeCall: <T>(call: () => Promise<T>) => Promise<StoreOutcome<T>>;
 }
@@ -228,6 +228,7 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
     pause_value: stats.paused ? 'false' : 'true',
     pause_label: stats.paused ? 'Resume admission' : 'Pause admission',
     state: describeState(stats, ctx.config),
+    ...(ctx.overview !== undefined && { queues: renderQueueList(await ctx.overview(nowMs), ctx.config.queueName, `${ctx.config.pathPrefix}admin`) }),
   });
 }
 
@@ -250,7 +251,6 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
     liveUrl: `${config.pathPrefix}admin/live${ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`}`,
     liveSeconds: Math.max(2, config.stateCacheSeconds),
     queues: ctx.overview === undefined ? undefined : await ctx.overview(nowMs),
-    queueMethod: config.queueMethod,
     assetPrefix: `${config.pathPrefix}assets/`,
     maxAdmit: MAX_ADMIT_COUNT,
     // Only our own short notices come back this way; anything else is not shown.

@@ -19,7 +19,7 @@ import { holdTexts } from './holding';
 import { messages, negotiateLocale, type Locale } from './i18n';
 import { ASSETS, renderHoldingPage, type Branding } from './pages';
 import { matchesAnyPath } from './path-pattern';
-import type { AdmissionPolicy, ClientInfo, Clock, Logger, Origin, QueueState, QueueStats, QueueStore, StateCache, TemplateSource } from './ports';
+import type { AdmissionPolicy, ClientInfo, Clock, Logger, Origin, QueueOverview, QueueState, QueueStore, StateCache, TemplateSource } from './ports';
 import { createShuffle } from './shuffle';
 import { callStore, type StoreOutcome } from './store-call';
 import { signToken, verifyToken, type TokenClaims, type VerifyFailure } from './tokens';
@@ -42,7 +42,7 @@ export interface HandlerDeps {
   /** Template overrides (Fastly's KV Store); a broken one is logged and the built-in one served. */
   readonly templates?: TemplateSource | undefined;
   /** With several queues: every queue's figures, for the admin page's list. */
-  readonly overview?: (nowMs: number) => Promise<readonly { readonly name: string; readonly stats: QueueStats | undefined }[]>;
+  readonly overview?: (nowMs: number) => Promise<readonly QueueOverview[]>;
 }
 
 export type Handler = (request: Request, client: ClientInfo) => Promise<Response>;

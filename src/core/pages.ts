@@ -13,7 +13,7 @@ import type { HoldView } from './handler';
 import type { HoldTexts } from './holding';
 import type { Messages } from './i18n';
 import type { AdminFigures } from './admin-view';
-import type { QueueStats } from './ports';
+import type { QueueOverview, QueueStats } from './ports';
 
 export interface Asset {
   readonly body: string;
@@ -132,8 +132,7 @@ export interface AdminView {
   readonly liveUrl: string;
   readonly liveSeconds: number;
   /** With several queues: each queue's figures, listed with links to its page. */
-  readonly queues: readonly { readonly name: string; readonly stats: QueueStats | undefined }[] | undefined;
-  readonly queueMethod: 'fifo' | 'random';
+  readonly queues: readonly QueueOverview[] | undefined;
   readonly assetPrefix: string;
   readonly maxAdmit: number;
   readonly notice: string;
@@ -142,17 +141,15 @@ export interface AdminView {
   readonly propagationSeconds: number;
 }
 
-function renderQueueList(view: AdminView): string {
-  if (view.queues === undefined) return '';
-  const rows = view.queues.map(({ name, stats }) => {
-    const figures =
-      stats === undefined
-        ? 'figures unavailable'
-        : `${formatCount(view.queueMethod === 'random' ? stats.waiting : Math.max(0, stats.tail - stats.cursor))} waiting, ${formatCount(stats.active)} active${stats.paused ? ', paused' : ''}`;
-    const current = name === view.queue ? ' aria-current="page"' : '';
-    return `<li><a href="${escapeHtml(`${view.actionPrefix.replace(/admin\/$/, 'admin')}?queue=${encodeURIComponent(name)}`)}"${current}><code>${escapeHtml(name)}</code></a>: ${escapeHtml(figures)}</li>`;
+/** The console's list of queues, each with its figures and a link to its own page. */
+export function renderQueueList(queues: readonly QueueOverview[], current: string, adminPath: string): string {
+  const rows = queues.map(({ name, method, stats }) => {
+    const waiting = stats === undefined ? 0 : method === 'random' ? stats.waiting : Math.max(0, stats.tail - stats.cursor);
+    const figures = stats === undefined ? 'figures unavailable' : `${formatCount(waiting)} waiting, ${formatCount(stats.active)} active${stats.paused ? ', paused' : ''}`;
+    const here = name === current ? ' aria-current="page"' : '';
+    return `<li><a href="${escapeHtml(`${adminPath}?queue=${encodeURIComponent(name)}`)}"${here}><code>${escapeHtml(name)}</code></a>: ${escapeHtml(figures)}</li>`;
   });
-  return `<nav aria-label="Queues"><ul class="queues">${rows.join('')}</ul></nav>`;
+  return `<ul class="queues">${rows.join('')}</ul>`;
 }
 
 export function renderAdminPage(view: AdminView): string {
@@ -171,7 +168,9 @@ export function renderAdminPage(view: AdminView): string {
     csrf: view.csrf,
     action_prefix: view.actionPrefix,
     action_query: view.actionQuery,
-    queues: new SafeHtml(renderQueueList(view)),
+    queues: new SafeHtml(
+      view.queues === undefined ? '' : `<nav aria-label="Queues" id="queues">${renderQueueList(view.queues, view.queue, view.actionPrefix.replace(/admin\/$/, 'admin'))}</nav>`,
+    ),
     asset_prefix: view.assetPrefix,
     max_admit: view.maxAdmit,
     as_of: view.asOf,

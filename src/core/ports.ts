@@ -111,6 +111,13 @@ export interface DrawResult extends QueueState {
   readonly claimed: boolean;
 }
 
+/** One queue's figures for the admin console's list of queues; `stats` undefined when the store did not answer. */
+export interface QueueOverview {
+  readonly name: string;
+  readonly method: 'fifo' | 'random';
+  readonly stats: QueueStats | undefined;
+}
+
 /** One minute of a queue's history, for the admin console's chart. */
 export interface HistoryPoint {
   /** Start of the minute, ms since the epoch. */

@@ -5,7 +5,7 @@
 import { ConfigError, parseSecrets, type Config, type Secrets, type SettingSource } from './config';
 import { admissionPolicy, createHandler, type Handler } from './handler';
 import { errorResponse } from './http';
-import type { Clock, Logger, Origin, QueueStats, QueueStore, StateCache, TemplateSource } from './ports';
+import type { Clock, Logger, Origin, QueueOverview, QueueStore, StateCache, TemplateSource } from './ports';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
 
 export interface ServiceDeps {
@@ -27,10 +27,6 @@ export interface Service {
   readonly config: Readonly<Config>;
 }
 
-export interface QueueOverview {
-  readonly name: string;
-  readonly stats: QueueStats | undefined;
-}
 
 /** Builds the service; throws `ConfigError` naming every bad setting and secret at once. */
 export function createService(settings: SettingSource, secretSource: SettingSource, deps: ServiceDeps): Service {
@@ -58,6 +54,7 @@ export function createService(settings: SettingSource, secretSource: SettingSour
     Promise.all(
       queues.map(async ({ config }) => ({
         name: config.queueName,
+        method: config.queueMethod,
         stats: await store.stats(config.queueName, nowMs, admissionPolicy(config)).catch(() => undefined),
       })),
     );
