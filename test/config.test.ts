@@ -129,6 +129,25 @@ describe('parseConfig', () => {
     expect(problems).toEqual([{ key: 'queue_timeout_seconds', message: expect.stringContaining('90') }]);
   });
 
+  it('reads an event schedule with a zone, and refuses impossible or zone-less times and an end before the start', () => {
+    const config = parseConfig(source({ event_start: '2026-12-01T10:00:00+01:00', event_end: '2026-12-01T12:30:00Z', event_order: 'arrival', event_after: 'pass', queue_method: 'random' }));
+    expect(config).toMatchObject({ eventStartMs: Date.UTC(2026, 11, 1, 9), eventEndMs: Date.UTC(2026, 11, 1, 12, 30), eventOrder: 'arrival', eventAfter: 'pass', queueMethod: 'random' });
+    expect(parseConfig(source({})).eventStartMs).toBe(0);
+    for (const bad of ['2026-02-30T09:00:00Z', '2026-12-01T09:00:00', '2026-12-01 09:00Z', 'tomorrow', '2026-13-01T09:00:00Z', '2026-12-01T24:00:00Z']) {
+      expect(() => parseConfig(source({ event_start: bad })), bad).toThrow(/event_start: must be a date and time with a zone/);
+    }
+    expect(() => parseConfig(source({ event_start: '2026-12-01T09:00:00Z', event_end: '2026-12-01T09:00:00Z' }))).toThrow(/event_end: must be later than event_start/);
+    const error = (() => {
+      try {
+        parseConfig(source({ event_order: 'random', event_after: 'open', queue_method: 'lottery' }));
+      } catch (e) {
+        return e as ConfigError;
+      }
+      return undefined;
+    })();
+    expect(error?.problems.map((p) => p.key).sort()).toEqual(['event_after', 'event_order', 'queue_method']);
+  });
+
   it('the README documents every key', async () => {
     const { readFileSync } = await import('node:fs');
     const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
