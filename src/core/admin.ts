@@ -284,17 +284,28 @@ async function formReset(request: Request, ctx: AdminContext): Promise<Response>
   return answerForm(request, ctx, `Reset queue ${ctx.config.queueName}.`, {});
 }
 
-async function apiReset(request: Request, ctx: AdminContext): Promise<Response> {
+/**
+ * An API call's JSON object body, read within MAX_FORM_BYTES: `undefined` when there is no body, a
+ * 400 naming `example` when it is not a JSON object.
+ */
+async function readJsonObject(request: Request, example: string): Promise<Record<string, unknown> | undefined | Response> {
   const body = await readSmallBody(request, MAX_FORM_BYTES);
   if (!body.ok) return body.response;
+  if (body.text.trim() === '') return undefined;
   let input: unknown;
   try {
     input = JSON.parse(body.text);
   } catch {
-    return errorResponse(400, 'body must be JSON like {"confirm": "<queue name>"}');
+    return errorResponse(400, `body must be JSON like ${example}`);
   }
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) return errorResponse(400, 'body must be a JSON object like {"confirm": "<queue name>"}');
-  return reset(ctx, (input as Record<string, unknown>)['confirm']);
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return errorResponse(400, `body must be a JSON object like ${example}`);
+  return input as Record<string, unknown>;
+}
+
+async function apiReset(request: Request, ctx: AdminContext): Promise<Response> {
+  const input = await readJsonObject(request, '{"confirm": "<queue name>"}');
+  if (input instanceof Response) return input;
+  return reset(ctx, input?.['confirm']);
 }
 
 /**
@@ -385,18 +396,10 @@ async function formControl(request: Request, ctx: AdminContext): Promise<Respons
 }
 
 async function apiControl(request: Request, ctx: AdminContext): Promise<Response> {
-  const body = await readSmallBody(request, MAX_FORM_BYTES);
-  if (!body.ok) return body.response;
-  let input: unknown;
-  try {
-    input = JSON.parse(body.text);
-  } catch {
-    return errorResponse(400, 'body must be JSON like {"paused": true} or {"max_active": 500}');
-  }
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
-    return errorResponse(400, 'body must be a JSON object like {"paused": true} or {"max_active": 500}');
-  }
-  const parsed = parseControl(input as Record<string, unknown>);
+  const input = await readJsonObject(request, '{"paused": true} or {"max_active": 500}');
+  if (input instanceof Response) return input;
+  if (input === undefined) return errorResponse(400, 'body must be JSON like {"paused": true} or {"max_active": 500}');
+  const parsed = parseControl(input);
   if (!parsed.ok) return errorResponse(400, parsed.error);
   const result = await control(ctx, parsed.change);
   if (result instanceof Response) return result;
@@ -459,18 +462,9 @@ async function createVips(request: Request, ctx: AdminContext, vip: VipRequest):
 }
 
 async function apiCreateVip(request: Request, ctx: AdminContext): Promise<Response> {
-  const body = await readSmallBody(request, MAX_FORM_BYTES);
-  if (!body.ok) return body.response;
-  let input: unknown = {};
-  if (body.text.trim() !== '') {
-    try {
-      input = JSON.parse(body.text);
-    } catch {
-      return errorResponse(400, 'body must be JSON like {"count": 5, "uses": 1, "expires_in_seconds": 86400}');
-    }
-  }
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) return errorResponse(400, 'body must be a JSON object');
-  const parsed = parseVipRequest(input as Record<string, unknown>);
+  const input = await readJsonObject(request, '{"count": 5, "uses": 1, "expires_in_seconds": 86400}');
+  if (input instanceof Response) return input;
+  const parsed = parseVipRequest(input ?? {});
   if (!parsed.ok) return errorResponse(400, parsed.error);
   return createVips(request, ctx, parsed.request);
 }
@@ -494,18 +488,11 @@ const MAX_BYPASS_SECONDS = 30 * 86_400;
 /** Mints a bypass pass for the `bypass_cookie` (for staff, monitoring, partners). */
 async function mintBypassPass(request: Request, ctx: AdminContext): Promise<Response> {
   if (ctx.config.bypassCookie === '') return errorResponse(409, 'bypass passes are off: set the bypass_cookie setting first');
-  const body = await readSmallBody(request, MAX_FORM_BYTES);
-  if (!body.ok) return body.response;
+  const input = await readJsonObject(request, '{"ttl_seconds": 86400}');
+  if (input instanceof Response) return input;
   let ttl: unknown = 86_400;
-  if (body.text.trim() !== '') {
-    let input: unknown;
-    try {
-      input = JSON.parse(body.text);
-    } catch {
-      return errorResponse(400, 'body must be JSON like {"ttl_seconds": 86400}');
-    }
-    if (typeof input !== 'object' || input === null || Array.isArray(input)) return errorResponse(400, 'body must be a JSON object like {"ttl_seconds": 86400}');
-    const { ttl_seconds: given, ...rest } = input as Record<string, unknown>;
+  if (input !== undefined) {
+    const { ttl_seconds: given, ...rest } = input;
     if (Object.keys(rest).length > 0) return errorResponse(400, `unknown field ${JSON.stringify(Object.keys(rest)[0])}: only ttl_seconds`);
     if (given !== undefined) ttl = given;
   }
@@ -546,20 +533,11 @@ async function apiAdmit(request: Request, ctx: AdminContext): Promise<Response> 
   const query = new URL(request.url).searchParams.getAll('count');
   if (query.length > 1) return errorResponse(400, 'count is given more than once');
   let value: unknown = query[0];
-  const body = await readSmallBody(request, MAX_FORM_BYTES);
-  if (!body.ok) return body.response;
-  if (body.text.trim() !== '') {
+  const input = await readJsonObject(request, '{"count": 10}');
+  if (input instanceof Response) return input;
+  if (input !== undefined) {
     if (value !== undefined) return errorResponse(400, 'give count in the query or in the body, not both');
-    let parsedBody: unknown;
-    try {
-      parsedBody = JSON.parse(body.text);
-    } catch {
-      return errorResponse(400, 'body must be JSON like {"count": 10}');
-    }
-    if (typeof parsedBody !== 'object' || parsedBody === null || Array.isArray(parsedBody)) {
-      return errorResponse(400, 'body must be a JSON object like {"count": 10}');
-    }
-    value = (parsedBody as Record<string, unknown>)['count'];
+    value = input['count'];
   }
   const parsed = parseAdmitCount(value);
   if (!parsed.ok) return errorResponse(400, parsed.error);

@@ -15,7 +15,7 @@ import { readCookieValues, serializeCookie } from './cookies';
 import { describeEstimate, estimateWait, type WaitEstimate } from './estimate';
 import { errorResponse, jsonResponse } from './http';
 import { isAddressInCidrs } from './ip';
-import { holdTexts } from './holding';
+import { blankHoldView, holdTexts } from './holding';
 import { messages, negotiateLocale, type Locale } from './i18n';
 import { ASSETS, renderHoldingPage, type Branding } from './pages';
 import { matchesAnyPath } from './path-pattern';
@@ -448,21 +448,8 @@ export function createHandler(deps: HandlerDeps): Handler {
 
   /** What a held visitor is shown, from its visit: in line, in the draw, in the pre-queue, or unknown (store down). */
   function holdView(v: Extract<Visit, { kind: 'waiting' | 'prequeue' | 'unavailable' }> | undefined, nowMs: number): HoldView {
-    const base = {
-      ticket: null,
-      place: null,
-      ahead: null,
-      first: null,
-      front: false,
-      paused: false,
-      inDraw: null,
-      estimate: null,
-      startsAtMs: null,
-      order: null,
-      refreshSeconds: config.refreshSeconds,
-      nowMs,
-    };
-    if (v === undefined || v.kind === 'unavailable') return { ...base, state: 'checking', ticket: v?.ticket ?? null };
+    const base = blankHoldView('checking', nowMs, config.refreshSeconds);
+    if (v === undefined || v.kind === 'unavailable') return { ...base, ticket: v?.ticket ?? null };
     if (v.kind === 'prequeue') {
       // Wake up at the start, spread over a few seconds so that the pre-queue is not one burst.
       const untilStart = Math.ceil(Math.max(0, config.eventStartMs - nowMs) / 1000);
@@ -491,7 +478,7 @@ export function createHandler(deps: HandlerDeps): Handler {
     };
   }
 
-  const overView = (nowMs: number): HoldView => ({ ...holdView(undefined, nowMs), state: 'over' });
+  const overView = (nowMs: number): HoldView => blankHoldView('over', nowMs, config.refreshSeconds);
 
   /** The sentence that sums the view up, for programs and the page. */
   function holdMessage(view: HoldView): string {

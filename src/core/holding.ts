@@ -107,15 +107,10 @@ export function holdTexts(view: HoldView, locale: Locale, m: Messages = messages
   };
 }
 
-/**
- * The "we are checking your place" page on its own, for when there is no usable configuration at
- * all (no handler to ask): the built-in design and the visitor's language, reloading every 30 s.
- */
-export function checkingPageResponse(request: Request, pathPrefix: string, nowMs: number): Response {
-  const locale = negotiateLocale(request.headers.get('accept-language'));
-  const refreshSeconds = 30;
-  const view: HoldView = {
-    state: 'checking',
+/** A view with no figures yet: the start of every view, and the whole of "checking" and "over". */
+export function blankHoldView(state: HoldView['state'], nowMs: number, refreshSeconds: number): HoldView {
+  return {
+    state,
     ticket: null,
     place: null,
     ahead: null,
@@ -129,6 +124,16 @@ export function checkingPageResponse(request: Request, pathPrefix: string, nowMs
     refreshSeconds,
     nowMs,
   };
+}
+
+/**
+ * The "we are checking your place" page on its own, for when there is no usable configuration at
+ * all (no handler to ask): the built-in design and the visitor's language, reloading every 30 s.
+ */
+export function checkingPageResponse(request: Request, pathPrefix: string, nowMs: number): Response {
+  const locale = negotiateLocale(request.headers.get('accept-language'));
+  const refreshSeconds = 30;
+  const view = blankHoldView('checking', nowMs, refreshSeconds);
   const assetPrefix = `${pathPrefix}assets/`;
   const nonce = nowMs.toString(36);
   const html = renderHoldingPage({
