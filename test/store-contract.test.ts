@@ -12,10 +12,18 @@ import { Redis } from '@upstash/redis';
 import type { RedisConfigFastly } from '@upstash/redis/fastly';
 import IORedis from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { AdmissionPolicy, AutoAdmission, QueueState, QueueStore, RuntimeControl, VipCode } from '../src/core/ports';
+import type { AdmissionPolicy, AutoAdmission, HistoryPoint, QueueState, QueueStore, RuntimeControl, VipCode } from '../src/core/ports';
 import { startUpstashBridge } from '../src/node/upstash-bridge';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { STORE_SCRIPTS, StoreArgumentError, VIP_KEEP_EXPIRED_MS, VIP_TTL_MS } from '../src/store/scripts';
+import {
+  DEFAULT_PRESENCE_MS,
+  MAX_SEED,
+  STORE_SCRIPTS,
+  StoreArgumentError,
+  VIP_KEEP_EXPIRED_MS,
+  VIP_TTL_MS,
+  createDrawRng,
+} from '../src/store/scripts';
 import {
   StoreReplyError,
   UpstashQueueStore,
@@ -49,6 +57,24 @@ const cap = (
   sessionMs: options.sessionMs ?? SESSION_MS,
   reservationMs: options.reservationMs ?? RESERVATION_MS,
 });
+
+/** Random method: a waiting visitor is present while its last poll is younger than this. */
+const PRESENCE_MS = 10_000;
+/** The random method on top of a policy, with this call's seed. */
+const randomly = (policy: AdmissionPolicy, seed = 0): AdmissionPolicy => ({ ...policy, method: 'random', seed, presenceMs: PRESENCE_MS });
+/** A scheduled event on top of a policy. */
+const withEvent = (policy: AdmissionPolicy, eventStartMs: number, seed = 0): AdmissionPolicy => ({ ...policy, eventStartMs, seed });
+/** A minute start near T0, for the history; and an event start in the middle of a 60-s period. */
+const MIN0 = Math.floor(T0 / 60_000) * 60_000;
+const S = MIN0 + 630_000;
+/** A seed as the caller makes one: an integer 0 .. 2^48 - 1, here from a seeded generator. */
+const seedFrom = (next: () => number): number => Math.floor(next() * 2 ** 24) * 2 ** 24 + Math.floor(next() * 2 ** 24);
+/** Chi-square critical values at p = 0.001, by degrees of freedom. */
+const CHI_SQUARE_P001 = { 9: 27.88, 39: 72.05 } as const;
+const chiSquare = (counts: readonly number[]): number => {
+  const expected = counts.reduce((a, b) => a + b, 0) / counts.length;
+  return counts.reduce((sum, c) => sum + (c - expected) ** 2 / expected, 0);
+};
 
 const randomQueue = (): string => `q-${randomUUID().slice(0, 12)}`;
 /** A fresh VIP code's hash, as the caller makes it: lower-case hex SHA-256. */
@@ -308,6 +334,9 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           await expect(store.admit(queue, 1, at(P), OFF)).rejects.toMatchObject(rejected);
           await expect(store.control(queue, { paused: true }, T0, policy)).rejects.toMatchObject(rejected);
           await expect(store.stats(queue, T0, policy)).rejects.toMatchObject(rejected);
+          await expect(store.draw(queue, 1, T0, policy, 0)).rejects.toMatchObject(rejected);
+          await expect(store.history(queue, T0)).rejects.toMatchObject(rejected);
+          await expect(store.reset(queue, T0, policy)).rejects.toMatchObject(rejected);
           await expect(store.peek(queue)).rejects.toMatchObject(rejected);
           await expect(store.createVip(queue, vipHash(), { uses: 1, expiresAtMs: null }, T0)).rejects.toMatchObject(rejected);
           await expect(store.useVip(queue, vipHash(), T0)).rejects.toMatchObject(rejected);
@@ -343,6 +372,8 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           await expect(store.admit(q, 1, nowMs, policy)).rejects.toBeInstanceOf(refused);
           await expect(store.control(q, { paused: true }, nowMs, policy)).rejects.toBeInstanceOf(refused);
           await expect(store.stats(q, nowMs, policy)).rejects.toBeInstanceOf(refused);
+          await expect(store.draw(q, 1, nowMs, policy, 0)).rejects.toBeInstanceOf(refused);
+          await expect(store.reset(q, nowMs, policy)).rejects.toBeInstanceOf(refused);
         }
         expect(await store.peek(q)).toEqual({ tail: 0, cursor: 0 });
         // The rejected calls did not use up period P, nor pause the queue.
@@ -391,6 +422,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           active: 0,
           admittedLastMinute: 1,
           admittedLast5Minutes: 1,
+          eventSize: 0,
+          eventSeed: 0,
+          waiting: 0,
+          epoch: 0,
         });
       });
 
@@ -459,6 +494,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           active: 1,
           admittedLastMinute: 1,
           admittedLast5Minutes: 1,
+          eventSize: 0,
+          eventSeed: 0,
+          waiting: 0,
+          epoch: 0,
         });
         expect(await store.join(q, T0 + 1, policy)).toMatchObject({ ticket: 2, claimed: true, cursor: 2, active: 2 });
         expect(await store.join(q, T0 + 2, policy)).toMatchObject({ ticket: 3, claimed: false, cursor: 2, active: 2 });
@@ -992,6 +1031,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           admittedLastMinute: 5,
           admittedLast5Minutes: 5,
           avgWaitSeconds: 0,
+          eventSize: 0,
+          eventSeed: 0,
+          waiting: 0,
+          epoch: 0,
         });
         await store.claim(q, 3, T0 + 12_000, policy, 11_000);
         await store.claim(q, 4, T0 + 12_000, policy, 11_049);
@@ -1038,6 +1081,542 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.leave(a, 1, T0 + 4, policy, 0)).toBe(true);
         expect(await store.stats(a, T0 + 5, policy)).toMatchObject({ paused: true, maxActive: 5, active: 0, cursor: 1 });
         expect(await store.stats(b, T0 + 5, policy)).toMatchObject({ paused: false, active: 1, cursor: 1, tail: 1 });
+      });
+    });
+
+    describe('events', () => {
+      it.each<[string, AdmissionPolicy, number]>([
+        ['rate', rate({ count: 3, periodMs: 60_000 }), 3],
+        ['capacity (maxActive)', cap(5, 0), 5],
+        ['capacity (maxNewPerMinute)', cap(0, 5), 5],
+      ])('admits nobody before the start in %s mode: joins take contiguous tickets, no call moves the cursor', async (_mode, base, atStart) => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = withEvent(base, S);
+        const joins = [];
+        for (let i = 0; i < 5; i += 1) joins.push(await store.join(q, S - 120_000 + i * 1_000, policy));
+        expect(joins.map((j) => j.ticket)).toEqual(range(1, 5));
+        for (const j of joins) expect(j).toMatchObject({ cursor: 0, claimed: false, active: 0, eventSize: 0, eventSeed: 0 });
+        expect(await store.poll(q, S - 1, policy)).toMatchObject({ cursor: 0, active: 0 });
+        expect(await store.claim(q, 1, S - 1, policy, 0)).toMatchObject({ claimed: false, cursor: 0, active: 0 });
+        expect(await store.admit(q, 3, S - 1, policy)).toMatchObject({ admitted: 0, cursor: 0, active: 0 });
+        expect(await store.control(q, { maxActive: null }, S - 1, policy)).toMatchObject({ cursor: 0, active: 0 });
+        expect(await store.draw(q, 1, S - 1, policy, 0)).toMatchObject({ outcome: 'waiting', claimed: false, cursor: 0 });
+        expect(await store.stats(q, S - 1, policy)).toMatchObject({ cursor: 0, active: 0, reserved: 0, admittedLast5Minutes: 0, eventSize: 0 });
+        // At the start admission runs as usual; in rate mode S - 1 shares S's period, which the calls
+        // before the start did not use up.
+        expect(await store.poll(q, S, policy)).toMatchObject({ tail: 5, cursor: atStart, eventSize: 5 });
+      });
+
+      it('takes back what a period step called ahead of the tail before an event: the pre-queue does not walk in', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = rate({ count: 3, periodMs: 60_000 });
+        expect(await store.join(q, S - 300_000, policy)).toMatchObject({ ticket: 1, cursor: 3 });
+        const scheduled = withEvent(policy, S);
+        expect(await store.join(q, S - 200_000, scheduled)).toMatchObject({ ticket: 2, cursor: 1, admittedLast5Minutes: 1 });
+        expect(await store.join(q, S - 100_000, scheduled)).toMatchObject({ ticket: 3, cursor: 1, admittedLast5Minutes: 1 });
+        expect(await store.claim(q, 2, S - 1, scheduled, 0)).toMatchObject({ claimed: false });
+        expect(await store.poll(q, S, scheduled)).toMatchObject({ cursor: 4, eventSize: 3 });
+      });
+
+      it("freezes the pre-queue at the first call at or after the start, with that call's seed, and keeps it", async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = withEvent(cap(2, 0), S);
+        const seeded = (seed: number): AdmissionPolicy => ({ ...policy, seed });
+        await joinMany(store, q, 3, S - 10_000, seeded(11));
+        expect(await store.stats(q, S - 1, seeded(12))).toMatchObject({ eventSize: 0, eventSeed: 0 });
+        expect(await store.poll(q, S + 5, seeded(777))).toMatchObject({ tail: 3, cursor: 2, eventSize: 3, eventSeed: 777 });
+        expect(await store.join(q, S + 6, seeded(888))).toMatchObject({ ticket: 4, eventSize: 3, eventSeed: 777 });
+        expect(await store.claim(q, 1, S + 7, seeded(5), 0)).toMatchObject({ claimed: true, eventSize: 3, eventSeed: 777 });
+        expect(await store.leave(q, 1, S + 8, seeded(6), 0)).toBe(true);
+        expect(await store.admit(q, 1, S + 9, seeded(7))).toMatchObject({ eventSize: 3, eventSeed: 777 });
+        expect(await store.draw(q, 4, S + 9, seeded(8), 0)).toMatchObject({ eventSize: 3, eventSeed: 777 });
+        expect(await store.control(q, { paused: false }, S + 9, seeded(9))).toMatchObject({ eventSize: 3, eventSeed: 777 });
+        expect(await store.stats(q, S + 10, seeded(10))).toMatchObject({ eventSize: 3, eventSeed: 777 });
+        // A policy without the event reports none.
+        expect(await store.stats(q, S + 10, cap(2, 0))).toMatchObject({ eventSize: 0, eventSeed: 0 });
+      });
+
+      it('freezes P = the tickets before a join exactly at the start, which gets ticket P + 1 and is admitted normally', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = withEvent(rate({ count: 5, periodMs: 60_000 }), S);
+        await joinMany(store, q, 4, S - 50_000, policy);
+        expect(await store.join(q, S, { ...policy, seed: MAX_SEED })).toMatchObject({
+          ticket: 5,
+          tail: 5,
+          cursor: 5,
+          eventSize: 4,
+          eventSeed: MAX_SEED,
+        });
+      });
+
+      it('freezes anew when the start is rescheduled', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const first = withEvent(OFF, S);
+        await joinMany(store, q, 3, S - 1_000, first);
+        expect(await store.poll(q, S, { ...first, seed: 1 })).toMatchObject({ eventSize: 3, eventSeed: 1 });
+        await joinMany(store, q, 2, S + 1_000, first);
+        const later = withEvent(OFF, S + 600_000);
+        // Before the new start nothing is frozen for it, and nobody is admitted.
+        expect(await store.admit(q, 5, S + 2_000, { ...later, seed: 4 })).toMatchObject({ admitted: 0, cursor: 0, eventSize: 0, eventSeed: 0 });
+        expect(await store.poll(q, S + 600_000, { ...later, seed: 2 })).toMatchObject({ eventSize: 5, eventSeed: 2 });
+        expect(await store.admit(q, 2, S + 600_001, later)).toMatchObject({ admitted: 2, cursor: 2 });
+        expect(await store.stats(q, S + 600_001, first)).toMatchObject({ eventSize: 0, eventSeed: 0 });
+        // Back to the first start: the next writing call freezes for it again.
+        expect(await store.poll(q, S + 600_002, { ...first, seed: 3 })).toMatchObject({ eventSize: 5, eventSeed: 3 });
+      });
+
+      it('reads the event without writing: stats neither freezes nor admits', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = withEvent(rate({ count: 2, periodMs: 60_000 }), S);
+        await joinMany(store, q, 3, S - 1_000, policy);
+        for (let i = 0; i < 3; i += 1) {
+          expect(await store.stats(q, S + i, { ...policy, seed: 100 + i })).toMatchObject({ cursor: 0, eventSize: 0, eventSeed: 0 });
+        }
+        await store.join(q, S + 5, { ...policy, seed: 9 });
+        expect(await store.stats(q, S + 6, policy)).toMatchObject({ tail: 4, cursor: 2, eventSize: 3, eventSeed: 9 });
+      });
+
+      it('random method: pre-queue joins enter the draw, nobody is drawn before the start, the present are drawn at it', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = withEvent(randomly(cap(10, 0)), S);
+        for (let i = 1; i <= 4; i += 1) {
+          expect(await store.join(q, S - 5_000, policy)).toMatchObject({ ticket: i, claimed: false, cursor: 0, waiting: i });
+        }
+        expect(await store.admit(q, 4, S - 4_000, policy)).toMatchObject({ admitted: 0, waiting: 4 });
+        expect(await store.draw(q, 2, S - 3_000, policy, 0)).toMatchObject({ outcome: 'waiting', claimed: false, cursor: 0 });
+        expect(await store.poll(q, S, { ...policy, seed: 3 })).toMatchObject({ cursor: 4, waiting: 0, active: 4, eventSize: 4, eventSeed: 3 });
+      });
+    });
+
+    describe('random method', () => {
+      it('draws only present visitors: one whose last poll is presenceMs old is never drawn', async () => {
+        const store = createStore();
+        const next = seededRandom(4_242);
+        for (let trial = 0; trial < 8; trial += 1) {
+          const q = randomQueue();
+          await joinMany(store, q, 10, T0, randomly(OFF));
+          const polled = range(1, 10).filter(() => next() < 0.5);
+          for (const t of polled) {
+            expect(await store.draw(q, t, T0 + 8_000, randomly(OFF), 0)).toMatchObject({ outcome: 'waiting', claimed: false });
+          }
+          // At T0 + presenceMs the others' last poll (their join at T0) is presenceMs old: out of the draw.
+          expect(await store.stats(q, T0 + PRESENCE_MS, randomly(OFF))).toMatchObject({ waiting: polled.length });
+          const admitted = await store.admit(q, 10, T0 + PRESENCE_MS, randomly(OFF, seedFrom(next)));
+          expect(admitted).toMatchObject({ admitted: polled.length, cursor: polled.length, waiting: 0 });
+          for (const t of range(1, 10)) {
+            const d = await store.draw(q, t, T0 + PRESENCE_MS + 1, randomly(OFF), 0);
+            expect(d.outcome, `ticket ${t}`).toBe(polled.includes(t) ? 'drawn' : 'unknown');
+          }
+        }
+      });
+
+      it.each(['rate', 'capacity'] as const)('never admits a ticket twice over a long run with many seeds (%s mode)', async (mode) => {
+        const store = createStore();
+        const q = randomQueue();
+        const next = seededRandom(mode === 'rate' ? 11 : 12);
+        const base = mode === 'rate' ? rate({ count: 2, periodMs: 1_000 }) : cap(4, 0, { sessionMs: 60_000, reservationMs: 3_000 });
+        const policy = (): AdmissionPolicy => randomly(base, seedFrom(next));
+        const admitted: number[] = [];
+        const waiting = new Set<number>();
+        const holding = new Set<number>();
+        const gone: number[] = [];
+        let issued = 0;
+        for (let step = 0; step < 80; step += 1) {
+          const now = T0 + step * 500;
+          const arrivals = Math.floor(next() * 3);
+          for (let i = 0; i < arrivals; i += 1) {
+            const j = await store.join(q, now, policy());
+            issued = j.ticket;
+            if (j.claimed) {
+              admitted.push(j.ticket);
+              if (mode === 'capacity') holding.add(j.ticket);
+              else gone.push(j.ticket);
+            } else {
+              waiting.add(j.ticket);
+            }
+          }
+          for (const t of [...waiting]) {
+            // Some give up: they stop polling and their presence lapses.
+            if (next() < 0.05) {
+              waiting.delete(t);
+              continue;
+            }
+            const d = await store.draw(q, t, now + 1, policy(), 0);
+            if (d.outcome === 'drawn') {
+              admitted.push(t);
+              waiting.delete(t);
+              expect(d.claimed).toBe(mode === 'capacity');
+              if (mode === 'capacity') holding.add(t);
+              else gone.push(t);
+            } else {
+              expect(d.outcome, `ticket ${t}`).toBe('waiting');
+            }
+          }
+          for (const t of [...holding]) {
+            if (next() < 0.3) {
+              expect(await store.leave(q, t, now + 2, policy(), 0)).toBe(true);
+              holding.delete(t);
+              gone.push(t);
+            }
+          }
+          // Whoever was let in and left (or was collected) asks again: never a second admission.
+          const again = gone[Math.floor(next() * gone.length)];
+          if (again !== undefined) {
+            expect(await store.draw(q, again, now + 3, policy(), 0)).toMatchObject({ outcome: 'unknown', claimed: false });
+          }
+        }
+        expect(new Set(admitted).size).toBe(admitted.length);
+        expect(admitted.length).toBeGreaterThan(30);
+        for (const t of admitted) expect(t).toBeLessThanOrEqual(issued);
+      });
+
+      it('rate mode draws min(count, present) once per period, and banks nothing', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = randomly(every(3));
+        // The first join of the queue runs the period step: it draws its own ticket and is let in.
+        expect(await store.join(q, at(P), policy)).toMatchObject({ ticket: 1, claimed: true, cursor: 1, waiting: 0, admittedLastMinute: 1 });
+        for (let t = 2; t <= 5; t += 1) expect(await store.join(q, at(P, t), policy)).toMatchObject({ ticket: t, claimed: false, cursor: 1 });
+        expect(await store.poll(q, at(P, 500), policy)).toMatchObject({ cursor: 1, waiting: 4 });
+        // Next period: 3 of the 4 are drawn (reserved, counted as admitted until they come or lapse).
+        expect(await store.poll(q, at(P + 1), policy)).toMatchObject({ cursor: 4, waiting: 1, admittedLastMinute: 4 });
+        expect(await store.poll(q, at(P + 1, 1), policy)).toMatchObject({ cursor: 4, waiting: 1 });
+        expect(await store.poll(q, at(P + 2), policy)).toMatchObject({ cursor: 5, waiting: 0 });
+        expect(await store.poll(q, at(P + 3), policy)).toMatchObject({ cursor: 5, waiting: 0 });
+        for (let i = 0; i < 5; i += 1) expect(await store.join(q, at(P + 3, 1 + i), policy)).toMatchObject({ claimed: false, cursor: 5 });
+        // Seven quiet periods later: one period's count, not seven.
+        expect(await store.poll(q, at(P + 10), policy)).toMatchObject({ cursor: 8, waiting: 2 });
+        // Paused: no draw, and the period is not used up.
+        expect(await store.control(q, { paused: true }, at(P + 11), policy)).toMatchObject({ cursor: 8 });
+        expect(await store.control(q, { paused: false }, at(P + 11, 1), policy)).toMatchObject({ cursor: 10, waiting: 0 });
+      });
+
+      it('capacity mode fills free room by drawing; a slot is taken through a reservation only, never directly', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = randomly(cap(3, 0, { sessionMs: 600_000 }));
+        expect(await store.join(q, T0, policy)).toMatchObject({ ticket: 1, claimed: true, cursor: 1, active: 1 });
+        await store.control(q, { paused: true }, T0, policy);
+        for (let t = 2; t <= 6; t += 1) expect(await store.join(q, T0 + 1, policy)).toMatchObject({ ticket: t, claimed: false, cursor: 1 });
+        expect(await store.control(q, { paused: false }, T0 + 2, policy)).toMatchObject({ cursor: 3, active: 3, waiting: 3 });
+        const outcomes = [];
+        for (let t = 2; t <= 6; t += 1) outcomes.push(await store.draw(q, t, T0 + 3, policy, 3));
+        expect(outcomes.filter((d) => d.outcome === 'drawn' && d.claimed)).toHaveLength(2);
+        expect(outcomes.filter((d) => d.outcome === 'waiting' && !d.claimed)).toHaveLength(3);
+        expect(await store.stats(q, T0 + 4, policy)).toMatchObject({ active: 3, reserved: 0, waiting: 3, avgWaitSeconds: 0 });
+        // A holder leaves: its room is drawn among the present at once.
+        await store.leave(q, 1, T0 + 5, policy, 0);
+        expect(await store.stats(q, T0 + 5, policy)).toMatchObject({ cursor: 4, active: 3, reserved: 1, waiting: 2 });
+      });
+
+      it('capacity mode: an undrawn ticket under the cursor never takes free room (nor does a lapsed reservation)', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        // A seed whose first draw among tickets 1, 2, 3 (all joined at T0) is not ticket 1.
+        const seed = range(1, 100)
+          .map((i) => i * 99_991_001)
+          .find((s) => createDrawRng(s).nextRank(3) !== 0)!;
+        const policy = randomly(cap(1, 0, { reservationMs: 5_000 }));
+        await store.control(q, { paused: true }, T0, policy);
+        await joinMany(store, q, 3, T0, policy);
+        expect(await store.control(q, { paused: false }, T0 + 1, randomly(policy, seed))).toMatchObject({ cursor: 1, active: 1 });
+        const drawn = createDrawRng(seed).nextRank(3) + 1;
+        // Later: the reservation lapsed, and the others stopped polling. Room for one, nobody present.
+        const later = T0 + PRESENCE_MS + 5_000;
+        expect(await store.poll(q, later, policy)).toMatchObject({ cursor: 1, active: 0, waiting: 0 });
+        // Ticket 1 <= cursor with room would take a slot directly in FIFO; here it does not, and
+        // neither does the drawn ticket whose reservation lapsed.
+        expect(await store.claim(q, 1, later + 1, policy, 0)).toMatchObject({ claimed: false, active: 0 });
+        expect(await store.claim(q, drawn, later + 2, policy, 0)).toMatchObject({ claimed: false, active: 0 });
+        expect(await store.draw(q, 1, later + 3, policy, 0)).toMatchObject({ outcome: 'unknown', claimed: false, active: 0 });
+        expect(await store.draw(q, drawn, later + 4, policy, 0)).toMatchObject({ outcome: 'unknown', claimed: false, active: 0 });
+      });
+
+      it('explicit admit draws min(count, present), while paused too; each drawn visitor is let in once', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = randomly(OFF);
+        await joinMany(store, q, 5, T0, policy);
+        await store.control(q, { paused: true }, T0, policy);
+        expect(await store.admit(q, 2, T0 + 1, randomly(OFF, 17))).toMatchObject({ admitted: 2, cursor: 2, waiting: 3, admittedLastMinute: 2 });
+        expect(await store.admit(q, 10, T0 + 2, randomly(OFF, 18))).toMatchObject({ admitted: 3, cursor: 5, waiting: 0 });
+        expect(await store.admit(q, 1, T0 + 3, policy)).toMatchObject({ admitted: 0, cursor: 5 });
+        for (const t of range(1, 5)) {
+          expect(await store.claim(q, t, T0 + 4, policy, 0)).toMatchObject({ claimed: true });
+          expect(await store.draw(q, t, T0 + 4, policy, 4)).toMatchObject({ outcome: 'drawn', claimed: false });
+          expect(await store.draw(q, t, T0 + 5, policy, 5)).toMatchObject({ outcome: 'unknown', claimed: false });
+          expect(await store.claim(q, t, T0 + 5, policy, 0)).toMatchObject({ claimed: false });
+        }
+        expect(await store.stats(q, T0 + 6, policy)).toMatchObject({ reserved: 0, admittedLastMinute: 5, avgWaitSeconds: 0 });
+      });
+
+      it('answers unknown for a collected, a lapsed and a never-issued ticket, and puts none of them back in the draw', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = randomly(OFF);
+        await joinMany(store, q, 3, T0, policy);
+        await store.draw(q, 1, T0 + 5_000, policy, 0);
+        await store.draw(q, 2, T0 + 5_000, policy, 0);
+        // Ticket 3's last poll was its join at T0: at T0 + presenceMs it has lapsed.
+        const later = T0 + PRESENCE_MS;
+        expect(await store.admit(q, 1, later, randomly(OFF, 99))).toMatchObject({ admitted: 1, waiting: 1 });
+        const collected = (await store.claim(q, 1, later, policy, 0)).claimed ? 1 : 2;
+        const other = 3 - collected;
+        expect(await store.draw(q, collected, later + 1, policy, 0)).toMatchObject({ outcome: 'drawn', waiting: 1 });
+        expect(await store.draw(q, collected, later + 2, policy, 0)).toMatchObject({ outcome: 'unknown', waiting: 1 });
+        expect(await store.draw(q, 3, later + 2, policy, 0)).toMatchObject({ outcome: 'unknown', waiting: 1 });
+        expect(await store.draw(q, 99, later + 2, policy, 0)).toMatchObject({ outcome: 'unknown', waiting: 1, tail: 3 });
+        for (const t of [collected, 3, 99]) {
+          expect(await store.draw(q, t, later + 3, policy, 0)).toMatchObject({ outcome: 'unknown', waiting: 1 });
+        }
+        // Only the one still in the draw is drawn.
+        expect(await store.admit(q, 10, later + 4, policy)).toMatchObject({ admitted: 1, cursor: 2, waiting: 0 });
+        expect(await store.draw(q, other, later + 5, policy, 0)).toMatchObject({ outcome: 'drawn' });
+      });
+
+      it('FIFO: draw answers from the cursor, as claim does (drawn, front, waiting, unknown)', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 3, at(P), OFF);
+        await store.admit(q, 1, at(P), OFF);
+        expect(await store.draw(q, 1, at(P), OFF, 0)).toMatchObject({ outcome: 'drawn', claimed: false, waiting: 0 });
+        expect(await store.draw(q, 3, at(P), OFF, 0)).toMatchObject({ outcome: 'waiting', claimed: false });
+        expect(await store.draw(q, 4, at(P), OFF, 0)).toMatchObject({ outcome: 'unknown', claimed: false });
+
+        const c = randomQueue();
+        const policy = cap(1, 0);
+        await joinMany(store, c, 2, T0, policy);
+        expect(await store.draw(c, 1, T0 + 1, policy, 0)).toMatchObject({ outcome: 'drawn', claimed: true });
+        expect(await store.draw(c, 2, T0 + 1, policy, 0)).toMatchObject({ outcome: 'waiting', claimed: false });
+        await store.control(c, { paused: true }, T0 + 2, policy);
+        await store.leave(c, 1, T0 + 2, policy, 0);
+        await store.admit(c, 1, T0 + 3, policy);
+        expect(await store.draw(c, 2, T0 + 4, policy, 4)).toMatchObject({ outcome: 'drawn', claimed: true, active: 1 });
+        // Called, its reservation lapsed, paused: at the front but no slot.
+        const d = randomQueue();
+        await store.control(d, { paused: true }, T0, policy);
+        await joinMany(store, d, 2, T0, policy);
+        expect(await store.admit(d, 2, T0, policy)).toMatchObject({ cursor: 2 });
+        expect(await store.draw(d, 2, T0 + RESERVATION_MS + 1, policy, 0)).toMatchObject({ outcome: 'front', claimed: false, active: 0 });
+      });
+
+      it('draws uniformly: a chi-square over the arrival positions passes at p = 0.001 (fixed seed)', async () => {
+        // The memory store takes the full sample; Redis runs the same algorithm (the same-seed test
+        // ties the two) and a smaller one, to stay fast.
+        const { positions, trials, critical } =
+          name === 'MemoryQueueStore' ? { positions: 40, trials: 4_000, critical: CHI_SQUARE_P001[39] } : { positions: 10, trials: 300, critical: CHI_SQUARE_P001[9] };
+        const store = createStore();
+        const q = randomQueue();
+        // Present for the whole run; a reservation lapses 1 ms after its draw, so none piles up.
+        const policy = (seed = 0): AdmissionPolicy => ({ ...OFF, reservationMs: 1, method: 'random', presenceMs: 3_600_000, seed });
+        const next = seededRandom(20_251_122);
+        // The visitors in the draw, oldest poll first: Redis's order, as every time here is distinct.
+        const present: number[] = [];
+        for (let i = 0; i < positions; i += 1) present.push((await store.join(q, T0 + i, policy())).ticket);
+        const counts = new Array<number>(positions).fill(0);
+        const seeds: number[] = [];
+        for (let k = 0; k < trials; k += 1) {
+          const now = T0 + 1_000 + 2 * k;
+          const seed = seedFrom(next);
+          seeds.push(seed);
+          expect(await store.admit(q, 1, now, policy(seed))).toMatchObject({ admitted: 1, waiting: positions - 1 });
+          const claims = await Promise.all(present.map((t) => store.claim(q, t, now, policy(), 0)));
+          const drawn = claims.flatMap((c, i) => (c.claimed ? [i] : []));
+          expect(drawn).toHaveLength(1);
+          const rank = drawn[0]!;
+          counts[rank]! += 1;
+          // The drawn visitor is replaced by a new arrival, at the back of the line.
+          present.splice(rank, 1);
+          present.push((await store.join(q, now + 1, policy())).ticket);
+        }
+        // The test has teeth: ranks skewed to early arrivals (u² instead of u) fail the same threshold.
+        const skewed = new Array<number>(positions).fill(0);
+        for (const seed of seeds) skewed[Math.floor(((seed % 1_000_003) / 1_000_003) ** 2 * positions)]! += 1;
+        expect(chiSquare(skewed)).toBeGreaterThan(critical);
+        expect(chiSquare(counts), counts.join(' ')).toBeLessThan(critical);
+      });
+    });
+
+    describe('history', () => {
+      it("records one point per minute, the state the minute's first writing call returned, oldest first", async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(2, 0);
+        const point = (s: QueueState, atMs: number) => ({
+          atMs,
+          tail: s.tail,
+          cursor: s.cursor,
+          waiting: Math.max(0, s.tail - s.cursor),
+          active: s.active,
+          admittedLastMinute: s.admittedLastMinute,
+        });
+        expect(await store.history(q, MIN0)).toEqual([]);
+        const s1 = await store.join(q, MIN0 + 5_000, policy);
+        await joinMany(store, q, 3, MIN0 + 6_000, policy);
+        const s2 = await store.poll(q, MIN0 + 60_010, policy);
+        await store.join(q, MIN0 + 61_000, policy);
+        await store.stats(q, MIN0 + 120_000, policy);
+        await store.leave(q, 1, MIN0 + 180_000, policy, 0);
+        await store.touch(q, 2, MIN0 + 180_000, policy, MIN0 + 900_000);
+        const s4 = await store.admit(q, 1, MIN0 + 240_000, policy);
+        const s5 = await store.claim(q, 3, MIN0 + 300_000, policy, 0);
+        const s6 = await store.control(q, { paused: true }, MIN0 + 360_000, policy);
+        const s7 = await store.draw(q, 5, MIN0 + 420_000, policy, 0);
+        expect(s2.tail - s2.cursor).toBe(2);
+        expect(await store.history(q, MIN0 + 420_001)).toEqual([
+          point(s1, MIN0),
+          point(s2, MIN0 + 60_000),
+          point(s4, MIN0 + 240_000),
+          point(s5, MIN0 + 300_000),
+          point(s6, MIN0 + 360_000),
+          point(s7, MIN0 + 420_000),
+        ]);
+      });
+
+      it('records the present visitors as waiting in random mode', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = randomly(OFF);
+        expect(await store.join(q, MIN0 + 55_000, policy)).toMatchObject({ waiting: 1 });
+        await joinMany(store, q, 2, MIN0 + 56_000, policy);
+        const s = await store.admit(q, 1, MIN0 + 60_000, randomly(OFF, 3));
+        expect(s).toMatchObject({ tail: 3, cursor: 1, waiting: 2 });
+        expect(await store.history(q, MIN0 + 60_001)).toEqual([
+          { atMs: MIN0, tail: 1, cursor: 0, waiting: 1, active: 0, admittedLastMinute: 0 },
+          { atMs: MIN0 + 60_000, tail: 3, cursor: 1, waiting: 2, active: 1, admittedLastMinute: 1 },
+        ]);
+      });
+
+      it('keeps the last hour: older points are trimmed, and a read returns only the last hour', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        for (let i = 0; i <= 61; i += 1) await store.poll(q, MIN0 + i * 60_000 + 7, OFF);
+        const minutes = (points: readonly HistoryPoint[]): number[] => points.map((p) => (p.atMs - MIN0) / 60_000);
+        // The 62nd write trimmed minutes 0 and 1 (more than an hour before it).
+        expect(minutes(await store.history(q, MIN0 + 61 * 60_000 + 8))).toEqual(range(2, 61));
+        expect(minutes(await store.history(q, MIN0 + 90 * 60_000))).toEqual(range(31, 61));
+        expect(await store.history(q, MIN0 + 200 * 60_000)).toEqual([]);
+      });
+    });
+
+    describe('reset', () => {
+      it('empties the queue and keeps the controls and VIP codes; the epoch becomes now', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const h = vipHash();
+        const policy = withEvent(randomly(cap(2, 0)), T0 + 1_000);
+        await joinMany(store, q, 5, T0, policy);
+        await store.control(q, { maxNewPerMinute: 9 }, T0, policy);
+        expect(await store.poll(q, T0 + 1_000, { ...policy, seed: 5 })).toMatchObject({ eventSize: 5, eventSeed: 5, cursor: 2, waiting: 3 });
+        await store.draw(q, 1, T0 + 1_001, policy, 1_000);
+        await store.control(q, { paused: true }, T0 + 1_002, policy);
+        expect(await store.createVip(q, h, { uses: 2, expiresAtMs: null }, T0)).toBe(true);
+        const empty = {
+          tail: 0,
+          cursor: 0,
+          paused: true,
+          maxActive: 2,
+          maxNewPerMinute: 9,
+          active: 0,
+          admittedLastMinute: 0,
+          admittedLast5Minutes: 0,
+          eventSize: 0,
+          eventSeed: 0,
+          waiting: 0,
+          epoch: T0 + 5_000,
+        };
+        expect(await store.reset(q, T0 + 5_000, policy)).toEqual(empty);
+        expect(await store.stats(q, T0 + 5_001, policy)).toEqual({ ...empty, reserved: 0, avgWaitSeconds: null });
+        expect(await store.peek(q)).toEqual({ tail: 0, cursor: 0 });
+        expect(await store.history(q, T0 + 5_001)).toEqual([]);
+        expect(await store.useVip(q, h, T0 + 5_002)).toEqual({ ok: true, remaining: 1 });
+        // The event froze before the reset; the next call freezes again, for the new queue.
+        expect(await store.control(q, { paused: false }, T0 + 6_000, { ...policy, seed: 8 })).toMatchObject({ eventSize: 0, eventSeed: 8, epoch: T0 + 5_000 });
+        expect(await store.join(q, T0 + 6_001, policy)).toMatchObject({ ticket: 1, claimed: true, epoch: T0 + 5_000 });
+        expect(await store.history(q, T0 + 6_002)).toHaveLength(1);
+      });
+
+      it('voids tickets from before: unknown to draw, and an old number is behind the new tickets', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 3, T0, randomly(OFF));
+        await store.reset(q, T0 + 1, randomly(OFF));
+        expect(await store.draw(q, 2, T0 + 2, randomly(OFF), 0)).toMatchObject({ outcome: 'unknown', waiting: 0, epoch: T0 + 1 });
+        expect(await store.join(q, T0 + 3, randomly(OFF))).toMatchObject({ ticket: 1, waiting: 1 });
+        expect(await store.admit(q, 5, T0 + 4, randomly(OFF))).toMatchObject({ admitted: 1 });
+
+        const c = randomQueue();
+        const policy = cap(1, 0);
+        await joinMany(store, c, 3, T0, policy);
+        await store.reset(c, T0 + 1, policy);
+        expect(await store.claim(c, 3, T0 + 2, policy, 0)).toMatchObject({ claimed: false, active: 0, epoch: T0 + 1 });
+        expect(await store.join(c, T0 + 3, policy)).toMatchObject({ ticket: 1, claimed: true });
+        expect(await store.claim(c, 2, T0 + 4, policy, 0)).toMatchObject({ claimed: false, active: 1 });
+        expect(await store.draw(c, 3, T0 + 5, policy, 0)).toMatchObject({ outcome: 'unknown', claimed: false });
+      });
+    });
+
+    describe('new policy fields', () => {
+      it('rejects a bad seed, method, presence or event start on every method and changes nothing', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const bad: AdmissionPolicy[] = [
+          { ...OFF, seed: -1 },
+          { ...OFF, seed: 1.5 },
+          { ...OFF, seed: MAX_SEED + 1 },
+          { ...OFF, seed: Number.NaN },
+          { ...OFF, seed: '5' as unknown as number },
+          { ...OFF, method: 'lottery' as 'random' },
+          { ...OFF, method: '' as 'random' },
+          { ...OFF, method: 'random', presenceMs: 0 },
+          { ...OFF, presenceMs: -1 },
+          { ...OFF, method: 'random', presenceMs: 1.5 },
+          { ...OFF, method: 'random', presenceMs: Number.POSITIVE_INFINITY },
+          { ...OFF, eventStartMs: -1 },
+          { ...OFF, eventStartMs: 1.5 },
+          { ...OFF, eventStartMs: Number.NaN },
+          { ...OFF, eventStartMs: Number.POSITIVE_INFINITY },
+        ];
+        for (const policy of bad) {
+          const refused = StoreArgumentError;
+          const label = JSON.stringify(policy);
+          await expect(store.join(q, T0, policy), label).rejects.toBeInstanceOf(refused);
+          await expect(store.poll(q, T0, policy), label).rejects.toBeInstanceOf(refused);
+          await expect(store.claim(q, 1, T0, policy, 0), label).rejects.toBeInstanceOf(refused);
+          await expect(store.touch(q, 1, T0, policy, T0), label).rejects.toBeInstanceOf(refused);
+          await expect(store.leave(q, 1, T0, policy, 0), label).rejects.toBeInstanceOf(refused);
+          await expect(store.admit(q, 1, T0, policy), label).rejects.toBeInstanceOf(refused);
+          await expect(store.control(q, { paused: true }, T0, policy), label).rejects.toBeInstanceOf(refused);
+          await expect(store.stats(q, T0, policy), label).rejects.toBeInstanceOf(refused);
+          await expect(store.draw(q, 1, T0, policy, 0), label).rejects.toBeInstanceOf(refused);
+          await expect(store.reset(q, T0, policy), label).rejects.toBeInstanceOf(refused);
+        }
+        for (const ticket of [0, 1.5, Number.NaN]) await expect(store.draw(q, ticket, T0, OFF, 0)).rejects.toBeInstanceOf(StoreArgumentError);
+        await expect(store.draw(q, 1, T0, OFF, Number.NaN)).rejects.toBeInstanceOf(StoreArgumentError);
+        for (const nowMs of [-1, Number.NaN, Number.POSITIVE_INFINITY]) await expect(store.history(q, nowMs)).rejects.toBeInstanceOf(StoreArgumentError);
+        await expect(store.history('Bad', T0)).rejects.toBeInstanceOf(StoreArgumentError);
+        expect(await store.peek(q)).toEqual({ tail: 0, cursor: 0 });
+        expect(await store.history(q, T0)).toEqual([]);
+        expect(await store.stats(q, T0, OFF)).toMatchObject({ paused: false, epoch: 0, eventSize: 0 });
+      });
+
+      it('accepts the defaults explicitly: FIFO, presence 30 s, seed 0, no event', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const explicit: AdmissionPolicy = { ...every(2), method: 'fifo', presenceMs: 30_000, seed: 0, eventStartMs: 0 };
+        expect(await store.join(q, at(P), explicit)).toMatchObject({ ticket: 1, cursor: 2, waiting: 0, eventSize: 0, eventSeed: 0 });
+        // The random method's presence default: a visitor that joined 29.999 s ago is still present.
+        const r = randomQueue();
+        await store.join(r, T0, { ...OFF, method: 'random' });
+        expect(await store.stats(r, T0 + DEFAULT_PRESENCE_MS - 1, { ...OFF, method: 'random' })).toMatchObject({ waiting: 1 });
+        expect(await store.stats(r, T0 + DEFAULT_PRESENCE_MS, { ...OFF, method: 'random' })).toMatchObject({ waiting: 0 });
       });
     });
 
@@ -1274,7 +1853,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
   describe('scripts', () => {
     it('pins each SHA-1 to node:crypto and to SCRIPT LOAD through the bridge', async () => {
       expect(STORE_SCRIPTS.map((s) => s.name).sort()).toEqual(
-        ['admit', 'claim', 'control', 'create_vip', 'join', 'leave', 'peek', 'poll', 'stats', 'touch', 'use_vip'],
+        ['admit', 'claim', 'control', 'create_vip', 'draw', 'history', 'join', 'leave', 'peek', 'poll', 'reset', 'stats', 'touch', 'use_vip'],
       );
       for (const script of STORE_SCRIPTS) {
         expect(script.sha1, script.name).toBe(createHash('sha1').update(script.text).digest('hex'));
@@ -1285,11 +1864,11 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
     it('start with the allow-key-locking shebang, touch only KEYS, and read no clock or randomness', () => {
       // Helpers whose first parameter is a key; their every call must pass a key bound from KEYS.
       const KEY_HELPERS = ['read_int', 'count_after', 'trim', 'zrem_many'];
-      const POLICY_KEYS = ['K_TAIL', 'K_CURSOR', 'K_PERIOD', 'K_ACTIVE', 'K_RESERVED', 'K_ADMITS', 'K_BATCHES', 'K_WAITS', 'K_CTL'];
+      const POLICY_KEYS = ['K_TAIL', 'K_CURSOR', 'K_PERIOD', 'K_ACTIVE', 'K_RESERVED', 'K_ADMITS', 'K_BATCHES', 'K_WAITS', 'K_CTL', 'K_WAITING', 'K_HISTORY'];
       for (const { name, text } of STORE_SCRIPTS) {
         expect(text.split('\n')[0], name).toBe('#!lua flags=allow-key-locking');
         // Keys are bound once, from KEYS and nowhere else, in the order the store passes them.
-        const bound = [...text.matchAll(/^local (K_\w+(?:, K_\w+)*) = (KEYS\[\d\](?:, KEYS\[\d\])*)$/gm)].flatMap(([, names, sources]) => {
+        const bound = [...text.matchAll(/^local (K_\w+(?:, K_\w+)*) = (KEYS\[\d+\](?:, KEYS\[\d+\])*)$/gm)].flatMap(([, names, sources]) => {
           const n = names!.split(', ');
           const k = sources!.split(', ');
           return n.map((key, i) => [key, k[i]] as const);
@@ -1299,11 +1878,15 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         if (name === 'create_vip' || name === 'use_vip') {
           expect(bound, name).toEqual([['K_VIP', 'KEYS[1]']]);
           expect(bindings, `${name}: K_VIP bound once`).toBe(1);
-          expect(text, `${name}: no other KEYS`).not.toMatch(/KEYS\[[02-9]/);
+          expect(text, `${name}: no other KEYS`).not.toMatch(/KEYS\[(?!1\])/);
+        } else if (name === 'history') {
+          expect(bound, name).toEqual([['K_HISTORY', 'KEYS[1]']]);
+          expect(bindings, `${name}: K_HISTORY bound once`).toBe(1);
+          expect(text, `${name}: no other KEYS`).not.toMatch(/KEYS\[(?!1\])/);
         } else if (name !== 'peek') {
           expect(bound, name).toEqual(POLICY_KEYS.map((key, i) => [key, `KEYS[${i + 1}]`]));
           // …and never reassigned.
-          expect(bindings, `${name}: K_* bound once`).toBe(3);
+          expect(bindings, `${name}: K_* bound once`).toBe(4);
         }
         const keyArgs = new Set([...keyNames, 'key', 'KEYS[1]', 'KEYS[2]']);
         const calls = [...text.matchAll(/redis\.p?call\(\s*'(\w+)'\s*,\s*([^,)]+)/g)];
@@ -1335,7 +1918,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await store.stats(q, T0, cap(1, 0))).toMatchObject({ tail: 0, cursor: 0, active: 0 });
       expect(await direct.keys(`${prefix}:*`)).toEqual([]);
       await store.join(q, at(P, 250), every(4));
-      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:batches`, `${base}:cursor`, `${base}:period`, `${base}:tail`]);
+      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:batches`, `${base}:cursor`, `${base}:history`, `${base}:period`, `${base}:tail`]);
       expect(await direct.mget(`${base}:tail`, `${base}:cursor`)).toEqual(['1', '4']);
       // The period key holds the start (ms) of the period that admitted; the batch the range it called.
       expect(await direct.get(`${base}:period`)).toBe(String(at(P)));
@@ -1349,7 +1932,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await store.leave(c, 1, T0 + 1_000, policy, 0);
       // The slot 1 held is gone (an empty sorted set is no key); 2 is reserved.
       expect((await direct.keys(`${prefix}:{${c}}*`)).sort()).toEqual(
-        ['admits', 'ctl', 'cursor', 'reserved', 'tail', 'waits'].map((k) => `${cb}:${k}`),
+        ['admits', 'ctl', 'cursor', 'history', 'reserved', 'tail', 'waits'].map((k) => `${cb}:${k}`),
       );
       expect(await direct.zrange(`${cb}:reserved`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 11_000)]);
       expect(await direct.zrange(`${cb}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(T0), '2', String(T0 + 1_000)]);
@@ -1395,6 +1978,73 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await store.useVip(q, dated, T0)).toEqual({ ok: false, reason: 'unknown' });
     });
 
+    it('keeps the waiting set, the history, the frozen event and the epoch as documented', async () => {
+      const prefix = `wrt-${randomUUID().slice(0, 8)}`;
+      const store = newStore(redis, prefix);
+      const q = randomQueue();
+      const base = `${prefix}:{${q}}`;
+      const policy = withEvent(randomly(OFF), MIN0 + 1_000, 7);
+      await store.join(q, MIN0 + 500, policy);
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({});
+      await store.join(q, MIN0 + 1_000, policy);
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });
+      expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['1', String(MIN0 + 500), '2', String(MIN0 + 1_000)]);
+      await store.draw(q, 1, MIN0 + 2_000, policy, 0);
+      expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['2', String(MIN0 + 1_000), '1', String(MIN0 + 2_000)]);
+      // The minute's first call: tail 1, cursor 0, 1 present, no slot, nobody admitted.
+      expect(await direct.zrange(`${base}:history`, 0, -1, 'WITHSCORES')).toEqual([`${MIN0}:1:0:1:0:0`, String(MIN0)]);
+      // A writing call removes lapsed presence; stats does not.
+      await store.stats(q, MIN0 + 1_000 + PRESENCE_MS, policy);
+      expect(await direct.zcard(`${base}:waiting`)).toBe(2);
+      await store.poll(q, MIN0 + 1_000 + PRESENCE_MS, policy);
+      expect(await direct.zrange(`${base}:waiting`, 0, -1)).toEqual(['1']);
+      // The history is trimmed when written: an hour of minutes stays.
+      for (let i = 1; i <= 61; i += 1) await store.poll(q, MIN0 + i * 60_000, OFF);
+      expect(await direct.zcard(`${base}:history`)).toBe(60);
+      expect(await direct.zrange(`${base}:history`, 0, 0, 'WITHSCORES')).toEqual([`${MIN0 + 120_000}:2:0:2:0:0`, String(MIN0 + 120_000)]);
+      // Reset leaves ctl alone, with the epoch and without the frozen event.
+      await store.control(q, { maxActive: 3 }, MIN0 + 3_700_000, policy);
+      await store.reset(q, MIN0 + 3_700_001, policy);
+      expect(await direct.keys(`${prefix}:*`)).toEqual([`${base}:ctl`]);
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ max_active: '3', epoch: String(MIN0 + 3_700_001) });
+    });
+
+    it('draws the same tickets as the memory store for the same seeds, in ZSET order (score, then member bytes)', async () => {
+      // Tickets 1..12 join at the same time, so their order is "1" < "10" < "11" < "12" < "2" < … < "9".
+      const tied = [1, 10, 11, 12, 2, 3, 4, 5, 6, 7, 8, 9];
+      const order = [...tied, ...range(13, 25)];
+      // A first seed whose rank tells byte order from numeric order.
+      const first = range(1, 1_000)
+        .map((i) => i * 7_777_777_777)
+        .find((seed) => {
+          const rank = createDrawRng(seed).nextRank(order.length);
+          return order[rank] !== rank + 1;
+        })!;
+      const scenario = async (store: QueueStore): Promise<unknown[]> => {
+        const q = 'same-seed';
+        const next = seededRandom(77);
+        const policy = (seed = 0): AdmissionPolicy => randomly(OFF, seed);
+        const log: unknown[] = [];
+        const reserved = async (now: number): Promise<number[]> => {
+          const claims = await Promise.all(range(1, 25).map((t) => store.claim(q, t, now, policy(), 0)));
+          return claims.flatMap((c, i) => (c.claimed ? [i + 1] : []));
+        };
+        for (let t = 1; t <= 25; t += 1) await store.join(q, t <= 12 ? T0 : T0 + 1_000, policy());
+        log.push(await store.admit(q, 1, T0 + 1_500, policy(first)), await reserved(T0 + 1_500));
+        for (let step = 0; step < 12; step += 1) {
+          const now = T0 + 2_000 + step * 500;
+          for (let i = 0; i < 3; i += 1) log.push(await store.draw(q, 1 + Math.floor(next() * 25), now, policy(seedFrom(next)), 0));
+          log.push(await store.admit(q, 1 + Math.floor(next() * 3), now, policy(seedFrom(next))), await reserved(now));
+        }
+        return log;
+      };
+      const memory = await scenario(new MemoryQueueStore());
+      const upstash = await scenario(newStore());
+      expect(upstash).toEqual(memory);
+      expect(upstash[1]).toEqual([order[createDrawRng(first).nextRank(order.length)]]);
+      expect((upstash.at(-2) as { cursor: number }).cursor).toBeGreaterThan(10);
+    });
+
     it('uses the prefix "wr" by default', async () => {
       const q = randomQueue();
       await new UpstashQueueStore({ redis }).join(q, at(P), OFF);
@@ -1403,12 +2053,27 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
 
     it('refuse a foreign caller\'s bad arguments inside Lua too, changing nothing', async () => {
       const q = randomQueue();
-      const keys = ['tail', 'cursor', 'period', 'active', 'reserved', 'admits', 'batches', 'waits', 'ctl'].map((k) => `wrt-x:{${q}}:${k}`);
+      const keys = ['tail', 'cursor', 'period', 'active', 'reserved', 'admits', 'batches', 'waits', 'ctl', 'waiting', 'history'].map(
+        (k) => `wrt-x:{${q}}:${k}`,
+      );
       const control = STORE_SCRIPTS.find((s) => s.name === 'control')!;
-      const good = [String(T0), '0', '1000', '1', '0', '60000', '20000'];
-      await expect(redis.evalsha(control.sha1, keys, [...good, '1', '-1', ''])).rejects.toThrow(/ARGV\[9\]/);
-      await expect(redis.evalsha(control.sha1, keys, [...good, 'yes', '', ''])).rejects.toThrow(/ARGV\[8\]/);
+      const good = [String(T0), '0', '1000', '1', '0', '60000', '20000', '0', '0', '0', '30000'];
+      await expect(redis.evalsha(control.sha1, keys, [...good, '1', '-1', ''])).rejects.toThrow(/ARGV\[13\]/);
+      await expect(redis.evalsha(control.sha1, keys, [...good, 'yes', '', ''])).rejects.toThrow(/ARGV\[12\]/);
       await expect(redis.evalsha(control.sha1, keys, ['1e999', ...good.slice(1), '', '', ''])).rejects.toThrow(/ARGV\[1\]/);
+      // The policy's new fields: event start, seed (0..2^48-1), method (0/1), presence (>= 1 in random).
+      const withPolicy = (i: number, v: string): string[] => good.map((g, j) => (j === i - 1 ? v : g));
+      for (const [i, v] of [
+        [8, '-1'],
+        [8, '1.5'],
+        [9, '281474976710656'],
+        [9, '-1'],
+        [10, '2'],
+        [10, 'random'],
+      ] as const) {
+        await expect(redis.evalsha(control.sha1, keys, [...withPolicy(i, v), '1', '', '']), `ARGV[${i}] ${v}`).rejects.toThrow(new RegExp(`ARGV\\[${i}\\]`));
+      }
+      await expect(redis.evalsha(control.sha1, keys, [...withPolicy(10, '1').map((g, j) => (j === 10 ? '0' : g)), '1', '', ''])).rejects.toThrow(/ARGV\[11\]/);
       expect(await direct.keys(`wrt-x:{${q}}:*`)).toEqual([]);
 
       const vip = [`wrt-x:{${q}}:vip:${vipHash()}`];
@@ -1465,6 +2130,25 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(new Set(requests().map((url) => new URL(url).pathname))).toEqual(new Set(['/']));
       // join admitted 2, the next period's poll 1 more (capped at tail + count), admit none.
       expect(await store.peek(q)).toEqual({ tail: 1, cursor: 3 });
+    });
+
+    it('makes exactly one request per draw, history and reset call', async () => {
+      const store = newStore();
+      const q = randomQueue();
+      for (const script of STORE_SCRIPTS) await redis.scriptLoad(script.text);
+      await store.join(q, T0, randomly(OFF));
+      const fetchSpy = vi.spyOn(globalThis, 'fetch');
+      expect(await store.draw(q, 1, T0, randomly(OFF), 0)).toMatchObject({ outcome: 'waiting' });
+      expect(fetchSpy).toHaveBeenCalledTimes(1);
+      expect(await store.history(q, T0)).toHaveLength(1);
+      expect(fetchSpy).toHaveBeenCalledTimes(2);
+      expect(await store.reset(q, T0, randomly(OFF))).toMatchObject({ tail: 0, epoch: T0 });
+      expect(fetchSpy).toHaveBeenCalledTimes(3);
+      // Refused arguments never reach the network.
+      await expect(store.draw(q, 0, T0, OFF, 0)).rejects.toBeInstanceOf(StoreArgumentError);
+      await expect(store.reset(q, T0, { ...OFF, seed: -1 })).rejects.toBeInstanceOf(StoreArgumentError);
+      await expect(store.history(q, Number.NaN)).rejects.toBeInstanceOf(StoreArgumentError);
+      expect(fetchSpy).toHaveBeenCalledTimes(3);
     });
 
     it('makes exactly one request per VIP call', async () => {
@@ -1543,8 +2227,9 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
   describe('replies', () => {
     const replying = (reply: unknown): UpstashScriptClient =>
       ({ evalsha: async () => reply, eval: async () => reply }) as unknown as UpstashScriptClient;
-    // tail, cursor, paused, maxActive, maxNewPerMinute, active, admitted 1 min, admitted 5 min
-    const STATE = [7, 3, 1, 50, 10, 4, 2, 5];
+    // tail, cursor, paused, maxActive, maxNewPerMinute, active, admitted 1 min, admitted 5 min,
+    // event size, event seed, waiting, epoch
+    const STATE = [7, 3, 1, 50, 10, 4, 2, 5, 6, 281_474_976_710_655, 9, T0];
     const STATE_OBJECT = {
       tail: 7,
       cursor: 3,
@@ -1554,6 +2239,10 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       active: 4,
       admittedLastMinute: 2,
       admittedLast5Minutes: 5,
+      eventSize: 6,
+      eventSeed: 281_474_976_710_655,
+      waiting: 9,
+      epoch: T0,
     };
 
     it('accepts integers sent as numbers or as numeric strings, and reads each script\'s extras', async () => {
@@ -1575,13 +2264,13 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       ['an aborted request', 'Aborted'],
       ['too short', STATE.slice(1)],
       ['too long', [...STATE, 1]],
-      ['a non-numeric string', [...STATE.slice(0, 7), 'x']],
+      ['a non-numeric string', [...STATE.slice(0, 11), 'x']],
       ['a fraction', [1.5, ...STATE.slice(1)]],
       ['a negative', [-1, ...STATE.slice(1)]],
       ['an object', { result: STATE }],
       ['an unsafe integer', ['99999999999999999', ...STATE.slice(1)]],
-      ['paused neither 0 nor 1', [7, 3, 2, 50, 10, 4, 2, 5]],
-      ['more admitted in the minute than in five', [7, 3, 0, 50, 10, 4, 6, 5]],
+      ['paused neither 0 nor 1', [7, 3, 2, ...STATE.slice(3)]],
+      ['more admitted in the minute than in five', [7, 3, 0, 50, 10, 4, 6, 5, ...STATE.slice(8)]],
     ])('throws StoreReplyError on %s', async (_label, reply) => {
       const store = newStore(replying(reply));
       await expect(store.poll(randomQueue(), at(P), OFF)).rejects.toBeInstanceOf(StoreReplyError);
@@ -1594,6 +2283,46 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       ['a ticket other than the tail', [...STATE, 6, 1]],
     ])('throws StoreReplyError on a join reply with %s', async (_label, reply) => {
       await expect(newStore(replying(reply)).join(randomQueue(), at(P), OFF)).rejects.toBeInstanceOf(StoreReplyError);
+    });
+
+    it('reads draw, reset and history replies', async () => {
+      const q = randomQueue();
+      const draw = (reply: unknown) => newStore(replying(reply)).draw(q, 1, T0, cap(1, 0), 0);
+      expect(await draw([...STATE, 1, 1])).toEqual({ ...STATE_OBJECT, outcome: 'drawn', claimed: true });
+      expect(await draw([...STATE, '1', '0'])).toEqual({ ...STATE_OBJECT, outcome: 'drawn', claimed: false });
+      expect(await draw([...STATE, 0, 0])).toMatchObject({ outcome: 'waiting', claimed: false });
+      expect(await draw([...STATE, 2, 0])).toMatchObject({ outcome: 'front', claimed: false });
+      expect(await draw([...STATE, 3, 0])).toMatchObject({ outcome: 'unknown', claimed: false });
+      expect(await newStore(replying(STATE)).reset(q, T0, OFF)).toEqual(STATE_OBJECT);
+      expect(await newStore(replying([`${MIN0}:5:2:3:1:2`, `${MIN0 + 60_000}:6:3:3:0:1`])).history(q, T0)).toEqual([
+        { atMs: MIN0, tail: 5, cursor: 2, waiting: 3, active: 1, admittedLastMinute: 2 },
+        { atMs: MIN0 + 60_000, tail: 6, cursor: 3, waiting: 3, active: 0, admittedLastMinute: 1 },
+      ]);
+      expect(await newStore(replying([])).history(q, T0)).toEqual([]);
+    });
+
+    it.each<[string, unknown]>([
+      ['an unknown outcome', [...STATE, 4, 0]],
+      ['claimed while waiting', [...STATE, 0, 1]],
+      ['claimed at the front', [...STATE, 2, 1]],
+      ['claimed missing', [...STATE, 1]],
+      ['a short state', [...STATE.slice(1), 1, 1]],
+    ])('throws StoreReplyError on a draw reply with %s', async (_label, reply) => {
+      await expect(newStore(replying(reply)).draw(randomQueue(), 1, T0, cap(1, 0), 0)).rejects.toBeInstanceOf(StoreReplyError);
+    });
+
+    it.each<[string, unknown]>([
+      ['null', null],
+      ['a string', `${MIN0}:1:1:1:1:1`],
+      ['a number as a member', [5]],
+      ['a missing field', [`${MIN0}:1:2:3:4`]],
+      ['an extra field', [`${MIN0}:1:2:3:4:5:6`]],
+      ['a negative', [`${MIN0}:-1:2:3:4:5`]],
+      ['a minute off its boundary', [`${MIN0 + 1}:1:2:3:4:5`]],
+      ['minutes out of order', [`${MIN0 + 60_000}:1:2:3:4:5`, `${MIN0}:1:2:3:4:5`]],
+      ['a minute twice', [`${MIN0}:1:2:3:4:5`, `${MIN0}:1:2:3:4:5`]],
+    ])('throws StoreReplyError on a history reply with %s', async (_label, reply) => {
+      await expect(newStore(replying(reply)).history(randomQueue(), T0)).rejects.toBeInstanceOf(StoreReplyError);
     });
 
     it('reads VIP replies: created, and a use\'s status and remaining count', async () => {

@@ -9,13 +9,17 @@
  *
  * The state mirrors the Redis layout documented in scripts.ts (the same members in the same sorted
  * sets, as Maps member → score), and each helper below mirrors the Lua function of the same name, so
- * the two stores count, expire and call tickets identically.
+ * the two stores count, expire, call and draw tickets identically. Draws walk the waiting visitors
+ * in Redis's ZSET order (score, then member bytes) with the same generator (`createDrawRng`), so the
+ * same seed draws the same tickets here and in Redis.
  */
 
 import type {
   AdmissionPolicy,
   AdmitResult,
   ClaimResult,
+  DrawResult,
+  HistoryPoint,
   JoinResult,
   QueueState,
   QueueStats,
@@ -25,6 +29,7 @@ import type {
   VipUse,
 } from '../core/ports';
 import {
+  HISTORY_MS,
   KEEP_MS,
   MINUTE_MS,
   assertAdmitCount,
@@ -39,6 +44,8 @@ import {
   checkVipCode,
   checkVipHash,
   checkWaitedMs,
+  createDrawRng,
+  isOpen,
   periodStart,
   type CheckedPolicy,
 } from './scripts';
@@ -61,10 +68,18 @@ interface MemoryQueue {
   readonly batches: Map<string, number>;
   /** `<ticket>:<waitedMs>` → time (ms). */
   readonly waits: Map<string, number>;
+  /** Random method: ticket → last poll time (ms). */
+  readonly waiting: Map<number, number>;
+  /** Minute start (ms) → the point recorded for it. */
+  readonly history: Map<number, HistoryPoint>;
   paused: boolean;
   /** Runtime overrides; undefined = the configured value. */
   maxActive: number | undefined;
   maxNewPerMinute: number | undefined;
+  /** The event's frozen pre-queue (ctl `ev_start`, `ev_size`, `ev_seed`); undefined = none frozen. */
+  event: { readonly start: number; readonly size: number; readonly seed: number } | undefined;
+  /** ctl `epoch`: ms of the last reset, 0 = never. */
+  epoch: number;
 }
 
 /** One VIP code: the fields of its Redis hash, and when its TTL would remove the key. */
@@ -82,6 +97,18 @@ interface Effective {
   readonly maxNewPerMinute: number;
 }
 
+/** One call, as one script run sees it: the queue, the policy, the controls and the draw generator. */
+interface Run {
+  readonly q: MemoryQueue;
+  readonly p: CheckedPolicy;
+  readonly e: Effective;
+  /** Admission may run: no event, or its start has come (the Lua `OPEN`). */
+  readonly open: boolean;
+  readonly random: boolean;
+  /** One stream per call, as `rng_state` is per script run. */
+  readonly rng: { nextRank(n: number): number };
+}
+
 export class MemoryQueueStore implements QueueStore {
   readonly #queues = new Map<string, MemoryQueue>();
   /** queue → code hash → code. Apart from the queues' state, as the VIP keys are in Redis. */
@@ -93,30 +120,41 @@ export class MemoryQueueStore implements QueueStore {
     const q = this.#queue(queue);
     q.tail += 1;
     const ticket = q.tail;
-    const e = effective(q, p);
+    prologue(q, p, ticket - 1);
+    if (p.method === 'random') q.waiting.set(ticket, p.nowMs);
+    const r = begin(q, p);
     let claimed = false;
-    if (isCapacity(e)) {
+    if (isCapacity(r.e)) {
       expire(q, p.nowMs);
-      advance(q, p, e);
-      claimed = takeSlot(q, ticket, p, e, 0);
+      advance(r);
+      claimed = takeSlot(r, ticket, 0);
+    } else if (r.random) {
+      admissionStep(r);
+      if (q.reserved.has(ticket)) {
+        collect(q, p.nowMs, ticket, 0);
+        claimed = true;
+      }
     } else {
+      // Before the start, calls made ahead of the tail are taken back: nobody held those tickets.
+      if (!r.open && q.cursor > ticket - 1) q.cursor = ticket - 1;
       const before = q.cursor;
-      autoAdmit(q, p, e.paused);
+      autoAdmit(r);
       if (ticket <= before) {
         trim(q.admits, p.nowMs);
         q.admits.set(String(ticket), p.nowMs);
       }
     }
-    return { ...readState(q, p.nowMs, e), ticket, claimed };
+    return { ...finish(r), ticket, claimed };
   }
 
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     const q = this.#queue(queue);
-    const e = effective(q, p);
-    admissionStep(q, p, e);
-    return readState(q, p.nowMs, e);
+    prologue(q, p, q.tail);
+    const r = begin(q, p);
+    admissionStep(r);
+    return finish(r);
   }
 
   async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<ClaimResult> {
@@ -125,16 +163,19 @@ export class MemoryQueueStore implements QueueStore {
     checkTicket(ticket);
     const waited = checkWaitedMs(waitedMs);
     const q = this.#queue(queue);
-    const e = effective(q, p);
+    prologue(q, p, q.tail);
+    const r = begin(q, p);
     let claimed: boolean;
-    if (isCapacity(e)) {
+    if (isCapacity(r.e)) {
       expire(q, p.nowMs);
-      claimed = takeSlot(q, ticket, p, e, waited);
-      advance(q, p, e);
+      claimed = takeSlot(r, ticket, waited);
+      advance(r);
+    } else if (r.random) {
+      claimed = (q.reserved.get(ticket) ?? 0) > p.nowMs;
     } else {
       claimed = ticket <= q.cursor;
     }
-    return { ...readState(q, p.nowMs, e), claimed };
+    return { ...finish(r), claimed };
   }
 
   async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number): Promise<boolean> {
@@ -157,8 +198,9 @@ export class MemoryQueueStore implements QueueStore {
     checkTicket(ticket);
     const grace = checkGraceMs(graceMs);
     const q = this.#queue(queue);
-    const e = effective(q, p);
-    if (!isCapacity(e)) return false;
+    prologue(q, p, q.tail);
+    const r = begin(q, p);
+    if (!isCapacity(r.e)) return false;
     if (grace === 0) {
       expire(q, p.nowMs);
       let held = q.active.delete(ticket);
@@ -166,7 +208,7 @@ export class MemoryQueueStore implements QueueStore {
         q.admits.delete(String(ticket));
         held = true;
       }
-      advance(q, p, e);
+      advance(r);
       return held;
     }
     let held = false;
@@ -186,20 +228,25 @@ export class MemoryQueueStore implements QueueStore {
     const p = checkPolicy(nowMs, policy);
     assertAdmitCount(count);
     const q = this.#queue(queue);
-    const e = effective(q, p);
-    const capacity = isCapacity(e);
-    if (capacity) expire(q, p.nowMs);
+    prologue(q, p, q.tail);
+    const r = begin(q, p);
+    const capacity = isCapacity(r.e);
+    if (capacity || r.random) expire(q, p.nowMs);
     const before = q.cursor;
-    const target = Math.min(before + count, q.tail);
-    if (target > before) {
-      if (capacity) {
-        callTickets(q, p, before + 1, target);
-      } else {
-        q.cursor = target;
-        recordBatch(q, p.nowMs, before + 1, target);
+    if (r.open && r.random) {
+      drawTickets(r, count);
+    } else if (r.open) {
+      const target = Math.min(before + count, q.tail);
+      if (target > before) {
+        if (capacity) {
+          callTickets(r, before + 1, target);
+        } else {
+          q.cursor = target;
+          recordBatch(q, p.nowMs, before + 1, target);
+        }
       }
     }
-    return { ...readState(q, p.nowMs, e), admitted: q.cursor - before };
+    return { ...finish(r), admitted: q.cursor - before };
   }
 
   async control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -207,12 +254,13 @@ export class MemoryQueueStore implements QueueStore {
     const p = checkPolicy(nowMs, policy);
     const c = checkControl(change);
     const q = this.#queue(queue);
+    prologue(q, p, q.tail);
     if (c.paused !== undefined) q.paused = c.paused;
     if (c.maxActive !== undefined) q.maxActive = c.maxActive ?? undefined;
     if (c.maxNewPerMinute !== undefined) q.maxNewPerMinute = c.maxNewPerMinute ?? undefined;
-    const e = effective(q, p);
-    admissionStep(q, p, e);
-    return readState(q, p.nowMs, e);
+    const r = begin(q, p);
+    admissionStep(r);
+    return finish(r);
   }
 
   async stats(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueStats> {
@@ -229,10 +277,70 @@ export class MemoryQueueStore implements QueueStore {
       }
     }
     return {
-      ...readState(q, p.nowMs, effective(q, p)),
+      ...readState(begin(q, p)),
       reserved: countAfter(q.reserved, p.nowMs),
       avgWaitSeconds: averageWaitSeconds(sum, count),
     };
+  }
+
+  /** Mirrors the draw script: see its comment in scripts.ts. */
+  async draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<DrawResult> {
+    assertQueueName(queue);
+    const p = checkPolicy(nowMs, policy);
+    checkTicket(ticket);
+    const waited = checkWaitedMs(waitedMs);
+    const q = this.#queue(queue);
+    prologue(q, p, q.tail);
+    const r = begin(q, p);
+    let settled: Settled | undefined;
+    if (r.random) {
+      expire(q, p.nowMs);
+      settled = settle(r, ticket, waited);
+      if (settled === undefined && q.waiting.has(ticket)) {
+        q.waiting.set(ticket, p.nowMs);
+        admissionStep(r);
+        settled = settle(r, ticket, waited) ?? { outcome: 'waiting', claimed: false };
+      } else {
+        admissionStep(r);
+        settled ??= { outcome: 'unknown', claimed: false };
+      }
+    } else {
+      admissionStep(r);
+      const capacity = isCapacity(r.e);
+      const claimed = capacity && takeSlot(r, ticket, waited);
+      const outcome = claimed
+        ? 'drawn'
+        : ticket <= q.cursor && ticket <= q.tail
+          ? capacity
+            ? 'front'
+            : 'drawn'
+          : ticket <= q.tail
+            ? 'waiting'
+            : 'unknown';
+      settled = { outcome, claimed };
+    }
+    return { ...finish(r), ...settled };
+  }
+
+  async history(queue: string, nowMs: number): Promise<readonly HistoryPoint[]> {
+    assertQueueName(queue);
+    const now = checkNowMs(nowMs);
+    const q = this.#queues.get(queue);
+    if (q === undefined) return [];
+    return [...q.history.values()].filter((point) => point.atMs > now - HISTORY_MS).sort((a, b) => a.atMs - b.atMs);
+  }
+
+  async reset(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
+    assertQueueName(queue);
+    const p = checkPolicy(nowMs, policy);
+    const q = this.#queue(queue);
+    q.tail = 0;
+    q.cursor = 0;
+    q.lastPeriodStart = undefined;
+    for (const scores of [q.active, q.reserved, q.admits, q.batches, q.waits, q.waiting, q.history]) scores.clear();
+    q.event = undefined;
+    q.epoch = p.nowMs;
+    return readState(begin(q, p));
   }
 
   async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
@@ -290,9 +398,13 @@ function emptyQueue(): MemoryQueue {
     admits: new Map(),
     batches: new Map(),
     waits: new Map(),
+    waiting: new Map(),
+    history: new Map(),
     paused: false,
     maxActive: undefined,
     maxNewPerMinute: undefined,
+    event: undefined,
+    epoch: 0,
   };
 }
 
@@ -314,8 +426,24 @@ function effective(q: MemoryQueue, p: CheckedPolicy): Effective {
   };
 }
 
+/** A run's context, read after the run's control changes (as READ_QUEUE is). */
+function begin(q: MemoryQueue, p: CheckedPolicy): Run {
+  return { q, p, e: effective(q, p), open: isOpen(p), random: p.method === 'random', rng: createDrawRng(p.seed) };
+}
+
 function isCapacity(e: Effective): boolean {
   return e.maxActive > 0 || e.maxNewPerMinute > 0;
+}
+
+/**
+ * Mirrors `prologue`: the first run at or after the event's start freezes the pre-queue (`tailBefore`
+ * is the tail before the run's own ticket); in random mode lapsed presence leaves the draw.
+ */
+function prologue(q: MemoryQueue, p: CheckedPolicy, tailBefore: number): void {
+  if (p.eventStartMs > 0 && p.nowMs >= p.eventStartMs && q.event?.start !== p.eventStartMs) {
+    q.event = { start: p.eventStartMs, size: tailBefore, seed: p.seed };
+  }
+  if (p.method === 'random') removeUpTo(q.waiting, p.nowMs - p.presenceMs);
 }
 
 /** ZCOUNT key (min +inf. */
@@ -325,7 +453,7 @@ function countAfter<K>(scores: ReadonlyMap<K, number>, minExclusive: number): nu
   return n;
 }
 
-/** ZREMRANGEBYSCORE key -inf min. */
+/** ZREMRANGEBYSCORE key -inf max. */
 function removeUpTo<K>(scores: Map<K, number>, max: number): void {
   for (const [member, score] of scores) if (score <= max) scores.delete(member);
 }
@@ -364,8 +492,10 @@ function admittedCounts(q: MemoryQueue, nowMs: number): { minute: number; five: 
   return { minute, five };
 }
 
-function readState(q: MemoryQueue, nowMs: number, e: Effective): QueueState {
+function readState({ q, p, e, random }: Run): QueueState {
+  const nowMs = p.nowMs;
   const { minute, five } = admittedCounts(q, nowMs);
+  const event = p.eventStartMs > 0 && q.event?.start === p.eventStartMs ? q.event : undefined;
   return {
     tail: q.tail,
     cursor: q.cursor,
@@ -375,7 +505,33 @@ function readState(q: MemoryQueue, nowMs: number, e: Effective): QueueState {
     active: countAfter(q.active, nowMs) + countAfter(q.reserved, nowMs),
     admittedLastMinute: minute,
     admittedLast5Minutes: five,
+    eventSize: event?.size ?? 0,
+    eventSeed: event?.seed ?? 0,
+    waiting: random ? countAfter(q.waiting, nowMs - p.presenceMs) : 0,
+    epoch: q.epoch,
   };
+}
+
+/** Mirrors `record_history`: the minute's first writing run keeps the state it returns. */
+function recordHistory({ q, p, random }: Run, state: QueueState): void {
+  const minute = Math.floor(p.nowMs / MINUTE_MS) * MINUTE_MS;
+  if (q.history.has(minute)) return;
+  for (const at of q.history.keys()) if (at <= p.nowMs - HISTORY_MS) q.history.delete(at);
+  q.history.set(minute, {
+    atMs: minute,
+    tail: state.tail,
+    cursor: state.cursor,
+    waiting: random ? state.waiting : Math.max(0, state.tail - state.cursor),
+    active: state.active,
+    admittedLastMinute: state.admittedLastMinute,
+  });
+}
+
+/** The state a writing run returns, recorded in the history. */
+function finish(r: Run): QueueState {
+  const state = readState(r);
+  recordHistory(r, state);
+  return state;
 }
 
 function recordBatch(q: MemoryQueue, nowMs: number, from: number, to: number): void {
@@ -384,12 +540,41 @@ function recordBatch(q: MemoryQueue, nowMs: number, from: number, to: number): v
   q.batches.set(`${from}-${to}`, nowMs);
 }
 
+/** Redis's ZSET order: by score, then by member bytes (decimal ticket strings, ASCII). */
+function zsetOrder([a, scoreA]: [number, number], [b, scoreB]: [number, number]): number {
+  if (scoreA !== scoreB) return scoreA - scoreB;
+  const x = String(a);
+  const y = String(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** Mirrors `draw_tickets`: up to `n` present visitors, each by rank in ZSET order, reserved as a call. */
+function drawTickets(r: Run, n: number): void {
+  const { q, p } = r;
+  const k = Math.min(n, q.waiting.size);
+  if (k < 1) return;
+  const present = [...q.waiting].sort(zsetOrder).map(([ticket]) => ticket);
+  for (let i = 0; i < k; i += 1) {
+    const [ticket] = present.splice(r.rng.nextRank(present.length), 1);
+    if (ticket === undefined) throw new Error('unreachable: rank out of range');
+    q.waiting.delete(ticket);
+    q.reserved.set(ticket, p.nowMs + p.reservationMs);
+    q.admits.set(String(ticket), p.nowMs);
+  }
+  q.cursor += k;
+}
+
 /** The same rule as `auto_admit` in scripts.ts. */
-function autoAdmit(q: MemoryQueue, p: CheckedPolicy, paused: boolean): void {
-  if (paused || p.count <= 0) return;
+function autoAdmit(r: Run): void {
+  const { q, p } = r;
+  if (r.e.paused || p.count <= 0 || !r.open) return;
   const start = periodStart(p.nowMs, p.periodMs);
   if (q.lastPeriodStart !== undefined && start <= q.lastPeriodStart) return;
   q.lastPeriodStart = start;
+  if (r.random) {
+    drawTickets(r, p.count);
+    return;
+  }
   const target = Math.min(q.cursor + p.count, q.tail + p.count);
   if (target <= q.cursor) return;
   const before = q.cursor;
@@ -417,7 +602,7 @@ function freeSlots(q: MemoryQueue, nowMs: number, e: Effective): number {
   return free;
 }
 
-function callTickets(q: MemoryQueue, p: CheckedPolicy, from: number, to: number): void {
+function callTickets({ q, p }: Run, from: number, to: number): void {
   for (let t = from; t <= to; t += 1) {
     q.reserved.set(t, p.nowMs + p.reservationMs);
     q.admits.set(String(t), p.nowMs);
@@ -425,27 +610,34 @@ function callTickets(q: MemoryQueue, p: CheckedPolicy, from: number, to: number)
   q.cursor = to;
 }
 
-function advance(q: MemoryQueue, p: CheckedPolicy, e: Effective): void {
-  if (e.paused) return;
+function advance(r: Run): void {
+  const { q, p, e } = r;
+  if (e.paused || !r.open) return;
+  if (r.random) {
+    drawTickets(r, freeSlots(q, p.nowMs, e));
+    return;
+  }
   const n = Math.min(q.tail - q.cursor, freeSlots(q, p.nowMs, e));
   if (n < 1) return;
-  callTickets(q, p, q.cursor + 1, q.cursor + n);
+  callTickets(r, q.cursor + 1, q.cursor + n);
 }
 
-function admissionStep(q: MemoryQueue, p: CheckedPolicy, e: Effective): void {
-  if (isCapacity(e)) {
-    expire(q, p.nowMs);
-    advance(q, p, e);
+function admissionStep(r: Run): void {
+  if (isCapacity(r.e)) {
+    expire(r.q, r.p.nowMs);
+    advance(r);
   } else {
-    autoAdmit(q, p, e.paused);
+    if (r.random) expire(r.q, r.p.nowMs);
+    autoAdmit(r);
   }
 }
 
 /**
  * Mirrors `take_slot`; runs after `expire`, so whatever is stored is live. Claiming a reservation
- * re-times its admission entry to now: the arrival.
+ * re-times its admission entry to now: the arrival. No direct slot in random mode or before the start.
  */
-function takeSlot(q: MemoryQueue, ticket: number, p: CheckedPolicy, e: Effective, waited: number): boolean {
+function takeSlot(r: Run, ticket: number, waited: number): boolean {
+  const { q, p, e } = r;
   const now = p.nowMs;
   if (q.active.has(ticket)) {
     q.active.set(ticket, now + p.sessionMs);
@@ -454,7 +646,7 @@ function takeSlot(q: MemoryQueue, ticket: number, p: CheckedPolicy, e: Effective
   if (q.reserved.delete(ticket)) {
     q.admits.set(String(ticket), now);
   } else {
-    if (ticket > q.cursor || ticket > q.tail || e.paused || freeSlots(q, now, e) < 1) return false;
+    if (r.random || !r.open || ticket > q.cursor || ticket > q.tail || e.paused || freeSlots(q, now, e) < 1) return false;
     let member = `${ticket}@${now}`;
     for (let k = 1; q.admits.has(member); k += 1) member = `${ticket}@${now}#${k}`;
     q.admits.set(member, now);
@@ -462,4 +654,26 @@ function takeSlot(q: MemoryQueue, ticket: number, p: CheckedPolicy, e: Effective
   q.active.set(ticket, now + p.sessionMs);
   q.waits.set(`${ticket}:${waited}`, now);
   return true;
+}
+
+/** Mirrors `collect`: random rate mode, the holder of a live reservation is let in, once. */
+function collect(q: MemoryQueue, nowMs: number, ticket: number, waited: number): void {
+  q.reserved.delete(ticket);
+  q.admits.set(String(ticket), nowMs);
+  q.waits.set(`${ticket}:${waited}`, nowMs);
+}
+
+type Settled = Pick<DrawResult, 'outcome' | 'claimed'>;
+
+/** Mirrors the draw script's `settle`: a ticket holding a (live) slot or reservation; undefined otherwise. */
+function settle(r: Run, ticket: number, waited: number): Settled | undefined {
+  const { q } = r;
+  if (q.active.has(ticket) || (isCapacity(r.e) && q.reserved.has(ticket))) {
+    return takeSlot(r, ticket, waited) ? { outcome: 'drawn', claimed: true } : { outcome: 'front', claimed: false };
+  }
+  if (q.reserved.has(ticket)) {
+    collect(q, r.p.nowMs, ticket, waited);
+    return { outcome: 'drawn', claimed: false };
+  }
+  return undefined;
 }

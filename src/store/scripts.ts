@@ -12,15 +12,17 @@
  *                                   stored value look far in the future and stall admission.
  *   `${prefix}:{${queue}}:active`   capacity mode: ZSET ticket → slot expiry (ms). A slot is live
  *                                   while its expiry is > now.
- *   `${prefix}:{${queue}}:reserved` capacity mode: ZSET ticket → reservation expiry (ms): a called
- *                                   ticket's slot, held for its holder for `reservationMs`.
+ *   `${prefix}:{${queue}}:reserved` capacity mode, and random rate mode: ZSET ticket → reservation
+ *                                   expiry (ms): a called (drawn) ticket's slot, or in random rate
+ *                                   mode its admission, held for its holder for `reservationMs`.
  *   `${prefix}:{${queue}}:admits`   ZSET member → admission time (ms), kept 300 s: the sliding-minute
  *                                   limit and the measured rate. Members: `<ticket>` for a ticket
- *                                   called (reserved, or walked in under rate mode), written at the
- *                                   call; in capacity mode re-timed to the claim when its reservation
- *                                   is claimed (the visitor's arrival; written anew if the 300 s trim
- *                                   took it), and removed again when its reservation lapses or is
- *                                   left unclaimed, which gives the per-minute budget back;
+ *                                   called or drawn (reserved, or walked in under rate mode), written
+ *                                   at the call; re-timed to the claim (or random rate mode's
+ *                                   collection) when its reservation is taken up (the visitor's
+ *                                   arrival; written anew if the 300 s trim took it), and removed
+ *                                   again when its reservation lapses or is left unclaimed, which
+ *                                   gives the per-minute budget back;
  *                                   `<ticket>@<now>[#k]` for a slot taken directly (a late claim
  *                                   after the reservation lapsed, or a returning holder), unique so
  *                                   that two admissions never collapse into one. The entry of a
@@ -29,10 +31,23 @@
  *                                   of existing tickets one period step or explicit admit called,
  *                                   counted by its size (one entry per period, not per visitor).
  *   `${prefix}:{${queue}}:waits`    ZSET `<ticket>:<waitedMs>` → time (ms), kept 300 s: how long
- *                                   each claimed slot's holder waited, for the average wait.
+ *                                   each claimed slot's (or collected draw's) holder waited, for the
+ *                                   average wait.
  *   `${prefix}:{${queue}}:ctl`      HASH of runtime controls: `paused` ("1" or absent),
  *                                   `max_active`, `max_new_per_minute` (overrides; absent = the
- *                                   configured value).
+ *                                   configured value); the event's frozen pre-queue: `ev_start`
+ *                                   (the start it was frozen for), `ev_size`, `ev_seed` (see
+ *                                   Events); `epoch` (ms of the last reset; absent = 0, never).
+ *   `${prefix}:{${queue}}:waiting`  random method: ZSET ticket → last poll time (ms): the visitors
+ *                                   taking part in draws. A member is present while its score is
+ *                                   > now - presenceMs; every writing random-mode script first
+ *                                   removes the others. A drawn ticket leaves it for good.
+ *   `${prefix}:{${queue}}:history`  ZSET minute start (ms) → `<minute>:<tail>:<cursor>:<waiting>:
+ *                                   <active>:<admitted_1m>`, one member per minute: the state the
+ *                                   minute's first join, poll, claim, draw, admit or control
+ *                                   returned (after its admission step). `waiting` is `tail -
+ *                                   cursor` (at least 0) in FIFO, the present visitors in random.
+ *                                   Members whose minute is <= now - HISTORY_MS are trimmed.
  *   `${prefix}:{${queue}}:vip:<hash>`  HASH, one per VIP access code; `<hash>` is the lower-case hex
  *                                   SHA-256 the caller made of the code (the store never sees a
  *                                   code). Fields: `left` (uses left; kept at 0 once used up, so a
@@ -53,18 +68,58 @@
  * claim), not when its ticket is called: the call only reserves. So `admittedLastMinute` = claims
  * whose claim time is in the last 60 s + live reservations (called, not yet claimed, WHATEVER their
  * call time: each is one arrival still to come, counted exactly once), and `admittedLast5Minutes`
- * the same over 300 s; rate-mode calls (batches and walk-ins) have no claim and count at the call.
+ * the same over 300 s; rate-mode FIFO calls (batches and walk-ins) have no claim and count at the
+ * call; random rate mode's draws are reservations, counted as in capacity mode until collected.
  * `maxNewPerMinute` keeps that minute figure <= the limit (explicit admits aside): a reservation is
  * counted from its call until it becomes a claim (then counted at its claim time) or lapses (then
  * counted no more), so the visitors who actually arrive in ANY 60 s window never exceed the limit,
  * however long a reservation lasts.
+ *
+ * Events (both methods): with an event start S > 0 in the policy and now < S, no script admits
+ * anybody: no period step (the period key is not consumed), no call into free room, no walk-in, no
+ * direct slot, explicit admits admit 0, no draw. Joins still take tickets (and, in rate FIFO mode, a
+ * cursor left ahead of the tail by an earlier period step is pulled back to the tail, since those
+ * calls were for tickets nobody held: the first pre-queue visitors must not walk in). Holding a
+ * slot or a reservation from before stays valid. The first writing script (join, poll, claim, draw,
+ * admit, control, leave) run at now >= S whose `ev_start` is not S freezes the pre-queue: `ev_start`
+ * = S, `ev_size` = the tail before that run's own ticket, `ev_seed` = its ARGV seed. A rescheduled S
+ * freezes anew. Every state reports `ev_size`/`ev_seed` when `ev_start` = S, else 0 (stats the same,
+ * writing nothing). touch neither freezes nor lapses presence.
+ *
+ * Methods: FIFO (0) calls tickets in order by moving the cursor. Random (1) draws among the present
+ * members of `waiting` instead: a draw of n tickets runs a Park–Miller minimal standard generator
+ * seeded from ARGV seed (state = (seed mod 2147483646) + 1; next = state * 16807 mod 2147483647,
+ * exact in doubles; one stream per script run), and picks rank r = floor(next / 2147483647 * N)
+ * among the N members of `waiting` in ZSET order (score, then member bytes), removes it, N - 1,
+ * n times. Each drawn ticket is reserved exactly as a FIFO call (reserved + admits at now) and the
+ * cursor counts the draws, so `tail - cursor` is still the number not yet called. Capacity mode
+ * draws min(free room, N); rate mode's period step draws min(count, N) (same period rules; lapsed
+ * reservations are expired as in capacity mode); admit(count) draws min(count, N). In random mode a
+ * slot is taken only through a live reservation (or renewed), never directly from free room, and a
+ * rate-mode reservation is "collected" by its holder's draw (ZREM reserved, admits re-timed to now,
+ * wait recorded): a ticket drawn and collected cannot be drawn again, so nobody is admitted twice.
+ *
+ * Method switches mid-queue are not smoothed over: a FIFO ticket never entered `waiting` (its draw
+ * answers unknown), and in random mode the cursor counts draws, not a ticket number, so a switch back
+ * to FIFO would call tickets by number again. In FIFO the draw script answers from the cursor (see
+ * DRAW_SCRIPT); the handler uses it in random mode only.
+ *
+ * Reset deletes every key above but ctl and the VIP codes, and clears `ev_*` in ctl, keeping the
+ * controls; `epoch` = now so the caller can void waiting tickets from before. It admits nobody.
  *
  * Scripts: every one starts with `#!lua flags=allow-key-locking` (Upstash then locks only the keys in
  * KEYS, so queues do not wait on each other) and therefore touches only keys passed in KEYS: they
  * are bound once to `K_*` locals at the top. They are deterministic: the time comes in ARGV, nothing
  * reads the clock or a random source. They run in Redis 7's shebang mode, so they declare no
  * `no-writes` flag and return only flat integer arrays (Lua numbers are truncated to integers on the
- * way out anyway).
+ * way out anyway), except `history`, which returns its members as stored (strings the store parses).
+ *
+ * Policy scripts share KEYS (policyKeys) and ARGV 1..11 (policyArgv): now, auto count, period ms,
+ * max active, max new per minute, session ms, reservation ms, event start ms (0 = none), seed
+ * (0..2^48-1), method (0 fifo, 1 random), presence ms (>= 1 in random). Their own ARGV follow at
+ * 12+. They return the state first: {tail, cursor, paused, max_active, max_new_per_minute, active,
+ * admitted_1m, admitted_5m, event_size, event_seed, waiting, epoch} (STATE_LENGTH values), extras
+ * from 13 on.
  *
  * The SHA-1 of each script is pinned as a literal so that EVALSHA needs no hashing at the edge; a
  * test asserts each pin equals both node:crypto's SHA-1 and `SCRIPT LOAD`. If you edit a script,
@@ -88,6 +143,18 @@ export const MINUTE_MS = 60_000;
 /** How long admissions and waits are kept: the window of `admittedLast5Minutes` and `avgWaitSeconds`, ms. */
 export const KEEP_MS = 300_000;
 
+/** How long the per-minute history is kept, ms (one hour). */
+export const HISTORY_MS = 3_600_000;
+
+/** @default presence window of the random method when the policy has none, ms. */
+export const DEFAULT_PRESENCE_MS = 30_000;
+
+/** The largest seed a policy may carry: 2^48 - 1 (exact in a double, and in Lua). */
+export const MAX_SEED = 281_474_976_710_655;
+
+/** Length of the state every policy script returns first (see the header). */
+export const STATE_LENGTH = 12;
+
 /** Thrown for input a store refuses; nothing has been changed when it is thrown. */
 export class StoreArgumentError extends RangeError {
   readonly code = 'ERR_STORE_ARGUMENT';
@@ -107,6 +174,8 @@ export interface QueueKeys {
   readonly batches: string;
   readonly waits: string;
   readonly ctl: string;
+  readonly waiting: string;
+  readonly history: string;
 }
 
 export function assertQueueName(queue: string): void {
@@ -135,12 +204,26 @@ export function buildQueueKeys(prefix: string, queue: string): QueueKeys {
     batches: `${base}:batches`,
     waits: `${base}:waits`,
     ctl: `${base}:ctl`,
+    waiting: `${base}:waiting`,
+    history: `${base}:history`,
   };
 }
 
 /** KEYS of every policy script, in the order the Lua binds them to `K_*`. */
 export function policyKeys(keys: QueueKeys): string[] {
-  return [keys.tail, keys.cursor, keys.period, keys.active, keys.reserved, keys.admits, keys.batches, keys.waits, keys.ctl];
+  return [
+    keys.tail,
+    keys.cursor,
+    keys.period,
+    keys.active,
+    keys.reserved,
+    keys.admits,
+    keys.batches,
+    keys.waits,
+    keys.ctl,
+    keys.waiting,
+    keys.history,
+  ];
 }
 
 /** An admission policy after validation, with the time it applies to. */
@@ -156,6 +239,13 @@ export interface CheckedPolicy {
   readonly maxNewPerMinute: number;
   readonly sessionMs: number;
   readonly reservationMs: number;
+  /** 0 = no event. */
+  readonly eventStartMs: number;
+  /** 0 .. MAX_SEED. */
+  readonly seed: number;
+  readonly method: 'fifo' | 'random';
+  /** >= 1; DEFAULT_PRESENCE_MS when the policy has none. */
+  readonly presenceMs: number;
 }
 
 function isSafeCount(value: unknown, min: number): value is number {
@@ -196,6 +286,22 @@ export function checkPolicy(nowMs: number, policy: AdmissionPolicy): CheckedPoli
   if (!isSafeCount(reservationMs, 1)) {
     throw new StoreArgumentError(`invalid reservationMs ${String(reservationMs)}: expected an integer >= 1`);
   }
+  const eventStartMs: unknown = policy.eventStartMs ?? 0;
+  if (!isSafeCount(eventStartMs, 0)) {
+    throw new StoreArgumentError(`invalid eventStartMs ${String(eventStartMs)}: expected an integer time in ms since the epoch, or 0 for none`);
+  }
+  const seed: unknown = policy.seed ?? 0;
+  if (!isSafeCount(seed, 0) || seed > MAX_SEED) {
+    throw new StoreArgumentError(`invalid seed ${String(seed)}: expected an integer from 0 to ${MAX_SEED}`);
+  }
+  const method: unknown = policy.method ?? 'fifo';
+  if (method !== 'fifo' && method !== 'random') {
+    throw new StoreArgumentError(`invalid method ${String(method)}: expected fifo or random`);
+  }
+  const presenceMs: unknown = policy.presenceMs ?? DEFAULT_PRESENCE_MS;
+  if (!isSafeCount(presenceMs, 1)) {
+    throw new StoreArgumentError(`invalid presenceMs ${String(presenceMs)}: expected an integer >= 1`);
+  }
   return {
     nowMs: now,
     count,
@@ -204,8 +310,36 @@ export function checkPolicy(nowMs: number, policy: AdmissionPolicy): CheckedPoli
     maxNewPerMinute,
     sessionMs,
     reservationMs,
+    eventStartMs,
+    seed,
+    method,
+    presenceMs,
   };
 }
+
+/** Whether admission may run at `nowMs`: no event, or its start has come. */
+export function isOpen(p: CheckedPolicy): boolean {
+  return p.eventStartMs === 0 || p.nowMs >= p.eventStartMs;
+}
+
+const MINSTD_MODULUS = 2_147_483_647;
+
+/**
+ * The random method's generator, the same arithmetic as `next_rank` in the Lua (Park–Miller minimal
+ * standard, every step exact in doubles): `nextRank(n)` picks a rank in 0..n-1. One per script run.
+ */
+export function createDrawRng(seed: number): { nextRank(n: number): number } {
+  let state = (seed % (MINSTD_MODULUS - 1)) + 1;
+  return {
+    nextRank(n: number): number {
+      state = (state * 16_807) % MINSTD_MODULUS;
+      return Math.min(Math.floor((state / MINSTD_MODULUS) * n), n - 1);
+    },
+  };
+}
+
+/** A draw's outcome by the code the draw script returns. */
+export const DRAW_OUTCOMES = { 0: 'waiting', 1: 'drawn', 2: 'front', 3: 'unknown' } as const;
 
 export function checkTicket(ticket: number): number {
   if (!isSafeCount(ticket, 1)) {
@@ -372,15 +506,27 @@ export function periodStart(nowMs: number, periodMs: number): number {
 }
 
 /**
- * ARGV 1..7 of every policy script, as strings so no JSON number formatting (exponents, fractions)
+ * ARGV 1..11 of every policy script, as strings so no JSON number formatting (exponents, fractions)
  * reaches Lua: now, auto count, period ms, configured max active, configured max new per minute,
- * session ms, reservation ms.
+ * session ms, reservation ms, event start ms, seed, method (0 fifo, 1 random), presence ms.
  */
 export function policyArgv(p: CheckedPolicy): string[] {
-  return [p.nowMs, p.count, p.periodMs, p.maxActive, p.maxNewPerMinute, p.sessionMs, p.reservationMs].map(String);
+  return [
+    p.nowMs,
+    p.count,
+    p.periodMs,
+    p.maxActive,
+    p.maxNewPerMinute,
+    p.sessionMs,
+    p.reservationMs,
+    p.eventStartMs,
+    p.seed,
+    p.method === 'random' ? 1 : 0,
+    p.presenceMs,
+  ].map(String);
 }
 
-/** ARGV 8..10 of the control script: '' = leave as it is, 'del' = back to configured / unpause. */
+/** ARGV 12..14 of the control script: '' = leave as it is, 'del' = back to configured / unpause. */
 export function controlArgv(c: CheckedControl): string[] {
   const threshold = (v: number | null | undefined): string => (v === undefined ? '' : v === null ? 'del' : String(v));
   return [c.paused === undefined ? '' : c.paused ? '1' : '0', threshold(c.maxActive), threshold(c.maxNewPerMinute)];
@@ -408,19 +554,21 @@ local function read_int(key)
 end
 `;
 
-// Every key bound once from KEYS, and the policy from ARGV 1..7 (validated again: the TS side
+// Every key bound once from KEYS, and the policy from ARGV 1..11 (validated again: the TS side
 // checks first, this only keeps a foreign caller from corrupting state). '%.0f' prints any integer
 // below 2^53 exactly and never in exponent form.
 const PRELUDE = `
 local K_TAIL, K_CURSOR, K_PERIOD = KEYS[1], KEYS[2], KEYS[3]
 local K_ACTIVE, K_RESERVED, K_ADMITS = KEYS[4], KEYS[5], KEYS[6]
 local K_BATCHES, K_WAITS, K_CTL = KEYS[7], KEYS[8], KEYS[9]
-local MINUTE_MS, KEEP_MS = ${MINUTE_MS}, ${KEEP_MS}
+local K_WAITING, K_HISTORY = KEYS[10], KEYS[11]
+local MINUTE_MS, KEEP_MS, HISTORY_MS = ${MINUTE_MS}, ${KEEP_MS}, ${HISTORY_MS}
 local function fmt(n) return string.format('%.0f', n) end
-local function arg_int(i, min)
+local function arg_int(i, min, max)
+  max = max or 9007199254740991
   local n = tonumber(ARGV[i])
-  if not n or n ~= math.floor(n) or n < min or n > 9007199254740991 then
-    error('wr: ARGV[' .. i .. '] must be an integer >= ' .. min)
+  if not n or n ~= math.floor(n) or n < min or n > max then
+    error('wr: ARGV[' .. i .. '] must be an integer from ' .. fmt(min) .. ' to ' .. fmt(max))
   end
   return n
 end
@@ -431,7 +579,13 @@ local CFG_MAX_ACTIVE = arg_int(4, 0)
 local CFG_MAX_NEW = arg_int(5, 0)
 local SESSION_MS = arg_int(6, 1)
 local RESERVATION_MS = arg_int(7, 1)
+local EVENT_START = arg_int(8, 0)
+local SEED = arg_int(9, 0, ${MAX_SEED})
+local RANDOM = arg_int(10, 0, 1) == 1
+local PRESENCE_MS = arg_int(11, RANDOM and 1 or 0)
 if AUTO_COUNT > 0 and PERIOD_MS < 1 then error('wr: ARGV[3] must be >= 1 when ARGV[2] > 0') end
+-- Admission may run: no event, or its start has come.
+local OPEN = EVENT_START == 0 or NOW >= EVENT_START
 ${READ_INT}
 local function read_override(v, configured)
   if not v then return configured end
@@ -446,11 +600,32 @@ local function read_controls()
 end
 `;
 
+// Events and presence (see the header). read_event: the pre-queue frozen for this start (0, 0 when
+// none is) and the epoch. prologue: every writing script but touch runs it first, with the tail
+// before its own ticket: the first run at or after the start freezes the pre-queue, and in random
+// mode the visitors whose last poll is presenceMs old leave the draw.
+const EVENTS = `
+local function read_event()
+  local c = redis.call('HMGET', K_CTL, 'ev_start', 'ev_size', 'ev_seed', 'epoch')
+  local size, seed = 0, 0
+  if EVENT_START > 0 and tonumber(c[1]) == EVENT_START then
+    size, seed = tonumber(c[2]) or 0, tonumber(c[3]) or 0
+  end
+  return size, seed, tonumber(c[4]) or 0
+end
+local function prologue(tail_before)
+  if EVENT_START > 0 and NOW >= EVENT_START and tonumber(redis.call('HGET', K_CTL, 'ev_start')) ~= EVENT_START then
+    redis.call('HSET', K_CTL, 'ev_start', fmt(EVENT_START), 'ev_size', fmt(tail_before), 'ev_seed', fmt(SEED))
+  end
+  if RANDOM then redis.call('ZREMRANGEBYSCORE', K_WAITING, '-inf', fmt(NOW - PRESENCE_MS)) end
+end
+`;
+
 // Figures (arrivals, see the header), counted by score so they are right whether or not lapsed
 // entries were removed yet. Every stored reservation's call-time entry in admits is taken out of the
 // count (it is no arrival yet); a live reservation then counts once, whatever its call time; a
 // lapsed one that is still stored (rate mode, or stats) not at all. Claimed entries count by their
-// claim time.
+// claim time. record_history: the minute's first writing run keeps its state (see the header).
 const FIGURES = `
 local function count_after(key, min_exclusive)
   return redis.call('ZCOUNT', key, '(' .. fmt(min_exclusive), '+inf')
@@ -486,17 +661,60 @@ local function admitted_counts()
   end
   return minute, five
 end
--- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m}
+-- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m,
+--  event_size, event_seed, waiting, epoch}
 local function read_state(tail, cursor, paused, max_active, max_new)
   local slots = count_after(K_ACTIVE, NOW) + count_after(K_RESERVED, NOW)
   local minute, five = admitted_counts()
-  return {tail, cursor, paused and 1 or 0, max_active, max_new, slots, minute, five}
+  local ev_size, ev_seed, epoch = read_event()
+  local waiting = 0
+  if RANDOM then waiting = count_after(K_WAITING, NOW - PRESENCE_MS) end
+  return {tail, cursor, paused and 1 or 0, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch}
+end
+local function record_history(state)
+  local minute = math.floor(NOW / MINUTE_MS) * MINUTE_MS
+  if redis.call('ZCOUNT', K_HISTORY, fmt(minute), fmt(minute)) > 0 then return end
+  redis.call('ZREMRANGEBYSCORE', K_HISTORY, '-inf', fmt(NOW - HISTORY_MS))
+  local waiting = state[11]
+  if not RANDOM then waiting = math.max(0, state[1] - state[2]) end
+  local member = {fmt(minute), fmt(state[1]), fmt(state[2]), fmt(waiting), fmt(state[6]), fmt(state[7])}
+  redis.call('ZADD', K_HISTORY, fmt(minute), table.concat(member, ':'))
+end
+`;
+
+// Random method: the generator (Park–Miller minimal standard from ARGV seed; every step is exact in
+// doubles, and createDrawRng in TS does the same arithmetic) and the draw. draw_tickets draws up to
+// n of the present visitors (prologue removed the others) by rank in ZSET order: each leaves the
+// draw, gets a reservation and an admission entry as a FIFO call does, and the cursor counts it.
+const DRAWS = `
+local rng_state = (SEED % 2147483646) + 1
+local function next_rank(n)
+  rng_state = (rng_state * 16807) % 2147483647
+  local r = math.floor(rng_state / 2147483647 * n)
+  if r >= n then r = n - 1 end
+  return r
+end
+local function draw_tickets(cursor, n)
+  local present = redis.call('ZCARD', K_WAITING)
+  local k = math.min(n, present)
+  if k < 1 then return cursor end
+  for _ = 1, k do
+    local r = fmt(next_rank(present))
+    local m = redis.call('ZRANGE', K_WAITING, r, r)[1]
+    redis.call('ZREM', K_WAITING, m)
+    redis.call('ZADD', K_RESERVED, fmt(NOW + RESERVATION_MS), m)
+    redis.call('ZADD', K_ADMITS, fmt(NOW), m)
+    present = present - 1
+  end
+  redis.call('SET', K_CURSOR, fmt(cursor + k))
+  return cursor + k
 end
 `;
 
 // Rate mode: the period step. The first call of each period moves the cursor by the count, never
-// more than the count past the tail (no banking). Paused: nothing moves and the period is not used
-// up. The existing tickets it calls are recorded as one batch for the admission figures; tickets
+// more than the count past the tail (no banking); in random mode it draws min(count, present)
+// instead. Paused or before the event's start: nothing moves and the period is not used up. The
+// existing tickets a FIFO step calls are recorded as one batch for the admission figures; tickets
 // called before they exist are recorded one by one as they are handed out (see JOIN).
 const RATE_MODE = `
 local function trim(key)
@@ -508,11 +726,12 @@ local function record_batch(from, to)
   redis.call('ZADD', K_BATCHES, fmt(NOW), fmt(from) .. '-' .. fmt(to))
 end
 local function auto_admit(tail, cursor, paused)
-  if paused or AUTO_COUNT <= 0 then return cursor end
+  if paused or AUTO_COUNT <= 0 or not OPEN then return cursor end
   local start = math.floor(NOW / PERIOD_MS) * PERIOD_MS
   local last = read_int(K_PERIOD)
   if last ~= nil and start <= last then return cursor end
   redis.call('SET', K_PERIOD, fmt(start))
+  if RANDOM then return draw_tickets(cursor, AUTO_COUNT) end
   local target = math.min(cursor + AUTO_COUNT, tail + AUTO_COUNT)
   if target <= cursor then return cursor end
   redis.call('SET', K_CURSOR, fmt(target))
@@ -524,8 +743,9 @@ end
 // Capacity mode. expire: lapsed slots leave; lapsed reservations leave and take their admission
 // entry with them (the slot and the per-minute budget come back); history older than 300 s goes.
 // free_slots: room under both thresholds (math.huge for an unlimited one); under the per-minute
-// limit that is the limit - claims of the last 60 s - live reservations. advance: unless paused,
-// call the next tickets into the room, each with a reservation and an admission entry at now.
+// limit that is the limit - claims of the last 60 s - live reservations. advance: unless paused or
+// before the event's start, call the next tickets into the room (random: draw them), each with a
+// reservation and an admission entry at now. Random rate mode expires reservations the same way.
 const CAPACITY_MODE = `
 local function zrem_many(key, members)
   for i = 1, #members, 500 do
@@ -570,7 +790,8 @@ local function call_tickets(from, to)
   redis.call('SET', K_CURSOR, fmt(to))
 end
 local function advance(tail, cursor, paused, max_active, max_new)
-  if paused then return cursor end
+  if paused or not OPEN then return cursor end
+  if RANDOM then return draw_tickets(cursor, free_slots(max_active, max_new)) end
   local n = math.min(tail - cursor, free_slots(max_active, max_new))
   if n < 1 then return cursor end
   call_tickets(cursor + 1, cursor + n)
@@ -581,12 +802,14 @@ local function admission_step(tail, cursor, paused, max_active, max_new)
     expire()
     return advance(tail, cursor, paused, max_active, max_new)
   end
+  if RANDOM then expire() end
   return auto_admit(tail, cursor, paused)
 end
 -- A ticket takes its slot: renew a slot it holds, claim its live reservation (its admission entry is
 -- moved to now, the arrival: the live reservation it was counted as becomes a claim counted from
--- now, so the figures do not move), or (called, not paused, room under both thresholds) take a slot
--- directly with an admission of its own. Runs after expire(), so whatever is stored is live.
+-- now, so the figures do not move), or (FIFO, the event started, called, not paused, room under both
+-- thresholds) take a slot directly with an admission of its own. Runs after expire(), so whatever is
+-- stored is live.
 local function take_slot(ticket, tail, cursor, paused, max_active, max_new, waited)
   local m = fmt(ticket)
   if redis.call('ZSCORE', K_ACTIVE, m) then
@@ -597,7 +820,7 @@ local function take_slot(ticket, tail, cursor, paused, max_active, max_new, wait
     redis.call('ZREM', K_RESERVED, m)
     redis.call('ZADD', K_ADMITS, fmt(NOW), m)
   else
-    if ticket > cursor or ticket > tail or paused or free_slots(max_active, max_new) < 1 then return 0 end
+    if RANDOM or not OPEN or ticket > cursor or ticket > tail or paused or free_slots(max_active, max_new) < 1 then return 0 end
     local member = m .. '@' .. fmt(NOW)
     local k = 0
     while redis.call('ZSCORE', K_ADMITS, member) do
@@ -610,9 +833,18 @@ local function take_slot(ticket, tail, cursor, paused, max_active, max_new, wait
   redis.call('ZADD', K_WAITS, fmt(NOW), m .. ':' .. fmt(waited))
   return 1
 end
+-- Random rate mode: the holder of a live reservation collects it. The reservation goes, its
+-- admission entry is re-timed to now (the arrival) and the wait is recorded; the ticket left the draw
+-- when it was drawn, so it is never admitted again.
+local function collect(ticket, waited)
+  local m = fmt(ticket)
+  redis.call('ZREM', K_RESERVED, m)
+  redis.call('ZADD', K_ADMITS, fmt(NOW), m)
+  redis.call('ZADD', K_WAITS, fmt(NOW), m .. ':' .. fmt(waited))
+end
 `;
 
-const POLICY_HEADER = `${PRELUDE}${FIGURES}${RATE_MODE}${CAPACITY_MODE}`;
+const POLICY_HEADER = `${PRELUDE}${EVENTS}${FIGURES}${DRAWS}${RATE_MODE}${CAPACITY_MODE}`;
 
 const READ_QUEUE = `
 local tail = read_int(K_TAIL) or 0
@@ -621,18 +853,23 @@ local paused, max_active, max_new = read_controls()
 local capacity = max_active > 0 or max_new > 0
 `;
 
-const KEYS_DOC = 'KEYS tail, cursor, period, active, reserved, admits, batches, waits, ctl; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms';
+const KEYS_DOC =
+  'KEYS tail, cursor, period, active, reserved, admits, batches, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms';
 
 /**
- * Take the next ticket and run admission. Capacity mode: a ticket called in this call (room and
- * nobody waiting ahead), or one called before it existed, claims its slot at once (a walk-in, wait 0).
- * Rate mode: the period step; a ticket the cursor had already passed is recorded as admitted now.
- * Returns the state, then ticket and claimed (0/1).
+ * Take the next ticket and run admission (before the event's start: nothing is admitted). Random
+ * method: the ticket joins the draw first. Capacity mode: a ticket called (drawn) in this call, or
+ * (FIFO) one called before it existed, claims its slot at once (a walk-in, wait 0). Rate mode: the
+ * period step; FIFO: a ticket the cursor had already passed is recorded as admitted now; random: a
+ * ticket drawn in this call is collected at once and reported claimed. Returns the state, then
+ * ticket and claimed (0/1).
  */
 export const JOIN_SCRIPT = `${SHEBANG}
 -- wr join: ${KEYS_DOC}; returns {state..., ticket, claimed}
 ${POLICY_HEADER}
 local ticket = redis.call('INCR', K_TAIL)
+prologue(ticket - 1)
+if RANDOM then redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket)) end
 local tail = ticket
 local cursor = read_int(K_CURSOR) or 0
 local paused, max_active, max_new = read_controls()
@@ -641,7 +878,17 @@ if max_active > 0 or max_new > 0 then
   expire()
   cursor = advance(tail, cursor, paused, max_active, max_new)
   claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, 0)
+elseif RANDOM then
+  cursor = admission_step(tail, cursor, paused, max_active, max_new)
+  if redis.call('ZSCORE', K_RESERVED, fmt(ticket)) then
+    collect(ticket, 0)
+    claimed = 1
+  end
 else
+  if not OPEN and cursor > ticket - 1 then
+    cursor = ticket - 1
+    redis.call('SET', K_CURSOR, fmt(cursor))
+  end
   local before = cursor
   cursor = auto_admit(tail, cursor, paused)
   if ticket <= before then
@@ -650,52 +897,62 @@ else
   end
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
-state[9] = ticket
-state[10] = claimed
+record_history(state)
+state[13] = ticket
+state[14] = claimed
 return state
 `;
 
-/** Run admission (capacity: expire and call into free room; rate: the period step). Returns the state. */
+/** Run admission (capacity: expire and call or draw into free room; rate: the period step). Returns the state. */
 export const POLL_SCRIPT = `${SHEBANG}
 -- wr poll: ${KEYS_DOC}; returns {state...}
 ${POLICY_HEADER}${READ_QUEUE}
+prologue(tail)
 cursor = admission_step(tail, cursor, paused, max_active, max_new)
-return read_state(tail, cursor, paused, max_active, max_new)
+local state = read_state(tail, cursor, paused, max_active, max_new)
+record_history(state)
+return state
 `;
 
 /**
- * Capacity mode: the ticket takes its slot (see take_slot), then admission runs. Rate mode: claimed
- * when the cursor has passed the ticket, and nothing is written. ARGV 8 ticket, 9 waited ms.
- * Returns the state, then claimed (0/1).
+ * Capacity mode: the ticket takes its slot (see take_slot; random: only through its live
+ * reservation), then admission runs. Rate mode, FIFO: claimed when the cursor has passed the ticket;
+ * random: when the ticket holds a live reservation (it is not collected: that is draw's job); no
+ * admission runs. ARGV 12 ticket, 13 waited ms. Returns the state, then claimed (0/1).
  */
 export const CLAIM_SCRIPT = `${SHEBANG}
 -- wr claim: ${KEYS_DOC}, ticket, waited_ms; returns {state..., claimed}
 ${POLICY_HEADER}${READ_QUEUE}
-local ticket = arg_int(8, 1)
-local waited = arg_int(9, 0)
+local ticket = arg_int(12, 1)
+local waited = arg_int(13, 0)
+prologue(tail)
 local claimed = 0
 if capacity then
   expire()
   claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, waited)
   cursor = advance(tail, cursor, paused, max_active, max_new)
+elseif RANDOM then
+  local score = redis.call('ZSCORE', K_RESERVED, fmt(ticket))
+  if score and tonumber(score) > NOW then claimed = 1 end
 elseif ticket <= cursor then
   claimed = 1
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
-state[9] = claimed
+record_history(state)
+state[13] = claimed
 return state
 `;
 
 /**
  * Capacity mode: a live slot's expiry becomes min(now + session, until); a slot that is gone (or
  * whose new expiry is not in the future) answers 0 and no slot is ever created. Rate mode: 1.
- * ARGV 8 ticket, 9 until ms. Returns {held}.
+ * Neither freezes an event nor lapses presence. ARGV 12 ticket, 13 until ms. Returns {held}.
  */
 export const TOUCH_SCRIPT = `${SHEBANG}
 -- wr touch: ${KEYS_DOC}, ticket, until_ms; returns {held}
 ${POLICY_HEADER}
-local ticket = arg_int(8, 1)
-local until_ms = arg_int(9, 0)
+local ticket = arg_int(12, 1)
+local until_ms = arg_int(13, 0)
 local paused, max_active, max_new = read_controls()
 if not (max_active > 0 or max_new > 0) then return {1} end
 local m = fmt(ticket)
@@ -711,13 +968,15 @@ return {0}
  * Capacity mode: grace 0 removes the ticket's slot and any reservation (an unclaimed reservation
  * also gives its admission back, as when it lapses) and calls the next tickets into the room;
  * grace > 0 shortens the slot (or reservation) to expire within the grace. Rate mode: 0, nothing
- * written. ARGV 8 ticket, 9 grace ms. Returns {held}: whether a live slot or reservation was there.
+ * written but the prologue. ARGV 12 ticket, 13 grace ms. Returns {held}: whether a live slot or
+ * reservation was there.
  */
 export const LEAVE_SCRIPT = `${SHEBANG}
 -- wr leave: ${KEYS_DOC}, ticket, grace_ms; returns {held}
 ${POLICY_HEADER}${READ_QUEUE}
-local ticket = arg_int(8, 1)
-local grace = arg_int(9, 0)
+local ticket = arg_int(12, 1)
+local grace = arg_int(13, 0)
+prologue(tail)
 if not capacity then return {0} end
 local m = fmt(ticket)
 if grace == 0 then
@@ -743,37 +1002,46 @@ return {held}
 `;
 
 /**
- * The operator's or origin's explicit admission: the cursor moves by up to count, never past the
- * tail. Capacity mode: each ticket called gets a reservation and an admission, even beyond the
- * thresholds (explicit admits are the operator's decision; automatic admission then waits until
- * the usage is back under them). Rate mode: recorded as one batch. Works while paused.
- * ARGV 8 count (>= 1). Returns the state, then admitted.
+ * The operator's or origin's explicit admission (0 before the event's start). FIFO: the cursor
+ * moves by up to count, never past the tail; random: min(count, present) visitors are drawn.
+ * Capacity mode (and random rate mode): each ticket called gets a reservation and an admission,
+ * even beyond the thresholds (explicit admits are the operator's decision; automatic admission then
+ * waits until the usage is back under them). FIFO rate mode: recorded as one batch. Works while
+ * paused. ARGV 12 count (>= 1). Returns the state, then admitted.
  */
 export const ADMIT_SCRIPT = `${SHEBANG}
 -- wr admit: ${KEYS_DOC}, count; returns {state..., admitted}
 ${POLICY_HEADER}${READ_QUEUE}
-local count = arg_int(8, 1)
-if capacity then expire() end
-local target = math.min(cursor + count, tail)
+local count = arg_int(12, 1)
+prologue(tail)
+if capacity or RANDOM then expire() end
 local admitted = 0
-if target > cursor then
-  if capacity then
-    call_tickets(cursor + 1, target)
-  else
-    redis.call('SET', K_CURSOR, fmt(target))
-    record_batch(cursor + 1, target)
+if OPEN and RANDOM then
+  local before = cursor
+  cursor = draw_tickets(cursor, count)
+  admitted = cursor - before
+elseif OPEN then
+  local target = math.min(cursor + count, tail)
+  if target > cursor then
+    if capacity then
+      call_tickets(cursor + 1, target)
+    else
+      redis.call('SET', K_CURSOR, fmt(target))
+      record_batch(cursor + 1, target)
+    end
+    admitted = target - cursor
+    cursor = target
   end
-  admitted = target - cursor
-  cursor = target
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
-state[9] = admitted
+record_history(state)
+state[13] = admitted
 return state
 `;
 
 /**
  * Change runtime controls, then run admission with them (resuming or raising a threshold calls
- * tickets at once). ARGV 8 paused ('' keep, '0', '1'), 9 max active and 10 max new per minute
+ * tickets at once). ARGV 12 paused ('' keep, '0', '1'), 13 max active and 14 max new per minute
  * ('' keep, 'del' back to configured, integer >= 0 override). Returns the state.
  */
 export const CONTROL_SCRIPT = `${SHEBANG}
@@ -784,9 +1052,10 @@ local function check_threshold(i)
   if v ~= '' and v ~= 'del' then arg_int(i, 0) end
   return v
 end
-local p = ARGV[8]
-if p ~= '' and p ~= '0' and p ~= '1' then error('wr: ARGV[8] must be empty, 0 or 1') end
-local changes = {{'max_active', check_threshold(9)}, {'max_new_per_minute', check_threshold(10)}}
+local p = ARGV[12]
+if p ~= '' and p ~= '0' and p ~= '1' then error('wr: ARGV[12] must be empty, 0 or 1') end
+local changes = {{'max_active', check_threshold(13)}, {'max_new_per_minute', check_threshold(14)}}
+prologue(read_int(K_TAIL) or 0)
 if p == '1' then redis.call('HSET', K_CTL, 'paused', '1') elseif p == '0' then redis.call('HDEL', K_CTL, 'paused') end
 for _, c in ipairs(changes) do
   if c[2] == 'del' then
@@ -797,7 +1066,9 @@ for _, c in ipairs(changes) do
 end
 ${READ_QUEUE}
 cursor = admission_step(tail, cursor, paused, max_active, max_new)
-return read_state(tail, cursor, paused, max_active, max_new)
+local state = read_state(tail, cursor, paused, max_active, max_new)
+record_history(state)
+return state
 `;
 
 /**
@@ -808,7 +1079,7 @@ export const STATS_SCRIPT = `${SHEBANG}
 -- wr stats: ${KEYS_DOC}; returns {state..., reserved, wait_sum_ms, wait_count}
 ${POLICY_HEADER}${READ_QUEUE}
 local state = read_state(tail, cursor, paused, max_active, max_new)
-state[9] = count_after(K_RESERVED, NOW)
+state[13] = count_after(K_RESERVED, NOW)
 local sum, n = 0, 0
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_WAITS, '(' .. fmt(NOW - KEEP_MS), '+inf')) do
   local waited = tonumber(string.match(m, ':(%d+)$'))
@@ -817,9 +1088,102 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_WAITS, '(' .. fmt(NOW - KEEP_MS
     n = n + 1
   end
 end
-state[10] = sum
-state[11] = n
+state[14] = sum
+state[15] = n
 return state
+`;
+
+/**
+ * A waiting visitor's poll. Random method: the prologue lapses presence; a ticket holding a live
+ * slot renews it (drawn, claimed); one holding a live reservation claims its slot (capacity: drawn
+ * and claimed, or front when take_slot cannot) or is collected (rate: drawn); one still in the draw
+ * renews its presence to now, admission runs, and if it was drawn just now it is settled the same
+ * way, else it is waiting; anything else is unknown and nothing is written for it. Admission runs in
+ * every case. FIFO (not used by the handler): admission runs, then capacity mode tries take_slot;
+ * drawn when claimed (capacity) or called (rate), front when called but not claimed (capacity),
+ * waiting when issued and not called, unknown when above the tail. ARGV 12 ticket, 13 waited ms.
+ * Returns the state, then outcome (DRAW_OUTCOMES) and claimed (0/1).
+ */
+export const DRAW_SCRIPT = `${SHEBANG}
+-- wr draw: ${KEYS_DOC}, ticket, waited_ms; returns {state..., outcome, claimed}
+${POLICY_HEADER}${READ_QUEUE}
+local ticket = arg_int(12, 1)
+local waited = arg_int(13, 0)
+local WAITING, DRAWN, FRONT, UNKNOWN = 0, 1, 2, 3
+local m = fmt(ticket)
+prologue(tail)
+local function settle()
+  if redis.call('ZSCORE', K_ACTIVE, m) or (capacity and redis.call('ZSCORE', K_RESERVED, m)) then
+    if take_slot(ticket, tail, cursor, paused, max_active, max_new, waited) == 1 then return DRAWN, 1 end
+    return FRONT, 0
+  end
+  if redis.call('ZSCORE', K_RESERVED, m) then
+    collect(ticket, waited)
+    return DRAWN, 0
+  end
+  return nil, 0
+end
+local outcome, claimed = nil, 0
+if RANDOM then
+  expire()
+  outcome, claimed = settle()
+  if not outcome and redis.call('ZSCORE', K_WAITING, m) then
+    redis.call('ZADD', K_WAITING, fmt(NOW), m)
+    cursor = admission_step(tail, cursor, paused, max_active, max_new)
+    outcome, claimed = settle()
+    if not outcome then outcome = WAITING end
+  else
+    cursor = admission_step(tail, cursor, paused, max_active, max_new)
+    if not outcome then outcome = UNKNOWN end
+  end
+else
+  cursor = admission_step(tail, cursor, paused, max_active, max_new)
+  if capacity then claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, waited) end
+  if claimed == 1 then
+    outcome = DRAWN
+  elseif ticket <= cursor and ticket <= tail then
+    outcome = capacity and FRONT or DRAWN
+  elseif ticket <= tail then
+    outcome = WAITING
+  else
+    outcome = UNKNOWN
+  end
+end
+local state = read_state(tail, cursor, paused, max_active, max_new)
+record_history(state)
+state[13] = outcome
+state[14] = claimed
+return state
+`;
+
+/**
+ * Empty the queue (see the header): every key but ctl and the VIP codes goes, ctl loses the
+ * event's frozen pre-queue and gets epoch = now; the controls stay. Nothing is admitted. Returns the
+ * state.
+ */
+export const RESET_SCRIPT = `${SHEBANG}
+-- wr reset: ${KEYS_DOC}; returns {state...}
+${POLICY_HEADER}
+redis.call('DEL', K_TAIL, K_CURSOR, K_PERIOD, K_ACTIVE, K_RESERVED, K_ADMITS, K_BATCHES, K_WAITS, K_WAITING, K_HISTORY)
+redis.call('HDEL', K_CTL, 'ev_start', 'ev_size', 'ev_seed')
+redis.call('HSET', K_CTL, 'epoch', fmt(NOW))
+${READ_QUEUE}
+return read_state(tail, cursor, paused, max_active, max_new)
+`;
+
+/**
+ * The per-minute history of the last hour, oldest first, writing nothing: the members (strings, see
+ * the header) whose minute is > now - HISTORY_MS. KEYS history; ARGV now_ms.
+ */
+export const HISTORY_SCRIPT = `${SHEBANG}
+-- wr history: KEYS history; ARGV now_ms; returns {member...}
+local K_HISTORY = KEYS[1]
+local function fmt(n) return string.format('%.0f', n) end
+local NOW = tonumber(ARGV[1])
+if not NOW or NOW ~= math.floor(NOW) or NOW < 0 or NOW > 9007199254740991 then
+  error('wr: ARGV[1] must be an integer from 0 to 9007199254740991')
+end
+return redis.call('ZRANGEBYSCORE', K_HISTORY, '(' .. fmt(NOW - ${HISTORY_MS}), '+inf')
 `;
 
 /**
@@ -886,20 +1250,37 @@ if left < 1 then return {3, 0} end
 return {0, redis.call('HINCRBY', K_VIP, 'left', -1)}
 `;
 
-export const JOIN_SHA1 = '90b9eb51a79a38e94a30d0fd05a43293a5e8022d';
-export const POLL_SHA1 = '06b8615f023b19fa31e41e9b1bb6d073d31bacaa';
-export const CLAIM_SHA1 = 'c45cc88579d374d08a773a4ce52ed1ea376c4431';
-export const TOUCH_SHA1 = 'c2b7cd5738603ed16ca4eeb37bbea0f84b46c658';
-export const LEAVE_SHA1 = 'abae3f6a13ebd0c6334b1f482444135a0dda9444';
-export const ADMIT_SHA1 = 'f76a9b554d6ef6a8902a6f464c7f7d085bb6228b';
-export const CONTROL_SHA1 = '52090503321467dcc81b4cd9a70ddda3723aa09e';
-export const STATS_SHA1 = 'ba72feb03114d1229a58355cd8b5528ef0c1a4c3';
+export const JOIN_SHA1 = 'c99408efd3f7a579b1dcacc85018933c2a2d80c5';
+export const POLL_SHA1 = '05030424e52fb789a70a6c4e4e0db6ce9614caf3';
+export const CLAIM_SHA1 = 'f86c58606f08e36b7a13abdc701d4e9aea9cc72b';
+export const TOUCH_SHA1 = '8ca8ebd1f5a828fc18eb9427c11a8fdc61d969c6';
+export const LEAVE_SHA1 = 'cda05260cb21ac44cf1962dfe9d4df53ac469fbe';
+export const ADMIT_SHA1 = 'df14c6f54ee42ca8cf9e2f1946513112e427c6dc';
+export const CONTROL_SHA1 = 'c0603080ea003388190129d22c49aa4ee93ca486';
+export const STATS_SHA1 = '323e8ec00c6ab61f4f069015a954f5ef3a352c7c';
 export const PEEK_SHA1 = '904d517423da8edf0c920a3730fa05b89debc1ea';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
+export const DRAW_SHA1 = '12cc56d7f581af3501cc49f6ee629f41b39a6a98';
+export const RESET_SHA1 = 'b6f7e3c4d0496ed7cbdf89c7db26c8097622a610';
+export const HISTORY_SHA1 = '477f9424e713adddf354af016672c744b539c5b3';
 
 export interface StoreScript {
-  readonly name: 'join' | 'poll' | 'claim' | 'touch' | 'leave' | 'admit' | 'control' | 'stats' | 'peek' | 'create_vip' | 'use_vip';
+  readonly name:
+    | 'join'
+    | 'poll'
+    | 'claim'
+    | 'touch'
+    | 'leave'
+    | 'admit'
+    | 'control'
+    | 'stats'
+    | 'draw'
+    | 'reset'
+    | 'history'
+    | 'peek'
+    | 'create_vip'
+    | 'use_vip';
   readonly text: string;
   readonly sha1: string;
 }
@@ -915,6 +1296,24 @@ export const STATS: StoreScript = { name: 'stats', text: STATS_SCRIPT, sha1: STA
 export const PEEK: StoreScript = { name: 'peek', text: PEEK_SCRIPT, sha1: PEEK_SHA1 };
 export const CREATE_VIP: StoreScript = { name: 'create_vip', text: CREATE_VIP_SCRIPT, sha1: CREATE_VIP_SHA1 };
 export const USE_VIP: StoreScript = { name: 'use_vip', text: USE_VIP_SCRIPT, sha1: USE_VIP_SHA1 };
+export const DRAW: StoreScript = { name: 'draw', text: DRAW_SCRIPT, sha1: DRAW_SHA1 };
+export const RESET: StoreScript = { name: 'reset', text: RESET_SCRIPT, sha1: RESET_SHA1 };
+export const HISTORY: StoreScript = { name: 'history', text: HISTORY_SCRIPT, sha1: HISTORY_SHA1 };
 
 /** Every script the stores use, for tests and for warming a script cache. */
-export const STORE_SCRIPTS: readonly StoreScript[] = [JOIN, POLL, CLAIM, TOUCH, LEAVE, ADMIT, CONTROL, STATS, PEEK, CREATE_VIP, USE_VIP];
+export const STORE_SCRIPTS: readonly StoreScript[] = [
+  JOIN,
+  POLL,
+  CLAIM,
+  TOUCH,
+  LEAVE,
+  ADMIT,
+  CONTROL,
+  STATS,
+  DRAW,
+  RESET,
+  HISTORY,
+  PEEK,
+  CREATE_VIP,
+  USE_VIP,
+];

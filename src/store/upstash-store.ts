@@ -16,6 +16,8 @@ import type {
   AdmissionPolicy,
   AdmitResult,
   ClaimResult,
+  DrawResult,
+  HistoryPoint,
   JoinResult,
   QueueState,
   QueueStats,
@@ -30,10 +32,16 @@ import {
   CONTROL,
   CREATE_VIP,
   DEFAULT_KEY_PREFIX,
+  DRAW,
+  DRAW_OUTCOMES,
+  HISTORY,
   JOIN,
   LEAVE,
+  MINUTE_MS,
   PEEK,
   POLL,
+  RESET,
+  STATE_LENGTH,
   STATS,
   TOUCH,
   USE_VIP,
@@ -84,9 +92,6 @@ export class StoreReplyError extends Error {
   }
 }
 
-/** Length of the state every policy script returns first: see `read_state` in scripts.ts. */
-const STATE_LENGTH = 8;
-
 export class UpstashQueueStore implements QueueStore {
   readonly #redis: UpstashScriptClient;
   readonly #prefix: string;
@@ -106,10 +111,10 @@ export class UpstashQueueStore implements QueueStore {
     const argv = policyArgv(checkPolicy(nowMs, policy));
     const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 2);
     const state = toState(JOIN, reply);
-    const ticket = reply.int(8);
+    const ticket = reply.int(STATE_LENGTH);
     // The ticket is the tail the same script just incremented.
     if (ticket !== state.tail || ticket < 1) throw new StoreReplyError(JOIN.name, reply.raw);
-    return { ...state, ticket, claimed: reply.flag(9) };
+    return { ...state, ticket, claimed: reply.flag(STATE_LENGTH + 1) };
   }
 
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -122,7 +127,7 @@ export class UpstashQueueStore implements QueueStore {
     const keys = this.#keys(queue);
     const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs))];
     const reply = parseReply(CLAIM, await this.#run(CLAIM, keys, argv), STATE_LENGTH + 1);
-    return { ...toState(CLAIM, reply), claimed: reply.flag(8) };
+    return { ...toState(CLAIM, reply), claimed: reply.flag(STATE_LENGTH) };
   }
 
   async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number): Promise<boolean> {
@@ -142,7 +147,7 @@ export class UpstashQueueStore implements QueueStore {
     const checked = checkPolicy(nowMs, policy);
     assertAdmitCount(count);
     const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count)]), STATE_LENGTH + 1);
-    return { ...toState(ADMIT, reply), admitted: reply.int(8) };
+    return { ...toState(ADMIT, reply), admitted: reply.int(STATE_LENGTH) };
   }
 
   async control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -158,9 +163,32 @@ export class UpstashQueueStore implements QueueStore {
     const reply = parseReply(STATS, await this.#run(STATS, keys, argv), STATE_LENGTH + 3);
     return {
       ...toState(STATS, reply),
-      reserved: reply.int(8),
-      avgWaitSeconds: averageWaitSeconds(reply.int(9), reply.int(10)),
+      reserved: reply.int(STATE_LENGTH),
+      avgWaitSeconds: averageWaitSeconds(reply.int(STATE_LENGTH + 1), reply.int(STATE_LENGTH + 2)),
     };
+  }
+
+  async draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<DrawResult> {
+    const keys = this.#keys(queue);
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs))];
+    const reply = parseReply(DRAW, await this.#run(DRAW, keys, argv), STATE_LENGTH + 2);
+    const outcome = DRAW_OUTCOMES[reply.int(STATE_LENGTH) as keyof typeof DRAW_OUTCOMES];
+    const claimed = reply.flag(STATE_LENGTH + 1);
+    // Only a drawn ticket holds a slot.
+    if (outcome === undefined || (claimed && outcome !== 'drawn')) throw new StoreReplyError(DRAW.name, reply.raw);
+    return { ...toState(DRAW, reply), outcome, claimed };
+  }
+
+  async history(queue: string, nowMs: number): Promise<readonly HistoryPoint[]> {
+    const key = buildQueueKeys(this.#prefix, queue).history;
+    const reply = await this.#run(HISTORY, [key], [String(checkNowMs(nowMs))]);
+    return parseHistory(reply);
+  }
+
+  async reset(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
+    const keys = this.#keys(queue);
+    const argv = policyArgv(checkPolicy(nowMs, policy));
+    return toState(RESET, parseReply(RESET, await this.#run(RESET, keys, argv), STATE_LENGTH));
   }
 
   async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
@@ -251,10 +279,36 @@ function toState(script: StoreScript, r: Reply): QueueState {
     active: r.int(5),
     admittedLastMinute: r.int(6),
     admittedLast5Minutes: r.int(7),
+    eventSize: r.int(8),
+    eventSeed: r.int(9),
+    waiting: r.int(10),
+    epoch: r.int(11),
   };
   // The minute is inside the five minutes: anything else means the reply is not what the script sends.
   if (state.admittedLastMinute > state.admittedLast5Minutes) throw new StoreReplyError(script.name, r.raw);
   return state;
+}
+
+const HISTORY_MEMBER = /^(\d{1,16}):(\d{1,16}):(\d{1,16}):(\d{1,16}):(\d{1,16}):(\d{1,16})$/;
+
+/**
+ * The history script's members, `<minute>:<tail>:<cursor>:<waiting>:<active>:<admitted_1m>`, in
+ * ascending minute order; anything else (a non-array, another shape, minutes out of order or not on
+ * a minute boundary) is a malformed reply.
+ */
+function parseHistory(reply: unknown): HistoryPoint[] {
+  if (!Array.isArray(reply)) throw new StoreReplyError(HISTORY.name, reply);
+  const points: HistoryPoint[] = [];
+  for (const member of reply) {
+    const m = typeof member === 'string' ? HISTORY_MEMBER.exec(member) : null;
+    const values = m?.slice(1).map(Number);
+    if (values === undefined || !values.every((n) => Number.isSafeInteger(n))) throw new StoreReplyError(HISTORY.name, reply);
+    const [atMs, tail, cursor, waiting, active, admittedLastMinute] = values as [number, number, number, number, number, number];
+    const last = points[points.length - 1];
+    if (atMs % MINUTE_MS !== 0 || (last !== undefined && atMs <= last.atMs)) throw new StoreReplyError(HISTORY.name, reply);
+    points.push({ atMs, tail, cursor, waiting, active, admittedLastMinute });
+  }
+  return points;
 }
 
 function isNoScript(error: unknown): boolean {

@@ -16,7 +16,11 @@
  */
 import { admissionPolicy, createHandler } from '../../src/core/handler';
 import { ConfigError, parseConfig, parseSecrets } from '../../src/core/config';
+import type { HoldView } from '../../src/core/handler';
+import { holdTexts } from '../../src/core/holding';
+import { formatDuration, messages, negotiateLocale, type Locale } from '../../src/core/i18n';
 import { renderHoldingPage } from '../../src/core/pages';
+import { createShuffle } from '../../src/core/shuffle';
 import type { ClientInfo, Logger, Origin, QueueStore, RequestLog } from '../../src/core/ports';
 import { parseKeyRing, signToken, verifyToken, type TokenClaims } from '../../src/core/tokens';
 import { MemoryQueueStore } from '../../src/store/memory-store';
@@ -347,29 +351,72 @@ async function tokenChecks(run: Runner): Promise<void> {
   });
 }
 
+function holdView(overrides: Partial<HoldView>): HoldView {
+  return {
+    state: 'waiting',
+    ticket: 1_234_567,
+    place: 1234,
+    ahead: 1233,
+    first: 2000,
+    front: false,
+    paused: false,
+    inDraw: null,
+    estimate: { seconds: 120, basis: 'measured' },
+    startsAtMs: null,
+    order: null,
+    refreshSeconds: 20,
+    nowMs: Date.UTC(2026, 10, 22, 9, 5),
+    ...overrides,
+  };
+}
+
+function holdingHtml(view: HoldView, locale: Locale, title = 't', message = 'm'): string {
+  return renderHoldingPage({
+    view,
+    texts: holdTexts(view, locale),
+    locale: messages(locale),
+    title,
+    message,
+    branding: { logoUrl: '/__wr/assets/logo.svg', accent: '#2456c7', background: '#eef2f8' },
+    assetPrefix: '/__wr/assets/',
+    statusUrl: '/__wr/status',
+    nonce: 'n',
+  });
+}
+
 async function pageChecks(run: Runner): Promise<void> {
   await run.check('pages: renderHoldingPage shows the place and escapes a hostile title', () => {
-    const html = renderHoldingPage({
-      title: '<script>alert("x")</script>',
-      message: 'Tom & Jerry\'s "sale"',
-      ticket: 1234567,
-      ahead: 1233,
-      estimate: 'Estimated wait: about 2 minutes.', refreshSeconds: 20,
-      assetPrefix: '/__wr/assets/',
-    });
-    assert(!html.includes('<script'), 'an unescaped <script> is in the page');
+    const html = holdingHtml(holdView({}), 'en', '<script>alert("x")</script>', 'Tom & Jerry\'s "sale"');
+    assert(!html.includes('<script>alert'), 'an unescaped <script> is in the page');
     assert(html.includes('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;'), 'the escaped title is missing');
     assert(html.includes('Tom &amp; Jerry&#39;s &quot;sale&quot;'), 'the escaped message is missing');
     assert(html.includes('1,234'), 'the place (1,234) is missing');
-    assert(html.includes('1,233 people are ahead of you.'), 'the people-ahead line is missing');
-    assert(html.includes('#1,234,567'), 'the ticket number is missing');
+    assert(html.includes('1,233 people are ahead of you'), 'the people-ahead line is missing');
+    assert(html.includes('Ticket 1,234,567'), 'the ticket number is missing');
     assert(!/\{\{/.test(html), 'an unfilled {{slot}} is left');
   });
 
   await run.check('pages: renderHoldingPage without a known place', () => {
-    const html = renderHoldingPage({ title: 't', message: 'm', ticket: undefined, ahead: undefined, estimate: 'Estimated wait: about 2 minutes.', refreshSeconds: 5, assetPrefix: '/__wr/assets/' });
-    assert(html.includes('We are checking your place in line'), 'the unknown-place label is missing');
-    assert(html.includes('Ticket pending'), 'the pending ticket is missing');
+    const html = holdingHtml(holdView({ state: 'checking', place: null, ahead: null, ticket: null, estimate: null }), 'en');
+    assert(html.includes('Checking your place'), 'the checking heading is missing');
+  });
+
+  await run.check('i18n: the visitor\'s language, its digits and plurals, without Intl', () => {
+    const locale = negotiateLocale('fr-CH;q=0.4, de-AT, en;q=0.8');
+    assert(locale === 'de', `negotiated ${locale}, expected de`);
+    const de = holdingHtml(holdView({}), 'de');
+    assert(de.includes('1.233 Personen sind vor Ihnen'), 'the German people-ahead line is missing');
+    assert(holdingHtml(holdView({ place: 2, ahead: 1 }), 'de').includes('1 Person ist vor Ihnen'), 'the German singular is missing');
+    assert(holdingHtml(holdView({}), 'ja').includes('あなたの前に1,233人が並んでいます'), 'the Japanese line is missing');
+    assert(formatDuration('fr', 4800) === 'environ 1 heure et 20 minutes', `French duration ${formatDuration('fr', 4800)}`);
+  });
+
+  await run.check('shuffle: the event lottery is a permutation in the engine', () => {
+    const shuffle = createShuffle(1000, 123_456_789);
+    const seen = new Set<number>();
+    for (let t = 1; t <= 1000; t++) seen.add(shuffle.place(t));
+    assert(seen.size === 1000 && !seen.has(0) && !seen.has(1001), 'not a permutation of 1..1000');
+    assert(shuffle.ticket(shuffle.place(17)) === 17, 'the inverse does not invert');
   });
 }
 
@@ -412,6 +459,15 @@ class FailingStore implements QueueStore {
   stats(): Promise<never> {
     return this.fail();
   }
+  draw(): Promise<never> {
+    return this.fail();
+  }
+  history(): Promise<never> {
+    return this.fail();
+  }
+  reset(): Promise<never> {
+    return this.fail();
+  }
   private fail(): Promise<never> {
     this.calls += 1;
     return Promise.reject(new Error('store is down'));
@@ -451,6 +507,15 @@ class SilentStore implements QueueStore {
     return new Promise(() => undefined);
   }
   stats(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  draw(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  history(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  reset(): Promise<never> {
     return new Promise(() => undefined);
   }
 }
@@ -503,8 +568,8 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
     waitingCookie = cookieValue(cookies[0], cookieName);
     assert(/HttpOnly/.test(cookies[0] ?? '') && /Secure/.test(cookies[0] ?? ''), 'cookie is not HttpOnly; Secure');
     const html = await response.text();
-    assert(html.includes('Ticket #1'), 'the page does not show ticket #1');
-    assert(html.includes('You are next.'), 'the page does not say "You are next."');
+    assert(html.includes('>Ticket 1<'), 'the page does not show ticket #1');
+    assert(html.includes('You are next<'), 'the page does not say "You are next"');
     equal(lastLog().decision, 'waiting', 'log decision');
     equal(lastLog().ticket, 1, 'log ticket');
     equal((await store.peek('default')).tail, 1, 'store tail');
@@ -515,7 +580,7 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
     const response = await handle(get('/tickets/final', waitingCookie), CLIENT);
     equal(response.status, 200, 'status');
     const html = await response.text();
-    assert(html.includes('Ticket #1'), 'the page does not show ticket #1');
+    assert(html.includes('>Ticket 1<'), 'the page does not show ticket #1');
     equal((await store.peek('default')).tail, 1, 'store tail (a second join would make it 2)');
     equal(lastLog().decision, 'waiting', 'log decision');
     equal(lastLog().ticket, 1, 'log ticket');
@@ -561,7 +626,7 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
     equal(response.status, 200, 'status');
     equal(forwarded, before, 'requests forwarded to the origin');
     const html = await response.text();
-    assert(html.includes('Ticket #2'), 'the page does not show a new ticket #2');
+    assert(html.includes('>Ticket 2<'), 'the page does not show a new ticket #2');
     equal(payloadOf(cookieValue(setCookies(response)[0], cookieName))['t'], 2, 'new cookie ticket');
     equal(lastLog().reason, 'token_bad_signature', 'log reason');
     equal(lastLog().decision, 'waiting', 'log decision');
@@ -574,7 +639,7 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
     equal(response.status, 200, 'status');
     equal(failing.calls, before + 1, 'store calls');
     equal(setCookies(response).length, 0, 'Set-Cookie count');
-    assert((await response.text()).includes('Ticket pending'), 'the page does not show a pending ticket');
+    assert((await response.text()).includes('Checking your place'), 'the page does not say it is checking the place');
     equal(lastLog().decision, 'unavailable', 'log decision');
     equal(lastLog().store_error, 'error: store is down', 'log store_error');
   });

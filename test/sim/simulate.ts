@@ -32,7 +32,7 @@ import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
 import { parseConfig, parseSecrets, type Config, type Secrets } from '../../src/core/config';
 import { createHandler, type Handler } from '../../src/core/handler';
-import type { AdmissionPolicy, AdmitResult, ClaimResult, ClientInfo, Clock, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, RuntimeControl, VipCode, VipUse } from '../../src/core/ports';
+import type { AdmissionPolicy, AdmitResult, ClaimResult, ClientInfo, Clock, DrawResult, HistoryPoint, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, RuntimeControl, VipCode, VipUse } from '../../src/core/ports';
 import { admissionPolicy } from '../../src/core/handler';
 import { seededRandom } from '../support/seeded-random';
 import { nextWorkerMessage } from '../support/worker-message';
@@ -239,6 +239,18 @@ class CountingStore implements QueueStore {
   stats(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueStats> {
     this.#count('peek');
     return this.inner.stats(queue, nowMs, policy);
+  }
+  draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<DrawResult> {
+    this.#count('poll');
+    return this.inner.draw(queue, ticket, nowMs, policy, waitedMs);
+  }
+  history(queue: string, nowMs: number): Promise<readonly HistoryPoint[]> {
+    this.#count('peek');
+    return this.inner.history(queue, nowMs);
+  }
+  reset(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
+    this.#count('admit');
+    return this.inner.reset(queue, nowMs, policy);
   }
   createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean> {
     this.#count('admit');

@@ -75,6 +75,9 @@ export class FaultyStore implements QueueStore {
   admit: QueueStore['admit'] = (...a) => this.gate(() => this.inner.admit(...a));
   control: QueueStore['control'] = (...a) => this.gate(() => this.inner.control(...a));
   stats: QueueStore['stats'] = (...a) => this.gate(() => this.inner.stats(...a));
+  draw: QueueStore['draw'] = (...a) => this.gate(() => this.inner.draw(...a));
+  history: QueueStore['history'] = (...a) => this.gate(() => this.inner.history(...a));
+  reset: QueueStore['reset'] = (...a) => this.gate(() => this.inner.reset(...a));
   peek: QueueStore['peek'] = (...a) => this.gate(() => this.inner.peek(...a));
   createVip: QueueStore['createVip'] = (...a) => this.gate(() => this.inner.createVip(...a));
   useVip: QueueStore['useVip'] = (...a) => this.gate(() => this.inner.useVip(...a));
