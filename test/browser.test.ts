@@ -15,7 +15,8 @@ import { startDemoOrigin } from '../src/node/demo-origin';
 import { startHost, type RunningServer } from '../src/node/host';
 import { buildWaitingRoom } from '../src/node/waiting-room';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, MemoryLogger, source } from './support/fixtures';
+import type { QueueStore } from '../src/core/ports';
+import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, FaultyStore, MemoryLogger, source } from './support/fixtures';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = resolve(import.meta.dirname, '.artifacts', 'screenshots');
@@ -203,6 +204,47 @@ describe.skipIf(!available)('in a real browser', () => {
     }
     console.log(`holding page with its assets: ${total} bytes compressed`);
     expect(total).toBeLessThan(30 * 1024);
+  });
+
+  it('shows the pre-queue, the draw, "checking your place" and "event over" in the same design', async () => {
+    const rooms: RunningServer[] = [];
+    const start = async (settings: Record<string, string>, store: QueueStore = new MemoryQueueStore()): Promise<string> => {
+      const built = buildWaitingRoom({
+        settings: source({ ...BASE_SETTINGS, refresh_seconds: '5', queue_timeout_seconds: '60', page_title: 'Demo shop', ...settings }),
+        secrets: source(BASE_SECRETS),
+        store,
+        originUrl: origin.url,
+        logger: new MemoryLogger(),
+      });
+      const server = await startHost(built.handler);
+      rooms.push(server);
+      return server.url;
+    };
+    try {
+      const soon = new Date(Math.ceil((Date.now() + 25 * 60_000) / 60_000) * 60_000).toISOString();
+      const down = new FaultyStore(new MemoryQueueStore());
+      down.mode = 'error';
+      const pages: [string, string, RegExp][] = [
+        ['prequeue', await start({ event_start: soon }), /The line opens at \d\d:\d\d.UTC/],
+        ['draw', await start({ queue_method: 'random' }), /You are (in the draw with|the only one in the draw)/],
+        ['checking', await start({}, down), /Checking your place/],
+        ['event-over', await start({ event_start: '2026-01-01T09:00:00Z', event_end: '2026-01-01T10:00:00Z' }), /This event has ended/],
+      ];
+      for (const [name, url, expected] of pages) {
+        const context = await browser.newContext({ bypassCSP: true, viewport: { width: 1280, height: 800 } });
+        const page = await context.newPage();
+        // A second visitor in the draw, so the page has someone to count.
+        if (name === 'draw') await fetch(`${url}/`).then((r) => r.arrayBuffer());
+        await page.goto(`${url}/`);
+        expect(await page.textContent('main')).toMatch(expected);
+        expect(await page.getAttribute('link[rel=stylesheet]', 'href')).toBe('/__wr/assets/style.css');
+        await page.screenshot({ path: resolve(SHOTS, `${name}-en-desktop.png`) });
+        expect(await axeViolations(page)).toEqual([]);
+        await context.close();
+      }
+    } finally {
+      await Promise.all(rooms.map((r) => r.close()));
+    }
   });
 
   it('a form posted from another site is refused and lets nobody in', async () => {

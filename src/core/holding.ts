@@ -75,7 +75,7 @@ export function holdTexts(view: HoldView, locale: Locale, m: Messages = messages
         placeLabel = '';
         place = '';
         detail = m.drawWaiting(view.inDraw - 1);
-        note = `${m.drawExplain} ${m.noAction}`;
+        note = m.drawExplain;
       } else if (view.place !== null) {
         place = n(view.place);
         detail = m.ahead(view.ahead ?? 0);
