@@ -246,7 +246,7 @@ describe('the console with several queues', () => {
   it('lists every queue with its own live figures, the draw counted for a random queue', async () => {
     const clock = new ManualClock();
     const service = createService(
-      source({ ...BASE_SETTINGS, queues: JSON.stringify([{ name: 'sale', paths: ['/sale/*'] }, { name: 'draw', paths: ['/draw/*'], settings: { queue_method: 'random' } }]) }),
+      source({ ...BASE_SETTINGS, queues: JSON.stringify([{ name: 'sale', paths: ['/sale/*'], settings: { event_start: '2026-11-22T11:00:00Z' } }, { name: 'draw', paths: ['/draw/*'], settings: { queue_method: 'random' } }]) }),
       source(BASE_SECRETS),
       { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock) },
     );
@@ -254,7 +254,7 @@ describe('the console with several queues', () => {
     for (let i = 0; i < 2; i++) await service.handler(new Request(`${SITE}/draw/x`), CLIENT);
     const live = (await (await service.handler(adminGet('/__wr/admin/live?queue=draw'), CLIENT)).json()) as { queues: string; figures: Record<string, string> };
     expect(live.figures['waiting']).toBe('2');
-    expect(live.queues).toContain('<code>sale</code></a>: 3 waiting, 0 active');
-    expect(live.queues).toMatch(/<a href="\/__wr\/admin\?queue=draw" aria-current="page"><code>draw<\/code><\/a>: 2 waiting/);
+    expect(live.queues).toContain('<code>sale</code></a>: 3 waiting, 0 active, event open');
+    expect(live.queues).toContain('<a href="/__wr/admin?queue=draw" aria-current="page"><code>draw</code></a>: 2 waiting, 0 active, random draw');
   });
 });

@@ -143,9 +143,13 @@ export interface AdminView {
 
 /** The console's list of queues, each with its figures and a link to its own page. */
 export function renderQueueList(queues: readonly QueueOverview[], current: string, adminPath: string): string {
-  const rows = queues.map(({ name, method, stats }) => {
+  const phases = { before: ', pre-queue (event not started)', open: ', event open', over: ', event over' } as const;
+  const rows = queues.map(({ name, method, event, stats }) => {
     const waiting = stats === undefined ? 0 : method === 'random' ? stats.waiting : Math.max(0, stats.tail - stats.cursor);
-    const figures = stats === undefined ? 'figures unavailable' : `${formatCount(waiting)} waiting, ${formatCount(stats.active)} active${stats.paused ? ', paused' : ''}`;
+    const figures =
+      stats === undefined
+        ? 'figures unavailable'
+        : `${formatCount(waiting)} waiting, ${formatCount(stats.active)} active${stats.paused ? ', paused' : ''}${method === 'random' ? ', random draw' : ''}${event === undefined ? '' : phases[event]}`;
     const here = name === current ? ' aria-current="page"' : '';
     return `<li><a href="${escapeHtml(`${adminPath}?queue=${encodeURIComponent(name)}`)}"${here}><code>${escapeHtml(name)}</code></a>: ${escapeHtml(figures)}</li>`;
   });

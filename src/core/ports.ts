@@ -115,6 +115,8 @@ export interface DrawResult extends QueueState {
 export interface QueueOverview {
   readonly name: string;
   readonly method: 'fifo' | 'random';
+  /** The scheduled event's phase now, when the queue has one. */
+  readonly event?: 'before' | 'open' | 'over' | undefined;
   readonly stats: QueueStats | undefined;
 }
 

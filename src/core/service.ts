@@ -3,7 +3,7 @@
  * them. With a single queue (no `queues` document) the router is that queue's handler itself.
  */
 import { ConfigError, parseSecrets, type Config, type Secrets, type SettingSource } from './config';
-import { admissionPolicy, createHandler, type Handler } from './handler';
+import { admissionPolicy, createHandler, eventPhase, type Handler } from './handler';
 import { errorResponse } from './http';
 import type { Clock, Logger, Origin, QueueOverview, QueueStore, StateCache, TemplateSource } from './ports';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
@@ -55,6 +55,7 @@ export function createService(settings: SettingSource, secretSource: SettingSour
       queues.map(async ({ config }) => ({
         name: config.queueName,
         method: config.queueMethod,
+        event: config.eventStartMs > 0 || config.eventEndMs > 0 ? eventPhase(config, nowMs) : undefined,
         stats: await store.stats(config.queueName, nowMs, admissionPolicy(config)).catch(() => undefined),
       })),
     );
