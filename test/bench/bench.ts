@@ -38,6 +38,12 @@
  * bridge requests' timestamps give the loads per expiry: the stand-in's SimpleCache does not
  * collapse concurrent misses (Fastly's does), so the wasm's extra loads at an expiry are reported.
  *
+ * The queueing-methods pass then compares, on each kind of host, the two `queue_method`s with the
+ * cache at its default: a few hundred fresh waiting visitors poll the cached pass's FIFO host for a
+ * fixed window, then as many poll one more host with `queue_method=random` (a queue of its own) for
+ * the same window; store commands per poll of each, and their ratio. Random presence is per
+ * visitor, so the per-POP cache cannot answer a random poll: one store call each.
+ *
  * A capacity pass follows on one more host of each kind (same harness, a queue of its own, the
  * state cache off): `max_active` set, `activity_refresh_seconds` at its minimum, and every request
  * class of a slot's life counted the same two ways: a walk-in (the join claims the slot), a new
@@ -45,6 +51,11 @@
  * refresh interval (one touch for a burst of requests), the heartbeat, the leave, the origin's
  * end-of-session header, a called visitor claiming the freed slot, and the runtime control and
  * stats APIs. Fewer visitors per class on the wasm.
+ *
+ * Every host's request log is kept (the Node hosts: the records of requests that met a store error;
+ * the Compute hosts: their `wr_log :: {json}` lines on stdout), and so are the counting proxy's own
+ * errors: when a pass fails, the `store_error` and `reason` of the requests that met a store error
+ * are printed with it, and the report ends with every host's count of them.
  *
  * The bundle (bin/bench.mjs) is also the workers' entry: `workerData.role` picks the part to run.
  */
@@ -63,6 +74,7 @@ import { Worker, isMainThread, parentPort, workerData } from 'node:worker_thread
 import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
 import type { Config } from '../../src/core/config';
+import type { RequestLog } from '../../src/core/ports';
 import { startDemoOrigin } from '../../src/node/demo-origin';
 import { freePort, startHost, type RunningServer } from '../../src/node/host';
 import { startUpstashBridge } from '../../src/node/upstash-bridge';
@@ -88,7 +100,7 @@ const LATENCY_RUNS: readonly { concurrency: number; warmup: number; rounds: numb
 const PATH = '/products';
 const REQUEST_TIMEOUT_MS = 10_000;
 /** The whole run is abandoned (and everything stopped) past this. */
-const WATCHDOG_MS = 175_000;
+const WATCHDOG_MS = 240_000;
 /** Budget of one latency run; requests past it are not sent and the run is reported truncated. */
 const LATENCY_RUN_BUDGET_MS = 35_000;
 /** Wasm arm: requests per class in the round-trip count (fewer: every request instantiates the wasm). */
@@ -133,6 +145,17 @@ const CACHED_WASM_JOIN_CONCURRENCY = 4;
 const CACHED_WASM_POLL_CONCURRENCY = 4;
 /** Cached pass verdict: store commands per poll must stay below this (≪ 1). */
 const CACHED_MAX_COMMANDS_PER_POLL = 0.05;
+/**
+ * The queueing-methods pass: FIFO with the cache on (the cached pass's host, fresh visitors) against
+ * `queue_method=random` (one more host of each kind, its own queue, the cache also at its default,
+ * where it cannot help), the same number of waiting visitors polling for the same window, one
+ * method after the other. Nobody is admitted. Fewer visitors on the wasm (the stand-in), and at
+ * most as many polls in flight as it has workers.
+ */
+const RANDOM_OVERRIDES: Readonly<Record<string, string>> = { ...CACHED_OVERRIDES, queue_name: 'bench-random', queue_method: 'random' };
+const METHODS_WINDOW_MS = 10_000;
+const METHODS_NODE_VISITORS = 300;
+const METHODS_WASM_VISITORS = 150;
 /**
  * The capacity pass, on one more host of each kind: capacity mode (`max_active`), the refresh
  * interval at its minimum (5 s, so the run waits for it once per host), the state cache off (a
@@ -360,6 +383,108 @@ function mean(values: readonly number[]): number {
 
 function median(values: readonly number[]): number {
   return percentile([...values].sort((a, b) => a - b), 50);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The hosts' request logs: what a store failure looked like from inside
+
+/** A request that met a store failure: a `store_error`, an `unavailable…` decision, or a 5xx answer. */
+function isTrouble(r: RequestLog): boolean {
+  return r.store_error !== undefined || r.status >= 500 || r.decision.startsWith('unavailable');
+}
+
+/** One host's (or the counting proxy's) account of its store failures, for the report and for a failing pass. */
+interface TroubleSource {
+  readonly name: string;
+  /** Lines describing what went wrong so far; empty when nothing did. */
+  report(): string[];
+  /** One line: how much was logged, how much of it went wrong. */
+  summary(): string;
+}
+
+/** The lines of a set of troubled request records: each distinct store_error/reason with its count, then the first few requests. */
+function troubleLines(name: string, records: readonly RequestLog[], logged: number): string[] {
+  if (records.length === 0) return [];
+  const kinds = new Map<string, number>();
+  for (const r of records) {
+    const key = `store_error ${JSON.stringify(r.store_error ?? null)}, reason ${JSON.stringify(r.reason ?? null)}, decision ${r.decision}, status ${r.status}`;
+    kinds.set(key, (kinds.get(key) ?? 0) + 1);
+  }
+  const shown = 8;
+  return [
+    `${name}: ${records.length} of ${logged} logged request(s) met a store failure: ${[...kinds].map(([k, n]) => `${n}× (${k})`).join('; ')}`,
+    ...records
+      .slice(0, shown)
+      .map(
+        (r) =>
+          `    ${r.ts} ${r.method} ${r.path} → ${r.status} ${r.decision}` +
+          `${r.reason !== undefined ? ` reason=${JSON.stringify(r.reason)}` : ''}` +
+          `${r.store_error !== undefined ? ` store_error=${JSON.stringify(r.store_error)}` : ''}` +
+          `${r.store_ms !== undefined ? ` store_ms=${r.store_ms}` : ''}`,
+      ),
+    ...(records.length > shown ? [`    … and ${records.length - shown} more`] : []),
+  ];
+}
+
+/** A request log kept in memory: every record counted, the troubled ones kept; and the host's own error lines. */
+class RequestLogKeeper implements TroubleSource {
+  #logged = 0;
+  readonly #trouble: RequestLog[] = [];
+  /** The host's own error lines (a Compute host's stderr: a wasm trap, a backend error), the first ones. */
+  readonly #hostLines: string[] = [];
+  #hostLinesSeen = 0;
+  constructor(readonly name: string) {}
+  add(record: RequestLog): void {
+    this.#logged++;
+    if (isTrouble(record)) this.#trouble.push(record);
+  }
+  /** Requests so far that met a store failure. */
+  troubleCount(): number {
+    return this.#trouble.length;
+  }
+  addHostLine(line: string): void {
+    this.#hostLinesSeen++;
+    if (this.#hostLines.length < 20) this.#hostLines.push(line.slice(0, 500));
+  }
+  /** A Logger for a Node host: nothing printed, nothing kept but the troubled records (a push, off the measured path's cost). */
+  get logger(): { log: (record: RequestLog) => void } {
+    return { log: (record) => this.add(record) };
+  }
+  report(): string[] {
+    const rpcFault = this.#hostLines.some((line) => /rpc \w+: no reply/.test(line));
+    return [
+      ...(rpcFault
+        ? [
+            `${this.name}: DIAGNOSIS: the Compute host stand-in lost a reply between its worker and main threads ("rpc …: no reply"). ` +
+              'Its worker waits with Atomics.wait and takes the reply with receiveMessageOnPort; the main thread posts the reply, stores the ' +
+              'flag, then notifies. When the worker finds the flag already set, takes the reply and reaches its next rpc before that ' +
+              'notify runs (both threads preempted at the wrong moments, a loaded 2-CPU machine), the late notify wakes the next wait ' +
+              'with no reply yet: that hostcall fails (a body read: a store error; async_select: a trap, "wasm trapped"), and every later ' +
+              'rpc of that worker gets the previous one\'s reply ("Invalid handle", "Generic error"). A fault of the stand-in, not of ' +
+              'the waiting room: the store errors and traps of this host after it are its consequences.',
+          ]
+        : []),
+      ...troubleLines(this.name, this.#trouble, this.#logged),
+      ...(this.#hostLinesSeen === 0 ? [] : [`${this.name}: ${this.#hostLinesSeen} error line(s) from the host itself:`, ...this.#hostLines.map((l) => `    ${l}`)]),
+      ...(this.#hostLinesSeen > this.#hostLines.length ? [`    … and ${this.#hostLinesSeen - this.#hostLines.length} more`] : []),
+    ];
+  }
+  summary(): string {
+    return (
+      `${this.name}: ${this.#logged} requests logged, ${this.#trouble.length} met a store failure` +
+      (this.#hostLinesSeen > 0 ? `; ${this.#hostLinesSeen} error line(s) from the host` : '')
+    );
+  }
+}
+
+/** Prints a source's troubles now (on stderr), for a pass that just failed; returns them for the report. */
+async function printTrouble(what: string, sources: readonly TroubleSource[]): Promise<string[]> {
+  // The Compute host prints its log lines from another process: give the failing request's line time to arrive.
+  await sleep(300);
+  const lines = sources.flatMap((source) => source.report());
+  if (lines.length === 0) lines.push(`${sources.map((source) => source.name).join(', ')}: no request met a store failure (nothing in the log explains ${what})`);
+  for (const line of lines) log(`${what}: ${line}`);
+  return lines;
 }
 
 const ms = (value: number): string => (Number.isFinite(value) ? value.toFixed(2) : 'n/a');
@@ -745,6 +870,10 @@ function withinBudget(row: ClassRow): boolean {
 
 interface CachedPassInput {
   readonly host: string;
+  /** The pass's name in the progress lines. */
+  readonly pass: string;
+  /** The wall-clock window the visitors poll for. */
+  readonly windowMs: number;
   /** The request classes against the cached host (its config: the cached queue). */
   readonly classes: VisitorClasses;
   /** The cached host's parsed settings (state cache lifetime, refresh, hold status, cookie). */
@@ -756,6 +885,12 @@ interface CachedPassInput {
   readonly snapshot: Snapshot;
   /** `performance.now()` of every HTTP request that reached this host's bridge so far. */
   readonly storeTimes: () => readonly number[];
+  /**
+   * The host's request log. With store_failure=hold a poll that met a store failure still gets a
+   * holding page and a renewed waiting cookie ("checking your place"), which the poll check cannot
+   * tell from a good answer: the log can, and such a window's counts are not the cost of a poll.
+   */
+  readonly requestLog: RequestLogKeeper;
 }
 
 interface CachedPassResult {
@@ -772,11 +907,14 @@ interface CachedPassResult {
   readonly ttlSeconds: number;
   /** Loads (bridge requests) per cache expiry: requests less than a quarter lifetime apart are one expiry. */
   readonly loadsPerExpiry: number[];
+  /** Requests in the window that met a store failure (the host's log). */
+  readonly storeFailures: number;
 }
 
 async function runCachedPass(input: CachedPassInput): Promise<CachedPassResult> {
   const { config } = input;
-  log(`${input.host}: cached pass, ${input.visitors} visitors join (concurrency ${input.joinConcurrency})`);
+  const { windowMs } = input;
+  log(`${input.host}: ${input.pass}, ${input.visitors} visitors join (concurrency ${input.joinConcurrency})`);
   const cookies = new Array<string>(input.visitors).fill('');
   const beforeJoins = await input.snapshot();
   await runConcurrent(input.visitors, input.joinConcurrency, async (i) => void (cookies[i] = await input.classes.newVisitor()));
@@ -784,7 +922,7 @@ async function runCachedPass(input: CachedPassInput): Promise<CachedPassResult> 
   // Each visitor polls as the holding page's Refresh header asks: once per refresh_seconds.
   const intervalMs = config.refreshSeconds * 1000;
   log(
-    `${input.host}: cached pass, ${input.visitors} visitors poll every ${config.refreshSeconds} s for ${CACHED_WINDOW_MS / 1000} s ` +
+    `${input.host}: ${input.pass}, ${input.visitors} visitors poll every ${config.refreshSeconds} s for ${windowMs / 1000} s ` +
       `(one poll every ${(intervalMs / input.visitors).toFixed(2)} ms, at most ${input.pollConcurrency} in flight)`,
   );
   const plan: PollPlan = {
@@ -793,16 +931,20 @@ async function runCachedPass(input: CachedPassInput): Promise<CachedPassResult> 
     cookieName: config.cookieName,
     holdStatus: config.holdStatus,
     intervalMs,
-    windowMs: CACHED_WINDOW_MS,
+    windowMs,
     concurrency: input.pollConcurrency,
   };
+  const failuresBefore = input.requestLog.troubleCount();
   const before = await input.snapshot();
   const windowStart = performance.now();
-  const reply = nextWorkerMessage<LoadReply>(input.load, CACHED_WINDOW_MS + REQUEST_TIMEOUT_MS + 10_000, 'load worker (poll window)');
+  const reply = nextWorkerMessage<LoadReply>(input.load, windowMs + REQUEST_TIMEOUT_MS + 10_000, 'load worker (poll window)');
   input.load.postMessage({ type: 'poll', plan } satisfies ToWorker);
   const answer = await reply;
   if (answer.type !== 'poll-result') throw new Error(`load worker: ${answer.type === 'error' ? answer.message : answer.type}`);
   const after = await input.snapshot();
+  // A Compute host prints its log lines from another process: let the window's last ones arrive.
+  await sleep(300);
+  const storeFailures = input.requestLog.troubleCount() - failuresBefore;
   const times = input.storeTimes().filter((t) => t >= windowStart);
   const gapMs = (config.stateCacheSeconds * 1000) / 4;
   const loadsPerExpiry: number[] = [];
@@ -819,10 +961,11 @@ async function runCachedPass(input: CachedPassInput): Promise<CachedPassResult> 
     poll: answer.result,
     http: after.http - before.http,
     redis: after.redis - before.redis,
-    windowMs: CACHED_WINDOW_MS,
+    windowMs,
     intervalMs,
     ttlSeconds: config.stateCacheSeconds,
     loadsPerExpiry,
+    storeFailures,
   };
 }
 
@@ -840,7 +983,7 @@ function expectedLoads(r: CachedPassResult): number {
  */
 function cachedVerdict(r: CachedPassResult, collapses: boolean): 'pass' | 'uncollapsed' | 'fail' {
   const polls = r.poll.sent;
-  if (polls === 0 || r.poll.errors > 0 || r.poll.admitted > 0 || r.redis < 1) return 'fail';
+  if (polls === 0 || r.poll.errors > 0 || r.poll.admitted > 0 || r.storeFailures > 0 || r.redis < 1) return 'fail';
   if (r.http / polls < CACHED_MAX_COMMANDS_PER_POLL && r.redis / polls < CACHED_MAX_COMMANDS_PER_POLL) return 'pass';
   const expiries = r.loadsPerExpiry.length;
   if (!collapses && expiries / polls < CACHED_MAX_COMMANDS_PER_POLL && expiries <= Math.ceil(expectedLoads(r)) + 1) return 'uncollapsed';
@@ -894,7 +1037,8 @@ function cachedPassReport(
         `${(r.intervalMs / r.visitors).toFixed(2)} ms across them); ${p.scheduled} polls due in the window, ${p.sent} sent` +
         (p.scheduled > p.sent ? ` (${p.scheduled - p.sent} not sent: the host was behind)` : '') +
         `, latest send ${ms(p.maxLagMs)} ms after its due time; ${p.held} answered with the holding page and a renewed waiting cookie, ` +
-        `${p.admitted} admitted, ${p.errors} errors${p.firstError !== undefined ? ` (first: ${p.firstError})` : ''}; poll p50 ${ms(p.p50Ms)} ms, ` +
+        `${p.admitted} admitted, ${p.errors} errors${p.firstError !== undefined ? ` (first: ${p.firstError})` : ''}` +
+        `${r.storeFailures > 0 ? `, ${r.storeFailures} requests that met a STORE FAILURE (held all the same: see "Store failures seen by the hosts")` : ''}; poll p50 ${ms(p.p50Ms)} ms, ` +
         `p99 ${ms(p.p99Ms)} ms; last answer ${(p.wallMs / 1000).toFixed(1)} s after the first send (${(p.sent / (r.windowMs / 1000)).toFixed(0)} polls/s). ` +
         (collapses
           ? `Concurrent misses share one load here (MemoryStateCache): ${extra === 0 ? 'one load per expiry, as expected' : `${extra} extra load(s) over ${expiries} expiries — UNEXPECTED`}.`
@@ -932,6 +1076,129 @@ function cachedPassReport(
       `Verdict: PASS when both counts per poll are below ${CACHED_MAX_COMMANDS_PER_POLL}. On the wasm only, where the stand-in does not ` +
       'collapse concurrent misses, raw counts over the limit are reported as such and pass only if one load per expiry is below it and ' +
       'the expiries come no more often than once per lifetime; errors or admissions fail.',
+    ...notes.map((n) => `- ${n}`),
+    '',
+  ].join('\n');
+  return { text, failed };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The queueing-methods pass: store commands per waiting poll, FIFO with the cache vs random
+
+/** Both methods on one kind of host: FIFO (the cached pass's host, fresh visitors) and random (its own host). */
+interface MethodsOutcome {
+  readonly fifo: CachedOutcome;
+  readonly random: CachedOutcome;
+}
+
+/** Random: every sent poll is exactly one store command, both counts; no errors, nobody admitted. */
+function randomVerdict(r: CachedPassResult): boolean {
+  const polls = r.poll.sent;
+  return polls > 0 && r.poll.errors === 0 && r.poll.admitted === 0 && r.storeFailures === 0 && r.http === polls && r.redis === polls;
+}
+
+/** A one-line account of a poll window (what was due, sent, answered, how late, how fast). */
+function pollWindowNote(r: CachedPassResult): string {
+  const p = r.poll;
+  return (
+    `${r.visitors} visitors (their joins before the window, not counted: ${r.joins.http} HTTP / ${r.joins.redis} Redis), one poll every ` +
+    `${(r.intervalMs / r.visitors).toFixed(2)} ms across them; ${p.scheduled} polls due, ${p.sent} sent` +
+    (p.scheduled > p.sent ? ` (${p.scheduled - p.sent} not sent: the host was behind)` : '') +
+    `, latest send ${ms(p.maxLagMs)} ms late; ${p.held} held with a renewed waiting cookie, ${p.admitted} admitted, ${p.errors} errors` +
+    (r.storeFailures > 0 ? `, ${r.storeFailures} requests that met a STORE FAILURE (held all the same: see "Store failures seen by the hosts")` : '') +
+    `${p.firstError !== undefined ? ` (first: ${p.firstError})` : ''}; p50 ${ms(p.p50Ms)} ms, p99 ${ms(p.p99Ms)} ms; ` +
+    `${(p.sent / (r.windowMs / 1000)).toFixed(0)} polls/s`
+  );
+}
+
+function methodsReport(
+  ttlSeconds: number,
+  refreshSeconds: number,
+  node: MethodsOutcome,
+  wasm: MethodsOutcome | { kind: 'skipped'; reason: string } | { kind: 'error'; message: string },
+): { text: string; failed: boolean } {
+  const rows: string[][] = [];
+  const notes: string[] = [];
+  let failed = false;
+  const perPoll = (count: number, polls: number): string => (polls > 0 ? (count / polls).toFixed(4) : 'n/a');
+  const ratio = (random: number, fifo: number): string => (fifo > 0 && Number.isFinite(random / fifo) ? `${(random / fifo).toFixed(0)}×` : 'n/a');
+  const add = (host: string, outcome: MethodsOutcome | { kind: 'skipped'; reason: string } | { kind: 'error'; message: string }, collapses: boolean): void => {
+    if ('kind' in outcome) {
+      failed ||= outcome.kind === 'error';
+      for (const method of ['fifo', 'random']) rows.push([host, method, '—', '—', '—', '—', '—', '—', outcome.kind === 'error' ? 'FAIL' : 'skipped']);
+      notes.push(`${host}: ${outcome.kind === 'error' ? `FAILED: ${outcome.message}` : `skipped: ${outcome.reason}`}`);
+      return;
+    }
+    const { fifo, random } = outcome;
+    let fifoPerPoll: { http: number; redis: number } | undefined;
+    if (fifo.kind === 'ran') {
+      const r = fifo.result;
+      const polls = r.poll.sent;
+      const verdict = cachedVerdict(r, collapses);
+      failed ||= verdict === 'fail';
+      fifoPerPoll = polls > 0 ? { http: r.http / polls, redis: r.redis / polls } : undefined;
+      const expiries = r.loadsPerExpiry.length;
+      rows.push([
+        host,
+        `fifo, state_cache_seconds=${r.ttlSeconds}`,
+        String(r.visitors),
+        String(polls),
+        `${r.http} · ${r.redis}`,
+        `${perPoll(r.http, polls)} · ${perPoll(r.redis, polls)}`,
+        `≈ ${expectedLoads(r).toFixed(0)} (${r.windowMs / 1000} s ÷ ${r.ttlSeconds} s, one POP)`,
+        '1×',
+        verdict === 'pass' ? 'PASS' : verdict === 'uncollapsed' ? `PASS at one load per expiry (${expiries} expiries: ${perPoll(expiries, polls)} per poll)` : 'FAIL',
+      ]);
+      notes.push(
+        `${host}, fifo: ${pollWindowNote(r)}; ${expiries} cache expiries, ${(r.http / Math.max(1, expiries)).toFixed(2)} loads per expiry` +
+          (collapses ? '.' : ' (the stand-in does not collapse concurrent misses; Fastly does: one load per expiry there).'),
+      );
+    } else {
+      failed = true;
+      rows.push([host, 'fifo', '—', '—', '—', '—', '—', '—', 'FAIL']);
+      notes.push(`${host}, fifo: FAILED: ${fifo.message}`);
+    }
+    if (random.kind === 'ran') {
+      const r = random.result;
+      const polls = r.poll.sent;
+      const ok = randomVerdict(r);
+      failed ||= !ok;
+      rows.push([
+        host,
+        'random',
+        String(r.visitors),
+        String(polls),
+        `${r.http} · ${r.redis}`,
+        `${perPoll(r.http, polls)} · ${perPoll(r.redis, polls)}`,
+        `= polls (${polls}): one draw each`,
+        fifoPerPoll === undefined || polls === 0 ? 'n/a' : `${ratio(r.http / polls, fifoPerPoll.http)} · ${ratio(r.redis / polls, fifoPerPoll.redis)}`,
+        ok ? 'PASS (one per poll)' : 'FAIL',
+      ]);
+      notes.push(`${host}, random: ${pollWindowNote(r)}.`);
+    } else {
+      failed = true;
+      rows.push([host, 'random', '—', '—', '—', '—', '—', '—', 'FAIL']);
+      notes.push(`${host}, random: FAILED: ${random.message}`);
+    }
+  };
+  add('node (one POP)', node, true);
+  add('wasm on the Compute host (one POP)', wasm, false);
+  const text = [
+    `### Store commands per waiting poll: FIFO with the per-POP cache vs random (${METHODS_WINDOW_MS / 1000} s of waiting visitors polling every ${refreshSeconds} s; nobody admitted)`,
+    '',
+    table(
+      ['host', 'queue_method', 'visitors', 'polls', 'store commands (HTTP · Redis)', 'commands per poll (HTTP · Redis)', 'expected', 'per poll vs FIFO (HTTP · Redis)', 'verdict'],
+      ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+      rows,
+    ),
+    '',
+    `The same number of fresh waiting visitors (each with the cookie of its own real join) poll for the same window, one method after ` +
+      `the other on each kind of host: fifo on the cached pass's host (${Object.entries(CACHED_OVERRIDES).map(([k, v]) => `${k}=${v}`).join(', ')}; ` +
+      `state_cache_seconds at its default, ${ttlSeconds} s), random on a host of its own (${Object.entries(RANDOM_OVERRIDES).map(([k, v]) => `${k}=${v}`).join(', ')}). ` +
+      'Counted as in the cached pass (HTTP requests that reached the bridge · script commands Redis executed, from the window\'s start to ' +
+      'its last answer). FIFO: one load per cache lifetime serves every poll in the POP, so its cost per poll falls as the crowd grows ' +
+      '(≈ refresh_seconds ÷ (lifetime × visitors)); random: a visitor\'s presence in the draw is its own, so every poll is a store call, ' +
+      'whatever the crowd. Verdict: fifo as in the cached pass; random PASS when both counts equal the polls sent exactly.',
     ...notes.map((n) => `- ${n}`),
     '',
   ].join('\n');
@@ -1312,7 +1579,7 @@ function runCommand(command: string, args: readonly string[], cwd: string, timeo
   });
 }
 
-interface CountingProxy {
+interface CountingProxy extends TroubleSource {
   readonly url: string;
   /** HTTP requests received so far (each one forwarded to the target). */
   count(): number;
@@ -1321,12 +1588,27 @@ interface CountingProxy {
   close(): Promise<void>;
 }
 
-/** An HTTP proxy that counts every request it forwards to `target`, bodies streamed both ways. */
+/**
+ * An HTTP proxy that counts every request it forwards to `target`, bodies streamed both ways. It
+ * keeps its own failures (a forward that failed, on a reused keep-alive socket or a new one; a
+ * client connection error; a request the client gave up on; a 5xx from the target) for the report.
+ */
 async function startCountingProxy(target: string): Promise<CountingProxy> {
   const upstream = new URL(target);
-  const agent = new http.Agent({ keepAlive: true });
+  // Keep-alive to the bridge, but an idle socket is dropped here after 2 s, well before the bridge
+  // (a Node server: keepAliveTimeout 5 s, closed at 6 s) closes it. Without a timeout of its own
+  // the agent keeps idle sockets until the bridge closes them, and a request that picks one at that
+  // moment fails (ECONNRESET / socket hang up): measured 10 of 300 reuses between 5.9 and 6.1 s idle.
+  // This proxy would answer that with a 502 text body, which the Upstash client does not retry
+  // (it retries only a fetch that throws) and cannot parse: a store error in the wasm that no
+  // production path has. The bench's quiet stretches (a host starting, the capacity pass's sleep
+  // for the refresh interval) are about that long.
+  const agent = new http.Agent({ keepAlive: true, timeout: 2_000 });
   let requests = 0;
   const times: number[] = [];
+  const failures: string[] = [];
+  const statuses = new Map<number, number>();
+  const at = (): string => new Date().toISOString();
   const server = http.createServer((req, res) => {
     requests++;
     times.push(performance.now());
@@ -1334,18 +1616,34 @@ async function startCountingProxy(target: string): Promise<CountingProxy> {
     delete headers['connection'];
     delete headers['keep-alive'];
     headers['host'] = upstream.host;
+    const clientReused = (req.socket as { _wrBenchServed?: number })._wrBenchServed ?? 0;
+    (req.socket as { _wrBenchServed?: number })._wrBenchServed = clientReused + 1;
     const forward = http.request(
       { protocol: upstream.protocol, hostname: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers, agent },
       (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        const status = answer.statusCode ?? 502;
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        if (status >= 500) failures.push(`${at()} ${req.method} ${req.url}: the bridge answered ${status}`);
+        res.writeHead(status, answer.headers);
         answer.pipe(res);
       },
     );
     forward.on('error', (error) => {
+      failures.push(
+        `${at()} ${req.method} ${req.url}: forward to the bridge failed on a ${forward.reusedSocket ? 'reused keep-alive' : 'new'} socket: ` +
+          `${(error as NodeJS.ErrnoException).code ?? ''} ${error.message}; answered 502`,
+      );
       if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
       res.end(`counting proxy: ${error.message}`);
     });
+    res.on('close', () => {
+      if (!res.writableFinished) failures.push(`${at()} ${req.method} ${req.url}: the client connection closed before the answer was sent (its request #${clientReused + 1})`);
+    });
     req.pipe(forward);
+  });
+  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+    failures.push(`${at()} client connection error: ${error.code ?? ''} ${error.message}`);
+    socket.destroy();
   });
   await new Promise<void>((resolveListen, reject) => {
     server.once('error', reject);
@@ -1355,8 +1653,12 @@ async function startCountingProxy(target: string): Promise<CountingProxy> {
   if (typeof address !== 'object' || address === null) throw new Error('counting proxy: no address');
   return {
     url: `http://127.0.0.1:${address.port}`,
+    name: 'wasm counting proxy',
     count: () => requests,
     times: () => times,
+    report: () => (failures.length === 0 ? [] : [`wasm counting proxy: ${failures.length} failure(s):`, ...failures.slice(0, 12).map((f) => `    ${f}`)]),
+    summary: () =>
+      `wasm counting proxy: ${requests} requests forwarded (bridge statuses ${[...statuses].map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}), ${failures.length} failure(s)`,
     close: () =>
       new Promise<void>((resolveClose) => {
         server.close(() => resolveClose());
@@ -1368,6 +1670,8 @@ async function startCountingProxy(target: string): Promise<CountingProxy> {
 
 interface ComputeHostProcess {
   readonly url: string;
+  /** The host's request log: its `wr_log :: {json}` lines on stdout. */
+  readonly log: RequestLogKeeper;
   /** `GET /__host/stats` of the stand-in (undefined from a host that has no such path). */
   stats(): Promise<{ tInst: number; ms: number }[] | undefined>;
   stop(): Promise<void>;
@@ -1396,9 +1700,37 @@ async function startComputeHost(name: string, fastlyCli: string, viceroyPath: st
   process.once('exit', killGroup);
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   // The host writes a line per request (and the wasm's log lines) for as long as it runs: keep the
-  // pipes drained, and only a tail to explain a failure.
+  // pipes drained, a tail to explain a failure, and the waiting room's request log (the `wr_log`
+  // endpoint prints `wr_log :: {json}` lines on stdout) for the store errors behind a failure.
   let tail = '';
   let listening = false;
+  const requestLog = new RequestLogKeeper(name);
+  let partial = '';
+  let partialErr = '';
+  // The host's stderr carries its own errors ("[host] wasm error: …" for a trap, "[host] backend
+  // error: …"); a healthy run prints nothing there. Stdout lines other than the request log and the
+  // per-request INFO lines are kept when they look like errors.
+  child.stderr!.on('data', (chunk: Buffer) => {
+    const lines = (partialErr + chunk.toString('utf8')).split('\n');
+    partialErr = lines.pop() ?? '';
+    for (const line of lines) if (line.trim() !== '') requestLog.addHostLine(`stderr: ${line}`);
+  });
+  child.stdout!.on('data', (chunk: Buffer) => {
+    const lines = (partial + chunk.toString('utf8')).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      const match = /^wr_log :: (\{.*\})\s*$/.exec(line);
+      if (match?.[1] === undefined) {
+        if (/\b(ERROR|WARN)\b|\[host\]|trap|panic|-> 5\d\d /i.test(line)) requestLog.addHostLine(`stdout: ${line}`);
+        continue;
+      }
+      try {
+        requestLog.add(JSON.parse(match[1]) as RequestLog);
+      } catch {
+        requestLog.add({ ts: new Date().toISOString(), method: '?', path: '?', status: 0, decision: 'unreadable', store_error: `unreadable log line: ${line.slice(0, 200)}` });
+      }
+    }
+  });
   const ready = new Promise<void>((resolveReady, reject) => {
     const timer = setTimeout(() => reject(new Error(`${name}: no "Listening on" within ${HOST_START_TIMEOUT_MS / 1000} s:\n${tail}`)), HOST_START_TIMEOUT_MS);
     const onData = (chunk: Buffer): void => {
@@ -1435,6 +1767,7 @@ async function startComputeHost(name: string, fastlyCli: string, viceroyPath: st
   const url = `http://127.0.0.1:${port}`;
   return {
     url,
+    log: requestLog,
     async stats() {
       const agent = new http.Agent({ keepAlive: false });
       try {
@@ -1464,6 +1797,7 @@ type WasmOutcome =
       readonly latency: { text: string; failed: boolean };
       readonly cached: CachedOutcome;
       readonly capacity: CapacityOutcome;
+      readonly methods: MethodsOutcome;
     };
 
 interface WasmContext {
@@ -1474,9 +1808,13 @@ interface WasmContext {
   readonly cachedConfig: Config;
   /** The capacity pass's settings, likewise. */
   readonly capacityConfig: Config;
+  /** The random host's settings (queue_method=random), likewise. */
+  readonly randomConfig: Config;
   readonly apiToken: string;
   readonly load: Worker;
   readonly cleanups: { name: string; run: () => Promise<unknown> }[];
+  /** Where the arm registers its hosts' request logs and the counting proxy, for the report. */
+  readonly trouble: TroubleSource[];
 }
 
 /**
@@ -1499,6 +1837,12 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
   const host = locateComputeHost(ctx.root);
   if (!host.found) return { kind: 'skipped', reason: host.reason };
   const { cleanups } = ctx;
+  /** This arm's hosts' logs and the counting proxy, as they start: what a failure prints. */
+  const sources: TroubleSource[] = [];
+  const watch = (source: TroubleSource): void => {
+    sources.push(source);
+    ctx.trouble.push(source);
+  };
   try {
     log(`wasm: Compute host ${host.path}`);
     const redisServer = await startRedisServer();
@@ -1511,6 +1855,7 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
     const { originUrl, bridgeUrl } = ready;
     const proxy = await startCountingProxy(bridgeUrl);
     cleanups.push({ name: 'wasm counting proxy', run: () => proxy.close() });
+    watch(proxy);
     const stats = new IORedis(redisServer.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
     stats.on('error', () => {});
     await stats.connect();
@@ -1564,6 +1909,7 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
     const fastlyCli = join(ctx.root, 'node_modules/.bin/fastly');
     const app = await startComputeHost('waiting room wasm', fastlyCli, host.path, appDir);
     cleanups.push({ name: 'waiting room wasm host (fastly compute serve)', run: () => app.stop() });
+    watch(app.log);
     const bare = await startComputeHost('bare proxy wasm', fastlyCli, host.path, bareDir);
     cleanups.push({ name: 'bare proxy wasm host (fastly compute serve)', run: () => bare.stop() });
     log(`wasm: redis ${redisServer.url}, bridge ${bridgeUrl} behind counting proxy ${proxy.url}, origin ${originUrl}, waiting room ${app.url}, bare proxy ${bare.url}`);
@@ -1599,15 +1945,20 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
 
     // --- The cached pass, on a third host: the same wasm with the cached settings.
     let cached: CachedOutcome;
+    let cachedApp: ComputeHostProcess | undefined;
+    const cachedAgent = new http.Agent({ keepAlive: true, maxSockets: CACHED_WASM_JOIN_CONCURRENCY });
+    cleanups.push({ name: 'wasm cached client agent', run: async () => cachedAgent.destroy() });
     try {
-      const cachedApp = await startComputeHost('cached waiting room wasm', fastlyCli, host.path, cachedDir);
-      cleanups.push({ name: 'cached waiting room wasm host (fastly compute serve)', run: () => cachedApp.stop() });
+      cachedApp = await startComputeHost('cached waiting room wasm', fastlyCli, host.path, cachedDir);
+      const started = cachedApp;
+      cleanups.push({ name: 'cached waiting room wasm host (fastly compute serve)', run: () => started.stop() });
+      watch(cachedApp.log);
       log(`wasm: cached waiting room ${cachedApp.url}`);
-      const cachedAgent = new http.Agent({ keepAlive: true, maxSockets: CACHED_WASM_JOIN_CONCURRENCY });
-      cleanups.push({ name: 'wasm cached client agent', run: async () => cachedAgent.destroy() });
       await warmComputeHost('wasm (cached)', cachedApp.url, cachedAgent, CACHED_WASM_JOIN_CONCURRENCY, snapshot);
       const cachedResult = await runCachedPass({
         host: 'wasm',
+        pass: 'cached pass',
+        windowMs: CACHED_WINDOW_MS,
         classes: visitorClasses('wasm (cached)', cachedApp.url, cachedAgent, ctx.cachedConfig, ctx.apiToken),
         config: ctx.cachedConfig,
         visitors: CACHED_WASM_VISITORS,
@@ -1616,15 +1967,18 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
         load: ctx.load,
         snapshot,
         storeTimes: () => proxy.times(),
+        requestLog: cachedApp.log,
       });
       cached = { kind: 'ran', result: cachedResult };
     } catch (error) {
-      cached = { kind: 'error', message: messageOf(error) };
-      log(`wasm cached pass FAILED: ${cached.message}`);
+      log(`wasm cached pass FAILED: ${messageOf(error)}`);
+      const lines = await printTrouble('wasm cached pass', cachedApp === undefined ? [proxy] : [cachedApp.log, proxy]);
+      cached = { kind: 'error', message: [messageOf(error), ...lines].join('\n  ') };
     }
 
     // --- The capacity pass, on a fourth host: the same wasm with the capacity settings.
     let capacity: CapacityOutcome;
+    let capacityApp: ComputeHostProcess | undefined;
     try {
       const capacityDir = join(dir, 'capacity');
       mkdirSync(join(capacityDir, 'bin'), { recursive: true });
@@ -1635,8 +1989,10 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
         join(capacityDir, 'fastly.toml'),
         readFileSync(join(appDir, 'fastly.toml'), 'utf8').replace('name = "waiting-room-bench"', 'name = "waiting-room-bench-capacity"'),
       );
-      const capacityApp = await startComputeHost('capacity waiting room wasm', fastlyCli, host.path, capacityDir);
-      cleanups.push({ name: 'capacity waiting room wasm host (fastly compute serve)', run: () => capacityApp.stop() });
+      capacityApp = await startComputeHost('capacity waiting room wasm', fastlyCli, host.path, capacityDir);
+      const started = capacityApp;
+      cleanups.push({ name: 'capacity waiting room wasm host (fastly compute serve)', run: () => started.stop() });
+      watch(capacityApp.log);
       log(`wasm: capacity waiting room ${capacityApp.url}`);
       const capacityAgent = new http.Agent({ keepAlive: true, maxSockets: WASM_CONCURRENCY });
       cleanups.push({ name: 'wasm capacity client agent', run: async () => capacityAgent.destroy() });
@@ -1654,12 +2010,88 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
       });
       capacity = { kind: 'ran', result: capacityResult };
     } catch (error) {
-      capacity = { kind: 'error', message: messageOf(error) };
-      log(`wasm capacity pass FAILED: ${capacity.message}`);
+      log(`wasm capacity pass FAILED: ${messageOf(error)}`);
+      const lines = await printTrouble('wasm capacity pass', capacityApp === undefined ? [proxy] : [capacityApp.log, proxy]);
+      capacity = { kind: 'error', message: [messageOf(error), ...lines].join('\n  ') };
     }
-    return { kind: 'ran', hostPath: host.path, count, latency, cached, capacity };
+
+    // --- The queueing-methods pass: fresh visitors poll the cached host (fifo), then as many poll a
+    // host with queue_method=random (the same wasm, its own queue), for the same window each.
+    let fifo: CachedOutcome;
+    if (cachedApp === undefined) {
+      fifo = { kind: 'error', message: 'the cached host did not start' };
+    } else {
+      try {
+        fifo = {
+          kind: 'ran',
+          result: await runCachedPass({
+            host: 'wasm',
+            pass: 'methods pass, fifo',
+            windowMs: METHODS_WINDOW_MS,
+            classes: visitorClasses('wasm (fifo)', cachedApp.url, cachedAgent, ctx.cachedConfig, ctx.apiToken),
+            config: ctx.cachedConfig,
+            visitors: METHODS_WASM_VISITORS,
+            joinConcurrency: CACHED_WASM_JOIN_CONCURRENCY,
+            pollConcurrency: CACHED_WASM_POLL_CONCURRENCY,
+            load: ctx.load,
+            snapshot,
+            storeTimes: () => proxy.times(),
+            requestLog: cachedApp.log,
+          }),
+        };
+      } catch (error) {
+        log(`wasm methods pass (fifo) FAILED: ${messageOf(error)}`);
+        const lines = await printTrouble('wasm methods pass (fifo)', [cachedApp.log, proxy]);
+        fifo = { kind: 'error', message: [messageOf(error), ...lines].join('\n  ') };
+      }
+    }
+    let random: CachedOutcome;
+    let randomApp: ComputeHostProcess | undefined;
+    try {
+      const randomDir = join(dir, 'random');
+      mkdirSync(join(randomDir, 'bin'), { recursive: true });
+      copyFileSync(join(appDir, 'bin', 'main.wasm'), join(randomDir, 'bin', 'main.wasm'));
+      writeFileSync(join(randomDir, 'bin', 'config.json'), JSON.stringify({ ...dev.config, ...RANDOM_OVERRIDES, upstash_url: proxy.url }));
+      writeFileSync(join(randomDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
+      writeFileSync(
+        join(randomDir, 'fastly.toml'),
+        readFileSync(join(appDir, 'fastly.toml'), 'utf8').replace('name = "waiting-room-bench"', 'name = "waiting-room-bench-random"'),
+      );
+      randomApp = await startComputeHost('random waiting room wasm', fastlyCli, host.path, randomDir);
+      const started = randomApp;
+      cleanups.push({ name: 'random waiting room wasm host (fastly compute serve)', run: () => started.stop() });
+      watch(randomApp.log);
+      log(`wasm: random waiting room ${randomApp.url}`);
+      const randomAgent = new http.Agent({ keepAlive: true, maxSockets: CACHED_WASM_JOIN_CONCURRENCY });
+      cleanups.push({ name: 'wasm random client agent', run: async () => randomAgent.destroy() });
+      await warmComputeHost('wasm (random)', randomApp.url, randomAgent, CACHED_WASM_JOIN_CONCURRENCY, snapshot);
+      random = {
+        kind: 'ran',
+        result: await runCachedPass({
+          host: 'wasm',
+          pass: 'methods pass, random',
+          windowMs: METHODS_WINDOW_MS,
+          classes: visitorClasses('wasm (random)', randomApp.url, randomAgent, ctx.randomConfig, ctx.apiToken),
+          config: ctx.randomConfig,
+          visitors: METHODS_WASM_VISITORS,
+          joinConcurrency: CACHED_WASM_JOIN_CONCURRENCY,
+          pollConcurrency: CACHED_WASM_POLL_CONCURRENCY,
+          load: ctx.load,
+          snapshot,
+          storeTimes: () => proxy.times(),
+          requestLog: randomApp.log,
+        }),
+      };
+    } catch (error) {
+      log(`wasm methods pass (random) FAILED: ${messageOf(error)}`);
+      const lines = await printTrouble('wasm methods pass (random)', randomApp === undefined ? [proxy] : [randomApp.log, proxy]);
+      random = { kind: 'error', message: [messageOf(error), ...lines].join('\n  ') };
+    }
+    return { kind: 'ran', hostPath: host.path, count, latency, cached, capacity, methods: { fifo, random } };
   } catch (error) {
-    return { kind: 'error', message: messageOf(error) };
+    log(`wasm arm FAILED: ${messageOf(error)}`);
+    const lines = await printTrouble('wasm arm', sources);
+    return { kind: 'error', message: [messageOf(error), ...lines].join('\n  ') };
   }
 }
 
@@ -1720,8 +2152,11 @@ async function main(): Promise<number> {
         }
       }
     })());
+  /** Every host's request log and the counting proxy, as they start. */
+  const trouble: TroubleSource[] = [];
   const watchdog = setTimeout(() => {
     log(`gave up after ${WATCHDOG_MS / 1000} s; stopping everything`);
+    for (const line of trouble.flatMap((source) => source.report())) log(line);
     void cleanup().finally(() => process.exit(3));
   }, WATCHDOG_MS);
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
@@ -1769,12 +2204,15 @@ async function main(): Promise<number> {
     const local = readLocalConfig(devconfig);
     const settingOverrides: Record<string, string> = { ...SETTING_OVERRIDES, upstash_url: bridgeUrl };
     const secretOverrides: Record<string, string> = { upstash_token: token };
+    const roomLog = new RequestLogKeeper('node waiting room (counts, latency)');
+    trouble.push(roomLog);
     const room = buildWaitingRoom({
       settings: (key) => settingOverrides[key] ?? local.settings(key),
       secrets: (key) => secretOverrides[key] ?? local.secrets(key),
       originUrl,
-      // Request logging off in both hosts alike: the bench measures the request path, not stdout.
-      logger: { log: () => {} },
+      // Nothing printed (the bench measures the request path, not stdout): the records are counted,
+      // and those of requests that met a store failure kept, for the report.
+      logger: roomLog.logger,
       store: (config, secrets) =>
         new UpstashQueueStore({
           redis: new Redis(createUpstashClientOptions({ url: config.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: config.storeRetries })),
@@ -1795,7 +2233,10 @@ async function main(): Promise<number> {
     cleanups.push({ name: 'client agent', run: async () => agent.destroy() });
     const classes = visitorClasses('node', wr.url, agent, config, apiToken);
     log(`counting store round trips per request class (${COUNT_PER_CLASS} per class)`);
-    const nodeCount = await countRoundTrips(classes, COUNT_PER_CLASS, CONCURRENCY, snapshot);
+    const nodeCount = await countRoundTrips(classes, COUNT_PER_CLASS, CONCURRENCY, snapshot).catch(async (error: unknown) => {
+      await printTrouble('node round-trip count', [roomLog]);
+      throw error;
+    });
 
     // --- Added latency. Fresh waiting visitors, behind the cursor, for the poll arm.
     const latencyWaiting: string[] = [];
@@ -1829,24 +2270,30 @@ async function main(): Promise<number> {
     // --- The cached pass on the Node host: a second waiting room, the state cache at its default,
     // its own queue, the same store, bridge and counts; the first room stays idle from here on.
     const cachedOverrides: Record<string, string> = { ...CACHED_OVERRIDES, upstash_url: bridgeUrl };
+    const cachedLog = new RequestLogKeeper('node cached waiting room (cached pass, methods pass fifo)');
+    trouble.push(cachedLog);
     const cachedRoom = buildWaitingRoom({
       settings: (key) => cachedOverrides[key] ?? local.settings(key),
       secrets: (key) => secretOverrides[key] ?? local.secrets(key),
       originUrl,
-      logger: { log: () => {} },
+      logger: cachedLog.logger,
       store: (cfg, secrets) =>
         new UpstashQueueStore({
           redis: new Redis(createUpstashClientOptions({ url: cfg.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: cfg.storeRetries })),
         }),
     });
     let nodeCached: CachedOutcome;
+    let cachedHost: RunningServer | undefined;
+    const cachedAgent = new http.Agent({ keepAlive: true, maxSockets: CACHED_NODE_JOIN_CONCURRENCY });
+    cleanups.push({ name: 'cached client agent', run: async () => cachedAgent.destroy() });
     try {
-      const cachedHost = await startHost(cachedRoom.handler);
-      cleanups.push({ name: 'cached waiting room host', run: () => cachedHost.close() });
-      const cachedAgent = new http.Agent({ keepAlive: true, maxSockets: CACHED_NODE_JOIN_CONCURRENCY });
-      cleanups.push({ name: 'cached client agent', run: async () => cachedAgent.destroy() });
+      cachedHost = await startHost(cachedRoom.handler);
+      const started = cachedHost;
+      cleanups.push({ name: 'cached waiting room host', run: () => started.close() });
       const result = await runCachedPass({
         host: 'node',
+        pass: 'cached pass',
+        windowMs: CACHED_WINDOW_MS,
         classes: visitorClasses('node (cached)', cachedHost.url, cachedAgent, cachedRoom.config, apiToken),
         config: cachedRoom.config,
         visitors: CACHED_NODE_VISITORS,
@@ -1855,20 +2302,24 @@ async function main(): Promise<number> {
         load,
         snapshot,
         storeTimes: () => bridgeTimes,
+        requestLog: cachedLog,
       });
       nodeCached = { kind: 'ran', result };
     } catch (error) {
-      nodeCached = { kind: 'error', message: messageOf(error) };
-      log(`node cached pass FAILED: ${nodeCached.message}`);
+      log(`node cached pass FAILED: ${messageOf(error)}`);
+      const lines = await printTrouble('node cached pass', [cachedLog]);
+      nodeCached = { kind: 'error', message: [messageOf(error), ...lines].join('\n  ') };
     }
 
     // --- The capacity pass on the Node host: a third waiting room, capacity mode, its own queue.
     const capacityOverrides: Record<string, string> = { ...CAPACITY_OVERRIDES, upstash_url: bridgeUrl };
+    const capacityLog = new RequestLogKeeper('node capacity waiting room');
+    trouble.push(capacityLog);
     const capacityRoom = buildWaitingRoom({
       settings: (key) => capacityOverrides[key] ?? local.settings(key),
       secrets: (key) => secretOverrides[key] ?? local.secrets(key),
       originUrl,
-      logger: { log: () => {} },
+      logger: capacityLog.logger,
       store: (cfg, secrets) =>
         new UpstashQueueStore({
           redis: new Redis(createUpstashClientOptions({ url: cfg.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: cfg.storeRetries })),
@@ -1893,12 +2344,100 @@ async function main(): Promise<number> {
       });
       nodeCapacity = { kind: 'ran', result };
     } catch (error) {
-      nodeCapacity = { kind: 'error', message: messageOf(error) };
-      log(`node capacity pass FAILED: ${nodeCapacity.message}`);
+      log(`node capacity pass FAILED: ${messageOf(error)}`);
+      const lines = await printTrouble('node capacity pass', [capacityLog]);
+      nodeCapacity = { kind: 'error', message: [messageOf(error), ...lines].join('\n  ') };
+    }
+
+    // --- The queueing-methods pass on the Node host: fresh visitors poll the cached room (fifo),
+    // then as many poll a fourth room with queue_method=random (its own queue), the same window each.
+    const randomOverrides: Record<string, string> = { ...RANDOM_OVERRIDES, upstash_url: bridgeUrl };
+    const randomLog = new RequestLogKeeper('node random waiting room (methods pass random)');
+    trouble.push(randomLog);
+    const randomRoom = buildWaitingRoom({
+      settings: (key) => randomOverrides[key] ?? local.settings(key),
+      secrets: (key) => secretOverrides[key] ?? local.secrets(key),
+      originUrl,
+      logger: randomLog.logger,
+      store: (cfg, secrets) =>
+        new UpstashQueueStore({
+          redis: new Redis(createUpstashClientOptions({ url: cfg.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: cfg.storeRetries })),
+        }),
+    });
+    if (randomRoom.config.queueMethod !== 'random') throw new Error(`the random room's queue_method is ${randomRoom.config.queueMethod}`);
+    if (cachedRoom.config.queueMethod !== 'fifo' || cachedRoom.config.stateCacheSeconds < 1) {
+      throw new Error(`the cached room is not FIFO with the cache on (${cachedRoom.config.queueMethod}, state_cache_seconds=${cachedRoom.config.stateCacheSeconds})`);
+    }
+    let nodeFifo: CachedOutcome;
+    if (cachedHost === undefined) {
+      nodeFifo = { kind: 'error', message: 'the cached host did not start' };
+    } else {
+      try {
+        nodeFifo = {
+          kind: 'ran',
+          result: await runCachedPass({
+            host: 'node',
+            pass: 'methods pass, fifo',
+            windowMs: METHODS_WINDOW_MS,
+            classes: visitorClasses('node (fifo)', cachedHost.url, cachedAgent, cachedRoom.config, apiToken),
+            config: cachedRoom.config,
+            visitors: METHODS_NODE_VISITORS,
+            joinConcurrency: CACHED_NODE_JOIN_CONCURRENCY,
+            pollConcurrency: CACHED_NODE_POLL_CONCURRENCY,
+            load,
+            snapshot,
+            storeTimes: () => bridgeTimes,
+            requestLog: cachedLog,
+          }),
+        };
+      } catch (error) {
+        log(`node methods pass (fifo) FAILED: ${messageOf(error)}`);
+        const lines = await printTrouble('node methods pass (fifo)', [cachedLog]);
+        nodeFifo = { kind: 'error', message: [messageOf(error), ...lines].join('\n  ') };
+      }
+    }
+    let nodeRandom: CachedOutcome;
+    try {
+      const randomHost = await startHost(randomRoom.handler);
+      cleanups.push({ name: 'random waiting room host', run: () => randomHost.close() });
+      const randomAgent = new http.Agent({ keepAlive: true, maxSockets: CACHED_NODE_JOIN_CONCURRENCY });
+      cleanups.push({ name: 'random client agent', run: async () => randomAgent.destroy() });
+      nodeRandom = {
+        kind: 'ran',
+        result: await runCachedPass({
+          host: 'node',
+          pass: 'methods pass, random',
+          windowMs: METHODS_WINDOW_MS,
+          classes: visitorClasses('node (random)', randomHost.url, randomAgent, randomRoom.config, apiToken),
+          config: randomRoom.config,
+          visitors: METHODS_NODE_VISITORS,
+          joinConcurrency: CACHED_NODE_JOIN_CONCURRENCY,
+          pollConcurrency: CACHED_NODE_POLL_CONCURRENCY,
+          load,
+          snapshot,
+          storeTimes: () => bridgeTimes,
+          requestLog: randomLog,
+        }),
+      };
+    } catch (error) {
+      log(`node methods pass (random) FAILED: ${messageOf(error)}`);
+      const lines = await printTrouble('node methods pass (random)', [randomLog]);
+      nodeRandom = { kind: 'error', message: [messageOf(error), ...lines].join('\n  ') };
     }
 
     // --- The same classes through bin/main.wasm on a Compute host.
-    const wasm = await runWasmArm({ root, bundle, config, apiToken, cachedConfig: cachedRoom.config, capacityConfig: capacityRoom.config, load, cleanups });
+    const wasm = await runWasmArm({
+      root,
+      bundle,
+      config,
+      apiToken,
+      cachedConfig: cachedRoom.config,
+      capacityConfig: capacityRoom.config,
+      randomConfig: randomRoom.config,
+      load,
+      cleanups,
+      trouble,
+    });
     if (wasm.kind === 'skipped') log(`wasm column skipped: ${wasm.reason}`);
     if (wasm.kind === 'error') log(`wasm arm FAILED: ${wasm.message}`);
 
@@ -1951,6 +2490,25 @@ async function main(): Promise<number> {
       nodeCapacity,
       wasm.kind === 'ran' ? wasm.capacity : wasm.kind === 'skipped' ? wasm : { kind: 'error', message: 'the wasm arm failed before it' },
     );
+    const methods = methodsReport(
+      cachedRoom.config.stateCacheSeconds,
+      cachedRoom.config.refreshSeconds,
+      { fifo: nodeFifo, random: nodeRandom },
+      wasm.kind === 'ran' ? wasm.methods : wasm.kind === 'skipped' ? wasm : { kind: 'error', message: 'the wasm arm failed before it' },
+    );
+    const troubleDetails = trouble.flatMap((source) => source.report());
+    const troubleText = [
+      '### Store failures seen by the hosts',
+      '',
+      'Every request log of the run: the Node hosts\' records (kept in memory, nothing printed) and the Compute hosts\' `wr_log :: {json}` ' +
+        'lines on their stdout; a request counts here when it has a `store_error`, an `unavailable…` decision or a 5xx answer. The ' +
+        'counting proxy in front of the wasm harness\'s bridge reports its own failures (a forward that failed, on a reused keep-alive ' +
+        'socket or a new one; a client connection closed early; a 5xx from the bridge). Any of them fails the run: with ' +
+        'store_failure=hold a poll that met a store failure still gets a holding page and a renewed waiting cookie.',
+      ...trouble.map((source) => `- ${source.summary()}`),
+      ...(troubleDetails.length > 0 ? ['', '```', ...troubleDetails, '```'] : []),
+      '',
+    ].join('\n');
     const cpus = os.cpus();
     const out: string[] = [
       '## Benchmark (`npm run bench`)',
@@ -1972,19 +2530,29 @@ async function main(): Promise<number> {
       ...wasmNote,
       '',
       cached.text,
+      methods.text,
       capacity.text,
       ...latencyReports,
       ...(wasm.kind === 'ran' ? [wasm.latency.text] : []),
+      troubleText,
       `Total run time ${((performance.now() - startedAt) / 1000).toFixed(1)} s.`,
     ];
     process.stdout.write(`${out.join('\n')}\n`);
     if (overBudget) log('FAIL: a store round-trip budget is exceeded');
     if (cached.failed) log(`FAIL: the cached pass failed, had errors or admissions, or cost ${CACHED_MAX_COMMANDS_PER_POLL} store commands per poll or more`);
     if (capacity.failed) log('FAIL: the capacity pass failed, or a capacity-mode store round-trip budget is exceeded');
+    if (methods.failed) log('FAIL: the queueing-methods pass failed, had errors or admissions, FIFO cost too much per poll, or random did not cost exactly one store command per poll');
     if (latencyFailed) log('FAIL: the latency run had errors or was cut short');
     if (wasm.kind === 'error') log('FAIL: the wasm arm could not run to the end (see above)');
     else if (wasmFailed) log('FAIL: the wasm latency run had errors, was cut short or made unexpected store requests');
-    return overBudget || latencyFailed || wasmFailed || cached.failed || capacity.failed ? 1 : 0;
+    // With store_failure=hold a request that met a store failure can still look right from outside
+    // (a holding page and a renewed waiting cookie): any the hosts logged fails the run.
+    const storeFailed = troubleDetails.length > 0;
+    if (storeFailed) {
+      log('FAIL: requests met store failures, or a host or the counting proxy reported errors:');
+      for (const line of troubleDetails) log(line);
+    }
+    return overBudget || latencyFailed || wasmFailed || cached.failed || capacity.failed || methods.failed || storeFailed ? 1 : 0;
   } finally {
     clearTimeout(watchdog);
     await cleanup();
