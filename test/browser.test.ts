@@ -136,6 +136,12 @@ describe.skipIf(!available)('in a real browser', () => {
     await admin.click('#pause');
     await expect.poll(() => admin.textContent('[data-figure=state]')).toBe('running');
     await expect.poll(() => visitor.textContent('[data-text=estimate]'), { timeout: 8_000 }).not.toContain('Admission is paused');
+    // VIP codes from the console: shown once, in place, with what was made.
+    await admin.fill('#vip-count', '2');
+    await admin.fill('#vip-uses', '3');
+    await admin.click('form[action$="vip"] button');
+    await expect.poll(() => admin.textContent('#notice')).toMatch(/^Created 2 VIP codes, 3 uses each, no expiry\./);
+    expect((await admin.textContent('#vip-codes'))!.trim().split('\n')).toHaveLength(2);
     await visitorContext.close();
   });
 

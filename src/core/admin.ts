@@ -453,7 +453,9 @@ async function createVips(request: Request, ctx: AdminContext, vip: VipRequest):
     if (outcome.value) codes.push({ code, link: `${origin}/?${VIP_PARAM}=${code}` });
   }
   ctx.trace.reason = `created ${codes.length} VIP codes`;
+  const expiry = expiresAtMs === null ? 'no expiry' : `expiring ${new Date(expiresAtMs).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
   return jsonResponse(200, {
+    notice: `Created ${codes.length} VIP ${codes.length === 1 ? 'code' : 'codes'}, ${vip.uses} ${vip.uses === 1 ? 'use' : 'uses'} each, ${expiry}. They are shown only now.`,
     queue: ctx.config.queueName,
     uses_each: vip.uses,
     expires_at: expiresAtMs === null ? null : new Date(expiresAtMs).toISOString(),
