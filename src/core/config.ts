@@ -360,6 +360,10 @@ class Reader {
 
 const DAY = 86_400;
 
+/** The holding page's built-in colours (also used where there is no configuration to read). */
+export const DEFAULT_ACCENT_COLOR = '#2456c7';
+export const DEFAULT_BACKGROUND_COLOR = '#eef2f8';
+
 /** Parses the Config Store settings; throws `ConfigError` naming every bad key. */
 export function parseConfig(source: SettingSource): Readonly<Config> {
   const r = new Reader(source);
@@ -418,8 +422,8 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
         ? undefined
         : 'must be an https URL or a path starting with /, without quotes, spaces or a query',
     ),
-    pageAccentColor: r.string('page_accent_color', '#2456c7', (v) => checkColor(v, true)),
-    pageBackgroundColor: r.string('page_background_color', '#eef2f8', (v) => checkColor(v, false)),
+    pageAccentColor: r.string('page_accent_color', DEFAULT_ACCENT_COLOR, (v) => checkColor(v, true)),
+    pageBackgroundColor: r.string('page_background_color', DEFAULT_BACKGROUND_COLOR, (v) => checkColor(v, false)),
     pageLanguage: r.oneOf('page_language', 'en', LOCALES),
   };
   // A ticket must outlive at least two missed refreshes, or a slow connection loses its place.

@@ -15,7 +15,7 @@ import { readCookieValues, serializeCookie } from './cookies';
 import { describeEstimate, estimateWait, type WaitEstimate } from './estimate';
 import { errorResponse, jsonResponse } from './http';
 import { isAddressInCidrs } from './ip';
-import { blankHoldView, holdTexts } from './holding';
+import { blankHoldView, holdingCsp, holdTexts } from './holding';
 import { messages, negotiateLocale, type Locale } from './i18n';
 import { ASSETS, renderHoldingPage, type Branding } from './pages';
 import { matchesAnyPath } from './path-pattern';
@@ -280,6 +280,15 @@ export function createHandler(deps: HandlerDeps): Handler {
   }
 
   /**
+   * An access token for a visitor let in now. `slot`: it holds a capacity slot, so the token carries
+   * when the session began and was last refreshed (both now).
+   */
+  function admittedCookie(ticket: number, joined: number, nowMs: number, slot: boolean): Promise<string> {
+    const now = Math.floor(nowMs / 1000);
+    return issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now } : { j: joined });
+  }
+
+  /**
    * A called place in capacity mode claims its slot (one call, never cached). The store knows the
    * visitor by its place (`place`, which is its ticket unless an event's pre-queue was shuffled);
    * the waiting cookie keeps the arrival ticket.
@@ -288,9 +297,8 @@ export function createHandler(deps: HandlerDeps): Handler {
     const claimed = await storeCall(trace, () => store.claim(queue, place, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000)));
     if (!claimed.ok) return { kind: 'unavailable', ticket, cookie: await waitingCookie(ticket, joined, nowMs, undefined, state.epoch) };
     record(trace, claimed.value, place);
-    const now = Math.floor(nowMs / 1000);
     if (claimed.value.claimed) {
-      return { kind: 'admitted', ticket: place, slot: true, cookie: await issue('a', place, nowMs, { j: joined, s: now, r: now }) };
+      return { kind: 'admitted', ticket: place, slot: true, cookie: await admittedCookie(place, joined, nowMs, true) };
     }
     trace.reason = 'called_no_room';
     const cookie = await waitingCookie(ticket, joined, nowMs, 1, state.epoch);
@@ -325,7 +333,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       return { kind: 'waiting', ticket, ahead, front: false, draw: false, first: start, state, cookie };
     }
     if (isCapacityMode(state)) return claimSlot(trace, ticket, place, joined, nowMs, state);
-    return { kind: 'admitted', ticket: place, slot: false, cookie: await issue('a', place, nowMs, { j: joined }) };
+    return { kind: 'admitted', ticket: place, slot: false, cookie: await admittedCookie(place, joined, nowMs, false) };
   }
 
   async function newVisit(trace: Trace, nowMs: number): Promise<Visit> {
@@ -337,8 +345,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       record(trace, result, result.ticket);
       trace.reason = 'walk_in';
       const slot = isCapacityMode(result);
-      const extra = slot ? { j: now, s: now, r: now } : { j: now };
-      return { kind: 'admitted', ticket: result.ticket, slot, cookie: await issue('a', result.ticket, nowMs, extra) };
+      return { kind: 'admitted', ticket: result.ticket, slot, cookie: await admittedCookie(result.ticket, now, nowMs, slot) };
     }
     if (eventPhase(config, nowMs) === 'before') {
       record(trace, result, result.ticket);
@@ -381,9 +388,7 @@ export function createHandler(deps: HandlerDeps): Handler {
     }
     if (r.outcome === 'drawn') {
       record(trace, r, token.t);
-      const now = Math.floor(nowMs / 1000);
-      const extra = r.claimed ? { j: joined, s: now, r: now } : { j: joined };
-      return { kind: 'admitted', ticket: token.t, slot: r.claimed, cookie: await issue('a', token.t, nowMs, extra) };
+      return { kind: 'admitted', ticket: token.t, slot: r.claimed, cookie: await admittedCookie(token.t, joined, nowMs, r.claimed) };
     }
     return drawn(trace, r, r.outcome, token.t, joined, nowMs);
   }
@@ -567,14 +572,13 @@ export function createHandler(deps: HandlerDeps): Handler {
 
   async function holdingPage(view: HoldView, cookie: string | undefined, locale: Locale, trace: Trace): Promise<Response> {
     const nonce = randomSeed().toString(36);
-    const logoOrigin = /^https:\/\/[^/]+/.exec(branding.logoUrl)?.[0] ?? '';
     const headers = new Headers({
       'content-type': 'text/html; charset=utf-8',
       'cache-control': 'no-store',
       'x-robots-tag': 'noindex',
       'content-language': messages(locale).htmlLang,
       vary: 'accept-language',
-      'content-security-policy': `default-src 'none'; style-src 'self' 'nonce-${nonce}'; script-src 'self'; img-src 'self'${logoOrigin === '' ? '' : ` ${logoOrigin}`}; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+      'content-security-policy': holdingCsp(nonce, branding.logoUrl),
       'x-frame-options': 'DENY',
       'referrer-policy': 'no-referrer',
       'x-content-type-options': 'nosniff',
@@ -634,13 +638,17 @@ export function createHandler(deps: HandlerDeps): Handler {
     return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
   }
 
+  /** What the status endpoint says of a held visitor: the view's figures and texts in its language. */
+  function statusBody(view: HoldView, request: Request): Record<string, unknown> {
+    return { state: view.state, ...viewFields(view), texts: holdTexts(view, localeOf(request)), refresh_seconds: view.refreshSeconds };
+  }
+
   async function status(request: Request, trace: Trace): Promise<Response> {
     const nowMs = clock.now();
     if (eventPhase(config, nowMs) === 'over') {
       const over = await afterEnd(request, trace, nowMs);
       if (over !== 'over') return jsonResponse(200, { state: 'admitted', refresh_seconds: config.refreshSeconds });
-      const view = overView(nowMs);
-      return jsonResponse(200, { state: 'over', ...viewFields(view), texts: holdTexts(view, localeOf(request)), refresh_seconds: config.refreshSeconds });
+      return jsonResponse(200, statusBody(overView(nowMs), request));
     }
     const v = await visit(request, trace, false);
     trace.decision = `status_${v.kind}`;
@@ -653,10 +661,8 @@ export function createHandler(deps: HandlerDeps): Handler {
       case 'none':
         body = { state: 'none', refresh_seconds: config.refreshSeconds };
         break;
-      default: {
-        const view = holdView(v, nowMs);
-        body = { state: view.state, ...viewFields(view), texts: holdTexts(view, localeOf(request)), refresh_seconds: view.refreshSeconds };
-      }
+      default:
+        body = statusBody(holdView(v, nowMs), request);
     }
     const response = jsonResponse(200, body);
     if ('cookie' in v && v.cookie !== undefined) response.headers.append('set-cookie', v.cookie);

@@ -4,6 +4,7 @@
  * page's script polls to update itself in place. So the live page and the reloaded page can never
  * say different things.
  */
+import { DEFAULT_ACCENT_COLOR, DEFAULT_BACKGROUND_COLOR } from './config';
 import type { HoldView } from './handler';
 import { formatClock, formatDuration, formatNumber, messages, negotiateLocale, pluralCategory, type Locale, type Messages } from './i18n';
 import { renderHoldingPage } from './pages';
@@ -127,6 +128,16 @@ export function blankHoldView(state: HoldView['state'], nowMs: number, refreshSe
 }
 
 /**
+ * The holding page's Content-Security-Policy: its one inline style (the brand colours) by `nonce`,
+ * scripts only from the edge, images from the edge and the logo's https origin, no framing.
+ */
+export function holdingCsp(nonce: string, logoUrl: string): string {
+  const logoOrigin = /^https:\/\/[^/]+/.exec(logoUrl)?.[0];
+  const img = logoOrigin === undefined ? "img-src 'self'" : `img-src 'self' ${logoOrigin}`;
+  return `default-src 'none'; style-src 'self' 'nonce-${nonce}'; script-src 'self'; ${img}; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`;
+}
+
+/**
  * The "we are checking your place" page on its own, for when there is no usable configuration at
  * all (no handler to ask): the built-in design and the visitor's language, reloading every 30 s.
  */
@@ -142,7 +153,7 @@ export function checkingPageResponse(request: Request, pathPrefix: string, nowMs
     locale: messages(locale),
     title: '',
     message: '',
-    branding: { logoUrl: `${assetPrefix}logo.svg`, accent: '#2456c7', background: '#eef2f8' },
+    branding: { logoUrl: `${assetPrefix}logo.svg`, accent: DEFAULT_ACCENT_COLOR, background: DEFAULT_BACKGROUND_COLOR },
     assetPrefix,
     statusUrl: `${pathPrefix}status`,
     nonce,
@@ -152,7 +163,7 @@ export function checkingPageResponse(request: Request, pathPrefix: string, nowMs
       'content-type': 'text/html; charset=utf-8',
       'cache-control': 'no-store',
       refresh: String(refreshSeconds),
-      'content-security-policy': `default-src 'none'; style-src 'self' 'nonce-${nonce}'; script-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`,
+      'content-security-policy': holdingCsp(nonce, `${assetPrefix}logo.svg`),
       'x-compress-hint': 'on',
     },
   });
