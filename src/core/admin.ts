@@ -6,7 +6,7 @@
 import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminFigures, renderChart } from './admin-view';
-import { formatCount, renderAdminPage, renderQueueList } from './pages';
+import { formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
 import type { AdmissionPolicy, AdmitResult, Clock, QueueOverview, QueueState, QueueStats, QueueStore, RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { signToken, verifyToken } from './tokens';
@@ -225,8 +225,7 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
     figures: { ...adminFigures(stats, ctx.config, nowMs), as_of: asOf(nowMs) },
     chart: panel.chart,
     paused: stats.paused,
-    pause_value: stats.paused ? 'false' : 'true',
-    pause_label: stats.paused ? 'Resume admission' : 'Pause admission',
+    ...pauseControl(stats.paused),
     state: describeState(stats, ctx.config),
     ...(ctx.overview !== undefined && { queues: renderQueueList(await ctx.overview(nowMs), ctx.config.queueName, `${ctx.config.pathPrefix}admin`) }),
   });

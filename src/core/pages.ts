@@ -156,6 +156,11 @@ export function renderQueueList(queues: readonly QueueOverview[], current: strin
   return `<ul class="queues">${rows.join('')}</ul>`;
 }
 
+/** The pause button: what it sends and what it says, for the state the queue is in. */
+export function pauseControl(paused: boolean): { readonly pause_value: string; readonly pause_label: string } {
+  return paused ? { pause_value: 'false', pause_label: 'Resume admission' } : { pause_value: 'true', pause_label: 'Pause admission' };
+}
+
 export function renderAdminPage(view: AdminView): string {
   const { stats, figures } = view;
   return renderTemplate(ADMIN_HTML, {
@@ -165,8 +170,7 @@ export function renderAdminPage(view: AdminView): string {
     chart: new SafeHtml(view.chart),
     live_url: view.liveUrl,
     live_seconds: view.liveSeconds,
-    pause_value: stats.paused ? 'false' : 'true',
-    pause_label: stats.paused ? 'Resume admission' : 'Pause admission',
+    ...pauseControl(stats.paused),
     max_active: stats.maxActive === 0 ? 'no limit' : String(stats.maxActive),
     max_new_per_minute: stats.maxNewPerMinute === 0 ? 'no limit' : String(stats.maxNewPerMinute),
     csrf: view.csrf,
