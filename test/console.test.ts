@@ -243,6 +243,24 @@ describe('templates from the KV Store', () => {
 });
 
 describe('the console with several queues', () => {
+  it('lists a queue whose figures do not come within the store timeout as unavailable, without waiting for it', async () => {
+    const clock = new ManualClock();
+    // A store that never answers for one queue's figures.
+    class SlowForOneQueue extends MemoryQueueStore {
+      override stats(...args: Parameters<MemoryQueueStore['stats']>): ReturnType<MemoryQueueStore['stats']> {
+        return args[0] === 'slow' ? new Promise(() => {}) : super.stats(...args);
+      }
+    }
+    const store = new SlowForOneQueue();
+    const service = createService(
+      source({ ...BASE_SETTINGS, store_timeout_ms: '100', queues: JSON.stringify([{ name: 'sale', paths: ['/sale/*'] }, { name: 'slow', paths: ['/slow/*'] }]) }),
+      source(BASE_SECRETS),
+      { store, origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock) },
+    );
+    const live = (await (await service.handler(adminGet('/__wr/admin/live?queue=sale'), CLIENT)).json()) as { queues: string };
+    expect(live.queues).toContain('<code>slow</code></a>: figures unavailable');
+  });
+
   it('lists every queue with its own live figures, the draw counted for a random queue', async () => {
     const clock = new ManualClock();
     const service = createService(

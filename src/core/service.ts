@@ -7,6 +7,7 @@ import { admissionPolicy, createHandler, eventPhase, type Handler } from './hand
 import { errorResponse } from './http';
 import type { Clock, Logger, Origin, QueueOverview, QueueStore, StateCache, TemplateSource } from './ports';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
+import { callStore } from './store-call';
 
 export interface ServiceDeps {
   /** The store, or how to make it from the service-wide settings (it may throw ConfigError). */
@@ -56,7 +57,10 @@ export function createService(settings: SettingSource, secretSource: SettingSour
         name: config.queueName,
         method: config.queueMethod,
         event: config.eventStartMs > 0 || config.eventEndMs > 0 ? eventPhase(config, nowMs) : undefined,
-        stats: await store.stats(config.queueName, nowMs, admissionPolicy(config)).catch(() => undefined),
+        // Through the same timeout as every store call: one queue that does not answer must not hold up the page.
+        stats: await callStore(() => store.stats(config.queueName, nowMs, admissionPolicy(config)), config.storeTimeoutMs, deps.clock).then((o) =>
+          o.ok ? o.value : undefined,
+        ),
       })),
     );
   const entries = queues.map((setup) => ({
