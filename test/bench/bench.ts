@@ -1899,12 +1899,18 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
       ]),
     );
     writeFileSync(join(bareDir, 'fastly.toml'), manifest('bare-proxy-bench', ['[local_server.backends.origin]', `url = "${originUrl}/"`]));
-    // The cached pass's app: the same bin/main.wasm, the cached settings, the same backends.
-    mkdirSync(join(cachedDir, 'bin'), { recursive: true });
-    copyFileSync(join(appDir, 'bin', 'main.wasm'), join(cachedDir, 'bin', 'main.wasm'));
-    writeFileSync(join(cachedDir, 'bin', 'config.json'), JSON.stringify({ ...dev.config, ...CACHED_OVERRIDES, upstash_url: proxy.url }));
-    writeFileSync(join(cachedDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
-    writeFileSync(join(cachedDir, 'fastly.toml'), readFileSync(join(appDir, 'fastly.toml'), 'utf8').replace('name = "waiting-room-bench"', 'name = "waiting-room-bench-cached"'));
+    // A variant of the app for another pass: the same bin/main.wasm and backends, other settings.
+    const writeVariant = (variantDir: string, variant: string, overrides: Readonly<Record<string, string>>): void => {
+      mkdirSync(join(variantDir, 'bin'), { recursive: true });
+      copyFileSync(join(appDir, 'bin', 'main.wasm'), join(variantDir, 'bin', 'main.wasm'));
+      writeFileSync(join(variantDir, 'bin', 'config.json'), JSON.stringify({ ...dev.config, ...overrides, upstash_url: proxy.url }));
+      writeFileSync(join(variantDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
+      writeFileSync(
+        join(variantDir, 'fastly.toml'),
+        readFileSync(join(appDir, 'fastly.toml'), 'utf8').replace('name = "waiting-room-bench"', `name = "waiting-room-bench-${variant}"`),
+      );
+    };
+    writeVariant(cachedDir, 'cached', CACHED_OVERRIDES);
 
     const fastlyCli = join(ctx.root, 'node_modules/.bin/fastly');
     const app = await startComputeHost('waiting room wasm', fastlyCli, host.path, appDir);
@@ -1981,14 +1987,7 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
     let capacityApp: ComputeHostProcess | undefined;
     try {
       const capacityDir = join(dir, 'capacity');
-      mkdirSync(join(capacityDir, 'bin'), { recursive: true });
-      copyFileSync(join(appDir, 'bin', 'main.wasm'), join(capacityDir, 'bin', 'main.wasm'));
-      writeFileSync(join(capacityDir, 'bin', 'config.json'), JSON.stringify({ ...dev.config, ...CAPACITY_OVERRIDES, upstash_url: proxy.url }));
-      writeFileSync(join(capacityDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
-      writeFileSync(
-        join(capacityDir, 'fastly.toml'),
-        readFileSync(join(appDir, 'fastly.toml'), 'utf8').replace('name = "waiting-room-bench"', 'name = "waiting-room-bench-capacity"'),
-      );
+      writeVariant(capacityDir, 'capacity', CAPACITY_OVERRIDES);
       capacityApp = await startComputeHost('capacity waiting room wasm', fastlyCli, host.path, capacityDir);
       const started = capacityApp;
       cleanups.push({ name: 'capacity waiting room wasm host (fastly compute serve)', run: () => started.stop() });
@@ -2049,14 +2048,7 @@ async function runWasmArm(ctx: WasmContext): Promise<WasmOutcome> {
     let randomApp: ComputeHostProcess | undefined;
     try {
       const randomDir = join(dir, 'random');
-      mkdirSync(join(randomDir, 'bin'), { recursive: true });
-      copyFileSync(join(appDir, 'bin', 'main.wasm'), join(randomDir, 'bin', 'main.wasm'));
-      writeFileSync(join(randomDir, 'bin', 'config.json'), JSON.stringify({ ...dev.config, ...RANDOM_OVERRIDES, upstash_url: proxy.url }));
-      writeFileSync(join(randomDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
-      writeFileSync(
-        join(randomDir, 'fastly.toml'),
-        readFileSync(join(appDir, 'fastly.toml'), 'utf8').replace('name = "waiting-room-bench"', 'name = "waiting-room-bench-random"'),
-      );
+      writeVariant(randomDir, 'random', RANDOM_OVERRIDES);
       randomApp = await startComputeHost('random waiting room wasm', fastlyCli, host.path, randomDir);
       const started = randomApp;
       cleanups.push({ name: 'random waiting room wasm host (fastly compute serve)', run: () => started.stop() });
