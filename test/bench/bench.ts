@@ -29,7 +29,7 @@ import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, workerData } from 'node:worker_threads';
-import { loadStoreScripts, startNodeArm, startWasmArm, type Arm, type Pass, type PassName, type Run, type WasmStatus } from './harness';
+import { billedReport, loadStoreScripts, startNodeArm, startWasmArm, type Arm, type Pass, type PassName, type Run, type WasmStatus } from './harness';
 import { cachePass } from './pass-cache';
 import { capacityPass } from './pass-capacity';
 import { latencyPass } from './pass-latency';
@@ -109,7 +109,8 @@ async function main(): Promise<number> {
     }
 
     // --- Report.
-    const reports = REPORT_ORDER.flatMap((name) => passes.filter((pass) => pass.name === name)).map((pass) => pass.report(wasm));
+    const passReports = REPORT_ORDER.flatMap((name) => passes.filter((pass) => pass.name === name)).map((pass) => pass.report(wasm));
+    const reports = [...passReports, billedReport(passReports.flatMap((report) => report.billed))];
     const trouble = troubleReport(run.trouble);
     const cpus = os.cpus();
     const out: string[] = [

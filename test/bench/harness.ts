@@ -23,6 +23,8 @@
  *     which `@upstash/redis` calls for every request attempt, retries included; wasm: the proxy);
  *   - script commands Redis executed (INFO commandstats: calls + rejected_calls of EVALSHA,
  *     EVAL and their _RO forms), before and after each measured step.
+ * and beside them, from the same INFO, what Upstash bills: every command Redis ran, the commands
+ * the scripts ran included, but not the harness's own (HARNESS_COMMANDS).
  *
  * Each pass asks an arm for a room (`RoomSpec`: the settings over devconfig.json, a queue of its
  * own): the arm starts that room's host once, the first time a pass asks, and every later pass
@@ -43,6 +45,7 @@ import { buildWaitingRoom, type WaitingRoom } from '../../src/node/waiting-room'
 import { createHttpOrigin, readLocalConfig } from '../../src/platform/node';
 import { STORE_SCRIPTS } from '../../src/store/scripts';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
+import { table } from '../support/markdown-table';
 import { startRedisServer } from '../support/redis-server';
 import { localServerSection } from '../support/stack';
 import { RequestLogKeeper, type TroubleSource } from './trouble';
@@ -80,13 +83,18 @@ export interface Counts {
   readonly http: number;
   /** Script commands Redis executed (EVALSHA, EVAL and their _RO forms). */
   readonly redis: number;
+  /**
+   * Commands Upstash bills: every command Redis ran (calls + rejected_calls over all of INFO
+   * commandstats), the commands inside scripts included, less the harness's own.
+   */
+  readonly billed: number;
 }
 
-/** Both counts of one arm so far. */
+/** The counts of one arm so far. */
 export type Snapshot = () => Promise<Counts>;
 
 export function countsBetween(before: Counts, after: Counts): Counts {
-  return { http: after.http - before.http, redis: after.redis - before.redis };
+  return { http: after.http - before.http, redis: after.redis - before.redis, billed: after.billed - before.billed };
 }
 
 /** The counts of `task` alone: a snapshot before, one after. */
@@ -96,19 +104,42 @@ export async function counted(snapshot: Snapshot, task: () => Promise<unknown>):
   return countsBetween(before, await snapshot());
 }
 
-/** Sums what Redis executed of the script commands (EVALSHA, EVAL and their _RO forms). */
-async function redisScriptCalls(redis: IORedis): Promise<number> {
+const SCRIPT_COMMANDS: ReadonlySet<string> = new Set(['evalsha', 'eval', 'evalsha_ro', 'eval_ro']);
+/**
+ * Commands the harness sends itself, never the waiting room (whose store sends nothing but EVALSHA
+ * and EVAL, src/store/upstash-store.ts, and whose scripts cannot run these): INFO (every snapshot,
+ * and the ready check of each ioredis connection), SCRIPT (loadStoreScripts' SCRIPT LOAD, through
+ * the bridge) and CLIENT (what ioredis sends on connecting). Redis 7 names subcommands `script|load`.
+ */
+const HARNESS_COMMANDS: ReadonlySet<string> = new Set(['info', 'script', 'client']);
+
+/** From one INFO commandstats: the script commands Redis executed, and the commands Upstash would bill. */
+async function redisCounts(redis: IORedis): Promise<{ redis: number; billed: number }> {
   const info = await redis.info('commandstats');
-  let total = 0;
+  let scripts = 0;
+  let billed = 0;
   for (const line of info.split(/\r?\n/)) {
-    const match = /^cmdstat_(evalsha|eval|evalsha_ro|eval_ro):(.*)$/.exec(line);
+    const match = /^cmdstat_([^:|]+)(?:\|[^:]*)?:(.*)$/.exec(line);
     if (match === null) continue;
+    const command = match[1] ?? '';
+    let calls = 0;
     for (const field of (match[2] ?? '').split(',')) {
       const [key, value] = field.split('=');
-      if (key === 'calls' || key === 'rejected_calls') total += Number(value ?? 0);
+      if (key === 'calls' || key === 'rejected_calls') calls += Number(value ?? 0);
     }
+    if (SCRIPT_COMMANDS.has(command)) scripts += calls;
+    if (!HARNESS_COMMANDS.has(command)) billed += calls;
   }
-  return total;
+  return { redis: scripts, billed };
+}
+
+/** An arm's snapshot, checked once: two in a row must count nothing (the INFO it sends is not billed). */
+async function checkedSnapshot(what: string, snapshot: Snapshot): Promise<Snapshot> {
+  const between = countsBetween(await snapshot(), await snapshot());
+  if (between.http !== 0 || between.redis !== 0 || between.billed !== 0) {
+    throw new Error(`${what}: two snapshots in a row counted ${JSON.stringify(between)}; the harness's own commands are not all excluded`);
+  }
+  return snapshot;
 }
 
 /** A connection of the harness's own to an arm's redis-server, for INFO only. */
@@ -291,8 +322,8 @@ export async function startNodeArm(run: Run): Promise<{ arm: Arm; redisVersion: 
   };
   globalThis.fetch = countingFetch as typeof fetch;
   cleanups.add('fetch counter', async () => void (globalThis.fetch = realFetch));
-  // Count 2: script commands Redis executed.
-  const snapshot: Snapshot = async () => ({ http: bridgeRequests, redis: await redisScriptCalls(stats) });
+  // Count 2: script commands Redis executed; and what Upstash bills.
+  const snapshot = await checkedSnapshot('node', async () => ({ http: bridgeRequests, ...(await redisCounts(stats)) }));
 
   const devconfig = findProjectFile('devconfig.json');
   const local = readLocalConfig(devconfig);
@@ -406,7 +437,7 @@ export async function startWasmArm(
   cleanups.add('wasm counting proxy', () => proxy.close());
   watch(proxy);
   const stats = await statsConnection(redisServer.url, 'wasm stats connection', cleanups);
-  const snapshot: Snapshot = async () => ({ http: proxy.count(), redis: await redisScriptCalls(stats) });
+  const snapshot = await checkedSnapshot('wasm', async () => ({ http: proxy.count(), ...(await redisCounts(stats)) }));
 
   // Each app in its own folder with its own fastly.toml: the rooms (the same bin/main.wasm, each
   // with its settings), and the bare proxy.
@@ -517,6 +548,60 @@ export function wasmOutcome<T>(outcome: Outcome<T> | undefined, wasm: WasmStatus
 export interface PassReport {
   readonly text: string;
   readonly failures: readonly string[];
+  /** Every request class the pass counted, on each arm, for the billed-commands table. */
+  readonly billed: readonly BilledRow[];
+}
+
+/** One request class on one arm: its counts, for the billed-commands table. */
+export interface BilledRow {
+  readonly pass: PassName;
+  readonly arm: ArmName;
+  readonly label: string;
+  readonly requests: number;
+  readonly counts: Counts;
+  /** Billed commands allowed per request; none yet (issue 13 sets them after the store rework). */
+  readonly billedBudget?: number | undefined;
+}
+
+/** A billed row over budget: more billed commands than its budget allows for its requests. */
+function overBilledBudget(row: BilledRow): boolean {
+  return row.billedBudget !== undefined && row.counts.billed > row.billedBudget * row.requests;
+}
+
+/** The billed-commands section: every counted class of every pass that ran, and the budgets' verdicts. */
+export function billedReport(rows: readonly BilledRow[]): PassReport {
+  const over = rows.filter(overBilledBudget);
+  const perRequest = (row: BilledRow): string => (row.requests > 0 ? (row.counts.billed / row.requests).toFixed(2) : 'n/a');
+  const text = [
+    '### Billed commands per request class (what Upstash bills: every command a script runs, not only the EVALSHA that carries it)',
+    '',
+    table(
+      ['pass', 'host', 'request class', 'requests', 'round trips (HTTP)', 'script calls', 'billed commands', 'billed per request', 'billed budget', 'result'],
+      ['l', 'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+      rows.map((row) => [
+        row.pass,
+        row.arm,
+        row.label,
+        String(row.requests),
+        String(row.counts.http),
+        String(row.counts.redis),
+        String(row.counts.billed),
+        perRequest(row),
+        row.billedBudget === undefined ? '—' : `≤ ${row.billedBudget}`,
+        row.billedBudget === undefined ? '' : overBilledBudget(row) ? 'FAIL' : 'PASS',
+      ]),
+    ),
+    '',
+    'The same steps as the passes above, counted between the same snapshots. Round trips: HTTP requests that reached the bridge. ' +
+      'Script calls: EVALSHA/EVAL (and _RO) in `INFO commandstats`. Billed commands: calls + rejected_calls summed over every ' +
+      '`cmdstat_*` entry of `INFO commandstats`, which counts each command a script runs as well as the script call itself, ' +
+      `excluding the harness's own commands: ${[...HARNESS_COMMANDS].map((c) => c.toUpperCase()).join(', ')} (INFO: each snapshot and ` +
+      'the connections\' ready checks; SCRIPT: the SCRIPT LOADs that warm the script cache; CLIENT: what the Redis clients send on ' +
+      'connecting). Two snapshots in a row are checked to count nothing. A first call on a cold script cache is billed for the ' +
+      'NOSCRIPT answer as well as for the EVAL. No billed budgets are set yet (the column is ready for them).',
+    '',
+  ].join('\n');
+  return { text, failures: over.map((row) => `${row.pass}, ${row.arm}, ${row.label}: ${row.counts.billed} billed commands for ${row.requests} requests, over ${row.billedBudget} per request`), billed: [] };
 }
 
 /**

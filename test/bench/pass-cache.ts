@@ -19,9 +19,11 @@ import {
   wasmOutcome,
   type Arm,
   type ArmName,
+  type BilledRow,
   type Counts,
   type Outcome,
   type Pass,
+  type PassName,
   type RoomSpec,
   type VisitorClasses,
 } from './harness';
@@ -80,6 +82,7 @@ export interface CachedPassResult {
   /** Store requests from the window's start to its last answer. */
   readonly http: number;
   readonly redis: number;
+  readonly billed: number;
   readonly windowMs: number;
   readonly intervalMs: number;
   readonly ttlSeconds: number;
@@ -150,6 +153,16 @@ async function runPollWindow(arm: Arm, input: PollWindowInput): Promise<CachedPa
     loadsPerExpiry,
     storeFailures,
   };
+}
+
+/** A poll window's billed-table rows: the joins that made its visitors, and the window's polls. */
+export function pollWindowBilled(pass: PassName, arm: ArmName, what: string, outcome: Outcome<CachedPassResult> | undefined): BilledRow[] {
+  if (outcome?.kind !== 'ran') return [];
+  const r = outcome.result;
+  return [
+    { pass, arm, label: `${what}: new visitor (join, before the window)`, requests: r.visitors, counts: r.joins },
+    { pass, arm, label: `${what}: waiting poll (the window)`, requests: r.poll.sent, counts: { http: r.http, redis: r.redis, billed: r.billed } },
+  ];
 }
 
 /** A poll window whose failure is its outcome, with the store errors that explain it. */
@@ -293,6 +306,7 @@ export function cachePass(): Pass {
       return {
         text: report.text,
         failures: report.failed ? [`the cached pass failed, had errors or admissions, or cost ${CACHED_MAX_COMMANDS_PER_POLL} store commands per poll or more`] : [],
+        billed: (['node', 'wasm'] as const).flatMap((arm) => pollWindowBilled('cache', arm, `fifo, state cache ${ttlSeconds} s`, outcomes[arm])),
       };
     },
   };

@@ -11,7 +11,20 @@ import type http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Config } from '../../src/core/config';
 import { table } from '../support/markdown-table';
-import { ARM_CONCURRENCY, counted, loadStoreScripts, wasmOutcome, type Arm, type ArmName, type Outcome, type Pass, type RoomSpec, type Snapshot } from './harness';
+import {
+  ARM_CONCURRENCY,
+  counted,
+  loadStoreScripts,
+  wasmOutcome,
+  type Arm,
+  type ArmName,
+  type BilledRow,
+  type Counts,
+  type Outcome,
+  type Pass,
+  type RoomSpec,
+  type Snapshot,
+} from './harness';
 import { printTrouble } from './trouble';
 import { cookieFrom, describeSettings, log, messageOf, PATH, runConcurrent, send, sleep, tokenClaims, tokenKind, type Reply } from './util';
 
@@ -60,7 +73,8 @@ const CAP = {
   stats: 11,
 } as const;
 
-const CAPACITY_CLASSES: readonly { readonly label: string; readonly budget: string }[] = [
+/** `budget`: round trips per request; `billedBudget`, billed commands per request, is for issue 13 to set. */
+const CAPACITY_CLASSES: readonly { readonly label: string; readonly budget: string; readonly billedBudget?: number }[] = [
   { label: 'new visitor while there is room: walks in (the join claims the slot)', budget: '≤ 1' },
   { label: 'new visitor when full: gets a ticket (join)', budget: '≤ 1' },
   { label: 'called visitor claims a slot: poll + claim (state cache off)', budget: '≤ 2 = claim 1 + poll 1 (0 on a cache hit)' },
@@ -75,12 +89,10 @@ const CAPACITY_CLASSES: readonly { readonly label: string; readonly budget: stri
   { label: 'stats (GET __wr/api/stats)', budget: '≤ 1' },
 ];
 
-interface CapacityRow {
+interface CapacityRow extends Counts {
   readonly requests: number;
   /** The most store calls the budget allows for these requests. */
   readonly allowed: number;
-  readonly http: number;
-  readonly redis: number;
 }
 
 /** A capacity-mode visitor's moves against one host, each checking that the answer is what it expects. */
@@ -283,7 +295,13 @@ async function runCapacityPass(input: CapacityInput): Promise<CapacityResult> {
   stillWithin(renewed, 'the rest of the burst');
   const first = rows[CAP.first]!;
   const rest = rows[CAP.rest]!;
-  rows[CAP.burst] = { requests: first.requests + rest.requests, allowed: n, http: first.http + rest.http, redis: first.redis + rest.redis };
+  rows[CAP.burst] = {
+    requests: first.requests + rest.requests,
+    allowed: n,
+    http: first.http + rest.http,
+    redis: first.redis + rest.redis,
+    billed: first.billed + rest.billed,
+  };
 
   // Heartbeats, then the origin ends those sessions (each frees a slot and calls the next ticket).
   const beaten = new Array<string>(n).fill('');
@@ -396,7 +414,15 @@ export function capacityPass(): Pass {
     },
     report(wasm) {
       const report = capacityReport(outcomes.node ?? { kind: 'error', message: 'it did not run' }, wasmOutcome(outcomes.wasm, wasm));
-      return { text: report.text, failures: report.failed ? ['the capacity pass failed, or a capacity-mode store round-trip budget is exceeded'] : [] };
+      const billed = (['node', 'wasm'] as const).flatMap((arm): BilledRow[] => {
+        const outcome = outcomes[arm];
+        if (outcome?.kind !== 'ran') return [];
+        return CAPACITY_CLASSES.flatMap((cls, i) => {
+          const row = outcome.result.rows[i];
+          return row === undefined ? [] : [{ pass: 'capacity' as const, arm, label: cls.label, requests: row.requests, counts: row, billedBudget: cls.billedBudget }];
+        });
+      });
+      return { text: report.text, failures: report.failed ? ['the capacity pass failed, or a capacity-mode store round-trip budget is exceeded'] : [], billed };
     },
   };
 }

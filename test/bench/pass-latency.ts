@@ -209,7 +209,7 @@ export function latencyPass(): Pass {
       if (node?.some((r) => r.failed) ?? true) failures.push('the latency run had errors or was cut short');
       if (wasm.kind === 'ran' && (wasmReport?.failed ?? true)) failures.push('the wasm latency run had errors, was cut short or made unexpected store requests');
       const texts = [...(node ?? []).map((r) => r.text), ...(wasm.kind === 'ran' && wasmReport !== undefined ? [wasmReport.text] : [])];
-      return { text: texts.join('\n'), failures };
+      return { text: texts.join('\n'), failures, billed: [] };
     },
   };
 }

@@ -9,7 +9,7 @@
  */
 import { table } from '../support/markdown-table';
 import { type Arm, type ArmName, type Pass, type RoomSpec, type WasmStatus } from './harness';
-import { CACHED_ROOM, cachedVerdict, expectedLoads, pollPass, POLL_JOIN_CONCURRENCY, type CachedOutcome, type CachedPassResult } from './pass-cache';
+import { CACHED_ROOM, cachedVerdict, expectedLoads, pollPass, pollWindowBilled, POLL_JOIN_CONCURRENCY, type CachedOutcome, type CachedPassResult } from './pass-cache';
 import { describeSettings, ms } from './util';
 
 const RANDOM_ROOM: RoomSpec = {
@@ -172,6 +172,10 @@ export function methodsPass(): Pass {
         failures: report.failed
           ? ['the queueing-methods pass failed, had errors or admissions, FIFO cost too much per poll, or random did not cost exactly one store command per poll']
           : [],
+        billed: (['node', 'wasm'] as const).flatMap((arm) => [
+          ...pollWindowBilled('methods', arm, `fifo, state cache ${ttlSeconds} s`, outcomes[arm]?.fifo),
+          ...pollWindowBilled('methods', arm, `random, state cache ${ttlSeconds} s`, outcomes[arm]?.random),
+        ]),
       };
     },
   };
