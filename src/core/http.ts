@@ -1,12 +1,19 @@
 /**
- * Small HTTP helpers shared by the handler and the admin routes: JSON answers, bounded body
- * reads, Basic/Bearer credentials and a constant-time comparison.
+ * Small HTTP helpers shared by the handler, the admin routes and the origin adapters: JSON answers,
+ * bounded body reads, Basic/Bearer credentials, a constant-time comparison and the origin's
+ * request target.
  */
+
+/**
+ * Sent with every body the waiting room writes itself: a browser must not read our JSON or error
+ * text as HTML or script, whatever it holds.
+ */
+export const NOSNIFF = { 'x-content-type-options': 'nosniff' } as const;
 
 export function jsonResponse(status: number, body: unknown, headers: Record<string, string> = {}): Response {
   return new Response(`${JSON.stringify(body)}\n`, {
     status,
-    headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers },
+    headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...NOSNIFF, ...headers },
   });
 }
 
