@@ -90,3 +90,18 @@ export function readBearer(header: string | null): string | undefined {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
   return match?.[1];
 }
+
+/**
+ * The request target to send to the origin for a request URL: its path and query, as a string to
+ * append to the origin's own scheme and authority (never resolved against it).
+ *
+ * A path that starts with `//` is the one case where that string is not read as the same path:
+ * URL parsing turns `/.//h/x`, `/x/..//h/x`, `/%2e//h/x` and `/\h/x` into `//h/x`, which any
+ * server that resolves its request target against a base (as `new URL(target, base)` does) reads
+ * as the host `h`. The leading slashes are collapsed to one; the waiting room's own path matching
+ * collapses repeated slashes too, so the origin gets the path the decision was made on.
+ */
+export function originTarget(requestUrl: string): string {
+  const url = new URL(requestUrl);
+  return `${url.pathname.replace(/^\/{2,}/, '/')}${url.search}`;
+}
