@@ -9,7 +9,8 @@ import fc from 'fast-check';
 import jws from 'jws';
 import { describe, expect, it } from 'vitest';
 import type { Handler } from '../src/core/handler';
-import { originTarget } from '../src/core/http';
+import { checkingPageResponse } from '../src/core/holding';
+import { errorResponse, originTarget } from '../src/core/http';
 import type { ClientInfo, Origin } from '../src/core/ports';
 import { createService } from '../src/core/service';
 import { MemoryStateCache } from '../src/platform/memory-cache';
@@ -177,6 +178,33 @@ async function csrfFrom(handler: Handler, c: ClientInfo): Promise<string> {
   const page = await handler(new Request(`${SITE}/__wr/admin`, { headers: { authorization: ADMIN } }), c);
   return /name="csrf" value="([^"]+)"/.exec(await page.text())?.[1] ?? '';
 }
+
+describe('what the waiting room writes itself', () => {
+  it('says nosniff: JSON answers, errors, the holding, checking and admin pages', async () => {
+    const clock = new ManualClock();
+    const service = createService(source(BASE_SETTINGS), source(BASE_SECRETS), {
+      store: new MemoryQueueStore(),
+      origin: new OriginCalls(),
+      logger: new MemoryLogger(),
+      clock,
+      cache: new MemoryStateCache(clock),
+    });
+    const c = { address: '192.0.2.1', pop: 'TST' };
+    const answers = [
+      await service.handler(new Request(`${SITE}/__wr/health`), c),
+      await service.handler(new Request(`${SITE}/__wr/nope`), c),
+      await service.handler(new Request(`${SITE}/__wr/api/admit`, { method: 'POST' }), c),
+      await service.handler(new Request(`${SITE}/__wr/api/admit?count=x`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } }), c),
+      await service.handler(new Request(`${SITE}/__wr/status`), c),
+      await service.handler(new Request(`${SITE}/`), c),
+      await service.handler(new Request(`${SITE}/__wr/admin`, { headers: { authorization: ADMIN } }), c),
+      checkingPageResponse(new Request(`${SITE}/`), '/__wr/', clock.now()),
+      errorResponse(500, 'internal error'),
+    ];
+    expect(answers.map((a) => a.status)).toEqual([200, 404, 401, 400, 200, 200, 200, 200, 500]);
+    for (const answer of answers) expect(answer.headers.get('x-content-type-options')).toBe('nosniff');
+  });
+});
 
 describe('the handler under fuzzed input', () => {
   it('answers below 500, says nosniff on every body of its own, and passes on only what goes to the configured origin', async () => {

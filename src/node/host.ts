@@ -54,7 +54,7 @@ function toRequest(req: http.IncomingMessage): Conversion {
   }
 }
 
-/** The waiting room's JSON error, written straight to the socket-level response; the connection closes. */
+/** The host's own refusal, in the waiting room's JSON error shape; the connection closes after it. */
 function refuse(res: http.ServerResponse, status: number, reason: string): void {
   const body = `${JSON.stringify({ error: reason })}\n`;
   res.writeHead(status, {

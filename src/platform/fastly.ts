@@ -102,7 +102,7 @@ export function kvTemplateSource(): TemplateSource | undefined {
  * originTarget), so an origin that resolves its request target against a base cannot read it as
  * another host. Any other request is sent as it came, body streamed.
  */
-export function forwardToOrigin(request: Request): Promise<Response> {
+function forwardToOrigin(request: Request): Promise<Response> {
   const url = new URL(request.url);
   const target = originTarget(request.url);
   if (target === `${url.pathname}${url.search}`) return fetch(request, { backend: ORIGIN_BACKEND });
