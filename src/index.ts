@@ -1,12 +1,13 @@
 /// <reference types="@fastly/js-compute" />
 // Fastly entry: the fetch listener and a last-resort 500. Everything else lives in src/core.
+import { errorResponse } from './core/http';
 import { handleFastlyRequest } from './platform/fastly';
 
 addEventListener('fetch', (event) =>
   event.respondWith(
     handleFastlyRequest(event).catch((error: unknown) => {
       console.error(`waiting room: unhandled error: ${error instanceof Error ? error.stack : String(error)}`);
-      return new Response('internal error', { status: 500 });
+      return errorResponse(500, 'internal error');
     }),
   ),
 );

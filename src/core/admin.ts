@@ -4,7 +4,7 @@
  * input gets a 4xx that says why and changes nothing.
  */
 import type { Config, Secrets } from './config';
-import { errorResponse, jsonResponse, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
+import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminFigures, renderChart } from './admin-view';
 import { formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
 import type { AdmissionPolicy, AdmitResult, Clock, QueueOverview, QueueState, QueueStats, QueueStore, RuntimeControl } from './ports';
@@ -321,7 +321,13 @@ function isCrossSite(request: Request): boolean {
   const origin = request.headers.get('origin');
   if (origin === null) return false;
   try {
-    return new URL(origin).host !== new URL(request.url).host;
+    const from = new URL(origin);
+    // Our host is the one the browser sent in Host, never one read from the request target: a
+    // form on another site can post to `https://us//evil.example/…`, a target that a careless
+    // parser reads as the host evil.example, the very host in that form's Origin.
+    const host = request.headers.get('host');
+    const ours = host === null ? new URL(request.url).host : new URL(`${from.protocol}//${host}`).host;
+    return from.host !== ours;
   } catch {
     return true;
   }
@@ -359,6 +365,7 @@ function answerForm(request: Request, ctx: AdminContext, notice: string, json: R
       headers: {
         location: `${ctx.config.pathPrefix}admin?${queueQuery(ctx, '&')}done=${encodeURIComponent(notice)}`,
         'cache-control': 'no-store',
+        ...NOSNIFF,
       },
     });
   }

@@ -7,6 +7,7 @@
 import { DEFAULT_ACCENT_COLOR, DEFAULT_BACKGROUND_COLOR } from './config';
 import type { HoldView } from './handler';
 import { formatClock, formatDuration, formatNumber, messages, negotiateLocale, pluralCategory, type Locale, type Messages } from './i18n';
+import { NOSNIFF } from './http';
 import { renderHoldingPage } from './pages';
 
 export interface HoldTexts {
@@ -164,6 +165,7 @@ export function checkingPageResponse(request: Request, pathPrefix: string, nowMs
       'cache-control': 'no-store',
       refresh: String(refreshSeconds),
       'content-security-policy': holdingCsp(nonce, `${assetPrefix}logo.svg`),
+      ...NOSNIFF,
       'x-compress-hint': 'on',
     },
   });

@@ -1,12 +1,19 @@
 /**
- * Small HTTP helpers shared by the handler and the admin routes: JSON answers, bounded body
- * reads, Basic/Bearer credentials and a constant-time comparison.
+ * Small HTTP helpers shared by the handler, the admin routes and the origin adapters: JSON answers,
+ * bounded body reads, Basic/Bearer credentials, a constant-time comparison and the origin's
+ * request target.
  */
+
+/**
+ * Sent with every body the waiting room writes itself: a browser must not read our JSON or error
+ * text as HTML or script, whatever it holds.
+ */
+export const NOSNIFF = { 'x-content-type-options': 'nosniff' } as const;
 
 export function jsonResponse(status: number, body: unknown, headers: Record<string, string> = {}): Response {
   return new Response(`${JSON.stringify(body)}\n`, {
     status,
-    headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers },
+    headers: { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...NOSNIFF, ...headers },
   });
 }
 
@@ -82,4 +89,19 @@ export function readBasicAuth(header: string | null): BasicCredentials | undefin
 export function readBearer(header: string | null): string | undefined {
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
   return match?.[1];
+}
+
+/**
+ * The request target to send to the origin for a request URL: its path and query, as a string to
+ * append to the origin's own scheme and authority (never resolved against it).
+ *
+ * A path that starts with `//` is the one case where that string is not read as the same path:
+ * URL parsing turns `/.//h/x`, `/x/..//h/x`, `/%2e//h/x` and `/\h/x` into `//h/x`, which any
+ * server that resolves its request target against a base (as `new URL(target, base)` does) reads
+ * as the host `h`. The leading slashes are collapsed to one; the waiting room's own path matching
+ * collapses repeated slashes too, so the origin gets the path the decision was made on.
+ */
+export function originTarget(requestUrl: string): string {
+  const url = new URL(requestUrl);
+  return `${url.pathname.replace(/^\/{2,}/, '/')}${url.search}`;
 }

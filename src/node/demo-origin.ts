@@ -38,7 +38,17 @@ export async function startDemoOrigin(options: { port?: number; host?: string } 
   const host = options.host ?? '127.0.0.1';
   const held = new Map<string, () => void>();
   const server = http.createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://origin');
+    let url: URL;
+    try {
+      // Read as a browser-facing server would: relative to its own origin.
+      url = new URL(req.url ?? '/', 'http://origin');
+    } catch {
+      req.resume();
+      res.writeHead(400, { 'content-type': 'text/plain' }).end('bad request target');
+      return;
+    }
+    // The raw request target as it arrived, so tests can see what the waiting room sent.
+    res.setHeader('x-origin-target', req.url ?? '');
     if (url.pathname === '/big') {
       const mib = Math.min(MAX_DOWNLOAD_MIB, Math.max(0, Number.parseInt(url.searchParams.get('mib') ?? '1', 10) || 0));
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(mib * MIB), 'x-origin': 'demo' });
@@ -80,12 +90,9 @@ export async function startDemoOrigin(options: { port?: number; host?: string } 
       return;
     }
     if (url.pathname === '/set-cookie') {
-      res.writeHead(200, [
-        ['x-origin', 'demo'],
-        ['content-type', 'text/plain'],
-        ['set-cookie', 'origin_a=1; Path=/'],
-        ['set-cookie', 'origin_b=2; Path=/'],
-      ].flat());
+      // Two separate Set-Cookie lines (an array value is written as one line each).
+      res.setHeader('set-cookie', ['origin_a=1; Path=/', 'origin_b=2; Path=/']);
+      res.writeHead(200, { 'x-origin': 'demo', 'content-type': 'text/plain' });
       res.end('two cookies');
       return;
     }

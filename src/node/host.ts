@@ -4,11 +4,13 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Readable } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
 import { createGzip } from 'node:zlib';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { Handler } from '../core/handler';
+import { errorResponse } from '../core/http';
 import { HOP_BY_HOP } from '../platform/node';
+import { requestUrl } from './request-target';
 
 export interface RunningServer {
   readonly url: string;
@@ -16,22 +18,66 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-function toRequest(req: http.IncomingMessage, base: string): Request {
-  const headers = new Headers();
-  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
-    const name = req.rawHeaders[i]!.toLowerCase();
-    if (!HOP_BY_HOP.has(name)) headers.append(name, req.rawHeaders[i + 1]!);
+type Conversion = { readonly ok: true; readonly request: Request } | { readonly ok: false; readonly status: number; readonly reason: string };
+
+/**
+ * The incoming message as a fetch `Request`, or the status and reason it is refused with. Never
+ * throws: a bad Host, target, method or header is the client's mistake, answered with a 4xx.
+ */
+function toRequest(req: http.IncomingMessage): Conversion {
+  try {
+    const method = req.method ?? 'GET';
+    const hosts: string[] = [];
+    const headers = new Headers();
+    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
+      const name = req.rawHeaders[i]!.toLowerCase();
+      const value = req.rawHeaders[i + 1]!;
+      if (name === 'host') hosts.push(value);
+      if (!HOP_BY_HOP.has(name)) headers.append(name, value);
+    }
+    const local = req.socket.localAddress ?? '127.0.0.1';
+    const fallbackHost = `${local.includes(':') ? `[${local}]` : local}:${req.socket.localPort ?? 80}`;
+    const target = requestUrl(method, req.url ?? '/', hosts, fallbackHost);
+    if (!target.ok) return target;
+    const hasBody = method !== 'GET' && method !== 'HEAD';
+    const request = new Request(target.url, {
+      method,
+      headers,
+      body: hasBody ? (Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>) : null,
+      // Required by Node for a streamed request body.
+      duplex: 'half',
+    } as RequestInit);
+    return { ok: true, request };
+  } catch (error) {
+    // Whatever else a fetch Request refuses (a header value it will not carry) is the client's too.
+    return { ok: false, status: 400, reason: `malformed request: ${error instanceof Error ? error.message : String(error)}`.slice(0, 200) };
   }
-  const method = req.method ?? 'GET';
-  const hasBody = method !== 'GET' && method !== 'HEAD';
-  const host = req.headers.host ?? new URL(base).host;
-  return new Request(new URL(req.url ?? '/', `http://${host}`), {
-    method,
-    headers,
-    body: hasBody ? (Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>) : null,
-    // Required by Node for a streamed request body.
-    duplex: 'half',
-  } as RequestInit);
+}
+
+/** The host's own refusal, in the waiting room's JSON error shape; the connection closes after it. */
+function refuse(res: http.ServerResponse, status: number, reason: string): void {
+  const body = `${JSON.stringify({ error: reason })}\n`;
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-content-type-options': 'nosniff',
+    'content-length': String(Buffer.byteLength(body)),
+    connection: 'close',
+  });
+  res.end(body);
+}
+
+/** The same, for a socket that has no response object (a parse error, CONNECT). */
+function refuseOnSocket(socket: Duplex, status: number, reason: string): void {
+  const body = `${JSON.stringify({ error: reason })}\n`;
+  socket.end(
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? 'Error'}\r\ncontent-type: application/json; charset=utf-8\r\n` +
+      `cache-control: no-store\r\nx-content-type-options: nosniff\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
+function reportBug(error: unknown): void {
+  process.stderr.write(`waiting room: unhandled error: ${error instanceof Error ? error.stack : String(error)}\n`);
 }
 
 /**
@@ -106,20 +152,50 @@ export interface HostOptions {
   readonly pop?: string;
 }
 
+/**
+ * Makes `server` answer requests the HTTP parser refuses with a 4xx of ours, as Node would by
+ * default, but also when a response is half written (then the socket just closes), and refuses
+ * CONNECT (a proxy method, never a waiting room's) instead of dropping the socket silently.
+ */
+export function answerMalformedRequests(server: http.Server): void {
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    const inFlight = (socket as Duplex & { _httpMessage?: http.ServerResponse | null })._httpMessage;
+    if (error.code === 'ECONNRESET' || !socket.writable || (inFlight != null && inFlight.headersSent)) {
+      socket.destroy();
+      return;
+    }
+    const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+    refuseOnSocket(socket, status, status === 431 ? 'request headers too large' : status === 408 ? 'request timed out' : 'malformed HTTP request');
+  });
+  server.on('connect', (_req: http.IncomingMessage, socket: Duplex) => refuseOnSocket(socket, 405, 'CONNECT is not supported'));
+}
+
 export async function startHost(handler: Handler, options: HostOptions = {}): Promise<RunningServer> {
   const host = options.host ?? '127.0.0.1';
   const server = http.createServer((req, res) => {
-    const request = toRequest(req, `http://${host}`);
-    // The Node host has no geolocation: a header stands in for it (local runs and tests only).
-    const country = req.headers['x-client-country'];
-    handler(request, { address: req.socket.remoteAddress, pop: options.pop ?? 'local', country: typeof country === 'string' ? country : undefined })
-      .catch((error: unknown) => {
-        // The core turns store and origin failures into answers; reaching here is a bug.
-        process.stderr.write(`waiting room: unhandled error: ${error instanceof Error ? error.stack : String(error)}\n`);
-        return new Response('internal error', { status: 500 });
-      })
-      .then((response) => writeResponse(response, res, req.headers['accept-encoding']))
-      .catch(() => res.destroy());
+    // Nothing may throw out of a request listener: an uncaught error there ends the process.
+    try {
+      const converted = toRequest(req);
+      if (!converted.ok) {
+        refuse(res, converted.status, converted.reason);
+        return;
+      }
+      // The Node host has no geolocation: a header stands in for it (local runs and tests only).
+      const country = req.headers['x-client-country'];
+      handler(converted.request, { address: req.socket.remoteAddress, pop: options.pop ?? 'local', country: typeof country === 'string' ? country : undefined })
+        .catch((error: unknown) => {
+          // The core turns store and origin failures into answers; reaching here is a bug.
+          reportBug(error);
+          return errorResponse(500, 'internal error');
+        })
+        .then((response) => writeResponse(response, res, req.headers['accept-encoding']))
+        .catch(() => res.destroy());
+    } catch (error) {
+      reportBug(error);
+      if (res.headersSent) res.destroy();
+      else refuse(res, 500, 'internal error');
+    }
   });
+  answerMalformedRequests(server);
   return serve(server, options.port ?? 0, host);
 }

@@ -12,7 +12,7 @@ import { Logger } from 'fastly:logger';
 import { SecretStore } from 'fastly:secret-store';
 import { ConfigError, SECRET_KEYS, type Config, type Secrets, type SettingSource } from '../core/config';
 import { buildWithLastValid, type SettingsMemory } from '../core/last-valid';
-import { errorResponse } from '../core/http';
+import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
 import type { Logger as LogPort, RequestLog, StateCache, TemplateSource } from '../core/ports';
 import { UpstashQueueStore, createUpstashClientOptions } from '../store/upstash-store';
@@ -96,6 +96,19 @@ export function kvTemplateSource(): TemplateSource | undefined {
   };
 }
 
+/**
+ * The origin backend decides where a request goes; the request decides only the path and query it
+ * asks for. A path that starts with `//` is sent with its leading slashes collapsed (see
+ * originTarget), so an origin that resolves its request target against a base cannot read it as
+ * another host. Any other request is sent as it came, body streamed.
+ */
+function forwardToOrigin(request: Request): Promise<Response> {
+  const url = new URL(request.url);
+  const target = originTarget(request.url);
+  if (target === `${url.pathname}${url.search}`) return fetch(request, { backend: ORIGIN_BACKEND });
+  return fetch(new Request(`${url.protocol}//${url.host}${target}`, request), { backend: ORIGIN_BACKEND });
+}
+
 const LAST_VALID_KEY = 'waiting-room:last-valid-settings';
 /** How long a POP remembers the last valid settings. */
 const LAST_VALID_MS = 7 * 86_400_000;
@@ -144,7 +157,7 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
       sources.secrets,
       {
         store: createUpstashStore,
-        origin: { forward: (request) => fetch(request, { backend: ORIGIN_BACKEND }) },
+        origin: { forward: forwardToOrigin },
         logger,
         clock: { now: () => Date.now() },
         cache: simpleCacheStateCache,

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { SettingSource } from '../core/config';
+import { originTarget } from '../core/http';
 import type { Clock, Logger, Origin, RequestLog, TemplateSource } from '../core/ports';
 
 /** Headers that describe one hop, not the message; a proxy must not pass them on. */
@@ -34,16 +35,22 @@ const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
 export function createHttpOrigin(baseUrl: string, agent?: http.Agent): Origin {
   const base = new URL(baseUrl);
   const client = base.protocol === 'https:' ? https : http;
+  // Where every request goes: the configured scheme, host and port, fixed here once. The request
+  // contributes only its path and query, as a string (see originTarget), never a host.
+  const destination = {
+    protocol: base.protocol,
+    hostname: base.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: base.port === '' ? (base.protocol === 'https:' ? 443 : 80) : Number(base.port),
+  };
   return {
     forward(request) {
-      const incoming = new URL(request.url);
-      const target = new URL(incoming.pathname + incoming.search, base);
+      const path = originTarget(request.url);
       const headers: Record<string, string | string[]> = {};
       request.headers.forEach((value, name) => {
         if (!HOP_BY_HOP.has(name) && name !== 'host') headers[name] = value;
       });
       return new Promise<Response>((resolve, reject) => {
-        const outgoing = client.request(target, { method: request.method, headers, agent }, (res) => {
+        const outgoing = client.request({ ...destination, path, method: request.method, headers, agent }, (res) => {
           const responseHeaders = new Headers();
           for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) {
             const name = res.rawHeaders[i]!.toLowerCase();

@@ -5,6 +5,7 @@
 import jws from 'jws';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, KEY_1, KEY_2 } from './fixtures';
+import { rawRequest, sendRaw, startRecordingServer } from './raw-http';
 import { HttpVisitor, type Stack } from './stack';
 
 const ADMIN = `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`;
@@ -130,6 +131,44 @@ export function defineEndToEnd(stack: () => Stack): void {
       // A path that only looks like it is still queued.
       expect(reachedOrigin(await fetch(`${stack().url}/robots.txt.bak`))).toBe(false);
       expect(await stack().direct.get('wr:{default}:tail')).toBe('1');
+    });
+  });
+
+  describe('hostile paths', () => {
+    it('reach only the configured origin, which reads each as the path decided on; a second host gets nothing', async () => {
+      // Stands in for the host a path like //evil.example/x names; it must receive nothing.
+      const evil = await startRecordingServer('evil');
+      try {
+        const v = visitor();
+        await v.get('/');
+        await admitByApi(1);
+        await v.get('/');
+        const room = new URL(stack().url);
+        const send = (method: string, target: string, body = '') =>
+          sendRaw(Number(room.port), rawRequest(method, target, [['Host', room.host], ['Cookie', `waiting_room=${v.cookie}`]], body));
+        const e = evil.authority;
+        for (const [target, expected] of [
+          [`//${e}/x`, `/${e}/x`],
+          [`/.//${e}/x`, `/${e}/x`],
+          [`/x/..//${e}/x?q=1`, `/${e}/x?q=1`],
+          [`/%2e//${e}/x`, `/${e}/x`],
+          [`/%2E%2e//${e}/x`, `/${e}/x`],
+          [`/\\${e}/x`, `/${e}/x`],
+        ] as const) {
+          const response = await send('GET', target);
+          expect(response.status, target).toBe(200);
+          expect(response.headers['x-origin'], target).toBe('demo');
+          // The raw target the origin received; read against the origin's own URL it names no host.
+          expect(response.headers['x-origin-target'], target).toBe(expected);
+        }
+        // A request body travels with a rewritten path: /.//echo is the origin's /echo.
+        const echo = await send('POST', '/.//echo', 'the body');
+        expect(echo.headers['x-origin-target']).toBe('/echo');
+        expect(echo.body).toBe('the body');
+        expect(evil.received).toEqual([]);
+      } finally {
+        await evil.close();
+      }
     });
   });
 
