@@ -13,8 +13,8 @@
  * - a path any reading of which lands under our reserved prefix, spelt other than exactly the
  *   prefix, gets a 404 from us and is never forwarded.
  * A path is ambiguous when its readings cannot all be enumerated within fixed bounds (nested
- * encodings deeper than MAX_DECODES, too many readings, or a very long hostile path): it is then
- * treated as hostile, never as clean. Pure: runs the same on Fastly and in Node.
+ * encodings deeper than MAX_DECODES, or more intermediate forms than MAX_STATES / MAX_WORK allow):
+ * it is then treated as hostile, never as clean. Pure: runs the same on Fastly and in Node.
  */
 import { matchesAnyPath, normalizePath, type PathPattern } from './path-pattern';
 
@@ -22,8 +22,12 @@ import { matchesAnyPath, normalizePath, type PathPattern } from './path-pattern'
 export const MAX_DECODES = 3;
 /** Distinct intermediate forms explored before the path is called ambiguous. */
 const MAX_STATES = 256;
-/** Longer paths with anything to read twice are not enumerated (cost stays bounded): ambiguous. */
-const MAX_ENUMERATED_LENGTH = 4096;
+/**
+ * Characters of intermediate forms examined before the path is called ambiguous: bounds the cost
+ * of a hostile path (the Fastly engine interprets this code; a long path of `..;\%252f` must
+ * not cost a request its CPU budget). An ordinary path with escapes needs a few forms.
+ */
+const MAX_WORK = 32 * 1024;
 /** Decoding passes when looking for our prefix in an ambiguous path. */
 const DEEP_DECODES = 16;
 
@@ -52,16 +56,17 @@ const SUSPICIOUS = /[%;\\]|\/\/|(?:^|\/)\.\.?(?:\/|$)/;
 export function readPath(rawPath: string): PathReadings {
   const literal = normalizePath(rawPath);
   if (!SUSPICIOUS.test(rawPath)) return { readings: [literal], ambiguous: false };
-  if (rawPath.length > MAX_ENUMERATED_LENGTH) return { readings: [literal], ambiguous: true };
 
   const readings = new Set<string>([literal]);
   const seen = new Set<string>();
   const queue: State[] = [{ text: rawPath, decoded: false, decodes: 0 }];
   let ambiguous = false;
+  let work = 0;
   for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
     const key = (next.decoded ? 'd' : 'e') + next.text;
     if (seen.has(key)) continue;
-    if (seen.size >= MAX_STATES) {
+    work += next.text.length;
+    if (seen.size >= MAX_STATES || work > MAX_WORK) {
       ambiguous = true;
       break;
     }
