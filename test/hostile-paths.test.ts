@@ -211,17 +211,18 @@ describe('a VIP link with a hostile path', () => {
 describe('several queues', () => {
   const QUEUES = JSON.stringify([{ name: 'shop', paths: ['/shop/*'] }]);
 
-  function service(): { handler: Handler; origin: RecordingOrigin } {
+  function service(): { handler: Handler; origin: RecordingOrigin; logger: MemoryLogger } {
     const origin = new RecordingOrigin();
+    const logger = new MemoryLogger();
     const clock = new ManualClock();
     const built = createService(source({ ...BASE_SETTINGS, queues: QUEUES }), source(BASE_SECRETS), {
       store: new MemoryQueueStore(),
       origin,
-      logger: new MemoryLogger(),
+      logger,
       clock,
       cache: new MemoryStateCache(clock),
     });
-    return { handler: built.handler, origin };
+    return { handler: built.handler, origin, logger };
   }
 
   it.each(['/shop;x', '/%2Fshop', '/blog/..%2fshop'])('%j goes to the queue whose rule any reading matches', async (path) => {
@@ -236,6 +237,7 @@ describe('several queues', () => {
     const response = await s.handler(new Request(`${SITE}${path}`), CLIENT);
     expect(response.status).toBe(404);
     expect(s.origin.requests).toHaveLength(0);
+    expect(s.logger.last).toMatchObject({ path, status: 404, decision: 'reserved_spelling' });
   });
 
   it('a path outside every queue still goes to the origin', async () => {

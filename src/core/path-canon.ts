@@ -103,8 +103,9 @@ export function queueApplies(path: PathReadings, patterns: readonly PathPattern[
  * in any other spelling (`/__WR/`, `/%5F%5Fwr/`, `/__wr;x/`, `//__wr/`), else `none`. A `near`
  * path must be answered by us and never forwarded: the origin may well read it as our prefix.
  */
-export function reservedPrefixMatch(rawPath: string, prefix: string, readings: PathReadings = readPath(rawPath)): 'own' | 'near' | 'none' {
+export function reservedPrefixMatch(rawPath: string, prefix: string, known?: PathReadings): 'own' | 'near' | 'none' {
   if (rawPath.startsWith(prefix)) return 'own';
+  const readings = known ?? readPath(rawPath);
   const canonical = normalizePath(prefix);
   const bare = canonical.slice(0, -1);
   for (const reading of readings.readings) {

@@ -75,6 +75,14 @@ export function createService(settings: SettingSource, secretSource: SettingSour
     const url = new URL(request.url);
     if (reservedPrefixMatch(url.pathname, config.pathPrefix) === 'near') {
       // Another spelling of our prefix: answered here, whichever queue (or none) the path falls in.
+      deps.logger.log({
+        ts: new Date(deps.clock.now()).toISOString(),
+        method: request.method,
+        path: url.pathname,
+        status: 404,
+        decision: 'reserved_spelling',
+        ...(client.pop !== undefined && { pop: client.pop }),
+      });
       return errorResponse(404, `no such path; the waiting room's own paths are spelt exactly ${config.pathPrefix}`);
     }
     if (url.pathname.startsWith(config.pathPrefix)) {
