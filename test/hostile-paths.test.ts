@@ -12,6 +12,7 @@ import { matchesAnyPath, normalizePath, parsePathPatterns } from '../src/core/pa
 import { createService } from '../src/core/service';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryQueueStore } from '../src/store/memory-store';
+import { originReadings } from './support/origin-readings';
 import { API_TOKEN, BASE_SECRETS, BASE_SETTINGS, cookieFrom, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
 
 const SITE = 'https://shop.example';
@@ -126,7 +127,10 @@ describe('our prefix spelt another way', () => {
         const pathname = new URL(`${SITE}${raw}`).pathname;
         const response = await get(r, raw);
         const forwarded = r.origin.requests.length > before;
-        const underPrefix = readPath(pathname).readings.some((reading) => reading.startsWith('/__wr/') || reading === '/__wr');
+        const underPrefix = [...originReadings(pathname)].some((reading) => {
+          const normal = normalizePath(reading);
+          return normal.startsWith('/__wr/') || normal === '/__wr';
+        });
         if (underPrefix) expect(forwarded, `${raw} (${pathname}) was forwarded`).toBe(false);
         if (underPrefix && !pathname.startsWith('/__wr/')) expect(response.status).toBe(404);
       }),
@@ -146,13 +150,8 @@ describe('bypassing, generated', () => {
         await get(r, raw);
         if (r.logger.last?.decision !== 'bypass_path') return;
         const pathname = new URL(`${SITE}${raw}`).pathname;
-        // Independent of path-canon: decode fully, drop ;params, backslash as slash, then resolve.
-        const decoded = decodeURIComponent(pathname.replace(/%(?![0-9a-f]{2})/gi, '%25'));
-        const deep = decoded.includes('%') ? decodeURIComponent(decoded.replace(/%(?![0-9a-f]{2})/gi, '%25')) : decoded;
-        for (const reading of [pathname, decoded, deep]) {
-          for (const variant of [reading, reading.replace(/;[^/]*/g, ''), reading.split('\\').join('/')]) {
-            expect(matchesAnyPath(normalizePath(variant), rule), `${raw} bypassed, read as ${variant}`).toBe(true);
-          }
+        for (const reading of originReadings(pathname)) {
+          expect(matchesAnyPath(reading, rule), `${raw} bypassed, read as ${reading}`).toBe(true);
         }
       }),
       { numRuns: 300 },

@@ -8,42 +8,11 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { bypassApplies, MAX_DECODES, queueApplies, readPath, reservedPrefixMatch, sameSiteLocation, withoutQueryParam } from '../src/core/path-canon';
 import { matchesAnyPath, normalizePath, parsePathPatterns } from '../src/core/path-pattern';
+import { originReadings } from './support/origin-readings';
 
 const STATIC = parsePathPatterns('/static/*');
 const SHOP = parsePathPatterns('/shop/*');
 const PREFIX = '/__wr/';
-
-// ---- An independent model of origins: plain regexes and the WHATWG URL parser, no path-canon code.
-
-const decode = (s: string) => s.replace(/%([0-9a-f]{2})/gi, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
-const dropParams = (s: string) => s.replace(/;[^/]*/g, '');
-const backslash = (s: string) => s.split('\\').join('/');
-/** RFC 3986 / URL-standard dot removal, which keeps empty segments (and reads `%2e` as a dot). */
-const whatwgResolve = (s: string) => new URL(`http://origin.test${s.startsWith('/') ? '' : '/'}${s}`).pathname;
-const OPERATIONS = [decode, dropParams, backslash, whatwgResolve];
-
-/**
- * Every result of up to `depth` origin steps in any order, each taken as the origin's final path
- * (read by the matcher, which collapses `//` and resolves dots once more).
- */
-function originReadings(path: string, depth = 4): Set<string> {
-  const found = new Set([path]);
-  let frontier = [path];
-  for (let d = 0; d < depth; d++) {
-    const next: string[] = [];
-    for (const p of frontier) {
-      for (const op of OPERATIONS) {
-        const q = op(p);
-        if (!found.has(q)) {
-          found.add(q);
-          next.push(q);
-        }
-      }
-    }
-    frontier = next;
-  }
-  return found;
-}
 
 /** Hostile paths from pieces origins disagree on. Escapes stay ASCII, so decoding stays ASCII. */
 const PIECES = [
