@@ -11,8 +11,10 @@ import {
   defineEndToEnd,
   defineEventScenario,
   defineRandomScenario,
+  definePathScenarios,
   defineTemplateScenario,
   eventSettings,
+  PATH_SETTINGS,
   TEMPLATE_SETTINGS,
   TEMPLATES,
 } from './support/e2e-scenarios';
@@ -106,4 +108,15 @@ describe('Node host with templates from a KV Store stand-in', () => {
     await templated?.close();
   });
   defineTemplateScenario(() => templated);
+});
+
+describe('Node host with bypass and queue path rules', () => {
+  let paths: Stack;
+  beforeAll(async () => {
+    paths = await startNodeStack(PATH_SETTINGS);
+  });
+  afterAll(async () => {
+    await paths?.close();
+  });
+  definePathScenarios(() => paths);
 });

@@ -16,8 +16,10 @@ import {
   defineEndToEnd,
   defineEventScenario,
   defineRandomScenario,
+  definePathScenarios,
   defineTemplateScenario,
   eventSettings,
+  PATH_SETTINGS,
   TEMPLATE_SETTINGS,
   TEMPLATES,
 } from './support/e2e-scenarios';
@@ -144,4 +146,16 @@ describe.skipIf(!host.found)('wasm with templates from the KV Store', () => {
     await templated?.close();
   });
   defineTemplateScenario(() => templated);
+});
+
+describe.skipIf(!host.found)('wasm with bypass and queue path rules', () => {
+  let paths: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    paths = await startWasmStack({ viceroyPath: host.path, settings: PATH_SETTINGS });
+  }, 120_000);
+  afterAll(async () => {
+    await paths?.close();
+  });
+  definePathScenarios(() => paths);
 });

@@ -50,6 +50,7 @@ const SHARED_CHECKS = [
   'pages: renderHoldingPage without a known place',
   "i18n: the visitor's language, its digits and plurals, without Intl",
   'shuffle: the event lottery is a permutation in the engine',
+  'paths: hostile spellings have the same readings in the engine, and a VIP redirect stays on our site',
   'handler: a new visitor gets the holding page and a ticket cookie',
   'handler: a returning visitor keeps the same ticket (no second join)',
   'handler: the visitor status JSON reports the place',

@@ -18,6 +18,7 @@ import { isAddressInCidrs } from './ip';
 import { blankHoldView, holdingCsp, holdTexts } from './holding';
 import { messages, negotiateLocale, type Locale } from './i18n';
 import { ASSETS, renderHoldingPage, type Branding } from './pages';
+import { bypassApplies, queueApplies, readPath, reservedPrefixMatch, sameSiteLocation, withoutQueryParam } from './path-canon';
 import { matchesAnyPath } from './path-pattern';
 import type { AdmissionPolicy, ClientInfo, Clock, Logger, Origin, QueueOverview, QueueState, QueueStore, StateCache, TemplateSource } from './ports';
 import { createShuffle } from './shuffle';
@@ -754,11 +755,12 @@ export function createHandler(deps: HandlerDeps): Handler {
     }
     trace.decision = 'vip';
     const target = new URL(request.url);
-    target.searchParams.delete(VIP_PARAM);
+    // Rebuilt, not echoed: `/.//evil.example/` must not come back as the scheme-relative `//evil.example/`.
+    const location = sameSiteLocation(target.pathname, withoutQueryParam(target.search, VIP_PARAM));
     const cookie = await issue('a', 0, nowMs, { j: Math.floor(nowMs / 1000) });
     return new Response(null, {
       status: 303,
-      headers: { location: `${target.pathname}${target.search}`, 'set-cookie': cookie, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' },
+      headers: { location, 'set-cookie': cookie, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' },
     });
   }
 
@@ -780,7 +782,14 @@ export function createHandler(deps: HandlerDeps): Handler {
   async function route(request: Request, client: ClientInfo, trace: Trace): Promise<Response> {
     const path = new URL(request.url).pathname;
     if (path.startsWith(config.pathPrefix)) return ownPath(request, path.slice(config.pathPrefix.length), trace);
-    if (matchesAnyPath(path, config.bypassPaths)) {
+    // Every way an origin might read the path (decoded, `;params` dropped, `\` as `/`, dots resolved).
+    const readings = readPath(path);
+    if (reservedPrefixMatch(path, config.pathPrefix, readings) === 'near') {
+      // Another spelling of our prefix (`/__WR/`, `/%5F%5Fwr/`, `//__wr/`): the origin may read it as ours.
+      trace.decision = 'reserved_spelling';
+      return errorResponse(404, `no such path; the waiting room's own paths are spelt exactly ${config.pathPrefix}`);
+    }
+    if (bypassApplies(readings, config.bypassPaths)) {
       trace.decision = 'bypass_path';
       return pass(request, undefined, trace);
     }
@@ -796,7 +805,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       trace.decision = 'bypass_crawler';
       return pass(request, undefined, trace);
     }
-    if (!matchesAnyPath(path, config.queuePaths)) {
+    if (!queueApplies(readings, config.queuePaths)) {
       trace.decision = 'no_queue';
       return pass(request, undefined, trace);
     }

@@ -10,11 +10,13 @@
  * counters in the store and its own cookie, so a visitor let into one is not let into another.
  * A request goes to the first queue whose hosts, paths and countries all match (an empty list
  * matches everything); paths are matched normalised, so `/SALE`, `//sale` and `/%73ale` cannot
- * slip past a rule for `/sale`. The document is validated as a whole: every problem is named
+ * slip past a rule for `/sale`, and a queue covers a path when any reading an origin might make of
+ * it matches (`/sale;x`, `/%2Fsale`). The document is validated as a whole: every problem is named
  * with the queue's index and field.
  */
 import { CONFIG_KEYS, ConfigError, parseConfig, QUEUE_NAME_PATTERN, type Config, type ConfigProblem, type SettingSource } from './config';
-import { parsePathPatterns, matchesAnyPath, type PathPattern } from './path-pattern';
+import { queueApplies, readPath } from './path-canon';
+import { parsePathPatterns, type PathPattern } from './path-pattern';
 
 export interface QueueRule {
   readonly name: string;
@@ -179,9 +181,11 @@ export interface RequestFacts {
 export function selectQueue<T extends { readonly rule: QueueRule }>(queues: readonly T[], facts: RequestFacts): T | undefined {
   const host = facts.host.toLowerCase().replace(/:\d+$/, '').replace(/\.$/, '');
   const country = facts.country?.toUpperCase();
+  const readings = readPath(facts.path);
   return queues.find(({ rule }) => {
     if (rule.hosts.length > 0 && !rule.hosts.includes(host)) return false;
     if (rule.countries.length > 0 && (country === undefined || !rule.countries.includes(country))) return false;
-    return matchesAnyPath(facts.path, rule.paths);
+    // Any reading an origin might make of the path puts it in the queue (see path-canon.ts).
+    return queueApplies(readings, rule.paths);
   });
 }

@@ -6,6 +6,7 @@ import { ConfigError, parseSecrets, type Config, type Secrets, type SettingSourc
 import { admissionPolicy, createHandler, eventPhase, type Handler } from './handler';
 import { errorResponse } from './http';
 import type { Clock, Logger, Origin, QueueOverview, QueueStore, StateCache, TemplateSource } from './ports';
+import { reservedPrefixMatch } from './path-canon';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
 import { callStore } from './store-call';
 
@@ -72,6 +73,18 @@ export function createService(settings: SettingSource, secretSource: SettingSour
 
   const handler: Handler = async (request, client) => {
     const url = new URL(request.url);
+    if (reservedPrefixMatch(url.pathname, config.pathPrefix) === 'near') {
+      // Another spelling of our prefix: answered here, whichever queue (or none) the path falls in.
+      deps.logger.log({
+        ts: new Date(deps.clock.now()).toISOString(),
+        method: request.method,
+        path: url.pathname,
+        status: 404,
+        decision: 'reserved_spelling',
+        ...(client.pop !== undefined && { pop: client.pop }),
+      });
+      return errorResponse(404, `no such path; the waiting room's own paths are spelt exactly ${config.pathPrefix}`);
+    }
     if (url.pathname.startsWith(config.pathPrefix)) {
       // The waiting room's own paths name their queue; without one they are the first queue's.
       const name = url.searchParams.get('queue');

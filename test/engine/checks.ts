@@ -21,6 +21,8 @@ import { holdTexts } from '../../src/core/holding';
 import { formatDuration, messages, negotiateLocale, type Locale } from '../../src/core/i18n';
 import { renderHoldingPage } from '../../src/core/pages';
 import { createShuffle } from '../../src/core/shuffle';
+import { bypassApplies, queueApplies, readPath, reservedPrefixMatch, sameSiteLocation } from '../../src/core/path-canon';
+import { parsePathPatterns } from '../../src/core/path-pattern';
 import type { ClientInfo, Logger, Origin, QueueStore, RequestLog } from '../../src/core/ports';
 import { parseKeyRing, signToken, verifyToken, type TokenClaims } from '../../src/core/tokens';
 import { MemoryQueueStore } from '../../src/store/memory-store';
@@ -417,6 +419,24 @@ async function pageChecks(run: Runner): Promise<void> {
     for (let t = 1; t <= 1000; t++) seen.add(shuffle.place(t));
     assert(seen.size === 1000 && !seen.has(0) && !seen.has(1001), 'not a permutation of 1..1000');
     assert(shuffle.ticket(shuffle.place(17)) === 17, 'the inverse does not invert');
+  });
+
+  await run.check('paths: hostile spellings have the same readings in the engine, and a VIP redirect stays on our site', () => {
+    // Expected values are the ones the Node tests see (test/path-canon.test.ts).
+    const cases: [string, string][] = [
+      ['/static/..;/shop', '/static/..;/shop|/shop'],
+      ['/static/..%5cshop', '/static/..%5Cshop|/static/..\\shop|/shop'],
+      ['/static/..%252fshop', '/static/..%252fshop|/static/..%2Fshop|/shop'],
+      ['/%2Fshop', '/%2Fshop|/shop'],
+      ['/caf%C3%A9;x', '/caf%C3%A9;x|/caf%C3%A9'],
+    ];
+    for (const [path, expected] of cases) equal(readPath(path).readings.join('|'), expected, `readings of ${path}`);
+    const shop = parsePathPatterns('/shop/*');
+    assert(!bypassApplies(readPath('/static/..;/shop'), parsePathPatterns('/static/*')), '/static/..;/shop was bypassed');
+    assert(queueApplies(readPath('/shop;x'), shop), '/shop;x was not queued');
+    equal(reservedPrefixMatch('/%5F%5Fwr/admin', '/__wr/'), 'near', 'the prefix spelt /%5F%5Fwr/');
+    equal(sameSiteLocation('/.//evil.example/', '?a=1'), '/evil.example/?a=1', 'the VIP redirect');
+    equal(new URL(sameSiteLocation('//evil.example/', ''), 'https://site.example/').host, 'site.example', 'the redirect host');
   });
 }
 

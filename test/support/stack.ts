@@ -7,6 +7,7 @@
  * Both use a real redis-server on a free port, the Upstash bridge over it and the demo origin.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -254,4 +255,29 @@ export class HttpVisitor {
     const part = (this.cookie ?? '').split('.')[1] ?? '';
     return part === '' ? {} : (JSON.parse(Buffer.from(part, 'base64url').toString('utf8')) as Record<string, unknown>);
   }
+}
+
+export interface RawResponse {
+  readonly status: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly body: string;
+}
+
+/**
+ * A GET whose request target is sent exactly as given (`/static/..;/shop`, `/.//evil.example/`):
+ * fetch and URL would resolve dot segments and backslashes before the request leaves.
+ */
+export function rawGet(base: string, path: string, headers: Record<string, string> = {}): Promise<RawResponse> {
+  const url = new URL(base);
+  return new Promise((resolveResponse, reject) => {
+    const outgoing = httpRequest({ host: url.hostname, port: url.port, method: 'GET', path, headers: { connection: 'close', ...headers } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolveResponse({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      res.on('error', reject);
+    });
+    outgoing.on('error', reject);
+    outgoing.end();
+  });
 }
