@@ -151,6 +151,16 @@ export function isCapacityMode(state: Pick<QueueState, 'maxActive' | 'maxNewPerM
   return state.maxActive > 0 || state.maxNewPerMinute > 0;
 }
 
+/** An access token holds a capacity slot when it carries the time of the slot's last refresh. */
+function holdsSlot(token: TokenClaims): boolean {
+  return token.r !== undefined;
+}
+
+/** When an access token's session began, seconds: `s`, or its issue time for tokens issued at admission without one. */
+function sessionStart(token: TokenClaims): number {
+  return token.s ?? token.iat;
+}
+
 export function admissionPolicy(config: Readonly<Config>): AdmissionPolicy {
   return {
     auto: { count: config.admitPerPeriod, periodMs: config.admitPeriodSeconds * 1000 },
@@ -280,12 +290,13 @@ export function createHandler(deps: HandlerDeps): Handler {
   }
 
   /**
-   * An access token for a visitor let in now. `slot`: it holds a capacity slot, so the token carries
-   * when the session began and was last refreshed (both now).
+   * An access token for a visitor let in now. It always carries when the session began (`s`), so
+   * session_max_seconds holds in every mode; `slot`: it also holds a capacity slot, so it carries
+   * when the slot was last refreshed in the store (`r`, now).
    */
   function admittedCookie(ticket: number, joined: number, nowMs: number, slot: boolean): Promise<string> {
     const now = Math.floor(nowMs / 1000);
-    return issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now } : { j: joined });
+    return issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now } : { j: joined, s: now });
   }
 
   /**
@@ -395,13 +406,22 @@ export function createHandler(deps: HandlerDeps): Handler {
 
   async function accessVisit(trace: Trace, token: TokenClaims, nowMs: number, takeTicket: boolean): Promise<Visit> {
     trace.ticket = token.t;
-    if (token.s === undefined) {
+    // A token without `s` was issued at its admission (a VIP link, or one from before `s` was
+    // carried in rate mode): its session began when it was issued, and renewals carry that on.
+    const start = sessionStart(token);
+    const untilMs = config.sessionMaxSeconds > 0 ? (start + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
+    if (nowMs >= untilMs) {
+      // The token's expiry is capped at the maximum already; this also ends sessions when the
+      // maximum was lowered after the token was issued.
+      trace.reason = 'session_max';
+      return takeTicket ? newVisit(trace, nowMs) : { kind: 'none' };
+    }
+    if (!holdsSlot(token)) {
       const renew = nowMs - token.iat * 1000 >= renewAfterMs;
-      return { kind: 'access', ticket: token.t, slot: false, cookie: renew ? await issue('a', token.t, nowMs, { j: token.j }) : undefined };
+      return { kind: 'access', ticket: token.t, slot: false, cookie: renew ? await issue('a', token.t, nowMs, { j: token.j, s: start }) : undefined };
     }
     // Capacity mode: the slot is refreshed in the store at most once per activity_refresh_seconds.
-    const untilMs = config.sessionMaxSeconds > 0 ? (token.s + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
-    const lastRefreshMs = (token.r ?? token.s) * 1000;
+    const lastRefreshMs = (token.r ?? start) * 1000;
     if (nowMs - lastRefreshMs < refreshAfterMs) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined };
     const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs));
     // The token is self-contained: a store that does not answer does not end the session.
@@ -411,7 +431,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       return takeTicket ? newVisit(trace, nowMs) : { kind: 'none' };
     }
     const now = Math.floor(nowMs / 1000);
-    return { kind: 'access', ticket: token.t, slot: true, cookie: await issue('a', token.t, nowMs, { j: token.j, s: token.s, r: now }) };
+    return { kind: 'access', ticket: token.t, slot: true, cookie: await issue('a', token.t, nowMs, { j: token.j, s: start, r: now }) };
   }
 
   /** Steps 4 and 5 of the request path: the cookie, then what the store must say. */
@@ -691,19 +711,20 @@ export function createHandler(deps: HandlerDeps): Handler {
     trace.decision = action;
     if (token?.k !== 'a') return jsonResponse(200, { state: 'none' });
     trace.ticket = token.t;
-    if (token.s === undefined) return jsonResponse(200, { state: 'active' });
+    if (!holdsSlot(token)) return jsonResponse(200, { state: 'active' });
     if (action === 'leave') {
       await storeCall(trace, () => store.leave(queue, token.t, nowMs, basePolicy, config.leaveGraceSeconds * 1000));
       return new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } });
     }
-    const untilMs = config.sessionMaxSeconds > 0 ? (token.s + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
+    const start = sessionStart(token);
+    const untilMs = config.sessionMaxSeconds > 0 ? (start + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
     const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs));
     if (!touched.ok) return jsonResponse(200, { state: 'active', refreshed: false });
     if (!touched.value) {
       return jsonResponse(200, { state: 'ended' }, { 'set-cookie': clearCookie() });
     }
     const now = Math.floor(nowMs / 1000);
-    const cookie = await issue('a', token.t, nowMs, { j: token.j, s: token.s, r: now });
+    const cookie = await issue('a', token.t, nowMs, { j: token.j, s: start, r: now });
     return jsonResponse(200, { state: 'active', refreshed: true }, { 'set-cookie': cookie });
   }
 
