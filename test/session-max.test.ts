@@ -80,7 +80,7 @@ afterAll(async () => {
 
 // One walk-in per long period (rate) or one slot (capacity): whoever comes after the first visitor
 // waits, so a visitor whose session ended is held, not let straight back in.
-const MODES = [
+const MODES: { mode: string; settings: Record<string, string> }[] = [
   { mode: 'rate mode', settings: { admit_per_period: '1', admit_period_seconds: '3600' } },
   { mode: 'capacity mode', settings: { max_active: '1', activity_refresh_seconds: '10' } },
 ];

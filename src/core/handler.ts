@@ -22,7 +22,7 @@ import { matchesAnyPath } from './path-pattern';
 import type { AdmissionPolicy, ClientInfo, Clock, Logger, Origin, QueueOverview, QueueState, QueueStore, StateCache, TemplateSource } from './ports';
 import { createShuffle } from './shuffle';
 import { callStore, type StoreOutcome } from './store-call';
-import { signToken, verifyToken, type TokenClaims, type VerifyFailure } from './tokens';
+import { signToken, verifyToken, type TokenClaims, type TokenKind, type VerifyFailure } from './tokens';
 import { hashVipCode, normalizeVipCode, VIP_PARAM } from './vip';
 
 export interface HandlerDeps {
@@ -98,6 +98,8 @@ export type Visit =
 const MAX_COOKIES_CHECKED = 4;
 /** Bypass passes are not tied to a queue. */
 export const BYPASS_QUEUE = '*';
+/** The queue cookie holds a waiting ticket or an access token, never another kind. */
+const VISITOR_KINDS: readonly TokenKind[] = ['w', 'a'];
 /** User agents of the search engines' crawlers (a claim to be checked against their address ranges). */
 const CRAWLER_AGENT = /\b(?:Googlebot|Google-InspectionTool|bingbot|Applebot|DuckDuckBot|YandexBot|Baiduspider)\b/i;
 /** How long a POP keeps a template override before asking the KV Store again, seconds. */
@@ -258,7 +260,7 @@ export function createHandler(deps: HandlerDeps): Handler {
   async function readToken(request: Request, nowMs: number, trace: Trace): Promise<TokenClaims | undefined> {
     const values = readCookieValues(request.headers.get('cookie'), config.cookieName).slice(0, MAX_COOKIES_CHECKED);
     if (values.length === 0) return undefined;
-    const results = await Promise.all(values.map((v) => verifyToken(secrets.keyRing, v, queue, nowMs)));
+    const results = await Promise.all(values.map((v) => verifyToken(secrets.keyRing, v, queue, nowMs, VISITOR_KINDS)));
     let best: TokenClaims | undefined;
     let failure: VerifyFailure | undefined;
     for (const result of results) {
@@ -267,7 +269,6 @@ export function createHandler(deps: HandlerDeps): Handler {
         continue;
       }
       const claims = result.claims;
-      if (claims.k === 'c' || claims.k === 'b') continue;
       if (best === undefined || rank(claims) < rank(best)) best = claims;
     }
     if (best === undefined && failure !== undefined) trace.reason = `token_${failure}`;
@@ -787,7 +788,7 @@ export function createHandler(deps: HandlerDeps): Handler {
   async function hasBypassPass(request: Request): Promise<boolean> {
     const values = readCookieValues(request.headers.get('cookie'), config.bypassCookie).slice(0, MAX_COOKIES_CHECKED);
     for (const value of values) {
-      const result = await verifyToken(secrets.keyRing, value, BYPASS_QUEUE, clock.now());
+      const result = await verifyToken(secrets.keyRing, value, BYPASS_QUEUE, clock.now(), ['b']);
       if (result.ok && result.claims.k === 'b') return true;
     }
     return false;

@@ -4,13 +4,21 @@
  * A key ring signs with its first (current) key and verifies with any key it still holds, so keys
  * rotate without logging anybody out; removing a key invalidates every token signed with it (the
  * emergency reset). Verification reports why a token failed as data, never by throwing.
+ *
+ * No token is signed with a ring key itself: each kind of token has its own key, derived from the
+ * ring key as HMAC-SHA256(ring key, "wr/v1/" + purpose). A waiting ticket re-labelled as an access
+ * token, or an admin form token passed off as a bypass pass, then fails its signature, whatever a
+ * caller forgets to check.
  */
-import { jwtVerify, SignJWT, errors as joseErrors, type JWTHeaderParameters } from 'jose';
+import { decodeJwt, jwtVerify, SignJWT, errors as joseErrors, type JWTHeaderParameters } from 'jose';
+
+/** What a derived key signs; part of the derivation label, so never rename one (it would log everybody out). */
+export type KeyPurpose = 'waiting' | 'access' | 'admin-form' | 'bypass';
 
 export interface SigningKey {
   readonly kid: string;
-  /** The HMAC key, imported once per key and reused (importKey is not free on the edge). */
-  readonly key: Promise<CryptoKey>;
+  /** The HMAC key of one purpose, derived and imported once per key and purpose (neither is free on the edge). */
+  keyFor(purpose: KeyPurpose): Promise<CryptoKey>;
 }
 
 export interface KeyRing {
@@ -20,6 +28,12 @@ export interface KeyRing {
 
 /** `w`: a waiting ticket; `a`: an access token; `c`: an admin form's anti-forgery token; `b`: a bypass pass. */
 export type TokenKind = 'w' | 'a' | 'c' | 'b';
+
+/** The key each kind of token is signed with. */
+export const PURPOSE_OF_KIND: Readonly<Record<TokenKind, KeyPurpose>> = { w: 'waiting', a: 'access', c: 'admin-form', b: 'bypass' };
+
+/** Prefix of the derivation label: a new version of the scheme changes it. */
+export const KEY_DERIVATION_LABEL = 'wr/v1/';
 
 export interface TokenClaims {
   /** Queue the token belongs to. */
@@ -43,7 +57,7 @@ export interface TokenClaims {
   readonly g?: number;
 }
 
-export type VerifyFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'expired' | 'bad_claims' | 'wrong_queue';
+export type VerifyFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'expired' | 'bad_claims' | 'wrong_queue' | 'wrong_kind';
 
 export type VerifyResult = { readonly ok: true; readonly claims: TokenClaims } | { readonly ok: false; readonly reason: VerifyFailure };
 
@@ -92,40 +106,54 @@ export function parseKeyRing(text: string): KeyRing {
 }
 
 function createSigningKey(kid: string, secret: string): SigningKey {
-  let imported: Promise<CryptoKey> | undefined;
+  let ringKey: Promise<CryptoKey> | undefined;
+  const derived = new Map<KeyPurpose, Promise<CryptoKey>>();
+  const derive = async (purpose: KeyPurpose): Promise<CryptoKey> => {
+    ringKey ??= crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+    const bytes = await crypto.subtle.sign('HMAC', await ringKey, new TextEncoder().encode(KEY_DERIVATION_LABEL + purpose));
+    return crypto.subtle.importKey('raw', bytes, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
+  };
   return {
     kid,
-    get key() {
-      imported ??= crypto.subtle.importKey(
-        'raw',
-        new TextEncoder().encode(secret),
-        { name: 'HMAC', hash: 'SHA-256' },
-        false,
-        ['sign', 'verify'],
-      );
-      return imported;
+    keyFor(purpose) {
+      let key = derived.get(purpose);
+      if (key === undefined) {
+        key = derive(purpose);
+        derived.set(purpose, key);
+      }
+      return key;
     },
   };
 }
 
-/** Signs claims with the ring's current key. */
+/** Signs claims with the ring's current key for their kind. */
 export async function signToken(ring: KeyRing, claims: TokenClaims): Promise<string> {
   const { iat, exp, ...rest } = claims;
   return new SignJWT({ ...rest })
     .setProtectedHeader({ alg: 'HS256', kid: ring.current.kid, typ: 'JWT' })
     .setIssuedAt(iat)
     .setExpirationTime(exp)
-    .sign(await ring.current.key);
+    .sign(await ring.current.keyFor(PURPOSE_OF_KIND[claims.k]));
 }
 
 class UnknownKeyError extends Error {}
 
 /**
- * Verifies a token for `queue` at `nowMs`. Only HS256 is accepted (so `alg: none` and algorithm
- * confusion fail), the key is chosen by `kid` from the ring, and the claims must have our shape.
+ * Verifies a token of one of `kinds` for `queue` at `nowMs`. Only HS256 is accepted (so `alg: none`
+ * and algorithm confusion fail), the key is chosen by `kid` from the ring and by the kind the token
+ * claims, so the kind is covered by the signature; the claims must have our shape.
  */
-export async function verifyToken(ring: KeyRing, token: string, queue: string, nowMs: number): Promise<VerifyResult> {
+export async function verifyToken(ring: KeyRing, token: string, queue: string, nowMs: number, kinds: readonly TokenKind[]): Promise<VerifyResult> {
   if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) return { ok: false, reason: 'malformed' };
+  let claimed: unknown;
+  try {
+    claimed = decodeJwt(token)['k'];
+  } catch {
+    return { ok: false, reason: 'malformed' };
+  }
+  if (!isTokenKind(claimed)) return { ok: false, reason: 'bad_claims' };
+  if (!kinds.includes(claimed)) return { ok: false, reason: 'wrong_kind' };
+  const purpose = PURPOSE_OF_KIND[claimed];
   let payload: Record<string, unknown>;
   try {
     const result = await jwtVerify(
@@ -133,7 +161,7 @@ export async function verifyToken(ring: KeyRing, token: string, queue: string, n
       async (header: JWTHeaderParameters) => {
         const key = header.kid === undefined ? undefined : ring.byKid.get(header.kid);
         if (key === undefined) throw new UnknownKeyError();
-        return key.key;
+        return key.keyFor(purpose);
       },
       { algorithms: ['HS256'], currentDate: new Date(nowMs), clockTolerance: 0 },
     );
@@ -142,9 +170,14 @@ export async function verifyToken(ring: KeyRing, token: string, queue: string, n
     return { ok: false, reason: classifyFailure(error) };
   }
   const claims = readClaims(payload);
-  if (claims === undefined) return { ok: false, reason: 'bad_claims' };
+  // The signature covered `k`, so it is still the kind that chose the key.
+  if (claims === undefined || claims.k !== claimed) return { ok: false, reason: 'bad_claims' };
   if (claims.q !== queue) return { ok: false, reason: 'wrong_queue' };
   return { ok: true, claims };
+}
+
+function isTokenKind(value: unknown): value is TokenKind {
+  return value === 'w' || value === 'a' || value === 'c' || value === 'b';
 }
 
 function classifyFailure(error: unknown): VerifyFailure {
@@ -158,7 +191,7 @@ function classifyFailure(error: unknown): VerifyFailure {
 function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
   const { q, k, t, iat, exp, j, s, r, f, g } = payload;
   if (typeof q !== 'string') return undefined;
-  if (k !== 'w' && k !== 'a' && k !== 'c' && k !== 'b') return undefined;
+  if (!isTokenKind(k)) return undefined;
   if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
   const optional = { j, s, r, f, g };
   const claims: Record<string, number> = {};
