@@ -6,7 +6,7 @@
 import { parseCidrList, type CidrRange } from './ip';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
 import { LOCALES, type Locale } from './i18n';
-import { parseKeyRing, type KeyRing } from './tokens';
+import { parseKeyRing, parseKeyRingEntries, secretWeakness, type KeyRing } from './tokens';
 
 /** Reads one raw setting; `undefined` when it is not set. */
 export type SettingSource = (key: string) => string | undefined;
@@ -522,15 +522,22 @@ function checkUrl(r: Reader, key: string): string | undefined {
   return text.replace(/\/+$/, '');
 }
 
-/** Parses the Secret Store entries; throws `ConfigError` naming every bad key (never its value). */
+/**
+ * Parses the Secret Store entries; throws `ConfigError` naming every bad key (never its value).
+ * Weak secrets are refused: a signing key must look random (see `SECRET_RULE`), and no secret may
+ * be, or contain, another: an origin API token that contains the admin password gives the
+ * password away to everyone who holds the token, and one equal to a signing key lets them mint cookies.
+ */
 export function parseSecrets(source: SettingSource): Readonly<Secrets> {
   const r = new Reader(source);
   const signing = r.raw('signing_keys');
   let keyRing: KeyRing | undefined;
+  let signingSecrets: string[] = [];
   if (signing === undefined) {
     r.problems.push({ key: 'signing_keys', message: 'is required (e.g. "k1:<at least 32 random characters>")' });
   } else {
     try {
+      signingSecrets = parseKeyRingEntries(signing).map((entry) => entry.secret);
       keyRing = parseKeyRing(signing);
     } catch (error) {
       r.problems.push({ key: 'signing_keys', message: error instanceof Error ? error.message : String(error) });
@@ -539,11 +546,28 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
   const adminPassword = r.raw('admin_password');
   if (adminPassword !== undefined && adminPassword.length < 12) {
     r.problems.push({ key: 'admin_password', message: 'must be at least 12 characters' });
+  } else if (adminPassword !== undefined && signingSecrets.some((secret) => overlaps(secret, adminPassword))) {
+    r.problems.push({ key: 'admin_password', message: 'must not be, or be part of, a signing key: whoever knows one would know both' });
   }
   const adminApiToken = r.raw('admin_api_token');
-  if (adminApiToken !== undefined && adminApiToken.length < 24) {
-    r.problems.push({ key: 'admin_api_token', message: 'must be at least 24 characters' });
+  if (adminApiToken !== undefined) {
+    const weakness = secretWeakness(adminApiToken);
+    if (adminApiToken.length < 24) {
+      r.problems.push({ key: 'admin_api_token', message: 'must be at least 24 characters' });
+    } else if (weakness !== undefined) {
+      r.problems.push({ key: 'admin_api_token', message: weakness });
+    } else if (adminPassword !== undefined && overlaps(adminApiToken, adminPassword)) {
+      r.problems.push({ key: 'admin_api_token', message: 'must not be, or contain, the admin password: the origin holds this token, and the password opens the admin page' });
+    } else if (signingSecrets.some((secret) => overlaps(adminApiToken, secret))) {
+      r.problems.push({ key: 'admin_api_token', message: 'must not be, or contain, a signing key: the origin holds this token, and a signing key mints cookies' });
+    }
   }
   if (r.problems.length > 0 || keyRing === undefined) throw new ConfigError(r.problems);
   return Object.freeze({ keyRing, adminPassword, adminApiToken, upstashToken: r.raw('upstash_token') });
+}
+
+/** Whether one secret is, or contains, the other (compared without case: `Secret` hides nothing from `secret`). */
+function overlaps(a: string, b: string): boolean {
+  const [x, y] = [a.toLowerCase(), b.toLowerCase()];
+  return x.includes(y) || y.includes(x);
 }

@@ -70,33 +70,68 @@ export class KeyRingError extends Error {
 }
 
 const KID_PATTERN = /^[A-Za-z0-9._-]{1,32}$/;
-const MIN_SECRET_LENGTH = 32;
+const MIN_SECRET_BYTES = 32;
 /** A compact JWS of ours is well under this; anything longer is not worth parsing. */
 const MAX_TOKEN_LENGTH = 1024;
 
+/** How a random secret looks, in one sentence an operator can act on (it goes into error messages and the README). */
+export const SECRET_RULE =
+  'at least 8 different characters, no character more than 6 times in a row, and not one shorter pattern repeated (generate one with `openssl rand -base64 32`)';
+
 /**
- * Parses `kid:secret,kid:secret` (the first entry signs; all verify). Secrets are used as their
- * UTF-8 bytes and must be at least 32 characters: HS256 wants a key as long as its output.
+ * Why a secret is too weak to sign or authenticate with, or undefined. A random secret passes
+ * with near certainty (of 32 random hex digits, about 1 in a million has a run of 7, and fewer
+ * fall below 8 distinct characters); what fails is what people type: `aaaa…`, `abcabc…`, `0000…`.
+ * Never names the secret's value.
  */
-export function parseKeyRing(text: string): KeyRing {
+export function secretWeakness(secret: string): string | undefined {
+  const distinct = new Set(secret).size;
+  if (distinct < 8) return `has only ${distinct} different characters; a secret needs ${SECRET_RULE}`;
+  if (/(.)\1{6}/su.test(secret)) return `repeats one character more than 6 times in a row; a secret needs ${SECRET_RULE}`;
+  // A string equals a rotation of itself by less than its length exactly when it is periodic.
+  if ((secret + secret).indexOf(secret, 1) < secret.length) return `is one shorter pattern repeated; a secret needs ${SECRET_RULE}`;
+  return undefined;
+}
+
+export interface KeyRingEntry {
+  readonly kid: string;
+  readonly secret: string;
+}
+
+/**
+ * Reads `kid:secret,kid:secret` and checks each entry: a key id, a secret of at least 32 bytes
+ * (HS256 wants a key as long as its output) that looks random (`secretWeakness`), no kid twice.
+ */
+export function parseKeyRingEntries(text: string): KeyRingEntry[] {
   const entries = text
     .split(',')
     .map((entry) => entry.trim())
     .filter((entry) => entry !== '');
   if (entries.length === 0) throw new KeyRingError('needs at least one "kid:secret" entry');
-  const byKid = new Map<string, SigningKey>();
-  let current: SigningKey | undefined;
-  for (const [index, entry] of entries.entries()) {
+  const seen = new Set<string>();
+  return entries.map((entry, index) => {
     const colon = entry.indexOf(':');
     const kid = colon < 0 ? '' : entry.slice(0, colon);
     const secret = colon < 0 ? '' : entry.slice(colon + 1);
     if (!KID_PATTERN.test(kid)) {
       throw new KeyRingError(`entry ${index + 1}: key id must be 1-32 of A-Z, a-z, 0-9, ".", "_", "-" before a colon`);
     }
-    if (secret.length < MIN_SECRET_LENGTH) {
-      throw new KeyRingError(`entry ${index + 1} (${kid}): secret must be at least ${MIN_SECRET_LENGTH} characters`);
+    if (new TextEncoder().encode(secret).length < MIN_SECRET_BYTES) {
+      throw new KeyRingError(`entry ${index + 1} (${kid}): secret must be at least ${MIN_SECRET_BYTES} bytes, with ${SECRET_RULE}`);
     }
-    if (byKid.has(kid)) throw new KeyRingError(`entry ${index + 1}: key id ${kid} appears twice`);
+    const weakness = secretWeakness(secret);
+    if (weakness !== undefined) throw new KeyRingError(`entry ${index + 1} (${kid}): secret ${weakness}`);
+    if (seen.has(kid)) throw new KeyRingError(`entry ${index + 1}: key id ${kid} appears twice`);
+    seen.add(kid);
+    return { kid, secret };
+  });
+}
+
+/** Parses `kid:secret,kid:secret` (the first entry signs; all verify); see parseKeyRingEntries. */
+export function parseKeyRing(text: string): KeyRing {
+  const byKid = new Map<string, SigningKey>();
+  let current: SigningKey | undefined;
+  for (const { kid, secret } of parseKeyRingEntries(text)) {
     const key = createSigningKey(kid, secret);
     byKid.set(kid, key);
     current ??= key;
