@@ -301,6 +301,66 @@ export const CONFIG_KEYS = [
 /** The keys of the Secret Store. */
 export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token'] as const;
 
+/**
+ * The known name nearest to `name` (case aside), within an edit distance of 2: what a misspelt key
+ * (`max_activ`, `WR_STROE`) was most likely meant to be. Undefined when nothing is that close.
+ */
+export function nearestName(name: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const candidate of known) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase(), bestDistance);
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best;
+}
+
+/**
+ * A problem for a name that is none of ours, keyed by where it came from (`environment variable
+ * WR_MAX_ACTIV`, `devconfig.json key config.max_activ`, `Config Store item max_activ`), with the
+ * nearest known spelling when one is close: a misspelt setting must never be silently ignored.
+ */
+export function unknownNameProblem(where: string, name: string, known: readonly string[], what = 'a setting of the waiting room'): ConfigProblem {
+  const near = nearestName(name, known);
+  return { key: where, message: `is not ${what}${near === undefined ? '' : `; did you mean ${near}?`}` };
+}
+
+/** Problems for every Config Store item that is not a setting (the items a listing of the store returns). */
+export function unknownSettingProblems(names: Iterable<string>, where: (name: string) => string = (name) => `Config Store item ${name}`): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  for (const name of names) {
+    if ((CONFIG_KEYS as readonly string[]).includes(name)) continue;
+    if ((SECRET_KEYS as readonly string[]).includes(name)) {
+      problems.push({ key: where(name), message: 'is a secret: it belongs in the Secret Store (wr_secrets), never with the settings' });
+    } else {
+      problems.push(unknownNameProblem(where(name), name, CONFIG_KEYS));
+    }
+  }
+  return problems;
+}
+
+/** Levenshtein distance, giving up (returning `limit`) once it cannot be below `limit`. */
+function editDistance(a: string, b: string, limit: number): number {
+  if (Math.abs(a.length - b.length) >= limit) return limit;
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    let rowMin = i;
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      const value = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost);
+      current.push(value);
+      rowMin = Math.min(rowMin, value);
+    }
+    if (rowMin >= limit) return limit;
+    previous = current;
+  }
+  return Math.min(previous[b.length]!, limit);
+}
+
 export const QUEUE_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 const COOKIE_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 const PREFIX_PATTERN = /^\/[A-Za-z0-9_.~-]+(\/[A-Za-z0-9_.~-]+)*\/$/;
