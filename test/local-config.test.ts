@@ -10,10 +10,13 @@ import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, nearestName, unknownSettingProblems } from '../src/core/config';
+import { buildWithLastValid, type SettingsMemory } from '../src/core/last-valid';
+import { checkConfigStoreItems, checkLocalConfig, readConfigStoreListing } from '../src/node/check-config';
+import { MemoryStateCache } from '../src/platform/memory-cache';
 import { buildWaitingRoom } from '../src/node/waiting-room';
 import { readLocalConfig } from '../src/platform/node';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { BASE_SECRETS, BASE_SETTINGS, MemoryLogger } from './support/fixtures';
+import { BASE_SECRETS, BASE_SETTINGS, ManualClock, MemoryLogger, RecordingOrigin, source } from './support/fixtures';
 
 const dir = mkdtempSync(join(tmpdir(), 'wr-local-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -131,5 +134,47 @@ describe('Config Store items', () => {
     expect(nearestName('MAX_ACTIVE_', ['max_active'])).toBe('max_active');
     expect(nearestName('mx_acti', ['max_active'])).toBeUndefined();
     expect(nearestName('refresh_secs', ['refresh_seconds'])).toBeUndefined();
+  });
+});
+
+describe('npm run check-config', () => {
+  it('reads a Fastly CLI listing of the Config Store and names every unknown item and bad value', () => {
+    const listing = JSON.stringify([
+      { item_key: 'queue_name', item_value: 'default', store_id: 'abc' },
+      { item_key: 'max_activ', item_value: '20', store_id: 'abc' },
+      { item_key: 'hold_status', item_value: '302', store_id: 'abc' },
+    ]);
+    const items = readConfigStoreListing(listing);
+    expect([...items.keys()]).toEqual(['queue_name', 'max_activ', 'hold_status']);
+    expect(checkConfigStoreItems(items)).toEqual([
+      { key: 'Config Store item max_activ', message: 'is not a setting of the waiting room; did you mean max_active?' },
+      { key: 'Config Store item hold_status', message: 'must be one of 200, 429, 503, got "302"' },
+    ]);
+    expect(checkConfigStoreItems(readConfigStoreListing(JSON.stringify(BASE_SETTINGS)))).toEqual([]);
+    expect(() => readConfigStoreListing('[{"key": "x"}]')).toThrow(/item_key/);
+  });
+
+  it('checks devconfig.json with the environment as npm start reads them, weak secrets included', () => {
+    const path = devconfig({ ...GOOD, dev_secrets: { ...BASE_SECRETS, signing_keys: `k1:${'a'.repeat(32)}` } });
+    expect(checkLocalConfig(path, { WR_MAX_ACTIV: '3', WR_QUEUE_METHOD: 'fifa' })).toEqual([
+      { key: 'environment variable WR_MAX_ACTIV', message: 'is not a setting of the waiting room; did you mean WR_MAX_ACTIVE?' },
+      { key: 'environment variable WR_QUEUE_METHOD', message: 'must be one of fifo, random, got "fifa"' },
+      { key: `${basename(path)} key dev_secrets.signing_keys`, message: expect.stringMatching(/only 1 different characters/) },
+    ]);
+    expect(checkLocalConfig(fileURLToPath(new URL('../devconfig.json', import.meta.url)), {})).toEqual([]);
+  });
+});
+
+describe('a misspelt key in the queues document on a running service', () => {
+  it('is refused with its nearest spelling, and the service keeps its last valid settings', async () => {
+    let snapshot: string | undefined;
+    const memory: SettingsMemory = { recall: async () => snapshot, remember: async (s) => void (snapshot = s) };
+    const clock = new ManualClock();
+    const deps = { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock) };
+    await buildWithLastValid(source({ ...BASE_SETTINGS, page_title: 'Last good' }), source(BASE_SECRETS), deps, memory);
+    const misspelt = source({ ...BASE_SETTINGS, queues: JSON.stringify([{ name: 'sale', settings: { max_activ: 20 } }]) });
+    const built = await buildWithLastValid(misspelt, source(BASE_SECRETS), deps, memory);
+    expect(built.refused?.problems).toEqual([{ key: 'queues[0].settings.max_activ', message: 'is not a setting of the waiting room; did you mean max_active?' }]);
+    expect(await (await built.service.handler(new Request('https://shop.example/'), { address: '192.0.2.1', pop: 'TST' })).text()).toContain('Last good');
   });
 });
