@@ -11,6 +11,7 @@ import { createHandler, type Handler } from '../src/core/handler';
 import type { QueueStore } from '../src/core/ports';
 import { startUpstashBridge, type UpstashBridge } from '../src/node/upstash-bridge';
 import { MemoryStateCache } from '../src/platform/memory-cache';
+import { signToken } from '../src/core/tokens';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import { createUpstashClientOptions, UpstashQueueStore } from '../src/store/upstash-store';
 import { BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
@@ -22,6 +23,7 @@ const TOKEN = 'session-max-test-token';
 
 interface Rig {
   handler: Handler;
+  queue: string;
   store: FaultyStore;
   clock: ManualClock;
   logger: MemoryLogger;
@@ -34,7 +36,8 @@ function rig(makeStore: () => QueueStore, settings: Record<string, string>): Rig
   const clock = new ManualClock();
   const logger = new MemoryLogger();
   // Each rig gets a queue of its own, so rigs on one Redis do not share counters.
-  const config = parseConfig(source({ ...BASE_SETTINGS, queue_name: `smax${++counter}`, queue_timeout_seconds: '600', ...settings }));
+  const queue = `smax${++counter}`;
+  const config = parseConfig(source({ ...BASE_SETTINGS, queue_name: queue, queue_timeout_seconds: '600', ...settings }));
   const handler = createHandler({
     config,
     secrets: parseSecrets(source(BASE_SECRETS)),
@@ -44,7 +47,7 @@ function rig(makeStore: () => QueueStore, settings: Record<string, string>): Rig
     clock,
     cache: new MemoryStateCache(clock),
   });
-  return { handler, store, clock, logger };
+  return { handler, queue, store, clock, logger };
 }
 
 class Visitor {
@@ -142,13 +145,12 @@ describe('session_max_seconds for tokens issued without a session start', () => 
   it('counts the maximum from the token issue time, and renewals carry that start on', async () => {
     const r = rig(memory.make, { admit_per_period: '1', admit_period_seconds: '3600', session_seconds: '60', session_max_seconds: '90' });
     // An access token as a VIP link issues it: no `s`, issued now.
-    const { signToken } = await import('../src/core/tokens');
     const secrets = parseSecrets(source(BASE_SECRETS));
     const iat = Math.floor(r.clock.now() / 1000);
     // The period's one walk-in is taken, so a visitor who has to queue again waits.
     await new Visitor(r).visit();
     const v = new Visitor(r);
-    v.cookie = await signToken(secrets.keyRing, { q: 'smax' + counter, k: 'a', t: 0, iat, exp: iat + 60, j: iat });
+    v.cookie = await signToken(secrets.keyRing, { q: r.queue, k: 'a', t: 0, iat, exp: iat + 60, j: iat });
     for (let at = 20; at <= 80; at += 20) {
       r.clock.advance(20_000);
       expect((await v.visit()).headers.get('x-origin'), `at ${at} s`).toBe('yes');
