@@ -29,7 +29,7 @@ describe('key ring', () => {
     ['k1:short', /at least 32/],
     [`k1:${'a'.repeat(40)}`, /only 1 different characters/],
     [`k1:${KEY_1},k2:${'x1'.repeat(20)}`, /entry 2 \(k2\).*different characters/],
-    [`k1:${'0123456789abcdef'.repeat(2)}`, /pattern repeated/],
+    [`k1:${'0123456789abcdef'.repeat(2)}`, /is a repeated pattern/],
     [`k1:${KEY_1.slice(0, 30)}${'9'.repeat(7)}`, /more than 6 times in a row/],
     // Counted in UTF-8 bytes, the key's real length: 27 characters, 31 bytes.
     [`k1:${'é'.repeat(4)}abcdefghijklmnopqrstuvw`, /at least 32 bytes/],

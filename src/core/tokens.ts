@@ -76,7 +76,7 @@ const MAX_TOKEN_LENGTH = 1024;
 
 /** How a random secret looks, in one sentence an operator can act on (it goes into error messages and the README). */
 export const SECRET_RULE =
-  'at least 8 different characters, no character more than 6 times in a row, and not one shorter pattern repeated (generate one with `openssl rand -base64 32`)';
+  'at least 8 different characters, no character more than 6 times in a row, and not a repeated pattern (generate one with `openssl rand -base64 32`)';
 
 /**
  * Why a secret is too weak to sign or authenticate with, or undefined. A random secret passes
@@ -89,7 +89,7 @@ export function secretWeakness(secret: string): string | undefined {
   if (distinct < 8) return `has only ${distinct} different characters; a secret needs ${SECRET_RULE}`;
   if (/(.)\1{6}/su.test(secret)) return `repeats one character more than 6 times in a row; a secret needs ${SECRET_RULE}`;
   // A string equals a rotation of itself by less than its length exactly when it is periodic.
-  if ((secret + secret).indexOf(secret, 1) < secret.length) return `is one shorter pattern repeated; a secret needs ${SECRET_RULE}`;
+  if ((secret + secret).indexOf(secret, 1) < secret.length) return `is a repeated pattern; a secret needs ${SECRET_RULE}`;
   return undefined;
 }
 
