@@ -1,6 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_KEYS, ConfigError, parseConfig, parseSecrets, SECRET_KEYS } from '../src/core/config';
-import { BASE_SECRETS, KEY_1, source } from './support/fixtures';
+import { ADMIN_PASSWORD, BASE_SECRETS, KEY_1, KEY_2, source } from './support/fixtures';
 
 function problemsOf(run: () => unknown): { key: string; message: string }[] {
   try {
@@ -176,5 +177,45 @@ describe('parseSecrets', () => {
     expect(problems.map((p) => p.key)).toEqual(['signing_keys', 'admin_password', 'admin_api_token']);
     const text = JSON.stringify(problems);
     for (const secret of ['weak-secret', 'hunter2', 'short-token']) expect(text).not.toContain(secret);
+  });
+
+  it('refuses a signing key of 32 repeated letters, or of a short pattern repeated, and says what a key needs', () => {
+    for (const weak of ['a'.repeat(32), 'Ab1-'.repeat(10), '0123456789abcdef'.repeat(2), `${KEY_1.slice(0, 20)}zzzzzzzzzzzz`]) {
+      const problems = problemsOf(() => parseSecrets(source({ ...BASE_SECRETS, signing_keys: `k1:${KEY_1},k2:${weak}` })));
+      expect(problems, weak).toHaveLength(1);
+      expect(problems[0]!.key).toBe('signing_keys');
+      expect(problems[0]!.message).toMatch(/entry 2 \(k2\)/);
+      expect(problems[0]!.message).toContain('openssl rand -base64 32');
+      expect(JSON.stringify(problems)).not.toContain(weak);
+    }
+  });
+
+  it('refuses an admin_api_token that is or contains the admin password, or is a signing key', () => {
+    const cases: [string, Record<string, string>, RegExp][] = [
+      ['equal to the password', { admin_password: 'correct-horse-battery-staple', admin_api_token: 'correct-horse-battery-staple' }, /admin password/],
+      ['containing the password', { admin_password: ADMIN_PASSWORD, admin_api_token: `${ADMIN_PASSWORD}-for-the-origin-0427` }, /admin password/],
+      ['the password in other case', { admin_password: ADMIN_PASSWORD, admin_api_token: `X9${ADMIN_PASSWORD.toUpperCase()}-origin-api` }, /admin password/],
+      ['equal to a signing key', { admin_api_token: KEY_1 }, /signing key/],
+      ['equal to an older signing key', { signing_keys: `k2:${KEY_2},k1:${KEY_1}`, admin_api_token: KEY_1 }, /signing key/],
+      ['weak', { admin_api_token: '0'.repeat(30) }, /different characters/],
+    ];
+    for (const [name, secrets, message] of cases) {
+      const problems = problemsOf(() => parseSecrets(source({ ...BASE_SECRETS, ...secrets })));
+      expect(problems.map((p) => p.key), name).toEqual(['admin_api_token']);
+      expect(problems[0]!.message, name).toMatch(message);
+      expect(JSON.stringify(problems), name).not.toContain(secrets['admin_api_token']!);
+    }
+    // The same values apart are accepted.
+    expect(() => parseSecrets(source(BASE_SECRETS))).not.toThrow();
+  });
+
+  it('refuses an admin password that is part of a signing key', () => {
+    const problems = problemsOf(() => parseSecrets(source({ ...BASE_SECRETS, admin_password: KEY_1.slice(0, 16) })));
+    expect(problems.map((p) => p.key)).toEqual(['admin_password']);
+  });
+
+  it("accepts devconfig.json's dev secrets", () => {
+    const dev = (JSON.parse(readFileSync(new URL('../devconfig.json', import.meta.url), 'utf8')) as { dev_secrets: Record<string, string> }).dev_secrets;
+    expect(() => parseSecrets(source(dev))).not.toThrow();
   });
 });

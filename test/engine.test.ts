@@ -41,6 +41,7 @@ const SHARED_CHECKS = [
   'tokens: an old key still verifies after rotation',
   'tokens: a tampered payload fails with bad_signature',
   'tokens: re-signed with another secret under the same kid fails with bad_signature',
+  'tokens: each kind has its own derived key, so a waiting ticket re-labelled as access fails',
   'tokens: an expired token fails with expired',
   'tokens: alg "none" (unsigned) fails',
   'tokens: a token under a removed key fails with unknown_key',

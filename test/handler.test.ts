@@ -21,6 +21,7 @@ import {
   ManualClock,
   MemoryLogger,
   payloadOf,
+  purposeKey,
   RecordingOrigin,
   source,
 } from './support/fixtures';
@@ -198,14 +199,17 @@ describe('tokens that must not pass', () => {
   async function forged(r: Rig): Promise<Record<string, string>> {
     const iat = Math.floor(r.clock.now() / 1000);
     const access = { q: 'default', k: 'a', t: 1, iat, exp: iat + 600 };
-    const [h, , s] = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: KEY_1 }).split('.');
+    const accessKey = purposeKey(KEY_1, 'access');
+    const [h, , s] = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: accessKey }).split('.');
     return {
       tampered: `${h}.${base64url({ ...access, t: 0 })}.${s}`,
-      otherKey: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: KEY_2 }),
-      unknownKid: jws.sign({ header: { alg: 'HS256', kid: 'zz' }, payload: access, secret: KEY_1 }),
+      otherKey: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: purposeKey(KEY_2, 'access') }),
+      ringKey: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: KEY_1 }),
+      relabelledTicket: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: purposeKey(KEY_1, 'waiting') }),
+      unknownKid: jws.sign({ header: { alg: 'HS256', kid: 'zz' }, payload: access, secret: accessKey }),
       algNone: `${base64url({ alg: 'none', kid: 'k1' })}.${base64url(access)}.`,
-      expired: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, exp: iat - 1 }, secret: KEY_1 }),
-      otherQueue: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, q: 'vip' }, secret: KEY_1 }),
+      expired: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, exp: iat - 1 }, secret: accessKey }),
+      otherQueue: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, q: 'vip' }, secret: accessKey }),
       garbage: 'not-a-token',
     };
   }
@@ -219,8 +223,10 @@ describe('tokens that must not pass', () => {
       expect(payloadOf(cookieFrom(response)!)['k'], name).toBe('w');
     }
     expect(r.origin.requests).toHaveLength(0);
-    expect((await r.inner.peek('default')).tail).toBe(7);
+    expect((await r.inner.peek('default')).tail).toBe(9);
     expect(r.logger.records.map((l) => l.reason)).toEqual([
+      'token_bad_signature',
+      'token_bad_signature',
       'token_bad_signature',
       'token_bad_signature',
       'token_unknown_key',
@@ -252,7 +258,7 @@ describe('tokens that must not pass', () => {
     expect(v.kind).toBe('a');
     const rotated = createHandler({
       config: parseConfig(source(BASE_SETTINGS)),
-      secrets: parseSecrets(source({ ...BASE_SECRETS, signing_keys: `k3:${'k'.repeat(40)}` })),
+      secrets: parseSecrets(source({ ...BASE_SECRETS, signing_keys: `k3:${KEY_2.split('').reverse().join('')}` })),
       store: r.store,
       origin: r.origin,
       logger: r.logger,
@@ -669,7 +675,7 @@ describe('bypass by signed cookie and by verified crawler', () => {
     expect(r.logger.last?.decision).toBe('bypass_cookie');
     // A plain value, a pass signed with another key, a queue ticket of ours, an expired pass: all queue.
     const iat = Math.floor(r.clock.now() / 1000);
-    const foreign = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { q: '*', k: 'b', t: 0, iat, exp: iat + 60 }, secret: KEY_2 });
+    const foreign = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { q: '*', k: 'b', t: 0, iat, exp: iat + 60 }, secret: purposeKey(KEY_2, 'bypass') });
     const ticket = cookieFrom(await r.handler(get('/'), CLIENT))!;
     for (const value of ['1', 'yes', foreign, ticket]) expect((await withPass(value)).headers.get('x-origin'), value).toBeNull();
     r.clock.advance(3_601_000);

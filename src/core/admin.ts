@@ -343,7 +343,7 @@ async function readAdminForm(request: Request, ctx: AdminContext): Promise<URLSe
   if (!body.ok) return body.response;
   const form = new URLSearchParams(body.text);
   const csrf = form.get('csrf') ?? '';
-  const check = await verifyToken(ctx.secrets.keyRing, csrf, ctx.config.queueName, ctx.clock.now());
+  const check = await verifyToken(ctx.secrets.keyRing, csrf, ctx.config.queueName, ctx.clock.now(), ['c']);
   if (!check.ok || check.claims.k !== 'c') {
     ctx.trace.reason = 'csrf_token';
     return errorResponse(403, 'the form has expired or did not come from the admin page; reload the page and try again');

@@ -6,7 +6,7 @@
 import { parseCidrList, type CidrRange } from './ip';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
 import { LOCALES, type Locale } from './i18n';
-import { parseKeyRing, type KeyRing } from './tokens';
+import { parseKeyRing, parseKeyRingEntries, secretWeakness, type KeyRing } from './tokens';
 
 /** Reads one raw setting; `undefined` when it is not set. */
 export type SettingSource = (key: string) => string | undefined;
@@ -301,6 +301,66 @@ export const CONFIG_KEYS = [
 /** The keys of the Secret Store. */
 export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token'] as const;
 
+/**
+ * The known name nearest to `name` (case aside), within an edit distance of 2: what a misspelt key
+ * (`max_activ`, `WR_STROE`) was most likely meant to be. Undefined when nothing is that close.
+ */
+export function nearestName(name: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const candidate of known) {
+    const distance = editDistance(name.toLowerCase(), candidate.toLowerCase(), bestDistance);
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best;
+}
+
+/**
+ * A problem for a name that is none of ours, keyed by where it came from (`environment variable
+ * WR_MAX_ACTIV`, `devconfig.json key config.max_activ`, `Config Store item max_activ`), with the
+ * nearest known spelling when one is close: a misspelt setting must never be silently ignored.
+ */
+export function unknownNameProblem(where: string, name: string, known: readonly string[], what = 'a setting of the waiting room'): ConfigProblem {
+  const near = nearestName(name, known);
+  return { key: where, message: `is not ${what}${near === undefined ? '' : `; did you mean ${near}?`}` };
+}
+
+/** Problems for every Config Store item that is not a setting (the items a listing of the store returns). */
+export function unknownSettingProblems(names: Iterable<string>, where: (name: string) => string = (name) => `Config Store item ${name}`): ConfigProblem[] {
+  const problems: ConfigProblem[] = [];
+  for (const name of names) {
+    if ((CONFIG_KEYS as readonly string[]).includes(name)) continue;
+    if ((SECRET_KEYS as readonly string[]).includes(name)) {
+      problems.push({ key: where(name), message: 'is a secret: it belongs in the Secret Store (wr_secrets), never with the settings' });
+    } else {
+      problems.push(unknownNameProblem(where(name), name, CONFIG_KEYS));
+    }
+  }
+  return problems;
+}
+
+/** Levenshtein distance, giving up (returning `limit`) once it cannot be below `limit`. */
+function editDistance(a: string, b: string, limit: number): number {
+  if (Math.abs(a.length - b.length) >= limit) return limit;
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    let rowMin = i;
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      const value = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost);
+      current.push(value);
+      rowMin = Math.min(rowMin, value);
+    }
+    if (rowMin >= limit) return limit;
+    previous = current;
+  }
+  return Math.min(previous[b.length]!, limit);
+}
+
 export const QUEUE_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 const COOKIE_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 const PREFIX_PATTERN = /^\/[A-Za-z0-9_.~-]+(\/[A-Za-z0-9_.~-]+)*\/$/;
@@ -522,15 +582,22 @@ function checkUrl(r: Reader, key: string): string | undefined {
   return text.replace(/\/+$/, '');
 }
 
-/** Parses the Secret Store entries; throws `ConfigError` naming every bad key (never its value). */
+/**
+ * Parses the Secret Store entries; throws `ConfigError` naming every bad key (never its value).
+ * Weak secrets are refused: a signing key must look random (see `SECRET_RULE`), and no secret may
+ * be, or contain, another: an origin API token that contains the admin password gives the
+ * password away to everyone who holds the token, and one equal to a signing key lets them mint cookies.
+ */
 export function parseSecrets(source: SettingSource): Readonly<Secrets> {
   const r = new Reader(source);
   const signing = r.raw('signing_keys');
   let keyRing: KeyRing | undefined;
+  let signingSecrets: string[] = [];
   if (signing === undefined) {
     r.problems.push({ key: 'signing_keys', message: 'is required (e.g. "k1:<at least 32 random characters>")' });
   } else {
     try {
+      signingSecrets = parseKeyRingEntries(signing).map((entry) => entry.secret);
       keyRing = parseKeyRing(signing);
     } catch (error) {
       r.problems.push({ key: 'signing_keys', message: error instanceof Error ? error.message : String(error) });
@@ -539,11 +606,28 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
   const adminPassword = r.raw('admin_password');
   if (adminPassword !== undefined && adminPassword.length < 12) {
     r.problems.push({ key: 'admin_password', message: 'must be at least 12 characters' });
+  } else if (adminPassword !== undefined && signingSecrets.some((secret) => overlaps(secret, adminPassword))) {
+    r.problems.push({ key: 'admin_password', message: 'must not be, or be part of, a signing key: whoever knows one would know both' });
   }
   const adminApiToken = r.raw('admin_api_token');
-  if (adminApiToken !== undefined && adminApiToken.length < 24) {
-    r.problems.push({ key: 'admin_api_token', message: 'must be at least 24 characters' });
+  if (adminApiToken !== undefined) {
+    const weakness = secretWeakness(adminApiToken);
+    if (adminApiToken.length < 24) {
+      r.problems.push({ key: 'admin_api_token', message: 'must be at least 24 characters' });
+    } else if (weakness !== undefined) {
+      r.problems.push({ key: 'admin_api_token', message: weakness });
+    } else if (adminPassword !== undefined && overlaps(adminApiToken, adminPassword)) {
+      r.problems.push({ key: 'admin_api_token', message: 'must not be, or contain, the admin password: the origin holds this token, and the password opens the admin page' });
+    } else if (signingSecrets.some((secret) => overlaps(adminApiToken, secret))) {
+      r.problems.push({ key: 'admin_api_token', message: 'must not be, or contain, a signing key: the origin holds this token, and a signing key mints cookies' });
+    }
   }
   if (r.problems.length > 0 || keyRing === undefined) throw new ConfigError(r.problems);
   return Object.freeze({ keyRing, adminPassword, adminApiToken, upstashToken: r.raw('upstash_token') });
+}
+
+/** Whether one secret is, or contains, the other (compared without case: `Secret` hides nothing from `secret`). */
+function overlaps(a: string, b: string): boolean {
+  const [x, y] = [a.toLowerCase(), b.toLowerCase()];
+  return x.includes(y) || y.includes(x);
 }

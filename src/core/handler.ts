@@ -23,7 +23,7 @@ import { matchesAnyPath } from './path-pattern';
 import type { AdmissionPolicy, ClientInfo, Clock, Logger, Origin, QueueOverview, QueueState, QueueStore, StateCache, TemplateSource } from './ports';
 import { createShuffle } from './shuffle';
 import { callStore, type StoreOutcome } from './store-call';
-import { signToken, verifyToken, type TokenClaims, type VerifyFailure } from './tokens';
+import { signToken, verifyToken, type TokenClaims, type TokenKind, type VerifyFailure } from './tokens';
 import { hashVipCode, normalizeVipCode, VIP_PARAM } from './vip';
 
 export interface HandlerDeps {
@@ -99,6 +99,8 @@ export type Visit =
 const MAX_COOKIES_CHECKED = 4;
 /** Bypass passes are not tied to a queue. */
 export const BYPASS_QUEUE = '*';
+/** The queue cookie holds a waiting ticket or an access token, never another kind. */
+const VISITOR_KINDS: readonly TokenKind[] = ['w', 'a'];
 /** User agents of the search engines' crawlers (a claim to be checked against their address ranges). */
 const CRAWLER_AGENT = /\b(?:Googlebot|Google-InspectionTool|bingbot|Applebot|DuckDuckBot|YandexBot|Baiduspider)\b/i;
 /** How long a POP keeps a template override before asking the KV Store again, seconds. */
@@ -150,6 +152,16 @@ export interface HoldView {
 
 export function isCapacityMode(state: Pick<QueueState, 'maxActive' | 'maxNewPerMinute'>): boolean {
   return state.maxActive > 0 || state.maxNewPerMinute > 0;
+}
+
+/** An access token holds a capacity slot when it carries the time of the slot's last refresh. */
+function holdsSlot(token: TokenClaims): boolean {
+  return token.r !== undefined;
+}
+
+/** When an access token's session began, seconds: `s`, or its issue time for tokens issued at admission without one. */
+function sessionStart(token: TokenClaims): number {
+  return token.s ?? token.iat;
 }
 
 export function admissionPolicy(config: Readonly<Config>): AdmissionPolicy {
@@ -249,7 +261,7 @@ export function createHandler(deps: HandlerDeps): Handler {
   async function readToken(request: Request, nowMs: number, trace: Trace): Promise<TokenClaims | undefined> {
     const values = readCookieValues(request.headers.get('cookie'), config.cookieName).slice(0, MAX_COOKIES_CHECKED);
     if (values.length === 0) return undefined;
-    const results = await Promise.all(values.map((v) => verifyToken(secrets.keyRing, v, queue, nowMs)));
+    const results = await Promise.all(values.map((v) => verifyToken(secrets.keyRing, v, queue, nowMs, VISITOR_KINDS)));
     let best: TokenClaims | undefined;
     let failure: VerifyFailure | undefined;
     for (const result of results) {
@@ -258,7 +270,6 @@ export function createHandler(deps: HandlerDeps): Handler {
         continue;
       }
       const claims = result.claims;
-      if (claims.k === 'c' || claims.k === 'b') continue;
       if (best === undefined || rank(claims) < rank(best)) best = claims;
     }
     if (best === undefined && failure !== undefined) trace.reason = `token_${failure}`;
@@ -281,12 +292,13 @@ export function createHandler(deps: HandlerDeps): Handler {
   }
 
   /**
-   * An access token for a visitor let in now. `slot`: it holds a capacity slot, so the token carries
-   * when the session began and was last refreshed (both now).
+   * An access token for a visitor let in now. It always carries when the session began (`s`), so
+   * session_max_seconds holds in every mode; `slot`: it also holds a capacity slot, so it carries
+   * when the slot was last refreshed in the store (`r`, now).
    */
   function admittedCookie(ticket: number, joined: number, nowMs: number, slot: boolean): Promise<string> {
     const now = Math.floor(nowMs / 1000);
-    return issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now } : { j: joined });
+    return issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now } : { j: joined, s: now });
   }
 
   /**
@@ -396,13 +408,22 @@ export function createHandler(deps: HandlerDeps): Handler {
 
   async function accessVisit(trace: Trace, token: TokenClaims, nowMs: number, takeTicket: boolean): Promise<Visit> {
     trace.ticket = token.t;
-    if (token.s === undefined) {
+    // A token without `s` was issued at its admission (a VIP link, or one from before `s` was
+    // carried in rate mode): its session began when it was issued, and renewals carry that on.
+    const start = sessionStart(token);
+    const untilMs = config.sessionMaxSeconds > 0 ? (start + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
+    if (nowMs >= untilMs) {
+      // The token's expiry is capped at the maximum already; this also ends sessions when the
+      // maximum was lowered after the token was issued.
+      trace.reason = 'session_max';
+      return takeTicket ? newVisit(trace, nowMs) : { kind: 'none' };
+    }
+    if (!holdsSlot(token)) {
       const renew = nowMs - token.iat * 1000 >= renewAfterMs;
-      return { kind: 'access', ticket: token.t, slot: false, cookie: renew ? await issue('a', token.t, nowMs, { j: token.j }) : undefined };
+      return { kind: 'access', ticket: token.t, slot: false, cookie: renew ? await issue('a', token.t, nowMs, { j: token.j, s: start }) : undefined };
     }
     // Capacity mode: the slot is refreshed in the store at most once per activity_refresh_seconds.
-    const untilMs = config.sessionMaxSeconds > 0 ? (token.s + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
-    const lastRefreshMs = (token.r ?? token.s) * 1000;
+    const lastRefreshMs = (token.r ?? start) * 1000;
     if (nowMs - lastRefreshMs < refreshAfterMs) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined };
     const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs));
     // The token is self-contained: a store that does not answer does not end the session.
@@ -412,7 +433,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       return takeTicket ? newVisit(trace, nowMs) : { kind: 'none' };
     }
     const now = Math.floor(nowMs / 1000);
-    return { kind: 'access', ticket: token.t, slot: true, cookie: await issue('a', token.t, nowMs, { j: token.j, s: token.s, r: now }) };
+    return { kind: 'access', ticket: token.t, slot: true, cookie: await issue('a', token.t, nowMs, { j: token.j, s: start, r: now }) };
   }
 
   /** Steps 4 and 5 of the request path: the cookie, then what the store must say. */
@@ -692,19 +713,20 @@ export function createHandler(deps: HandlerDeps): Handler {
     trace.decision = action;
     if (token?.k !== 'a') return jsonResponse(200, { state: 'none' });
     trace.ticket = token.t;
-    if (token.s === undefined) return jsonResponse(200, { state: 'active' });
+    if (!holdsSlot(token)) return jsonResponse(200, { state: 'active' });
     if (action === 'leave') {
       await storeCall(trace, () => store.leave(queue, token.t, nowMs, basePolicy, config.leaveGraceSeconds * 1000));
       return new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } });
     }
-    const untilMs = config.sessionMaxSeconds > 0 ? (token.s + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
+    const start = sessionStart(token);
+    const untilMs = config.sessionMaxSeconds > 0 ? (start + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
     const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs));
     if (!touched.ok) return jsonResponse(200, { state: 'active', refreshed: false });
     if (!touched.value) {
       return jsonResponse(200, { state: 'ended' }, { 'set-cookie': clearCookie() });
     }
     const now = Math.floor(nowMs / 1000);
-    const cookie = await issue('a', token.t, nowMs, { j: token.j, s: token.s, r: now });
+    const cookie = await issue('a', token.t, nowMs, { j: token.j, s: start, r: now });
     return jsonResponse(200, { state: 'active', refreshed: true }, { 'set-cookie': cookie });
   }
 
@@ -768,7 +790,7 @@ export function createHandler(deps: HandlerDeps): Handler {
   async function hasBypassPass(request: Request): Promise<boolean> {
     const values = readCookieValues(request.headers.get('cookie'), config.bypassCookie).slice(0, MAX_COOKIES_CHECKED);
     for (const value of values) {
-      const result = await verifyToken(secrets.keyRing, value, BYPASS_QUEUE, clock.now());
+      const result = await verifyToken(secrets.keyRing, value, BYPASS_QUEUE, clock.now(), ['b']);
       if (result.ok && result.claims.k === 'b') return true;
     }
     return false;

@@ -14,7 +14,7 @@
  * it matches (`/sale;x`, `/%2Fsale`). The document is validated as a whole: every problem is named
  * with the queue's index and field.
  */
-import { CONFIG_KEYS, ConfigError, parseConfig, QUEUE_NAME_PATTERN, type Config, type ConfigProblem, type SettingSource } from './config';
+import { CONFIG_KEYS, ConfigError, parseConfig, QUEUE_NAME_PATTERN, unknownNameProblem, type Config, type ConfigProblem, type SettingSource } from './config';
 import { queueApplies, readPath } from './path-canon';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
 
@@ -161,7 +161,7 @@ function readSettings(value: unknown, key: string, problems: ConfigProblem[]): M
     if (SERVICE_KEYS.has(name)) {
       problems.push({ key: `${key}.${name}`, message: 'is a setting of the whole service, not of one queue' });
     } else if (!(CONFIG_KEYS as readonly string[]).includes(name)) {
-      problems.push({ key: `${key}.${name}`, message: 'is not a setting' });
+      problems.push(unknownNameProblem(`${key}.${name}`, name, CONFIG_KEYS));
     } else if (typeof raw === 'string' || typeof raw === 'number' || typeof raw === 'boolean') {
       settings.set(name, String(raw));
     } else {

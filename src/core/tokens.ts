@@ -4,13 +4,21 @@
  * A key ring signs with its first (current) key and verifies with any key it still holds, so keys
  * rotate without logging anybody out; removing a key invalidates every token signed with it (the
  * emergency reset). Verification reports why a token failed as data, never by throwing.
+ *
+ * No token is signed with a ring key itself: each kind of token has its own key, derived from the
+ * ring key as HMAC-SHA256(ring key, "wr/v1/" + purpose). A waiting ticket re-labelled as an access
+ * token, or an admin form token passed off as a bypass pass, then fails its signature, whatever a
+ * caller forgets to check.
  */
-import { jwtVerify, SignJWT, errors as joseErrors, type JWTHeaderParameters } from 'jose';
+import { decodeJwt, jwtVerify, SignJWT, errors as joseErrors, type JWTHeaderParameters } from 'jose';
+
+/** What a derived key signs; part of the derivation label, so never rename one (it would log everybody out). */
+export type KeyPurpose = 'waiting' | 'access' | 'admin-form' | 'bypass';
 
 export interface SigningKey {
   readonly kid: string;
-  /** The HMAC key, imported once per key and reused (importKey is not free on the edge). */
-  readonly key: Promise<CryptoKey>;
+  /** The HMAC key of one purpose, derived and imported once per key and purpose (neither is free on the edge). */
+  keyFor(purpose: KeyPurpose): Promise<CryptoKey>;
 }
 
 export interface KeyRing {
@@ -20,6 +28,12 @@ export interface KeyRing {
 
 /** `w`: a waiting ticket; `a`: an access token; `c`: an admin form's anti-forgery token; `b`: a bypass pass. */
 export type TokenKind = 'w' | 'a' | 'c' | 'b';
+
+/** The key each kind of token is signed with. */
+export const PURPOSE_OF_KIND: Readonly<Record<TokenKind, KeyPurpose>> = { w: 'waiting', a: 'access', c: 'admin-form', b: 'bypass' };
+
+/** Prefix of the derivation label: a new version of the scheme changes it. */
+export const KEY_DERIVATION_LABEL = 'wr/v1/';
 
 export interface TokenClaims {
   /** Queue the token belongs to. */
@@ -43,7 +57,7 @@ export interface TokenClaims {
   readonly g?: number;
 }
 
-export type VerifyFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'expired' | 'bad_claims' | 'wrong_queue';
+export type VerifyFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'expired' | 'bad_claims' | 'wrong_queue' | 'wrong_kind';
 
 export type VerifyResult = { readonly ok: true; readonly claims: TokenClaims } | { readonly ok: false; readonly reason: VerifyFailure };
 
@@ -56,33 +70,68 @@ export class KeyRingError extends Error {
 }
 
 const KID_PATTERN = /^[A-Za-z0-9._-]{1,32}$/;
-const MIN_SECRET_LENGTH = 32;
+const MIN_SECRET_BYTES = 32;
 /** A compact JWS of ours is well under this; anything longer is not worth parsing. */
 const MAX_TOKEN_LENGTH = 1024;
 
+/** How a random secret looks, in one sentence an operator can act on (it goes into error messages and the README). */
+export const SECRET_RULE =
+  'at least 8 different characters, no character more than 6 times in a row, and not a repeated pattern (generate one with `openssl rand -base64 32`)';
+
 /**
- * Parses `kid:secret,kid:secret` (the first entry signs; all verify). Secrets are used as their
- * UTF-8 bytes and must be at least 32 characters: HS256 wants a key as long as its output.
+ * Why a secret is too weak to sign or authenticate with, or undefined. A random secret passes
+ * with near certainty (of 32 random hex digits, about 1 in a million has a run of 7, and fewer
+ * fall below 8 distinct characters); what fails is what people type: `aaaa…`, `abcabc…`, `0000…`.
+ * Never names the secret's value.
  */
-export function parseKeyRing(text: string): KeyRing {
+export function secretWeakness(secret: string): string | undefined {
+  const distinct = new Set(secret).size;
+  if (distinct < 8) return `has only ${distinct} different characters; a secret needs ${SECRET_RULE}`;
+  if (/(.)\1{6}/su.test(secret)) return `repeats one character more than 6 times in a row; a secret needs ${SECRET_RULE}`;
+  // A string equals a rotation of itself by less than its length exactly when it is periodic.
+  if ((secret + secret).indexOf(secret, 1) < secret.length) return `is a repeated pattern; a secret needs ${SECRET_RULE}`;
+  return undefined;
+}
+
+export interface KeyRingEntry {
+  readonly kid: string;
+  readonly secret: string;
+}
+
+/**
+ * Reads `kid:secret,kid:secret` and checks each entry: a key id, a secret of at least 32 bytes
+ * (HS256 wants a key as long as its output) that looks random (`secretWeakness`), no kid twice.
+ */
+export function parseKeyRingEntries(text: string): KeyRingEntry[] {
   const entries = text
     .split(',')
     .map((entry) => entry.trim())
     .filter((entry) => entry !== '');
   if (entries.length === 0) throw new KeyRingError('needs at least one "kid:secret" entry');
-  const byKid = new Map<string, SigningKey>();
-  let current: SigningKey | undefined;
-  for (const [index, entry] of entries.entries()) {
+  const seen = new Set<string>();
+  return entries.map((entry, index) => {
     const colon = entry.indexOf(':');
     const kid = colon < 0 ? '' : entry.slice(0, colon);
     const secret = colon < 0 ? '' : entry.slice(colon + 1);
     if (!KID_PATTERN.test(kid)) {
       throw new KeyRingError(`entry ${index + 1}: key id must be 1-32 of A-Z, a-z, 0-9, ".", "_", "-" before a colon`);
     }
-    if (secret.length < MIN_SECRET_LENGTH) {
-      throw new KeyRingError(`entry ${index + 1} (${kid}): secret must be at least ${MIN_SECRET_LENGTH} characters`);
+    if (new TextEncoder().encode(secret).length < MIN_SECRET_BYTES) {
+      throw new KeyRingError(`entry ${index + 1} (${kid}): secret must be at least ${MIN_SECRET_BYTES} bytes, with ${SECRET_RULE}`);
     }
-    if (byKid.has(kid)) throw new KeyRingError(`entry ${index + 1}: key id ${kid} appears twice`);
+    const weakness = secretWeakness(secret);
+    if (weakness !== undefined) throw new KeyRingError(`entry ${index + 1} (${kid}): secret ${weakness}`);
+    if (seen.has(kid)) throw new KeyRingError(`entry ${index + 1}: key id ${kid} appears twice`);
+    seen.add(kid);
+    return { kid, secret };
+  });
+}
+
+/** Parses `kid:secret,kid:secret` (the first entry signs; all verify); see parseKeyRingEntries. */
+export function parseKeyRing(text: string): KeyRing {
+  const byKid = new Map<string, SigningKey>();
+  let current: SigningKey | undefined;
+  for (const { kid, secret } of parseKeyRingEntries(text)) {
     const key = createSigningKey(kid, secret);
     byKid.set(kid, key);
     current ??= key;
@@ -92,40 +141,54 @@ export function parseKeyRing(text: string): KeyRing {
 }
 
 function createSigningKey(kid: string, secret: string): SigningKey {
-  let imported: Promise<CryptoKey> | undefined;
+  let ringKey: Promise<CryptoKey> | undefined;
+  const derived = new Map<KeyPurpose, Promise<CryptoKey>>();
+  const derive = async (purpose: KeyPurpose): Promise<CryptoKey> => {
+    ringKey ??= crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+    const bytes = await crypto.subtle.sign('HMAC', await ringKey, new TextEncoder().encode(KEY_DERIVATION_LABEL + purpose));
+    return crypto.subtle.importKey('raw', bytes, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
+  };
   return {
     kid,
-    get key() {
-      imported ??= crypto.subtle.importKey(
-        'raw',
-        new TextEncoder().encode(secret),
-        { name: 'HMAC', hash: 'SHA-256' },
-        false,
-        ['sign', 'verify'],
-      );
-      return imported;
+    keyFor(purpose) {
+      let key = derived.get(purpose);
+      if (key === undefined) {
+        key = derive(purpose);
+        derived.set(purpose, key);
+      }
+      return key;
     },
   };
 }
 
-/** Signs claims with the ring's current key. */
+/** Signs claims with the ring's current key for their kind. */
 export async function signToken(ring: KeyRing, claims: TokenClaims): Promise<string> {
   const { iat, exp, ...rest } = claims;
   return new SignJWT({ ...rest })
     .setProtectedHeader({ alg: 'HS256', kid: ring.current.kid, typ: 'JWT' })
     .setIssuedAt(iat)
     .setExpirationTime(exp)
-    .sign(await ring.current.key);
+    .sign(await ring.current.keyFor(PURPOSE_OF_KIND[claims.k]));
 }
 
 class UnknownKeyError extends Error {}
 
 /**
- * Verifies a token for `queue` at `nowMs`. Only HS256 is accepted (so `alg: none` and algorithm
- * confusion fail), the key is chosen by `kid` from the ring, and the claims must have our shape.
+ * Verifies a token of one of `kinds` for `queue` at `nowMs`. Only HS256 is accepted (so `alg: none`
+ * and algorithm confusion fail), the key is chosen by `kid` from the ring and by the kind the token
+ * claims, so the kind is covered by the signature; the claims must have our shape.
  */
-export async function verifyToken(ring: KeyRing, token: string, queue: string, nowMs: number): Promise<VerifyResult> {
+export async function verifyToken(ring: KeyRing, token: string, queue: string, nowMs: number, kinds: readonly TokenKind[]): Promise<VerifyResult> {
   if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) return { ok: false, reason: 'malformed' };
+  let claimed: unknown;
+  try {
+    claimed = decodeJwt(token)['k'];
+  } catch {
+    return { ok: false, reason: 'malformed' };
+  }
+  if (!isTokenKind(claimed)) return { ok: false, reason: 'bad_claims' };
+  if (!kinds.includes(claimed)) return { ok: false, reason: 'wrong_kind' };
+  const purpose = PURPOSE_OF_KIND[claimed];
   let payload: Record<string, unknown>;
   try {
     const result = await jwtVerify(
@@ -133,7 +196,7 @@ export async function verifyToken(ring: KeyRing, token: string, queue: string, n
       async (header: JWTHeaderParameters) => {
         const key = header.kid === undefined ? undefined : ring.byKid.get(header.kid);
         if (key === undefined) throw new UnknownKeyError();
-        return key.key;
+        return key.keyFor(purpose);
       },
       { algorithms: ['HS256'], currentDate: new Date(nowMs), clockTolerance: 0 },
     );
@@ -142,9 +205,14 @@ export async function verifyToken(ring: KeyRing, token: string, queue: string, n
     return { ok: false, reason: classifyFailure(error) };
   }
   const claims = readClaims(payload);
-  if (claims === undefined) return { ok: false, reason: 'bad_claims' };
+  // The signature covered `k`, so it is still the kind that chose the key.
+  if (claims === undefined || claims.k !== claimed) return { ok: false, reason: 'bad_claims' };
   if (claims.q !== queue) return { ok: false, reason: 'wrong_queue' };
   return { ok: true, claims };
+}
+
+function isTokenKind(value: unknown): value is TokenKind {
+  return value === 'w' || value === 'a' || value === 'c' || value === 'b';
 }
 
 function classifyFailure(error: unknown): VerifyFailure {
@@ -158,7 +226,7 @@ function classifyFailure(error: unknown): VerifyFailure {
 function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
   const { q, k, t, iat, exp, j, s, r, f, g } = payload;
   if (typeof q !== 'string') return undefined;
-  if (k !== 'w' && k !== 'a' && k !== 'c' && k !== 'b') return undefined;
+  if (!isTokenKind(k)) return undefined;
   if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
   const optional = { j, s, r, f, g };
   const claims: Record<string, number> = {};

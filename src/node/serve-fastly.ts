@@ -12,6 +12,7 @@ import { existsSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { checkLocalConfig } from './check-config';
 import { startDemoOrigin } from './demo-origin';
 import { freePort, type RunningServer } from './host';
 import { startUpstashBridge } from './upstash-bridge';
@@ -55,6 +56,12 @@ async function stop(code: number): Promise<never> {
 
 async function main(): Promise<void> {
   if (!existsSync(resolve(root, 'bin/main.wasm'))) throw new Error('bin/main.wasm is missing: run npm run build');
+  // The wasm cannot list its config store, so a misspelt key of devconfig.json is caught here.
+  // No environment: `fastly compute serve` reads the file alone (bin/local-config.json).
+  const problems = checkLocalConfig(resolve(root, 'devconfig.json'), {});
+  if (problems.length > 0) {
+    throw new Error(`devconfig.json is not valid:\n${problems.map((p) => `  - ${p.key}: ${p.message}`).join('\n')}`);
+  }
   let origin: RunningServer | undefined;
   if (await isListening(7677)) {
     process.stderr.write('origin: something already listens on 127.0.0.1:7677; using it\n');

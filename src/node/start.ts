@@ -30,14 +30,18 @@ function findProjectFile(name: string): string {
 async function main(): Promise<void> {
   const origin = process.env['ORIGIN_URL'] === undefined ? await startDemoOrigin({ port: 7677 }) : undefined;
   const originUrl = process.env['ORIGIN_URL'] ?? origin!.url;
-  const useUpstash = process.env['WR_STORE'] === 'upstash';
   const memoryStore = new MemoryQueueStore();
   const configPath = findProjectFile('devconfig.json');
+  // The store is chosen once at start (WR_STORE); a reload changes settings, not the store.
+  const useUpstash = readLocalConfig(configPath).host.store === 'upstash';
+  let describe: (key: string) => string | undefined = () => undefined;
   const build = () => {
     const local = readLocalConfig(configPath);
+    describe = local.describe;
     return buildWaitingRoom({
       settings: local.settings,
       secrets: local.secrets,
+      problems: local.problems,
       originUrl,
       store: useUpstash
         ? (config, secrets) =>
@@ -48,16 +52,23 @@ async function main(): Promise<void> {
             })
         : memoryStore,
       // Template overrides, as the KV Store wr_templates provides them on Fastly.
-      templates: process.env['WR_TEMPLATES_DIR'] ? directoryTemplateSource(resolve(process.env['WR_TEMPLATES_DIR'])) : undefined,
+      templates: local.host.templatesDir === undefined ? undefined : directoryTemplateSource(local.host.templatesDir),
     });
   };
-  const describeProblems = (error: ConfigError) => error.problems.map((p) => `  - ${p.key}: ${p.message}`).join('\n');
+  // Each problem says where its value came from, so an environment variable that overrides the file is not hunted for in the file.
+  const describeProblems = (error: ConfigError) =>
+    error.problems
+      .map((p) => {
+        const from = describe(p.key);
+        return `  - ${p.key}${from === undefined ? '' : ` (${from})`}: ${p.message}`;
+      })
+      .join('\n');
   let room;
   try {
     room = build();
   } catch (error) {
     if (error instanceof ConfigError) {
-      process.stderr.write(`devconfig.json is not valid:\n${describeProblems(error)}\n`);
+      process.stderr.write(`The settings are not valid (devconfig.json and WR_ environment variables):\n${describeProblems(error)}\n`);
       process.exit(1);
     }
     throw error;

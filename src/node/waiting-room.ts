@@ -2,7 +2,7 @@
  * Wires the core handler for Node: parsed settings, a store, the HTTP origin, a logger and a clock.
  * `npm start` and the end-to-end tests build the waiting room through here.
  */
-import type { Config, Secrets, SettingSource } from '../core/config';
+import { ConfigError, type Config, type ConfigProblem, type Secrets, type SettingSource } from '../core/config';
 import type { Handler } from '../core/handler';
 import type { QueueSetup } from '../core/queues';
 import { createService } from '../core/service';
@@ -21,6 +21,8 @@ export interface WaitingRoomOptions {
   readonly cache?: StateCache;
   /** Template overrides (the KV Store's stand-in); see directoryTemplateSource. */
   readonly templates?: TemplateSource | undefined;
+  /** Problems the host found in its sources before parsing (names that are not ours): refused with the rest. */
+  readonly problems?: readonly ConfigProblem[];
 }
 
 export interface WaitingRoom {
@@ -30,16 +32,24 @@ export interface WaitingRoom {
   readonly queues: readonly QueueSetup[];
 }
 
-/** Throws `ConfigError` naming every bad setting before anything starts. */
+/** Throws `ConfigError` naming every bad setting (and every problem of `options.problems`) before anything starts. */
 export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   const clock = options.clock ?? systemClock;
-  const service = createService(options.settings, options.secrets, {
-    store: options.store,
-    origin: createHttpOrigin(options.originUrl),
-    logger: options.logger ?? createStreamLogger(),
-    clock,
-    cache: options.cache ?? new MemoryStateCache(clock),
-    templates: options.templates,
-  });
+  const found = options.problems ?? [];
+  let service;
+  try {
+    service = createService(options.settings, options.secrets, {
+      store: options.store,
+      origin: createHttpOrigin(options.originUrl),
+      logger: options.logger ?? createStreamLogger(),
+      clock,
+      cache: options.cache ?? new MemoryStateCache(clock),
+      templates: options.templates,
+    });
+  } catch (error) {
+    if (error instanceof ConfigError && found.length > 0) throw new ConfigError([...found, ...error.problems]);
+    throw error;
+  }
+  if (found.length > 0) throw new ConfigError(found);
   return { handler: service.handler, config: service.config, secrets: service.secrets, queues: service.queues };
 }

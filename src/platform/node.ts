@@ -2,14 +2,14 @@
  * Node adapter: the origin reached over node:http(s) with both bodies streamed, a stdout logger,
  * the system clock and the local config file. Used by the `npm start` host and the tests.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
-import { join } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
-import type { SettingSource } from '../core/config';
+import { CONFIG_KEYS, SECRET_KEYS, unknownNameProblem, type ConfigProblem, type SettingSource } from '../core/config';
 import { originTarget } from '../core/http';
 import type { Clock, Logger, Origin, RequestLog, TemplateSource } from '../core/ports';
 
@@ -81,29 +81,123 @@ export function createStreamLogger(write: (line: string) => void = (line) => pro
   return { log: (record: RequestLog) => write(`${JSON.stringify(record)}\n`) };
 }
 
+/** The Node host's own environment variables (not settings): how `npm start` runs. */
+export const HOST_ENV = {
+  /** The store: the embedded in-memory one, or Upstash at `upstash_url` (e.g. the local bridge). */
+  WR_STORE: ['memory', 'upstash'],
+  /** A directory of template overrides, named as the KV Store keys are. */
+  WR_TEMPLATES_DIR: undefined,
+} as const satisfies Record<string, readonly string[] | undefined>;
+
+export interface HostOptions {
+  readonly store: 'memory' | 'upstash';
+  readonly templatesDir: string | undefined;
+}
+
 export interface LocalConfig {
   readonly settings: SettingSource;
   readonly secrets: SettingSource;
+  readonly host: HostOptions;
+  /**
+   * What is wrong in the file or the environment before any value is read: names that are not
+   * ours (misspelt settings), host options with a value not allowed. Each problem says where.
+   */
+  readonly problems: readonly ConfigProblem[];
+  /** Where a setting or secret's value comes from, for messages: `environment variable WR_X` or `devconfig.json key config.x`. */
+  readonly describe: (key: string) => string | undefined;
 }
+
+const FILE_SECTIONS = ['config', 'dev_secrets'] as const;
+const isComment = (key: string) => key.startsWith('//');
 
 /**
  * Reads `devconfig.json`: `config` holds Config Store settings and `dev_secrets` the values that
- * stand in for the Secret Store locally. Environment variables `WR_<KEY>` override either.
+ * stand in for the Secret Store locally. Environment variables `WR_<KEY>` override either. Every
+ * name is checked: a key of the file or a `WR_` variable that is not ours is a problem (with the
+ * nearest spelling), never silently ignored. Keys starting with `//` are comments.
  */
 export function readLocalConfig(path: string, env: NodeJS.ProcessEnv = process.env): LocalConfig {
-  const parsed: unknown = JSON.parse(readFileSync(path, 'utf8'));
-  const root = (typeof parsed === 'object' && parsed !== null ? parsed : {}) as Record<string, unknown>;
-  const section = (name: string): Record<string, unknown> => {
+  const file = basename(path);
+  const problems: ConfigProblem[] = [];
+  let parsed: unknown = {};
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (error) {
+    if (!(error instanceof SyntaxError)) throw error;
+    problems.push({ key: file, message: `is not JSON: ${error.message}` });
+  }
+  const root = (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? parsed : {}) as Record<string, unknown>;
+  if (root !== parsed) problems.push({ key: file, message: 'must be a JSON object with "config" and "dev_secrets"' });
+  for (const key of Object.keys(root)) {
+    if (!isComment(key) && !(FILE_SECTIONS as readonly string[]).includes(key)) problems.push(unknownNameProblem(`${file} key ${key}`, key, FILE_SECTIONS, 'a section (config, dev_secrets)'));
+  }
+  const section = (name: (typeof FILE_SECTIONS)[number]): Record<string, unknown> => {
     const value = root[name];
-    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {};
+    if (value === undefined) return {};
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, unknown>;
+    problems.push({ key: `${file} key ${name}`, message: 'must be an object of names and values' });
+    return {};
   };
+  const config = section('config');
+  const secrets = section('dev_secrets');
+  for (const key of Object.keys(config)) {
+    if (isComment(key) || (CONFIG_KEYS as readonly string[]).includes(key)) continue;
+    if ((SECRET_KEYS as readonly string[]).includes(key)) {
+      problems.push({ key: `${file} key config.${key}`, message: 'is a secret: put it under dev_secrets (on Fastly: the Secret Store)' });
+    } else {
+      problems.push(unknownNameProblem(`${file} key config.${key}`, key, CONFIG_KEYS));
+    }
+  }
+  for (const key of Object.keys(secrets)) {
+    if (isComment(key) || (SECRET_KEYS as readonly string[]).includes(key)) continue;
+    if ((CONFIG_KEYS as readonly string[]).includes(key)) {
+      problems.push({ key: `${file} key dev_secrets.${key}`, message: 'is a setting, not a secret: put it under config' });
+    } else {
+      problems.push(unknownNameProblem(`${file} key dev_secrets.${key}`, key, SECRET_KEYS, 'a secret of the waiting room'));
+    }
+  }
+  const envName = (key: string) => `WR_${key.toUpperCase()}`;
+  const knownEnv = [...CONFIG_KEYS, ...SECRET_KEYS].map(envName);
+  const hostNames = Object.keys(HOST_ENV);
+  for (const name of Object.keys(env).filter((n) => n.startsWith('WR_')).sort()) {
+    if (knownEnv.includes(name)) continue;
+    const allowed = (HOST_ENV as Record<string, readonly string[] | undefined>)[name];
+    if (hostNames.includes(name)) {
+      if (allowed !== undefined && !allowed.includes(env[name] ?? '')) {
+        problems.push({ key: `environment variable ${name}`, message: `must be one of ${allowed.join(', ')}, got ${JSON.stringify(env[name])}` });
+      }
+      continue;
+    }
+    problems.push(unknownNameProblem(`environment variable ${name}`, name, [...knownEnv, ...hostNames]));
+  }
   const lookup = (values: Record<string, unknown>) => (key: string) => {
-    const fromEnv = env[`WR_${key.toUpperCase()}`];
+    const fromEnv = env[envName(key)];
     if (fromEnv !== undefined) return fromEnv;
     const value = values[key];
     return typeof value === 'string' ? value : value === undefined ? undefined : String(value);
   };
-  return { settings: lookup(section('config')), secrets: lookup(section('dev_secrets')) };
+  const host: HostOptions = {
+    store: env['WR_STORE'] === 'upstash' ? 'upstash' : 'memory',
+    templatesDir: env['WR_TEMPLATES_DIR'] === undefined || env['WR_TEMPLATES_DIR'] === '' ? undefined : resolve(env['WR_TEMPLATES_DIR']),
+  };
+  if (host.templatesDir !== undefined && !isDirectory(host.templatesDir)) {
+    problems.push({ key: 'environment variable WR_TEMPLATES_DIR', message: `is not a directory: ${host.templatesDir}` });
+  }
+  const describe = (key: string): string | undefined => {
+    if (env[envName(key)] !== undefined) return `environment variable ${envName(key)}`;
+    if (config[key] !== undefined) return `${file} key config.${key}`;
+    if (secrets[key] !== undefined) return `${file} key dev_secrets.${key}`;
+    return undefined;
+  };
+  return { settings: lookup(config), secrets: lookup(secrets), host, problems, describe };
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 /**

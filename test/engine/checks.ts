@@ -287,13 +287,13 @@ async function tokenChecks(run: Runner): Promise<void> {
     const parsed = JSON.parse(base64UrlDecode(header)) as Record<string, unknown>;
     equal(parsed['alg'], 'HS256', 'header alg');
     equal(parsed['kid'], 'k1', 'header kid');
-    const result = await verifyToken(ring, token, 'default', NOW_MS);
+    const result = await verifyToken(ring, token, 'default', NOW_MS, ['w', 'a']);
     assert(result.ok, `verify failed: ${result.ok ? '' : result.reason}`);
     equal(JSON.stringify(result.claims), JSON.stringify(claims), 'claims');
   });
 
   await run.check('tokens: an old key still verifies after rotation', async () => {
-    const result = await verifyToken(rotated, token, 'default', NOW_MS);
+    const result = await verifyToken(rotated, token, 'default', NOW_MS, ['w', 'a']);
     assert(result.ok, `verify failed: ${result.ok ? '' : result.reason}`);
     const next = await signToken(rotated, claims);
     equal(JSON.parse(base64UrlDecode(segments(next)[0]))['kid'], 'k2', 'the rotated ring signs with k2');
@@ -301,41 +301,50 @@ async function tokenChecks(run: Runner): Promise<void> {
 
   await run.check('tokens: a tampered payload fails with bad_signature', async () => {
     const tampered = withPayload(token, { ...payloadOf(token), t: 1 });
-    const result = await verifyToken(ring, tampered, 'default', NOW_MS);
+    const result = await verifyToken(ring, tampered, 'default', NOW_MS, ['w', 'a']);
     equal(result.ok ? 'ok' : result.reason, 'bad_signature', 'verify');
   });
 
   await run.check('tokens: re-signed with another secret under the same kid fails with bad_signature', async () => {
     const forged = await signToken(evil, { ...claims, k: 'a' });
-    const result = await verifyToken(ring, forged, 'default', NOW_MS);
+    const result = await verifyToken(ring, forged, 'default', NOW_MS, ['w', 'a']);
     equal(result.ok ? 'ok' : result.reason, 'bad_signature', 'verify');
   });
 
+  await run.check('tokens: each kind has its own derived key, so a waiting ticket re-labelled as access fails', async () => {
+    const relabelled = withPayload(token, { ...payloadOf(token), k: 'a' });
+    const result = await verifyToken(ring, relabelled, 'default', NOW_MS, ['a']);
+    equal(result.ok ? 'ok' : result.reason, 'bad_signature', 'verify');
+    const access = await signToken(ring, { ...claims, k: 'a' });
+    const genuine = await verifyToken(ring, access, 'default', NOW_MS, ['a']);
+    assert(genuine.ok, `verify failed: ${genuine.ok ? '' : genuine.reason}`);
+  });
+
   await run.check('tokens: an expired token fails with expired', async () => {
-    const result = await verifyToken(ring, token, 'default', (claims.exp + 1) * 1000);
+    const result = await verifyToken(ring, token, 'default', (claims.exp + 1) * 1000, ['w', 'a']);
     equal(result.ok ? 'ok' : result.reason, 'expired', 'verify');
   });
 
   await run.check('tokens: alg "none" (unsigned) fails', async () => {
     const header = base64UrlEncode(JSON.stringify({ alg: 'none', typ: 'JWT', kid: 'k1' }));
     const unsigned = `${header}.${segments(token)[1]}.`;
-    const result = await verifyToken(ring, unsigned, 'default', NOW_MS);
+    const result = await verifyToken(ring, unsigned, 'default', NOW_MS, ['w', 'a']);
     assert(!result.ok, 'an alg "none" token verified');
     const signedAnyway = `${header}.${segments(token)[1]}.${segments(token)[2]}`;
-    const second = await verifyToken(ring, signedAnyway, 'default', NOW_MS);
+    const second = await verifyToken(ring, signedAnyway, 'default', NOW_MS, ['w', 'a']);
     assert(!second.ok, 'an alg "none" header with a valid signature verified');
   });
 
   await run.check('tokens: a token under a removed key fails with unknown_key', async () => {
-    const result = await verifyToken(removed, token, 'default', NOW_MS);
+    const result = await verifyToken(removed, token, 'default', NOW_MS, ['w', 'a']);
     equal(result.ok ? 'ok' : result.reason, 'unknown_key', 'verify');
   });
 
   await run.check('tokens: another queue, garbage and oversize tokens fail without throwing', async () => {
-    const other = await verifyToken(ring, token, 'other', NOW_MS);
+    const other = await verifyToken(ring, token, 'other', NOW_MS, ['w', 'a']);
     equal(other.ok ? 'ok' : other.reason, 'wrong_queue', 'other queue');
     for (const junk of ['', 'not-a-token', 'a.b.c', '..', `${token}x`.repeat(20)]) {
-      const result = await verifyToken(ring, junk, 'default', NOW_MS);
+      const result = await verifyToken(ring, junk, 'default', NOW_MS, ['w', 'a']);
       assert(!result.ok, `${show(junk)} verified`);
     }
   });

@@ -28,13 +28,13 @@ async function check(name: string, fn: () => Promise<void>): Promise<void> {
 }
 
 await check('control: a genuine token verifies', async () => {
-  const result = await verifyToken(ring, await signToken(ring, claims), 'default', NOW_MS);
+  const result = await verifyToken(ring, await signToken(ring, claims), 'default', NOW_MS, ['w', 'a']);
   if (!result.ok) throw new Error(`expected ok, got ${result.reason}`);
 });
 
 await check('control: a forged token verifies (must fail)', async () => {
   const forged = await signToken(forger, claims);
-  const result = await verifyToken(ring, forged, 'default', NOW_MS);
+  const result = await verifyToken(ring, forged, 'default', NOW_MS, ['w', 'a']);
   if (!result.ok) throw new Error(`expected ok, got ${result.reason}`);
 });
 

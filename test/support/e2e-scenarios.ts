@@ -4,7 +4,7 @@
  */
 import jws from 'jws';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, KEY_1, KEY_2 } from './fixtures';
+import { ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, KEY_1, KEY_2, purposeKey } from './fixtures';
 import { rawRequest, sendRaw, startRecordingServer } from './raw-http';
 import { HttpVisitor, rawGet, type Stack } from './stack';
 
@@ -89,15 +89,20 @@ export function defineEndToEnd(stack: () => Stack): void {
     it('forged, re-signed, alg none, expired and other-queue cookies never reach the origin', async () => {
       const iat = Math.floor(Date.now() / 1000);
       const access = { q: 'default', k: 'a', t: 1, iat, exp: iat + 600 };
-      const good = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: KEY_1 });
+      const accessKey = purposeKey(KEY_1, 'access');
+      const good = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: accessKey });
       const [h, , s] = good.split('.');
       const forged = {
         tampered: `${h}.${base64url({ ...access, t: 0 })}.${s}`,
-        resigned: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: KEY_2 }),
+        resigned: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: purposeKey(KEY_2, 'access') }),
+        // Signed with the ring key itself, not the key derived for access tokens.
+        ringKey: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: KEY_1 }),
+        // A waiting ticket's key with the kind changed to access.
+        relabelled: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: access, secret: purposeKey(KEY_1, 'waiting') }),
         unknownKey: jws.sign({ header: { alg: 'HS256', kid: 'k2' }, payload: access, secret: KEY_2 }),
         algNone: `${base64url({ alg: 'none', kid: 'k1' })}.${base64url(access)}.`,
-        expired: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, exp: iat - 10 }, secret: KEY_1 }),
-        otherQueue: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, q: 'other' }, secret: KEY_1 }),
+        expired: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, exp: iat - 10 }, secret: accessKey }),
+        otherQueue: jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: { ...access, q: 'other' }, secret: accessKey }),
         garbage: 'a.b.c',
       };
       for (const [name, cookie] of Object.entries(forged)) {

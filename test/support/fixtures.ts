@@ -1,4 +1,5 @@
 /** Settings, secrets and small fakes shared by the tests (fakes inject time and faults only). */
+import { createHmac } from 'node:crypto';
 import type { SettingSource } from '../../src/core/config';
 import type { Clock, Logger, Origin, QueueStore, RequestLog } from '../../src/core/ports';
 
@@ -6,6 +7,14 @@ export const KEY_1 = 'test-key-one-0123456789abcdefghijklmnop';
 export const KEY_2 = 'test-key-two-0123456789abcdefghijklmnop';
 export const ADMIN_PASSWORD = 'test-admin-password';
 export const API_TOKEN = 'test-origin-api-token-0123456789';
+
+/**
+ * The HMAC key a token kind is signed with, derived here with node:crypto, independently of the
+ * code under test (crypto.subtle): HMAC-SHA256(ring secret, "wr/v1/" + purpose).
+ */
+export function purposeKey(secret: string, purpose: 'waiting' | 'access' | 'admin-form' | 'bypass'): Buffer {
+  return createHmac('sha256', secret).update(`wr/v1/${purpose}`).digest();
+}
 
 export function source(values: Record<string, string>): SettingSource {
   return (key) => values[key];

@@ -1,0 +1,180 @@
+/**
+ * Names that are not ours are refused, never silently ignored: a misspelt `WR_` environment
+ * variable, an unknown key of devconfig.json, an unknown Config Store item, and a host option with
+ * a value it does not take. Each problem says where the name came from and, when one is close,
+ * the spelling that was probably meant.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ConfigError, nearestName, unknownSettingProblems } from '../src/core/config';
+import { buildWithLastValid, type SettingsMemory } from '../src/core/last-valid';
+import { checkConfigStoreItems, checkLocalConfig, readConfigStoreListing } from '../src/node/check-config';
+import { MemoryStateCache } from '../src/platform/memory-cache';
+import { buildWaitingRoom } from '../src/node/waiting-room';
+import { readLocalConfig } from '../src/platform/node';
+import { MemoryQueueStore } from '../src/store/memory-store';
+import { BASE_SECRETS, BASE_SETTINGS, ManualClock, MemoryLogger, RecordingOrigin, source } from './support/fixtures';
+
+const dir = mkdtempSync(join(tmpdir(), 'wr-local-config-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let files = 0;
+
+/** A devconfig.json of the given sections, written to a fresh file. */
+function devconfig(document: unknown): string {
+  const path = join(dir, `devconfig-${++files}.json`);
+  writeFileSync(path, typeof document === 'string' ? document : JSON.stringify(document));
+  return path;
+}
+
+const GOOD = { '//': 'a comment', config: BASE_SETTINGS, dev_secrets: BASE_SECRETS };
+
+describe('readLocalConfig', () => {
+  it('finds nothing wrong in the shipped devconfig.json', () => {
+    const local = readLocalConfig(fileURLToPath(new URL('../devconfig.json', import.meta.url)), {});
+    expect(local.problems).toEqual([]);
+    expect(local.host).toEqual({ store: 'memory', templatesDir: undefined });
+  });
+
+  it('refuses a misspelt WR_ variable, naming it and the setting it was meant to be', () => {
+    const local = readLocalConfig(devconfig(GOOD), { WR_MAX_ACTIV: '20', WR_MAX_ACTIVE: '5', PATH: '/usr/bin', ORIGIN_URL: 'http://x', HOME: '/root' });
+    expect(local.problems).toEqual([{ key: 'environment variable WR_MAX_ACTIV', message: 'is not a setting of the waiting room; did you mean WR_MAX_ACTIVE?' }]);
+    // The correctly spelt one is read; variables without the WR_ prefix are not ours to judge.
+    expect(local.settings('max_active')).toBe('5');
+    expect(local.describe('max_active')).toBe('environment variable WR_MAX_ACTIVE');
+  });
+
+  it('refuses WR_STORE with a value it does not take, naming the allowed ones, and a misspelt WR_STORE', () => {
+    expect(readLocalConfig(devconfig(GOOD), { WR_STORE: 'upstsh' }).problems).toEqual([
+      { key: 'environment variable WR_STORE', message: 'must be one of memory, upstash, got "upstsh"' },
+    ]);
+    expect(readLocalConfig(devconfig(GOOD), { WR_STROE: 'upstash' }).problems).toEqual([
+      { key: 'environment variable WR_STROE', message: 'is not a setting of the waiting room; did you mean WR_STORE?' },
+    ]);
+    expect(readLocalConfig(devconfig(GOOD), { WR_STORE: 'upstash' })).toMatchObject({ problems: [], host: { store: 'upstash' } });
+    expect(readLocalConfig(devconfig(GOOD), { WR_STORE: 'memory' })).toMatchObject({ problems: [], host: { store: 'memory' } });
+  });
+
+  it('refuses a WR_TEMPLATES_DIR that is not a directory', () => {
+    expect(readLocalConfig(devconfig(GOOD), { WR_TEMPLATES_DIR: join(dir, 'missing') }).problems).toEqual([
+      { key: 'environment variable WR_TEMPLATES_DIR', message: `is not a directory: ${join(dir, 'missing')}` },
+    ]);
+    expect(readLocalConfig(devconfig(GOOD), { WR_TEMPLATES_DIR: dir })).toMatchObject({ problems: [], host: { templatesDir: dir } });
+  });
+
+  it('refuses unknown keys of devconfig.json in every section, with a suggestion only when one is close', () => {
+    const path = devconfig({
+      ...GOOD,
+      confg: {},
+      config: { ...BASE_SETTINGS, max_activ: '20', colour: 'red', admin_password: 'in-the-wrong-place' },
+      dev_secrets: { ...BASE_SECRETS, signing_key: 'k1:x', hold_status: '503' },
+    });
+    const problems = readLocalConfig(path, {}).problems;
+    const file = basename(path);
+    expect(problems).toEqual([
+      { key: `${file} key confg`, message: 'is not a section (config, dev_secrets); did you mean config?' },
+      { key: `${file} key config.max_activ`, message: 'is not a setting of the waiting room; did you mean max_active?' },
+      { key: `${file} key config.colour`, message: 'is not a setting of the waiting room' },
+      { key: `${file} key config.admin_password`, message: 'is a secret: put it under dev_secrets (on Fastly: the Secret Store)' },
+      { key: `${file} key dev_secrets.signing_key`, message: 'is not a secret of the waiting room; did you mean signing_keys?' },
+      { key: `${file} key dev_secrets.hold_status`, message: 'is a setting, not a secret: put it under config' },
+    ]);
+    // A secret's value never appears in a message.
+    expect(JSON.stringify(problems)).not.toContain('in-the-wrong-place');
+  });
+
+  it('reports a file that is not JSON as a problem of the file', () => {
+    const path = devconfig('{ "config": { "max_active": "20", } }');
+    const [problem] = readLocalConfig(path, {}).problems;
+    expect(problem?.key).toBe(basename(path));
+    expect(problem?.message).toMatch(/^is not JSON: /);
+  });
+});
+
+describe('buildWaitingRoom with the problems of its sources', () => {
+  it('refuses to start, naming the unknown names and the bad values all at once', () => {
+    const path = devconfig({ ...GOOD, config: { ...BASE_SETTINGS, max_activ: '20' } });
+    const local = readLocalConfig(path, { WR_HOLD_STATUS: '302', WR_QUEUE_METHD: 'random' });
+    let error: unknown;
+    try {
+      buildWaitingRoom({ ...local, originUrl: 'http://127.0.0.1:9', store: new MemoryQueueStore(), logger: new MemoryLogger() });
+    } catch (caught) {
+      error = caught;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const keys = (error as ConfigError).problems.map((p) => p.key);
+    expect(keys).toEqual([`${basename(path)} key config.max_activ`, 'environment variable WR_QUEUE_METHD', 'hold_status']);
+    expect((error as ConfigError).message).toContain('did you mean WR_QUEUE_METHOD?');
+    expect(local.describe('hold_status')).toBe('environment variable WR_HOLD_STATUS');
+  });
+
+  it('refuses to start on an unknown name alone, when every value is fine', () => {
+    const local = readLocalConfig(devconfig(GOOD), { WR_SESION_SECONDS: '900' });
+    expect(() => buildWaitingRoom({ ...local, originUrl: 'http://127.0.0.1:9', store: new MemoryQueueStore(), logger: new MemoryLogger() })).toThrow(
+      /environment variable WR_SESION_SECONDS: is not a setting of the waiting room; did you mean WR_SESSION_SECONDS\?/,
+    );
+    const fine = readLocalConfig(devconfig(GOOD), { WR_SESSION_SECONDS: '900' });
+    expect(buildWaitingRoom({ ...fine, originUrl: 'http://127.0.0.1:9', store: new MemoryQueueStore(), logger: new MemoryLogger() }).config.sessionSeconds).toBe(900);
+  });
+});
+
+describe('Config Store items', () => {
+  it('names every item that is not a setting, with the nearest spelling, and a secret put there', () => {
+    expect(unknownSettingProblems(['queue_name', 'max_activ', 'upstash_token', 'totally_else'])).toEqual([
+      { key: 'Config Store item max_activ', message: 'is not a setting of the waiting room; did you mean max_active?' },
+      { key: 'Config Store item upstash_token', message: 'is a secret: it belongs in the Secret Store (wr_secrets), never with the settings' },
+      { key: 'Config Store item totally_else', message: 'is not a setting of the waiting room' },
+    ]);
+  });
+
+  it('suggests only within an edit distance of 2', () => {
+    expect(nearestName('max_activ', ['max_active', 'queue_name'])).toBe('max_active');
+    expect(nearestName('MAX_ACTIVE_', ['max_active'])).toBe('max_active');
+    expect(nearestName('mx_acti', ['max_active'])).toBeUndefined();
+    expect(nearestName('refresh_secs', ['refresh_seconds'])).toBeUndefined();
+  });
+});
+
+describe('npm run check-config', () => {
+  it('reads a Fastly CLI listing of the Config Store and names every unknown item and bad value', () => {
+    const listing = JSON.stringify([
+      { item_key: 'queue_name', item_value: 'default', store_id: 'abc' },
+      { item_key: 'max_activ', item_value: '20', store_id: 'abc' },
+      { item_key: 'hold_status', item_value: '302', store_id: 'abc' },
+    ]);
+    const items = readConfigStoreListing(listing);
+    expect([...items.keys()]).toEqual(['queue_name', 'max_activ', 'hold_status']);
+    expect(checkConfigStoreItems(items)).toEqual([
+      { key: 'Config Store item max_activ', message: 'is not a setting of the waiting room; did you mean max_active?' },
+      { key: 'Config Store item hold_status', message: 'must be one of 200, 429, 503, got "302"' },
+    ]);
+    expect(checkConfigStoreItems(readConfigStoreListing(JSON.stringify(BASE_SETTINGS)))).toEqual([]);
+    expect(() => readConfigStoreListing('[{"key": "x"}]')).toThrow(/item_key/);
+  });
+
+  it('checks devconfig.json with the environment as npm start reads them, weak secrets included', () => {
+    const path = devconfig({ ...GOOD, dev_secrets: { ...BASE_SECRETS, signing_keys: `k1:${'a'.repeat(32)}` } });
+    expect(checkLocalConfig(path, { WR_MAX_ACTIV: '3', WR_QUEUE_METHOD: 'fifa' })).toEqual([
+      { key: 'environment variable WR_MAX_ACTIV', message: 'is not a setting of the waiting room; did you mean WR_MAX_ACTIVE?' },
+      { key: 'environment variable WR_QUEUE_METHOD', message: 'must be one of fifo, random, got "fifa"' },
+      { key: `${basename(path)} key dev_secrets.signing_keys`, message: expect.stringMatching(/only 1 different characters/) },
+    ]);
+    expect(checkLocalConfig(fileURLToPath(new URL('../devconfig.json', import.meta.url)), {})).toEqual([]);
+  });
+});
+
+describe('a misspelt key in the queues document on a running service', () => {
+  it('is refused with its nearest spelling, and the service keeps its last valid settings', async () => {
+    let snapshot: string | undefined;
+    const memory: SettingsMemory = { recall: async () => snapshot, remember: async (s) => void (snapshot = s) };
+    const clock = new ManualClock();
+    const deps = { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock) };
+    await buildWithLastValid(source({ ...BASE_SETTINGS, page_title: 'Last good' }), source(BASE_SECRETS), deps, memory);
+    const misspelt = source({ ...BASE_SETTINGS, queues: JSON.stringify([{ name: 'sale', settings: { max_activ: 20 } }]) });
+    const built = await buildWithLastValid(misspelt, source(BASE_SECRETS), deps, memory);
+    expect(built.refused?.problems).toEqual([{ key: 'queues[0].settings.max_activ', message: 'is not a setting of the waiting room; did you mean max_active?' }]);
+    expect(await (await built.service.handler(new Request('https://shop.example/'), { address: '192.0.2.1', pop: 'TST' })).text()).toContain('Last good');
+  });
+});
