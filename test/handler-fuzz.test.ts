@@ -15,7 +15,7 @@ import type { ClientInfo, Origin } from '../src/core/ports';
 import { createService } from '../src/core/service';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { ADMIN_PASSWORD, API_TOKEN, BASE_SECRETS, BASE_SETTINGS, base64url, KEY_1, KEY_2, ManualClock, MemoryLogger, source } from './support/fixtures';
+import { ADMIN_PASSWORD, API_TOKEN, BASE_SECRETS, BASE_SETTINGS, base64url, KEY_1, KEY_2, ManualClock, MemoryLogger, purposeKey, source } from './support/fixtures';
 
 const SITE = 'https://shop.example';
 /** Where the origin adapters would send what the handler passes on. */
@@ -64,8 +64,12 @@ const cookieValue = fc.oneof(
   fc
     .tuple(fc.constantFrom('HS256', 'none', 'HS512', 'RS256', 'ES256'), fc.constantFrom('k1', 'k2', '', '../x'), claims, b64)
     .map(([alg, kid, payload, sig]) => `${base64url({ alg, kid })}.${base64url(payload)}.${sig}`),
-  // Signed with our key (or another), with claims nobody should issue.
-  fc.tuple(fc.constantFrom(KEY_1, KEY_2), claims).map(([secret, payload]) => jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload, secret })),
+  // Signed with our keys (the ring key itself, or a purpose's key derived from it), with claims nobody should issue.
+  fc
+    .tuple(fc.constantFrom(KEY_1, KEY_2), fc.constantFrom(undefined, 'waiting', 'access', 'admin-form', 'bypass') , claims)
+    .map(([ring, purpose, payload]) =>
+      jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload, secret: purpose === undefined ? ring : purposeKey(ring, purpose) }),
+    ),
   // Huge.
   fc.tuple(fc.integer({ min: 1000, max: 20_000 }), fc.constantFrom('a', '.', 'A.b.', '%')).map(([n, c]) => c.repeat(Math.ceil(n / c.length))),
   printable(60),

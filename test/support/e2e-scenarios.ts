@@ -592,10 +592,8 @@ export function definePathScenarios(stack: () => Stack): void {
     await expect.poll(() => stack().logs().find((l) => l.path === path)?.decision).toBe('reserved_spelling');
   });
 
-  it('//__wr/admin is our 404, never forwarded', async ({ skip }) => {
-    // The Node host builds its Request with `new URL(target, base)`, which takes `//__wr/admin` for
-    // host `__wr` and path `/admin`: the handler never sees the path (src/node/host.ts, not ours).
-    if (stack().kind === 'node') skip('the Node host reads a request target starting with // as a host (src/node/host.ts)');
+  it('//__wr/admin is our 404, never forwarded', async () => {
+    // Both hosts read a target starting with // as a path (never as an authority), so the handler sees it.
     const response = await rawGet(stack().url, '//__wr/admin');
     expect(response.status).toBe(404);
     expect(response.headers['x-origin']).toBeUndefined();
