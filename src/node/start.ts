@@ -11,7 +11,8 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from '@upstash/redis';
 import { ConfigError } from '../core/config';
-import { directoryTemplateSource, readLocalConfig } from '../platform/node';
+import { MemoryFailureLimiter } from '../platform/memory-limiter';
+import { directoryTemplateSource, readLocalConfig, systemClock } from '../platform/node';
 import { MemoryQueueStore } from '../store/memory-store';
 import { createUpstashClientOptions, UpstashQueueStore } from '../store/upstash-store';
 import { startDemoOrigin } from './demo-origin';
@@ -32,6 +33,8 @@ async function main(): Promise<void> {
   const originUrl = process.env['ORIGIN_URL'] ?? origin!.url;
   const useUpstash = process.env['WR_STORE'] === 'upstash';
   const memoryStore = new MemoryQueueStore();
+  // Kept across reloads of devconfig.json, as the store is: a new setting must not free a held guesser.
+  const authLimiter = new MemoryFailureLimiter(systemClock);
   const configPath = findProjectFile('devconfig.json');
   const build = () => {
     const local = readLocalConfig(configPath);
@@ -47,6 +50,7 @@ async function main(): Promise<void> {
               ),
             })
         : memoryStore,
+      authLimiter,
       // Template overrides, as the KV Store wr_templates provides them on Fastly.
       templates: process.env['WR_TEMPLATES_DIR'] ? directoryTemplateSource(resolve(process.env['WR_TEMPLATES_DIR'])) : undefined,
     });

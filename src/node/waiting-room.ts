@@ -6,8 +6,9 @@ import type { Config, Secrets, SettingSource } from '../core/config';
 import type { Handler } from '../core/handler';
 import type { QueueSetup } from '../core/queues';
 import { createService } from '../core/service';
-import type { Clock, Logger, QueueStore, StateCache, TemplateSource } from '../core/ports';
+import type { Clock, FailureLimiter, Logger, QueueStore, StateCache, TemplateSource } from '../core/ports';
 import { MemoryStateCache } from '../platform/memory-cache';
+import { MemoryFailureLimiter } from '../platform/memory-limiter';
 import { createHttpOrigin, createStreamLogger, systemClock } from '../platform/node';
 
 export interface WaitingRoomOptions {
@@ -21,6 +22,8 @@ export interface WaitingRoomOptions {
   readonly cache?: StateCache;
   /** Template overrides (the KV Store's stand-in); see directoryTemplateSource. */
   readonly templates?: TemplateSource | undefined;
+  /** Failed sign-ins per client: by default counted in this process's memory, on `clock`. */
+  readonly authLimiter?: FailureLimiter;
 }
 
 export interface WaitingRoom {
@@ -40,6 +43,7 @@ export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
     clock,
     cache: options.cache ?? new MemoryStateCache(clock),
     templates: options.templates,
+    authLimiter: options.authLimiter ?? new MemoryFailureLimiter(clock),
   });
   return { handler: service.handler, config: service.config, secrets: service.secrets, queues: service.queues };
 }
