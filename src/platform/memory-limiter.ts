@@ -5,7 +5,9 @@
  *
  * Memory is bounded whatever arrives: at most `maxClients` counters (a fixed 480-byte ring of the
  * last 60 seconds each), evicting the least recently counted client, and at most `maxHeld` holds,
- * evicting the hold that ends soonest, as Fastly's ERL does when its tables are full. A flood of
+ * evicting ended holds, then the oldest one. Every hold of a service has the same length (the
+ * penalty is a service-wide setting), so the oldest is the one that ends soonest, which is what
+ * Fastly's ERL evicts when its penalty box is full; each costs O(1). A flood of
  * distinct addresses therefore costs a fixed amount of memory; what it can do is push an earlier
  * guesser's count out (that guesser starts again from zero, as on Fastly).
  */
@@ -25,7 +27,7 @@ export interface MemoryLimiterOptions {
 export class MemoryFailureLimiter implements FailureLimiter {
   /** Per client, pairs of (second, failures in it) in slot `second % 60`. Map order: least recently counted first. */
   readonly #counters = new Map<string, Uint32Array>();
-  /** Per held client, when its hold ends (ms). */
+  /** Per held client, when its hold ends (ms). Map order: oldest hold first. */
   readonly #held = new Map<string, number>();
   readonly #maxClients: number;
   readonly #maxHeld: number;
@@ -91,17 +93,12 @@ export class MemoryFailureLimiter implements FailureLimiter {
     this.#held.set(key, now + minutes * 60_000);
   }
 
-  /** Drops every ended hold; when none has ended, the one that ends soonest. */
+  /** Drops the ended holds at the front; when none has ended, the oldest hold. */
   #evictHold(now: number): void {
-    let soonest: string | undefined;
-    let soonestUntil = Number.POSITIVE_INFINITY;
     for (const [key, until] of this.#held) {
-      if (until <= now) this.#held.delete(key);
-      else if (until < soonestUntil) {
-        soonest = key;
-        soonestUntil = until;
-      }
+      if (until > now) break;
+      this.#held.delete(key);
     }
-    if (this.#held.size >= this.#maxHeld && soonest !== undefined) this.#held.delete(soonest);
+    if (this.#held.size >= this.#maxHeld) this.#held.delete(this.#held.keys().next().value!);
   }
 }
