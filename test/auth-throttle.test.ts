@@ -8,6 +8,7 @@ import { clientKey, guardSignIn, type CredentialCheck, type SignInGuard, type Th
 import { parseConfig, parseSecrets, type Config } from '../src/core/config';
 import { createHandler, type Handler } from '../src/core/handler';
 import type { FailureLimiter, FailureWindow } from '../src/core/ports';
+import { parseQueues } from '../src/core/queues';
 import { createService } from '../src/core/service';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
@@ -293,6 +294,11 @@ describe('the throttle settings', () => {
       /auth_failure_limit: must be between 1 and 100.*auth_failure_window_seconds: must be one of 10, 20, 30, 40, 50, 60.*auth_penalty_minutes: must be between 1 and 60/,
     );
     expect(() => parseConfig(source({ ...BASE_SETTINGS, auth_penalty_minutes: '0.5' }))).toThrow(/auth_penalty_minutes: must be a whole number/);
+  });
+
+  it('belong to the whole service: one queue cannot loosen them', () => {
+    const queues = JSON.stringify([{ name: 'sale', settings: { auth_failure_limit: 100 } }]);
+    expect(() => parseQueues(source({ ...BASE_SETTINGS, queues }))).toThrow(/queues\[0\]\.settings\.auth_failure_limit: is a setting of the whole service/);
   });
 });
 
