@@ -3,6 +3,7 @@
  * show from inside this process (its memory while a large body passes through).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { API_TOKEN } from './support/fixtures';
 import {
   CAPACITY_SETTINGS,
@@ -13,10 +14,12 @@ import {
   defineRandomScenario,
   definePathScenarios,
   defineTemplateScenario,
+  defineThrottleScenario,
   eventSettings,
   PATH_SETTINGS,
   TEMPLATE_SETTINGS,
   TEMPLATES,
+  THROTTLE_SETTINGS,
 } from './support/e2e-scenarios';
 import { HttpVisitor, startNodeStack, type Stack } from './support/stack';
 
@@ -119,4 +122,24 @@ describe('Node host with bypass and queue path rules', () => {
     await paths?.close();
   });
   definePathScenarios(() => paths);
+});
+
+describe('Node host under password and token guessing', () => {
+  let throttled: Stack;
+  // The limiter's clock runs with the wall clock, and the test moves it on instead of waiting out
+  // the penalty; everything else on this host keeps real time.
+  let offsetMs = 0;
+  beforeAll(async () => {
+    const limiter = new MemoryFailureLimiter({ now: () => Date.now() + offsetMs });
+    throttled = await startNodeStack(THROTTLE_SETTINGS, undefined, { authLimiter: limiter });
+  });
+  afterAll(async () => {
+    await throttled?.close();
+  });
+  defineThrottleScenario(
+    () => throttled,
+    async (sinceMs, afterMs) => {
+      offsetMs = Math.max(offsetMs, sinceMs + afterMs - Date.now());
+    },
+  );
 });

@@ -18,10 +18,12 @@ import {
   defineRandomScenario,
   definePathScenarios,
   defineTemplateScenario,
+  defineThrottleScenario,
   eventSettings,
   PATH_SETTINGS,
   TEMPLATE_SETTINGS,
   TEMPLATES,
+  THROTTLE_SETTINGS,
 } from './support/e2e-scenarios';
 import { buildWasmInto, startWasmStack, type Stack } from './support/stack';
 
@@ -158,4 +160,24 @@ describe.skipIf(!host.found)('wasm with bypass and queue path rules', () => {
     await paths?.close();
   });
   definePathScenarios(() => paths);
+});
+
+describe.skipIf(!host.found)('wasm under password and token guessing (fastly:edge-rate-limiter)', () => {
+  let throttled: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    throttled = await startWasmStack({ viceroyPath: host.path, settings: THROTTLE_SETTINGS });
+  }, 120_000);
+  afterAll(async () => {
+    await throttled?.close();
+  });
+  // The penalty box holds for whole minutes (one at least), on the compute host's own clock: this
+  // scenario waits the minute out, about 60 s of the tier's time.
+  defineThrottleScenario(
+    () => throttled,
+    async (sinceMs, afterMs) => {
+      const wait = sinceMs + afterMs - Date.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    },
+  );
 });

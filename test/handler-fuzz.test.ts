@@ -6,6 +6,7 @@
  * request passed on is one the origin adapters send to the configured origin only.
  */
 import fc from 'fast-check';
+import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import jws from 'jws';
 import { describe, expect, it } from 'vitest';
 import type { Handler } from '../src/core/handler';
@@ -191,7 +192,7 @@ describe('what the waiting room writes itself', () => {
       origin: new OriginCalls(),
       logger: new MemoryLogger(),
       clock,
-      cache: new MemoryStateCache(clock),
+      cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock),
     });
     const c = { address: '192.0.2.1', pop: 'TST' };
     const answers = [
@@ -221,7 +222,7 @@ describe('the handler under fuzzed input', () => {
           origin,
           logger: new MemoryLogger(),
           clock,
-          cache: new MemoryStateCache(clock),
+          cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock),
         });
         const csrf = await csrfFrom(service.handler, { address: '192.0.2.1', pop: 'FUZ' });
         for (const r of requests) {

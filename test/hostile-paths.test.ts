@@ -4,6 +4,7 @@
  * The handler sees what the URL parser made of the request target, as on both hosts.
  */
 import fc from 'fast-check';
+import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { describe, expect, it } from 'vitest';
 import { parseConfig, parseSecrets } from '../src/core/config';
 import { createHandler, type Handler } from '../src/core/handler';
@@ -219,7 +220,7 @@ describe('several queues', () => {
       origin,
       logger,
       clock,
-      cache: new MemoryStateCache(clock),
+      cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock),
     });
     return { handler: built.handler, origin, logger };
   }

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../src/core/config';
 import { buildWithLastValid, snapshotSettings, sourceFromSnapshot, type SettingsMemory } from '../src/core/last-valid';
 import { MemoryStateCache } from '../src/platform/memory-cache';
+import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import { BASE_SECRETS, BASE_SETTINGS, ManualClock, MemoryLogger, RecordingOrigin, source } from './support/fixtures';
 
@@ -19,7 +20,7 @@ class Memory implements SettingsMemory {
 }
 
 const clock = new ManualClock();
-const deps = { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock) };
+const deps = { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock) };
 const CLIENT = { address: '203.0.113.4', pop: 'TST' };
 
 describe('the last valid configuration', () => {

@@ -7,6 +7,7 @@ import { ConfigError } from '../src/core/config';
 import { parseQueues, selectQueue } from '../src/core/queues';
 import { createService } from '../src/core/service';
 import { MemoryStateCache } from '../src/platform/memory-cache';
+import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import { ADMIN_PASSWORD, API_TOKEN, BASE_SECRETS, BASE_SETTINGS, cookieFrom, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
 
@@ -104,6 +105,7 @@ describe('several queues in one service', () => {
       logger: new MemoryLogger(),
       clock,
       cache: new MemoryStateCache(clock),
+      authLimiter: new MemoryFailureLimiter(clock),
     });
     return { ...built, origin, store, clock };
   }

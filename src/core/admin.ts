@@ -3,11 +3,12 @@
  * the bearer-token API the origin calls when it has room. Every change is one store call; bad
  * input gets a 4xx that says why and changes nothing.
  */
+import { guardSignIn, type SignInGuard } from './auth-throttle';
 import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminFigures, renderChart } from './admin-view';
 import { formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
-import type { AdmissionPolicy, AdmitResult, Clock, QueueOverview, QueueState, QueueStats, QueueStore, RuntimeControl } from './ports';
+import type { AdmissionPolicy, AdmitResult, Clock, FailureLimiter, QueueOverview, QueueState, QueueStats, QueueStore, RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { signToken, verifyToken } from './tokens';
 import { createVipCode, hashVipCode, VIP_PARAM } from './vip';
@@ -28,7 +29,11 @@ export interface AdminContext {
   readonly policy: AdmissionPolicy;
   /** With several queues: every queue's figures, for the list on the admin page. */
   readonly overview?: ((nowMs: number) => Promise<readonly QueueOverview[]>) | undefined;
-  readonly trace: { decision: string; reason?: string; cursor?: number; tail?: number };
+  /** Counts failed sign-ins per client and holds guessers (see auth-throttle.ts); none: nobody is held. */
+  readonly authLimiter?: FailureLimiter | undefined;
+  /** The client's address, which failed sign-ins are counted against. */
+  readonly address: string | undefined;
+  readonly trace: { decision: string; reason?: string; cursor?: number; tail?: number; client?: string };
   readonly storeCall: <T>(call: () => Promise<T>) => Promise<StoreOutcome<T>>;
 }
 
@@ -165,6 +170,10 @@ function methodNotAllowed(allow: string): Response {
   return errorResponse(405, `use ${allow}`, { allow });
 }
 
+function signInGuard(ctx: AdminContext): SignInGuard {
+  return { limiter: ctx.authLimiter, settings: ctx.config, address: ctx.address, trace: ctx.trace };
+}
+
 async function withBasicAuth(request: Request, ctx: AdminContext, next: () => Response | Promise<Response>): Promise<Response> {
   ctx.trace.decision = 'admin';
   const password = ctx.secrets.adminPassword;
@@ -172,11 +181,14 @@ async function withBasicAuth(request: Request, ctx: AdminContext, next: () => Re
     return errorResponse(403, 'admin is disabled: set the admin_password secret to enable it');
   }
   const given = readBasicAuth(request.headers.get('authorization'));
-  // Both comparisons always run, so the time taken does not tell which part was wrong.
-  const userOk = timingSafeEqual(given?.user ?? '', ctx.config.adminUser);
-  const passwordOk = timingSafeEqual(given?.password ?? '', password);
-  if (given === undefined || !userOk || !passwordOk) {
-    ctx.trace.reason = given === undefined ? 'admin_no_credentials' : 'admin_bad_credentials';
+  const signIn = await guardSignIn(signInGuard(ctx), 'admin', () => {
+    // Both comparisons always run, so the time taken does not tell which part was wrong.
+    const userOk = timingSafeEqual(given?.user ?? '', ctx.config.adminUser);
+    const passwordOk = timingSafeEqual(given?.password ?? '', password);
+    return given === undefined ? 'missing' : userOk && passwordOk ? 'ok' : 'wrong';
+  });
+  if (signIn.kind === 'held') return signIn.response;
+  if (signIn.kind !== 'ok') {
     return errorResponse(401, 'admin credentials required', {
       'www-authenticate': 'Basic realm="waiting room admin", charset="UTF-8"',
     });
@@ -189,8 +201,11 @@ async function withBearer(request: Request, ctx: AdminContext, next: () => Respo
   const expected = ctx.secrets.adminApiToken;
   if (expected === undefined) return errorResponse(403, 'the admit API is disabled: set the admin_api_token secret to enable it');
   const given = readBearer(request.headers.get('authorization'));
-  if (given === undefined || !timingSafeEqual(given, expected)) {
-    ctx.trace.reason = 'api_bad_token';
+  const signIn = await guardSignIn(signInGuard(ctx), 'api', () =>
+    given === undefined ? 'missing' : timingSafeEqual(given, expected) ? 'ok' : 'wrong',
+  );
+  if (signIn.kind === 'held') return signIn.response;
+  if (signIn.kind !== 'ok') {
     return errorResponse(401, 'a valid bearer token is required', { 'www-authenticate': 'Bearer realm="waiting room"' });
   }
   return next();

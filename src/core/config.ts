@@ -6,6 +6,7 @@
 import { parseCidrList, type CidrRange } from './ip';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
 import { LOCALES, type Locale } from './i18n';
+import type { FailureWindow } from './ports';
 import { parseKeyRing, parseKeyRingEntries, secretWeakness, type KeyRing } from './tokens';
 
 /** Reads one raw setting; `undefined` when it is not set. */
@@ -195,6 +196,26 @@ export interface Config {
    */
   readonly adminUser: string;
   /**
+   * Failed sign-ins (admin password or origin bearer token) one client may make within
+   * `auth_failure_window_seconds`; the failure that reaches it holds the client for
+   * `auth_penalty_minutes`. A client is its address, an IPv6 client its /64.
+   * @default 10
+   */
+  readonly authFailureLimit: number;
+  /**
+   * The span over which a client's failed sign-ins are counted, seconds: 10, 20, 30, 40, 50 or 60
+   * (what Fastly's Edge Rate Limiting counts over).
+   * @default 60
+   */
+  readonly authFailureWindowSeconds: FailureWindow;
+  /**
+   * How long a client that reached `auth_failure_limit` is held, in whole minutes (1 – 60, the
+   * granularity of Fastly's penalty box). While held, its sign-ins get a 429 without being checked,
+   * the right password included.
+   * @default 5
+   */
+  readonly authPenaltyMinutes: number;
+  /**
    * Title of the holding page.
    * @default "You are in line"
    */
@@ -290,6 +311,9 @@ export const CONFIG_KEYS = [
   'store_retries',
   'upstash_url',
   'admin_user',
+  'auth_failure_limit',
+  'auth_failure_window_seconds',
+  'auth_penalty_minutes',
   'page_title',
   'page_message',
   'page_logo_url',
@@ -471,6 +495,9 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     adminUser: r.string('admin_user', 'admin', (v) =>
       v.includes(':') || v.length > 64 ? 'must be at most 64 characters and contain no colon' : undefined,
     ),
+    authFailureLimit: r.integer('auth_failure_limit', 10, 1, 100),
+    authFailureWindowSeconds: Number(r.oneOf('auth_failure_window_seconds', '60', ['10', '20', '30', '40', '50', '60'])) as FailureWindow,
+    authPenaltyMinutes: r.integer('auth_penalty_minutes', 5, 1, 60),
     pageTitle: r.string('page_title', 'You are in line', (v) => (v.length > 120 ? 'must be at most 120 characters' : undefined)),
     pageMessage: r.string(
       'page_message',

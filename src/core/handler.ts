@@ -20,7 +20,7 @@ import { messages, negotiateLocale, type Locale } from './i18n';
 import { ASSETS, renderHoldingPage, type Branding } from './pages';
 import { bypassApplies, queueApplies, readPath, reservedPrefixMatch, sameSiteLocation, withoutQueryParam } from './path-canon';
 import { matchesAnyPath } from './path-pattern';
-import type { AdmissionPolicy, ClientInfo, Clock, Logger, Origin, QueueOverview, QueueState, QueueStore, StateCache, TemplateSource } from './ports';
+import type { AdmissionPolicy, ClientInfo, Clock, FailureLimiter, Logger, Origin, QueueOverview, QueueState, QueueStore, StateCache, TemplateSource } from './ports';
 import { createShuffle } from './shuffle';
 import { callStore, type StoreOutcome } from './store-call';
 import { signToken, verifyToken, type TokenClaims, type TokenKind, type VerifyFailure } from './tokens';
@@ -44,6 +44,11 @@ export interface HandlerDeps {
   readonly templates?: TemplateSource | undefined;
   /** With several queues: every queue's figures, for the admin page's list. */
   readonly overview?: (nowMs: number) => Promise<readonly QueueOverview[]>;
+  /**
+   * Counts failed sign-ins per client and holds guessers (the POP's Edge Rate Limiting on Fastly,
+   * memory on the Node host). Without it failures are logged and nobody is held.
+   */
+  readonly authLimiter?: FailureLimiter | undefined;
 }
 
 export type Handler = (request: Request, client: ClientInfo) => Promise<Response>;
@@ -58,6 +63,10 @@ export interface Trace {
   storeMs?: number;
   storeError?: string;
   cache?: 'hit' | 'miss';
+  /** The client's throttle key, on failed sign-ins and held clients (see auth-throttle.ts). */
+  client?: string;
+  /** The client's address as the platform gave it, for the sign-in throttle; not logged. */
+  readonly from?: string | undefined;
 }
 
 /** Carries a store failure out of a cache load, so it is not cached and every waiter sees it. */
@@ -752,7 +761,7 @@ export function createHandler(deps: HandlerDeps): Handler {
     }
     if (rest === 'heartbeat' || rest === 'leave') return session(request, rest, trace);
     if (rest === 'health') return jsonResponse(200, { ok: true });
-    const admin = await handleAdminRoute(request, rest, { ...deps, policy: policyNow(), trace, storeCall: (call) => storeCall(trace, call) });
+    const admin = await handleAdminRoute(request, rest, { ...deps, address: trace.from, policy: policyNow(), trace, storeCall: (call) => storeCall(trace, call) });
     return admin ?? errorResponse(404, `no such path under ${config.pathPrefix}`);
   }
 
@@ -871,7 +880,7 @@ export function createHandler(deps: HandlerDeps): Handler {
   }
 
   return async (request, client) => {
-    const trace: Trace = { decision: 'unknown' };
+    const trace: Trace = { decision: 'unknown', from: client.address };
     const response = await route(request, client, trace);
     logger.log({
       ts: new Date(clock.now()).toISOString(),
@@ -887,6 +896,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       ...(trace.storeMs !== undefined && { store_ms: trace.storeMs }),
       ...(trace.storeError !== undefined && { store_error: trace.storeError }),
       ...(trace.cache !== undefined && { cache: trace.cache }),
+      ...(trace.client !== undefined && { client: trace.client }),
       ...(client.pop !== undefined && { pop: client.pop }),
     });
     return response;

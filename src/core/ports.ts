@@ -266,10 +266,36 @@ export interface RequestLog {
   readonly store_error?: string;
   readonly pop?: string;
   readonly reason?: string;
+  /**
+   * The client's throttle key (its address; IPv6 by /64), only on failed sign-ins and on sign-ins
+   * refused because the client is held: who is guessing, never what was guessed.
+   */
+  readonly client?: string;
 }
 
 export interface Logger {
   log(record: RequestLog): void;
+}
+
+/** The spans a failure count can cover, seconds: what Fastly's `RateCounter.lookupCount` accepts. */
+export type FailureWindow = 10 | 20 | 30 | 40 | 50 | 60;
+
+/**
+ * Counts failed sign-ins per client and holds clients that failed too often, with the semantics of
+ * Fastly's Edge Rate Limiting: a rate counter (`increment`, then the count over the last 10-60 s)
+ * and a penalty box (an entry held for whole minutes, 1-60). On Fastly it is the POP's ERL, on the
+ * Node host process memory. Counts are per POP and may be approximate (Fastly's may undercount by
+ * up to 10%); both keep a bounded number of entries, evicting the least recently counted client
+ * and the hold that ends soonest. The policy (how many failures, how long a hold) is the core's
+ * (see auth-throttle.ts). Methods throw when the platform's limiter fails.
+ */
+export interface FailureLimiter {
+  /** True while `key` is held in the penalty box. */
+  isHeld(key: string): Promise<boolean>;
+  /** Counts one failure of `key`; returns its failures over the last `windowSeconds`, this one included. */
+  countFailure(key: string, windowSeconds: FailureWindow): Promise<number>;
+  /** Holds `key` for `minutes` (a whole number, 1-60) from now; holding it again restarts the hold. */
+  hold(key: string, minutes: number): Promise<void>;
 }
 
 export interface Clock {

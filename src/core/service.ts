@@ -5,7 +5,7 @@
 import { ConfigError, parseSecrets, type Config, type Secrets, type SettingSource } from './config';
 import { admissionPolicy, createHandler, eventPhase, type Handler } from './handler';
 import { errorResponse } from './http';
-import type { Clock, Logger, Origin, QueueOverview, QueueStore, StateCache, TemplateSource } from './ports';
+import type { Clock, FailureLimiter, Logger, Origin, QueueOverview, QueueStore, StateCache, TemplateSource } from './ports';
 import { reservedPrefixMatch } from './path-canon';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
 import { callStore } from './store-call';
@@ -19,6 +19,11 @@ export interface ServiceDeps {
   readonly cache: StateCache;
   /** Template overrides (the KV Store on Fastly); none by default. */
   readonly templates?: TemplateSource | undefined;
+  /**
+   * Counts failed sign-ins per client and holds guessers, shared by every queue (a guesser is the
+   * same client whichever queue's admin it tries). Required: a host must not forget it.
+   */
+  readonly authLimiter: FailureLimiter;
 }
 
 export interface Service {

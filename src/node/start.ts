@@ -11,7 +11,8 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from '@upstash/redis';
 import { ConfigError } from '../core/config';
-import { directoryTemplateSource, readLocalConfig } from '../platform/node';
+import { MemoryFailureLimiter } from '../platform/memory-limiter';
+import { directoryTemplateSource, readLocalConfig, systemClock } from '../platform/node';
 import { MemoryQueueStore } from '../store/memory-store';
 import { createUpstashClientOptions, UpstashQueueStore } from '../store/upstash-store';
 import { startDemoOrigin } from './demo-origin';
@@ -31,6 +32,8 @@ async function main(): Promise<void> {
   const origin = process.env['ORIGIN_URL'] === undefined ? await startDemoOrigin({ port: 7677 }) : undefined;
   const originUrl = process.env['ORIGIN_URL'] ?? origin!.url;
   const memoryStore = new MemoryQueueStore();
+  // Kept across reloads of devconfig.json, as the store is: a new setting must not free a held guesser.
+  const authLimiter = new MemoryFailureLimiter(systemClock);
   const configPath = findProjectFile('devconfig.json');
   // The store is chosen once at start (WR_STORE); a reload changes settings, not the store.
   const useUpstash = readLocalConfig(configPath).host.store === 'upstash';
@@ -51,6 +54,7 @@ async function main(): Promise<void> {
               ),
             })
         : memoryStore,
+      authLimiter,
       // Template overrides, as the KV Store wr_templates provides them on Fastly.
       templates: local.host.templatesDir === undefined ? undefined : directoryTemplateSource(local.host.templatesDir),
     });

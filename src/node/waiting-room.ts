@@ -6,8 +6,9 @@ import { ConfigError, type Config, type ConfigProblem, type Secrets, type Settin
 import type { Handler } from '../core/handler';
 import type { QueueSetup } from '../core/queues';
 import { createService } from '../core/service';
-import type { Clock, Logger, QueueStore, StateCache, TemplateSource } from '../core/ports';
+import type { Clock, FailureLimiter, Logger, QueueStore, StateCache, TemplateSource } from '../core/ports';
 import { MemoryStateCache } from '../platform/memory-cache';
+import { MemoryFailureLimiter } from '../platform/memory-limiter';
 import { createHttpOrigin, createStreamLogger, systemClock } from '../platform/node';
 
 export interface WaitingRoomOptions {
@@ -23,6 +24,8 @@ export interface WaitingRoomOptions {
   readonly templates?: TemplateSource | undefined;
   /** Problems the host found in its sources before parsing (names that are not ours): refused with the rest. */
   readonly problems?: readonly ConfigProblem[];
+  /** Failed sign-ins per client: by default counted in this process's memory, on `clock`. */
+  readonly authLimiter?: FailureLimiter;
 }
 
 export interface WaitingRoom {
@@ -45,6 +48,7 @@ export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       clock,
       cache: options.cache ?? new MemoryStateCache(clock),
       templates: options.templates,
+      authLimiter: options.authLimiter ?? new MemoryFailureLimiter(clock),
     });
   } catch (error) {
     if (error instanceof ConfigError && found.length > 0) throw new ConfigError([...found, ...error.problems]);

@@ -6,6 +6,7 @@
 import { Redis } from '@upstash/redis/fastly';
 import { CoreCache, SimpleCache } from 'fastly:cache';
 import { ConfigStore } from 'fastly:config-store';
+import { PenaltyBox, RateCounter } from 'fastly:edge-rate-limiter';
 import { env } from 'fastly:env';
 import { KVStore } from 'fastly:kv-store';
 import { Logger } from 'fastly:logger';
@@ -14,7 +15,7 @@ import { ConfigError, SECRET_KEYS, type Config, type Secrets, type SettingSource
 import { buildWithLastValid, type SettingsMemory } from '../core/last-valid';
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
-import type { Logger as LogPort, RequestLog, StateCache, TemplateSource } from '../core/ports';
+import type { FailureLimiter, Logger as LogPort, RequestLog, StateCache, TemplateSource } from '../core/ports';
 import { UpstashQueueStore, createUpstashClientOptions } from '../store/upstash-store';
 
 export const CONFIG_STORE = 'wr_config';
@@ -23,6 +24,9 @@ export const ORIGIN_BACKEND = 'origin';
 export const UPSTASH_BACKEND = 'upstash';
 export const LOG_ENDPOINT = 'wr_log';
 export const TEMPLATE_STORE = 'wr_templates';
+/** Edge Rate Limiting: the POP's count of failed sign-ins per client, and its holds. */
+export const AUTH_RATE_COUNTER = 'wr_auth_failures';
+export const AUTH_PENALTY_BOX = 'wr_auth_held';
 const DEFAULT_PREFIX = '/__wr/';
 
 interface Sources {
@@ -109,6 +113,27 @@ function forwardToOrigin(request: Request): Promise<Response> {
   return fetch(new Request(`${url.protocol}//${url.host}${target}`, request), { backend: ORIGIN_BACKEND });
 }
 
+/**
+ * Failed sign-ins counted and held by the POP's Edge Rate Limiting: `RateCounter.increment` then
+ * `lookupCount` over the window, and a `PenaltyBox` (whole minutes). Opened on use, so a visitor's
+ * request never touches it, and never at module top level, where ERL cannot be used. A call that
+ * fails (ERL not enabled on the service) throws, and the core compares the credential unthrottled
+ * and logs why.
+ */
+export const edgeFailureLimiter: FailureLimiter = {
+  async isHeld(key) {
+    return new PenaltyBox(AUTH_PENALTY_BOX).has(key);
+  },
+  async countFailure(key, windowSeconds) {
+    const counter = new RateCounter(AUTH_RATE_COUNTER);
+    counter.increment(key, 1);
+    return counter.lookupCount(key, windowSeconds);
+  },
+  async hold(key, minutes) {
+    new PenaltyBox(AUTH_PENALTY_BOX).add(key, minutes);
+  },
+};
+
 const LAST_VALID_KEY = 'waiting-room:last-valid-settings';
 /** How long a POP remembers the last valid settings. */
 const LAST_VALID_MS = 7 * 86_400_000;
@@ -162,6 +187,7 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
         clock: { now: () => Date.now() },
         cache: simpleCacheStateCache,
         templates: kvTemplateSource(),
+        authLimiter: edgeFailureLimiter,
       },
       coreCacheSettingsMemory,
     );

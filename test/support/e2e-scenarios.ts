@@ -5,6 +5,7 @@
 import jws from 'jws';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, KEY_1, KEY_2, purposeKey } from './fixtures';
+import { fetchFrom } from './from-address';
 import { rawRequest, sendRaw, startRecordingServer } from './raw-http';
 import { HttpVisitor, rawGet, type Stack } from './stack';
 
@@ -608,4 +609,97 @@ export function definePathScenarios(stack: () => Stack): void {
     expect((await rawGet(stack().url, '/shop/item')).headers['x-origin']).toBeUndefined();
     expect(JSON.parse((await rawGet(stack().url, '/__wr/health')).body)).toEqual({ ok: true });
   });
+}
+
+/** A small limit and the shortest hold Fastly's penalty box allows (one minute). */
+export const THROTTLE_SETTINGS: Record<string, string> = { auth_failure_limit: '4', auth_penalty_minutes: '1' };
+
+/**
+ * Guessing the admin password or the origin's token from one address, while other addresses sign
+ * in with the right ones. `passTime(sinceMs, afterMs)` returns once the host's limiter is at least
+ * `afterMs` past `sinceMs` (wall-clock ms): the Node host moves its limiter's clock, the compute host
+ * can only wait (its penalty box holds for whole minutes, as Fastly's does).
+ */
+export function defineThrottleScenario(stack: () => Stack, passTime: (sinceMs: number, afterMs: number) => Promise<void>): void {
+  // Each client is its own loopback address; 127.0.0.1 is the operator and the origin.
+  const PASSWORD_GUESSER = '127.0.0.2';
+  const TOKEN_GUESSER = '127.0.0.3';
+  const OPERATOR = '127.0.0.1';
+  const adminState = (from: string, authorization: string) => fetchFrom(from, `${stack().url}/__wr/admin/state`, { headers: { authorization } });
+  const admit = (from: string, token: string) =>
+    fetchFrom(from, `${stack().url}/__wr/api/admit?count=1`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+  const guess = (i: number) => `Basic ${Buffer.from(`admin:wrong-guess-${i}`).toString('base64')}`;
+  let heldSince = 0;
+
+  it('holds a client guessing the admin password after the limit, while the operator signs in at the same time', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) statuses.push((await adminState(PASSWORD_GUESSER, guess(i))).status);
+    heldSince = Date.now();
+    statuses.push((await adminState(PASSWORD_GUESSER, guess(3))).status);
+    expect(statuses).toEqual([401, 401, 401, 429]);
+    // The guesser keeps going while the operator works: page, figures and a form.
+    const [guesses, page, state] = await Promise.all([
+      Promise.all(Array.from({ length: 12 }, (_, i) => adminState(PASSWORD_GUESSER, guess(10 + i)))),
+      fetchFrom(OPERATOR, `${stack().url}/__wr/admin`, { headers: { authorization: ADMIN } }),
+      adminState(OPERATOR, ADMIN),
+    ]);
+    expect(guesses.map((r) => r.status)).toEqual(Array.from({ length: 12 }, () => 429));
+    expect(page.status).toBe(200);
+    expect(state.status).toBe(200);
+    const csrf = /name="csrf" value="([^"]+)"/.exec(await page.text())![1]!;
+    const form = await fetchFrom(OPERATOR, `${stack().url}/__wr/admin/control`, {
+      method: 'POST',
+      headers: { authorization: ADMIN, 'content-type': 'application/x-www-form-urlencoded', origin: stack().url },
+      body: `csrf=${encodeURIComponent(csrf)}&paused=false`,
+    });
+    expect(form.status).toBe(200);
+    // Held means held: the right password from the guesser is refused without being compared.
+    const right = await adminState(PASSWORD_GUESSER, ADMIN);
+    expect(right.status).toBe(429);
+    expect(right.headers.get('retry-after')).toBe('60');
+    expect(((await right.json()) as { error: string }).error).toMatch(/too many failed sign-ins/);
+    // Each failure is logged with the client and the path, never with what was guessed.
+    await expect.poll(() => stack().logs().filter((r) => r.client === PASSWORD_GUESSER).length).toBe(17);
+    const lines = stack().logs().filter((r) => r.client === PASSWORD_GUESSER);
+    expect(lines.slice(0, 4).map((r) => [r.status, r.path, r.reason])).toEqual([
+      [401, '/__wr/admin/state', 'admin_bad_credentials: failure 1 of 4 in 60 s'],
+      [401, '/__wr/admin/state', 'admin_bad_credentials: failure 2 of 4 in 60 s'],
+      [401, '/__wr/admin/state', 'admin_bad_credentials: failure 3 of 4 in 60 s'],
+      [429, '/__wr/admin/state', 'admin_bad_credentials: failure 4 of 4 in 60 s; held for 1 min'],
+    ]);
+    expect(lines.slice(4).every((r) => r.status === 429 && r.reason?.startsWith('admin_held'))).toBe(true);
+    const logged = JSON.stringify(stack().logs());
+    for (const secret of ['wrong-guess', ADMIN_PASSWORD, ADMIN.slice('Basic '.length), ...Array.from({ length: 22 }, (_, i) => guess(i).slice('Basic '.length))]) {
+      expect(logged).not.toContain(secret);
+    }
+  });
+
+  it("holds a client guessing the origin's bearer token, while the origin keeps letting visitors in", async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const [guessed, admitted] = await Promise.all([admit(TOKEN_GUESSER, `wrong-token-${i}-0123456789abcdef`), admit(OPERATOR, API_TOKEN)]);
+      statuses.push(guessed.status);
+      expect(admitted.status).toBe(200);
+    }
+    expect(statuses).toEqual([401, 401, 401, 429, 429, 429]);
+    expect((await admit(TOKEN_GUESSER, API_TOKEN)).status).toBe(429);
+    // One hold per client covers both credentials.
+    expect((await adminState(TOKEN_GUESSER, ADMIN)).status).toBe(429);
+  });
+
+  it('lets the held client sign in again once the penalty is over, and not before', async () => {
+    await passTime(heldSince, 55_000);
+    expect((await adminState(PASSWORD_GUESSER, ADMIN)).status).toBe(429);
+    await passTime(heldSince, 60_000);
+    // The compute host's holds end on its own clock, within a second of ours.
+    let status = 0;
+    for (let i = 0; i < 20 && status !== 200; i++) {
+      status = (await adminState(PASSWORD_GUESSER, ADMIN)).status;
+      if (status !== 200) await new Promise((r) => setTimeout(r, 500));
+    }
+    expect(status).toBe(200);
+    // Its old failures have left the window too: a new guess is the first of a new count.
+    expect((await adminState(PASSWORD_GUESSER, guess(99))).status).toBe(401);
+    // A host that must wait the minute out (the compute host) needs longer than the usual timeout.
+  }, 120_000);
 }

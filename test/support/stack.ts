@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Redis } from '@upstash/redis';
 import IORedis from 'ioredis';
-import type { RequestLog } from '../../src/core/ports';
+import type { FailureLimiter, RequestLog } from '../../src/core/ports';
 import { startDemoOrigin } from '../../src/node/demo-origin';
 import { freePort, startHost, type RunningServer } from '../../src/node/host';
 import { startUpstashBridge, type UpstashBridge } from '../../src/node/upstash-bridge';
@@ -93,7 +93,11 @@ function settingsFor(shared: Shared, settings: Record<string, string>): Record<s
  * `templates`: KV Store entries (`holding.html`, `<queue>/holding.html`, `style.css`), written to a
  * directory that stands in for the KV Store on the Node host.
  */
-export async function startNodeStack(settings: Record<string, string> = {}, templates?: Record<string, string>): Promise<Stack> {
+export async function startNodeStack(
+  settings: Record<string, string> = {},
+  templates?: Record<string, string>,
+  options: { readonly authLimiter?: FailureLimiter } = {},
+): Promise<Stack> {
   const shared = await startShared();
   const logger = new MemoryLogger();
   let templateDir: string | undefined;
@@ -114,6 +118,7 @@ export async function startNodeStack(settings: Record<string, string> = {}, temp
         redis: new Redis(createUpstashClientOptions({ url: config.upstashUrl!, token: secrets.upstashToken!, retries: config.storeRetries })),
       }),
     templates: templateDir === undefined ? undefined : directoryTemplateSource(templateDir),
+    ...(options.authLimiter !== undefined && { authLimiter: options.authLimiter }),
   });
   const room = await startHost(built.handler);
   const stop = async () => {
