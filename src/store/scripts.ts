@@ -630,7 +630,7 @@ const FIGURES = `
 local function count_after(key, min_exclusive)
   return redis.call('ZCOUNT', key, '(' .. fmt(min_exclusive), '+inf')
 end
-local function admitted_counts()
+local function admitted_counts(call_entries)
   local minute = count_after(K_ADMITS, NOW - MINUTE_MS)
   local five = count_after(K_ADMITS, NOW - KEEP_MS)
   local reserved = redis.call('ZRANGE', K_RESERVED, 0, -1, 'WITHSCORES')
@@ -639,6 +639,8 @@ local function admitted_counts()
     members[#members + 1] = reserved[i]
     if tonumber(reserved[i + 1]) > NOW then live = live + 1 end
   end
+  -- Rate FIFO calls write no entry at the call (see call_tickets), so there is nothing to take out.
+  if not call_entries then members = {} end
   for i = 1, #members, 500 do
     for _, s in ipairs(redis.call('ZMSCORE', K_ADMITS, unpack(members, i, math.min(i + 499, #members)))) do
       if s then
@@ -664,8 +666,11 @@ end
 -- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m,
 --  event_size, event_seed, waiting, epoch}
 local function read_state(tail, cursor, paused, max_active, max_new)
-  local slots = count_after(K_ACTIVE, NOW) + count_after(K_RESERVED, NOW)
-  local minute, five = admitted_counts()
+  local call_entries = RANDOM or max_active > 0 or max_new > 0
+  local slots = count_after(K_ACTIVE, NOW)
+  -- A rate FIFO reservation is an admission to come, not a slot.
+  if call_entries then slots = slots + count_after(K_RESERVED, NOW) end
+  local minute, five = admitted_counts(call_entries)
   local ev_size, ev_seed, epoch = read_event()
   local waiting = 0
   if RANDOM then waiting = count_after(K_WAITING, NOW - PRESENCE_MS) end
@@ -711,21 +716,52 @@ local function draw_tickets(cursor, n)
 end
 `;
 
-// Rate mode: the period step. The first call of each period moves the cursor by the count, never
-// more than the count past the tail (no banking); in random mode it draws min(count, present)
-// instead. Paused or before the event's start: nothing moves and the period is not used up. The
-// existing tickets a FIFO step calls are recorded as one batch for the admission figures; tickets
-// called before they exist are recorded one by one as they are handed out (see JOIN).
+// Rate mode: the period step. The first call of each period calls the next count tickets, never
+// moving the cursor more than count past the tail (no banking); in random mode it draws
+// min(count, present) instead. Paused or before the event's start: nothing moves and the period is
+// not used up. FIFO: the existing tickets a step calls get a reservation (their claim deadline,
+// see call_tickets), except `walk_in`, the join's own ticket, which is claimed at the join;
+// tickets called before they exist walk in at their join (see JOIN). The step also trims the
+// 300-s sets once per period, so claims need not.
+//
+// call_tickets: reserve from..to (ZADD per 500) and move the cursor. `call_entries`: also write
+// each one's admission entry at the call (capacity, random), re-timed at the claim or removed at the
+// lapse. Rate FIFO writes none: the claim writes it, so a call costs the join's figures nothing.
+//
+// replace_lapsed (rate FIFO): called tickets whose claim deadline passed unclaimed give their
+// admissions to the next waiting tickets at once (one ZCOUNT when none lapsed). Never past the
+// tail: a lapsed call's admission is spent on a ticket that exists or dropped, never banked. Paused
+// or before the start: left stored (figures ignore them by score) until admission may run.
 const RATE_MODE = `
 local function trim(key)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(NOW - KEEP_MS))
 end
-local function record_batch(from, to)
-  if to < from then return end
-  trim(K_BATCHES)
-  redis.call('ZADD', K_BATCHES, fmt(NOW), fmt(from) .. '-' .. fmt(to))
+local function call_tickets(from, to, call_entries)
+  local reserve, admit = {}, {}
+  for t = from, to do
+    reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
+    reserve[#reserve + 1] = fmt(t)
+    admit[#admit + 1] = fmt(NOW)
+    admit[#admit + 1] = fmt(t)
+    if #reserve >= 1000 or t == to then
+      redis.call('ZADD', K_RESERVED, unpack(reserve))
+      if call_entries then redis.call('ZADD', K_ADMITS, unpack(admit)) end
+      reserve, admit = {}, {}
+    end
+  end
+  redis.call('SET', K_CURSOR, fmt(to))
 end
-local function auto_admit(tail, cursor, paused)
+local function replace_lapsed(tail, cursor, paused)
+  if paused or not OPEN then return cursor end
+  local lapsed = redis.call('ZCOUNT', K_RESERVED, '-inf', fmt(NOW))
+  if lapsed == 0 then return cursor end
+  redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
+  local n = math.min(lapsed, tail - cursor)
+  if n < 1 then return cursor end
+  call_tickets(cursor + 1, cursor + n, false)
+  return cursor + n
+end
+local function auto_admit(tail, cursor, paused, walk_in)
   if paused or AUTO_COUNT <= 0 or not OPEN then return cursor end
   local start = math.floor(NOW / PERIOD_MS) * PERIOD_MS
   local last = read_int(K_PERIOD)
@@ -734,8 +770,12 @@ local function auto_admit(tail, cursor, paused)
   if RANDOM then return draw_tickets(cursor, AUTO_COUNT) end
   local target = math.min(cursor + AUTO_COUNT, tail + AUTO_COUNT)
   if target <= cursor then return cursor end
+  trim(K_ADMITS)
+  trim(K_BATCHES)
+  local last_reserved = math.min(target, tail)
+  if walk_in and last_reserved == walk_in then last_reserved = walk_in - 1 end
+  if last_reserved > cursor then call_tickets(cursor + 1, last_reserved, false) end
   redis.call('SET', K_CURSOR, fmt(target))
-  record_batch(cursor + 1, math.min(target, tail))
   return target
 end
 `;
@@ -769,32 +809,17 @@ local function free_slots(max_active, max_new)
     free = max_active - redis.call('ZCARD', K_ACTIVE) - redis.call('ZCARD', K_RESERVED)
   end
   if max_new > 0 then
-    local minute = admitted_counts()
+    local minute = admitted_counts(true)
     free = math.min(free, max_new - minute)
   end
   return free
-end
-local function call_tickets(from, to)
-  local reserve, admit = {}, {}
-  for t = from, to do
-    reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
-    reserve[#reserve + 1] = fmt(t)
-    admit[#admit + 1] = fmt(NOW)
-    admit[#admit + 1] = fmt(t)
-    if #reserve >= 1000 or t == to then
-      redis.call('ZADD', K_RESERVED, unpack(reserve))
-      redis.call('ZADD', K_ADMITS, unpack(admit))
-      reserve, admit = {}, {}
-    end
-  end
-  redis.call('SET', K_CURSOR, fmt(to))
 end
 local function advance(tail, cursor, paused, max_active, max_new)
   if paused or not OPEN then return cursor end
   if RANDOM then return draw_tickets(cursor, free_slots(max_active, max_new)) end
   local n = math.min(tail - cursor, free_slots(max_active, max_new))
   if n < 1 then return cursor end
-  call_tickets(cursor + 1, cursor + n)
+  call_tickets(cursor + 1, cursor + n, true)
   return cursor + n
 end
 local function admission_step(tail, cursor, paused, max_active, max_new)
@@ -802,8 +827,12 @@ local function admission_step(tail, cursor, paused, max_active, max_new)
     expire()
     return advance(tail, cursor, paused, max_active, max_new)
   end
-  if RANDOM then expire() end
-  return auto_admit(tail, cursor, paused)
+  if RANDOM then
+    expire()
+  else
+    cursor = replace_lapsed(tail, cursor, paused)
+  end
+  return auto_admit(tail, cursor, paused, nil)
 end
 -- A ticket takes its slot: renew a slot it holds, claim its live reservation (its admission entry is
 -- moved to now, the arrival: the live reservation it was counted as becomes a claim counted from
@@ -889,11 +918,12 @@ else
     cursor = ticket - 1
     redis.call('SET', K_CURSOR, fmt(cursor))
   end
-  local before = cursor
-  cursor = auto_admit(tail, cursor, paused)
-  if ticket <= before then
+  cursor = auto_admit(tail, cursor, paused, ticket)
+  if ticket <= cursor then
+    -- Called before it existed, or by this join's own step: it walks in, and arrives now.
     trim(K_ADMITS)
     redis.call('ZADD', K_ADMITS, fmt(NOW), fmt(ticket))
+    claimed = 1
   end
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
@@ -934,8 +964,18 @@ if capacity then
 elseif RANDOM then
   local score = redis.call('ZSCORE', K_RESERVED, fmt(ticket))
   if score and tonumber(score) > NOW then claimed = 1 end
-elseif ticket <= cursor then
-  claimed = 1
+else
+  cursor = replace_lapsed(tail, cursor, paused)
+  if ticket <= cursor then
+    claimed = 1
+    -- The arrival is counted once per ticket: a live reservation becomes a claim; a ticket with no
+    -- entry (its reservation lapsed, it was replaced, and the holder came back late) is admitted
+    -- and counted now; one already counted (a second tab, a walk-in) is not counted again.
+    local m = fmt(ticket)
+    if redis.call('ZREM', K_RESERVED, m) == 1 or not redis.call('ZSCORE', K_ADMITS, m) then
+      redis.call('ZADD', K_ADMITS, fmt(NOW), m)
+    end
+  end
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
@@ -1021,14 +1061,10 @@ if OPEN and RANDOM then
   cursor = draw_tickets(cursor, count)
   admitted = cursor - before
 elseif OPEN then
+  if not capacity then cursor = replace_lapsed(tail, cursor, paused) end
   local target = math.min(cursor + count, tail)
   if target > cursor then
-    if capacity then
-      call_tickets(cursor + 1, target)
-    else
-      redis.call('SET', K_CURSOR, fmt(target))
-      record_batch(cursor + 1, target)
-    end
+    call_tickets(cursor + 1, target, capacity)
     admitted = target - cursor
     cursor = target
   end
@@ -1250,19 +1286,19 @@ if left < 1 then return {3, 0} end
 return {0, redis.call('HINCRBY', K_VIP, 'left', -1)}
 `;
 
-export const JOIN_SHA1 = 'c99408efd3f7a579b1dcacc85018933c2a2d80c5';
-export const POLL_SHA1 = '05030424e52fb789a70a6c4e4e0db6ce9614caf3';
-export const CLAIM_SHA1 = 'f86c58606f08e36b7a13abdc701d4e9aea9cc72b';
-export const TOUCH_SHA1 = '8ca8ebd1f5a828fc18eb9427c11a8fdc61d969c6';
-export const LEAVE_SHA1 = 'cda05260cb21ac44cf1962dfe9d4df53ac469fbe';
-export const ADMIT_SHA1 = 'df14c6f54ee42ca8cf9e2f1946513112e427c6dc';
-export const CONTROL_SHA1 = 'c0603080ea003388190129d22c49aa4ee93ca486';
-export const STATS_SHA1 = '323e8ec00c6ab61f4f069015a954f5ef3a352c7c';
+export const JOIN_SHA1 = '16de460234a22531ee9e460ce63dfc64d7d09911';
+export const POLL_SHA1 = 'b5abbc48ba1e1a51ddf9f87a3a9625d5ab48409e';
+export const CLAIM_SHA1 = '2ab01d6c96c127740834434839be886e389d1ff0';
+export const TOUCH_SHA1 = '54154b23dfa8ffaa1ea3bd9b70a7e44c24cafeed';
+export const LEAVE_SHA1 = 'f7757b8272ef7a5ee957c9129f1c1f763d5fec32';
+export const ADMIT_SHA1 = '98e604bb1f145cd973972a24eaf135499204ed0b';
+export const CONTROL_SHA1 = '1b8f6a5c04936e23f803451cd97d46eacb6706d1';
+export const STATS_SHA1 = '304271bbcc553040735883ba6e19f6e3339a020c';
 export const PEEK_SHA1 = '904d517423da8edf0c920a3730fa05b89debc1ea';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '12cc56d7f581af3501cc49f6ee629f41b39a6a98';
-export const RESET_SHA1 = 'b6f7e3c4d0496ed7cbdf89c7db26c8097622a610';
+export const DRAW_SHA1 = '008e63e414cd93c226b4582ea9958f7e1a7001d4';
+export const RESET_SHA1 = '2ec3f05e7a3fc52f583602ca8bf951afe195647a';
 export const HISTORY_SHA1 = '477f9424e713adddf354af016672c744b539c5b3';
 
 export interface StoreScript {
