@@ -589,6 +589,22 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.control(q, { paused: false }, T0 + 20_000, policy)).toMatchObject({ cursor: 4 });
       });
 
+      it('random rate mode: draws nobody collects in time are drawn again among the visitors present', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy: AdmissionPolicy = randomly({ ...OFF, reservationMs: 5_000 }, 42);
+        const tickets = await joinMany(store, q, 6, T0, policy);
+        expect(await store.admit(q, 2, T0, policy)).toMatchObject({ cursor: 2, admitted: 2, admittedLastMinute: 2 });
+        const { reserved } = await store.stats(q, T0, policy);
+        expect(reserved).toBe(2);
+        // The two drawn never come to collect; the others are still present (presence lasts 10 s).
+        expect(tickets).toHaveLength(6);
+        const later = await store.poll(q, T0 + 5_000, randomly({ ...OFF, reservationMs: 5_000 }, 7));
+        // Both lapsed: two more are drawn at once, and the figures count the two live draws only.
+        expect(later).toMatchObject({ cursor: 4, admittedLastMinute: 2 });
+        expect(await store.stats(q, T0 + 5_000, policy)).toMatchObject({ reserved: 2 });
+      });
+
       it('capacity mode: lapsed phantoms are all replaced at once, and only people who show up hold slots', async () => {
         const store = createStore();
         const q = randomQueue();
@@ -1553,7 +1569,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           name === 'MemoryQueueStore' ? { positions: 40, trials: 4_000, critical: CHI_SQUARE_P001[39] } : { positions: 10, trials: 300, critical: CHI_SQUARE_P001[9] };
         const store = createStore();
         const q = randomQueue();
-        // Present for the whole run; a reservation lapses 1 ms after its draw, so none piles up.
+        // Present for the whole run; each draw is collected at once, so no reservation piles up.
         const policy = (seed = 0): AdmissionPolicy => ({ ...OFF, reservationMs: 1, method: 'random', presenceMs: 3_600_000, seed });
         const next = seededRandom(20_251_122);
         // The visitors in the draw, oldest poll first: Redis's order, as every time here is distinct.
@@ -1571,6 +1587,8 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           expect(drawn).toHaveLength(1);
           const rank = drawn[0]!;
           counts[rank]! += 1;
+          // The drawn visitor collects its admission (a draw left uncollected would be drawn again).
+          expect(await store.draw(q, present[rank]!, now, policy(), 0)).toMatchObject({ outcome: 'drawn' });
           // The drawn visitor is replaced by a new arrival, at the back of the line.
           present.splice(rank, 1);
           present.push((await store.join(q, now + 1, policy())).ticket);

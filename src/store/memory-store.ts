@@ -234,10 +234,13 @@ export class MemoryQueueStore implements QueueStore {
     prologue(q, p, q.tail);
     const r = begin(q, p);
     const capacity = isCapacity(r.e);
-    if (capacity || r.random) expire(q, p.nowMs);
+    const lapsed = capacity || r.random ? expire(q, p.nowMs) : 0;
     const before = q.cursor;
     if (r.open && r.random) {
+      if (!capacity) redraw(r, lapsed);
+      const from = q.cursor;
       drawTickets(r, count);
+      return { ...finish(r), admitted: q.cursor - from };
     } else if (r.open) {
       if (!capacity) replaceLapsed(r);
       const from = q.cursor;
@@ -293,14 +296,14 @@ export class MemoryQueueStore implements QueueStore {
     const r = begin(q, p);
     let settled: Settled | undefined;
     if (r.random) {
-      expire(q, p.nowMs);
+      const lapsed = expire(q, p.nowMs);
       settled = settle(r, ticket, waited);
       if (settled === undefined && q.waiting.has(ticket)) {
         q.waiting.set(ticket, p.nowMs);
-        admissionStep(r);
+        admissionStep(r, lapsed);
         settled = settle(r, ticket, waited) ?? { outcome: 'waiting', claimed: false };
       } else {
-        admissionStep(r);
+        admissionStep(r, lapsed);
         settled ??= { outcome: 'unknown', claimed: false };
       }
     } else {
@@ -596,17 +599,27 @@ function replaceLapsed(r: Run): void {
   if (n >= 1) callTickets(r, q.cursor + 1, q.cursor + n, false);
 }
 
-function expire(q: MemoryQueue, nowMs: number): void {
+/** Mirrors `expire`; returns how many reservations lapsed (the Lua `lapsed_calls`). */
+function expire(q: MemoryQueue, nowMs: number): number {
+  let lapsed = 0;
   for (const [ticket, expiry] of q.reserved) {
     if (expiry <= nowMs) {
       q.reserved.delete(ticket);
       q.admits.delete(String(ticket));
+      lapsed += 1;
     }
   }
   removeUpTo(q.active, nowMs);
   trim(q.admits, nowMs);
   trim(q.batches, nowMs);
   trim(q.waits, nowMs);
+  return lapsed;
+}
+
+/** Mirrors `redraw`: random rate mode draws again as many as lapsed uncollected in this call. */
+function redraw(r: Run, lapsed: number): void {
+  if (r.e.paused || !r.open || lapsed < 1) return;
+  drawTickets(r, lapsed);
 }
 
 function freeSlots(q: MemoryQueue, nowMs: number, e: Effective): number {
@@ -637,12 +650,13 @@ function advance(r: Run): void {
   callTickets(r, q.cursor + 1, q.cursor + n, true);
 }
 
-function admissionStep(r: Run): void {
+/** `lapsed`: reservations an earlier expire in the same call removed (the Lua `lapsed_calls`). */
+function admissionStep(r: Run, lapsed = 0): void {
   if (isCapacity(r.e)) {
     expire(r.q, r.p.nowMs);
     advance(r);
   } else {
-    if (r.random) expire(r.q, r.p.nowMs);
+    if (r.random) redraw(r, lapsed + expire(r.q, r.p.nowMs));
     else replaceLapsed(r);
     autoAdmit(r);
   }

@@ -792,8 +792,11 @@ local function zrem_many(key, members)
     redis.call('ZREM', key, unpack(members, i, math.min(i + 499, #members)))
   end
 end
+-- How many reservations this run's expire() removed: random rate mode redraws as many (see redraw).
+local lapsed_calls = 0
 local function expire()
   local lapsed = redis.call('ZRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
+  lapsed_calls = lapsed_calls + #lapsed
   if #lapsed > 0 then
     redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
     zrem_many(K_ADMITS, lapsed)
@@ -822,6 +825,14 @@ local function advance(tail, cursor, paused, max_active, max_new)
   call_tickets(cursor + 1, cursor + n, true)
   return cursor + n
 end
+-- Random rate mode: the draws that lapsed uncollected in this run are drawn again among the present
+-- visitors, so an admission goes to someone who shows up (paused or before the start: dropped).
+local function redraw(cursor, paused)
+  local n = lapsed_calls
+  lapsed_calls = 0
+  if paused or not OPEN or n < 1 then return cursor end
+  return draw_tickets(cursor, n)
+end
 local function admission_step(tail, cursor, paused, max_active, max_new)
   if max_active > 0 or max_new > 0 then
     expire()
@@ -829,6 +840,7 @@ local function admission_step(tail, cursor, paused, max_active, max_new)
   end
   if RANDOM then
     expire()
+    cursor = redraw(cursor, paused)
   else
     cursor = replace_lapsed(tail, cursor, paused)
   end
@@ -1057,6 +1069,7 @@ prologue(tail)
 if capacity or RANDOM then expire() end
 local admitted = 0
 if OPEN and RANDOM then
+  if not capacity then cursor = redraw(cursor, paused) end
   local before = cursor
   cursor = draw_tickets(cursor, count)
   admitted = cursor - before
@@ -1286,19 +1299,19 @@ if left < 1 then return {3, 0} end
 return {0, redis.call('HINCRBY', K_VIP, 'left', -1)}
 `;
 
-export const JOIN_SHA1 = '16de460234a22531ee9e460ce63dfc64d7d09911';
-export const POLL_SHA1 = 'b5abbc48ba1e1a51ddf9f87a3a9625d5ab48409e';
-export const CLAIM_SHA1 = '2ab01d6c96c127740834434839be886e389d1ff0';
-export const TOUCH_SHA1 = '54154b23dfa8ffaa1ea3bd9b70a7e44c24cafeed';
-export const LEAVE_SHA1 = 'f7757b8272ef7a5ee957c9129f1c1f763d5fec32';
-export const ADMIT_SHA1 = '98e604bb1f145cd973972a24eaf135499204ed0b';
-export const CONTROL_SHA1 = '1b8f6a5c04936e23f803451cd97d46eacb6706d1';
-export const STATS_SHA1 = '304271bbcc553040735883ba6e19f6e3339a020c';
+export const JOIN_SHA1 = '35cad612be7dee790c17273365307c79d4418236';
+export const POLL_SHA1 = 'f6ae95db741201b7afdb33ed9949c721981bc9ee';
+export const CLAIM_SHA1 = 'fa2b4e3beb1e7f53abce4be26e19faee9d7f08e9';
+export const TOUCH_SHA1 = 'c8d1cca11c50e121c59962bfac495d91ac900953';
+export const LEAVE_SHA1 = 'd4112f6567b9c6eceb6a782eaac6a67ce01cdfb1';
+export const ADMIT_SHA1 = '8041e7aa51134fd9abdec4b847b15f62b1b63de4';
+export const CONTROL_SHA1 = '9237895f3595fb01d599f8ef5574d140d2bc5ceb';
+export const STATS_SHA1 = '5f7457f854e191c2df5d8a92311f16bfa7b534eb';
 export const PEEK_SHA1 = '904d517423da8edf0c920a3730fa05b89debc1ea';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '008e63e414cd93c226b4582ea9958f7e1a7001d4';
-export const RESET_SHA1 = '2ec3f05e7a3fc52f583602ca8bf951afe195647a';
+export const DRAW_SHA1 = '92f539a6d72773839df19e0f6182cb25dfb46147';
+export const RESET_SHA1 = '57dcd05972ff602645c3a2bc2a0068a0a4340d8a';
 export const HISTORY_SHA1 = '477f9424e713adddf354af016672c744b539c5b3';
 
 export interface StoreScript {
