@@ -12,13 +12,14 @@
  *                                   stored value look far in the future and stall admission.
  *   `${prefix}:{${queue}}:active`   capacity mode: ZSET ticket → slot expiry (ms). A slot is live
  *                                   while its expiry is > now.
- *   `${prefix}:{${queue}}:reserved` capacity mode, and random rate mode: ZSET ticket → reservation
- *                                   expiry (ms): a called (drawn) ticket's slot, or in random rate
- *                                   mode its admission, held for its holder for `reservationMs`.
+ *   `${prefix}:{${queue}}:reserved` ZSET ticket → reservation expiry (ms), in every mode: a called
+ *                                   (drawn) ticket's slot (capacity mode) or admission (rate mode),
+ *                                   held for its holder for `reservationMs`: its claim deadline.
  *   `${prefix}:{${queue}}:admits`   ZSET member → admission time (ms), kept 300 s: the sliding-minute
  *                                   limit and the measured rate. Members: `<ticket>` for a ticket
  *                                   called or drawn (reserved, or walked in under rate mode), written
- *                                   at the call; re-timed to the claim (or random rate mode's
+ *                                   at the call (rate FIFO: at the claim or the walk-in's join, none
+ *                                   at the call); re-timed to the claim (or random rate mode's
  *                                   collection) when its reservation is taken up (the visitor's
  *                                   arrival; written anew if the 300 s trim took it), and removed
  *                                   again when its reservation lapses or is left unclaimed, which
@@ -27,9 +28,10 @@
  *                                   after the reservation lapsed, or a returning holder), unique so
  *                                   that two admissions never collapse into one. The entry of a
  *                                   ticket still reserved is not counted by its score: see Figures.
- *   `${prefix}:{${queue}}:batches`  rate mode: ZSET `<from>-<to>` → time (ms), kept 300 s: the range
- *                                   of existing tickets one period step or explicit admit called,
- *                                   counted by its size (one entry per period, not per visitor).
+ *   `${prefix}:{${queue}}:batches`  ZSET `<from>-<to>` → time (ms), kept 300 s: the range of tickets
+ *                                   a rate-mode step called before calls had a claim deadline. No
+ *                                   script writes it any more; the figures still count what an
+ *                                   older version wrote until the 300-s trim takes it.
  *   `${prefix}:{${queue}}:waits`    ZSET `<ticket>:<waitedMs>` → time (ms), kept 300 s: how long
  *                                   each claimed slot's (or collected draw's) holder waited, for the
  *                                   average wait.
@@ -68,12 +70,40 @@
  * claim), not when its ticket is called: the call only reserves. So `admittedLastMinute` = claims
  * whose claim time is in the last 60 s + live reservations (called, not yet claimed, WHATEVER their
  * call time: each is one arrival still to come, counted exactly once), and `admittedLast5Minutes`
- * the same over 300 s; rate-mode FIFO calls (batches and walk-ins) have no claim and count at the
- * call; random rate mode's draws are reservations, counted as in capacity mode until collected.
+ * the same over 300 s. Rate mode counts the same way: a FIFO call or a random draw is a
+ * reservation, counted while live and then at its claim (collection); a walk-in counts at its join.
  * `maxNewPerMinute` keeps that minute figure <= the limit (explicit admits aside): a reservation is
  * counted from its call until it becomes a claim (then counted at its claim time) or lapses (then
  * counted no more), so the visitors who actually arrive in ANY 60 s window never exceed the limit,
  * however long a reservation lasts.
+ *
+ * Claims in every mode (why: a ticket whose holder never got the cookie — a join that timed out
+ * after the store took the ticket — or who walked away must not use up an admission). A called
+ * ticket holds a reservation until its claim deadline, `reservationMs` after the call (the handler
+ * passes (refresh + cache) s + 5 s: the holder notices the call on its next poll once its POP's
+ * cache expires). The holder's claim turns the reservation into an arrival (counted once per ticket:
+ * two tabs count once). A reservation that lapses unclaimed gives its admission to the next ticket:
+ *   - capacity mode: expire() frees the slot and its per-minute share, advance() calls as many next
+ *     tickets as there is room, in one step (k phantoms called together lapse and are replaced
+ *     together; k phantoms called one after another into one slot hold it k × reservationMs);
+ *   - rate FIFO: replace_lapsed() calls one next waiting ticket per lapsed call, at once, in the
+ *     poll, claim, admit and control scripts (not the join: a join pays nothing for calls awaiting
+ *     their claim). An explicit admit of N therefore lets in N people who show up, given N waiting;
+ *   - random rate mode: redraw() draws as many again among the present visitors.
+ * No banking, restated with the credit: a period step moves the cursor by at most the count and
+ * never more than the count past the tail; a lapsed call's admission is spent at once on a ticket
+ * that exists (never past the tail) or dropped, never stored for later. So in any period, calls
+ * live or claimed from that period's step <= the count, plus replacements one-for-one for calls
+ * that lapsed. Paused or before the event's start: rate FIFO keeps lapsed calls stored (they count
+ * for nothing) and replaces them when admission may run again; random rate mode drops them.
+ * FIFO order: a lapsed ticket is skipped, never admitted ahead of an earlier waiting ticket, since
+ * replacements are the next tickets after the cursor. A skipped holder who comes back after its
+ * deadline: rate mode lets it in (its turn came; it already waited) and counts one more arrival, so
+ * admissions can exceed the rate by the number of such late holders; capacity mode lets it take a
+ * slot only if there is room (take_slot), else it waits at the front. Walk-ins (a ticket called by
+ * or before its own join) are claimed at the join: if that join's answer is lost, a rate-mode
+ * walk-in uses one of its period's admissions, and a capacity-mode walk-in holds its slot until the
+ * session's inactivity timeout, as any visitor who leaves without saying so.
  *
  * Events (both methods): with an event start S > 0 in the policy and now < S, no script admits
  * anybody: no period step (the period key is not consumed), no call into free room, no walk-in, no
@@ -716,7 +746,7 @@ local function draw_tickets(cursor, n)
 end
 `;
 
-// Rate mode: the period step. The first call of each period calls the next count tickets, never
+// Rate mode: the period step (see Claims in the header). The first call of each period calls the next count tickets, never
 // moving the cursor more than count past the tail (no banking); in random mode it draws
 // min(count, present) instead. Paused or before the event's start: nothing moves and the period is
 // not used up. FIFO: the existing tickets a step calls get a reservation (their claim deadline,
@@ -901,8 +931,9 @@ const KEYS_DOC =
  * Take the next ticket and run admission (before the event's start: nothing is admitted). Random
  * method: the ticket joins the draw first. Capacity mode: a ticket called (drawn) in this call, or
  * (FIFO) one called before it existed, claims its slot at once (a walk-in, wait 0). Rate mode: the
- * period step; FIFO: a ticket the cursor had already passed is recorded as admitted now; random: a
- * ticket drawn in this call is collected at once and reported claimed. Returns the state, then
+ * period step (no replacement of lapsed calls: that is left to the poll); FIFO: a ticket the cursor
+ * had already passed, or that this join's own step called, walks in (admitted now, claimed); random:
+ * a ticket drawn in this call is collected at once and reported claimed. Returns the state, then
  * ticket and claimed (0/1).
  */
 export const JOIN_SCRIPT = `${SHEBANG}
@@ -958,9 +989,10 @@ return state
 
 /**
  * Capacity mode: the ticket takes its slot (see take_slot; random: only through its live
- * reservation), then admission runs. Rate mode, FIFO: claimed when the cursor has passed the ticket;
- * random: when the ticket holds a live reservation (it is not collected: that is draw's job); no
- * admission runs. ARGV 12 ticket, 13 waited ms. Returns the state, then claimed (0/1).
+ * reservation), then admission runs. Rate mode, FIFO: lapsed calls are replaced first (no period
+ * step), then claimed when the cursor has passed the ticket, its arrival counted once (see Claims
+ * in the header); random: when the ticket holds a live reservation (it is not collected: that is
+ * draw's job). ARGV 12 ticket, 13 waited ms. Returns the state, then claimed (0/1).
  */
 export const CLAIM_SCRIPT = `${SHEBANG}
 -- wr claim: ${KEYS_DOC}, ticket, waited_ms; returns {state..., claimed}
@@ -1056,10 +1088,11 @@ return {held}
 /**
  * The operator's or origin's explicit admission (0 before the event's start). FIFO: the cursor
  * moves by up to count, never past the tail; random: min(count, present) visitors are drawn.
- * Capacity mode (and random rate mode): each ticket called gets a reservation and an admission,
- * even beyond the thresholds (explicit admits are the operator's decision; automatic admission then
- * waits until the usage is back under them). FIFO rate mode: recorded as one batch. Works while
- * paused. ARGV 12 count (>= 1). Returns the state, then admitted.
+ * Each ticket called gets a reservation (capacity mode and random: and an admission entry), even
+ * beyond the thresholds (explicit admits are the operator's decision; automatic admission then
+ * waits until the usage is back under them). Rate mode first hands lapsed calls on (FIFO: replaced,
+ * random: redrawn), not counted in `admitted`. Works while paused. ARGV 12 count (>= 1). Returns
+ * the state, then admitted.
  */
 export const ADMIT_SCRIPT = `${SHEBANG}
 -- wr admit: ${KEYS_DOC}, count; returns {state..., admitted}
