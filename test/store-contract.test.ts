@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { Redis } from '@upstash/redis';
 import type { RedisConfigFastly } from '@upstash/redis/fastly';
 import IORedis from 'ioredis';
+import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AdmissionPolicy, AutoAdmission, HistoryPoint, QueueState, QueueStore, RuntimeControl, VipCode } from '../src/core/ports';
 import { startUpstashBridge } from '../src/node/upstash-bridge';
@@ -547,6 +548,39 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         }
         expect([...claimed]).toEqual(range(1, 40).filter(real).slice(0, 10));
         expect(await store.stats(q, t, policy)).toMatchObject({ reserved: 0, cursor: 14 });
+      });
+
+      it('property: whatever the phantoms and the admits, those let in are the earliest real holders, as many as were admitted', async () => {
+        const policy: AdmissionPolicy = { ...OFF, reservationMs: 10_000 };
+        const runs = name === 'MemoryQueueStore' ? 100 : 12;
+        await fc.assert(
+          fc.asyncProperty(
+            fc.array(fc.boolean(), { minLength: 1, maxLength: 20 }),
+            fc.array(fc.integer({ min: 1, max: 8 }), { minLength: 1, maxLength: 3 }),
+            async (holds, admits) => {
+              const store = createStore();
+              const q = randomQueue();
+              const real = (t: number): boolean => holds[t - 1] === true;
+              await joinMany(store, q, holds.length, T0, policy);
+              const claimed = new Set<number>();
+              let t = T0;
+              let admitted = 0;
+              for (const count of admits) {
+                admitted += (await store.admit(q, count, t, policy)).admitted;
+                // Rounds of: every real holder called so far claims, then the deadline passes.
+                for (let round = 0; round <= holds.length; round += 1) {
+                  await showUp(store, q, t + 1, policy, real, claimed);
+                  t += 10_001;
+                  const s = await store.poll(q, t, policy);
+                  expect(s.cursor).toBeLessThanOrEqual(s.tail);
+                }
+              }
+              const realTickets = range(1, holds.length).filter(real);
+              expect([...claimed]).toEqual(realTickets.slice(0, Math.min(realTickets.length, admitted)));
+            },
+          ),
+          { numRuns: runs, seed: 20_261_125 },
+        );
       });
 
       it('rate mode: two claims of one ticket count once; a holder back after its deadline is let in and counted', async () => {
