@@ -87,12 +87,15 @@ describe('the admin console', () => {
   });
 
   it('draws the last hour from the per-minute figures the store keeps', async () => {
-    // Ten minutes of traffic: each minute two more join and one is let in.
+    // Ten minutes of traffic: each minute two more join and one is let in (and comes: a call nobody
+    // claims would go to the next in line).
+    const policy = { auto: { count: 0, periodMs: 60_000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, sessionMs: 600_000, reservationMs: 30_000 };
     for (let minute = 0; minute < 10; minute++) {
       r.clock.advance(60_000);
       await r.handler(new Request(`${SITE}/`), CLIENT);
       await r.handler(new Request(`${SITE}/`), CLIENT);
-      await r.store.admit('default', 1, r.clock.now(), { auto: { count: 0, periodMs: 60_000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, sessionMs: 600_000, reservationMs: 30_000 });
+      const { cursor } = await r.store.admit('default', 1, r.clock.now(), policy);
+      expect((await r.store.claim('default', cursor, r.clock.now(), policy, 0)).claimed).toBe(true);
     }
     const history = await r.store.history('default', r.clock.now());
     expect(history.length).toBeGreaterThanOrEqual(10);

@@ -153,6 +153,37 @@ describe('admission', () => {
     expect(r.store.calls).toBe(calls);
   });
 
+  it('rate mode: a called visitor claims its admission with one store call, then needs none', async () => {
+    const r = rig();
+    const visitors = Array.from({ length: 3 }, () => new Visitor(r));
+    for (const v of visitors) await v.visit();
+    await admitNow(r, 2);
+    let calls = r.store.calls;
+    await visitors[0]!.visit();
+    // One poll (the cache is off here) and one claim.
+    expect(r.store.calls - calls).toBe(2);
+    expect(visitors[0]!.kind).toBe('a');
+    expect(await r.inner.stats('default', r.clock.now(), admissionPolicy(r.config))).toMatchObject({ reserved: 1, admittedLastMinute: 2 });
+    calls = r.store.calls;
+    await visitors[0]!.visit();
+    expect(r.store.calls).toBe(calls);
+    // Ticket 2 never comes back: after its claim deadline (refresh 5 s + cache 0 s + 5 s) ticket 3 has its admission.
+    r.clock.advance(10_001);
+    await visitors[2]!.visit();
+    expect(visitors[2]!.kind).toBe('a');
+  });
+
+  it('rate mode: a called visitor is let in even when its claim gets no answer', async () => {
+    const r = rig();
+    const v = new Visitor(r);
+    await v.visit();
+    await admitNow(r, 1);
+    r.store.claim = () => Promise.reject(new Error('store is down'));
+    const response = await v.visit('/product');
+    expect(response.headers.get('x-origin')).toBe('yes');
+    expect(v.kind).toBe('a');
+  });
+
   it('renews an access token on activity, not on every request', async () => {
     const r = rig();
     const v = new Visitor(r);

@@ -154,12 +154,15 @@ describe('polls on the real store with the per-POP cache', () => {
       const cookies: string[] = [];
       for (let i = 0; i < 200; i++) cookies.push(cookieFrom(await visit(pops[i % popCount]!.handler))!);
       const cursors: number[] = [(await store.peek('default')).cursor];
-      // One simulated minute: every second, 20 waiting visitors poll, each at a random POP.
+      // One simulated minute: every second, 20 waiting visitors poll, each at a random POP, and the
+      // visitors called so far come through (a call nobody takes up would be handed on between steps).
       for (let second = 1; second <= 60; second++) {
         clock.advance(1000);
-        await Promise.all(
-          Array.from({ length: 20 }, (_, i) => visit(pops[(second * 7 + i) % popCount]!.handler, cookies[(second * 13 + i) % cookies.length])),
-        );
+        const called = cookies.slice(0, cursors.at(-1));
+        await Promise.all([
+          ...Array.from({ length: 20 }, (_, i) => visit(pops[(second * 7 + i) % popCount]!.handler, cookies[(second * 13 + i) % cookies.length])),
+          ...called.map((c, i) => visit(pops[i % popCount]!.handler, c)),
+        ]);
         cursors.push((await store.peek('default')).cursor);
       }
       const steps = cursors.slice(1).map((c, i) => c - cursors[i]!);

@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { Redis } from '@upstash/redis';
 import type { RedisConfigFastly } from '@upstash/redis/fastly';
 import IORedis from 'ioredis';
+import fc from 'fast-check';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AdmissionPolicy, AutoAdmission, HistoryPoint, QueueState, QueueStore, RuntimeControl, VipCode } from '../src/core/ports';
 import { startUpstashBridge } from '../src/node/upstash-bridge';
@@ -266,6 +267,8 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         // The next minute admits at once, even though its period index (28,333,336) is far below
         // the last per-second index (1,700,000,100).
         expect(await store.poll(q, 1_700_000_160_000, perMinute)).toMatchObject({ tail: 5, cursor: 4 });
+        // Their holders show up (an unclaimed call would hand its admission on after 30 s).
+        for (const t of [3, 4]) expect(await store.claim(q, t, 1_700_000_160_001, perMinute, 0)).toMatchObject({ claimed: true });
         expect(await store.poll(q, 1_700_000_219_999, perMinute)).toMatchObject({ tail: 5, cursor: 4 });
         // And back to a short period: the next second admits.
         expect(await store.poll(q, 1_700_000_220_000, perSecond)).toMatchObject({ tail: 5, cursor: 6 });
@@ -411,9 +414,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
       it('reports the whole state: not paused, no thresholds, no slots', async () => {
         const store = createStore();
         const q = randomQueue();
+        // The first visitor of a quiet queue is called by its own join's step: it walks in, claimed.
         expect(await store.join(q, at(P), every(2))).toEqual({
           ticket: 1,
-          claimed: false,
+          claimed: true,
           tail: 1,
           cursor: 2,
           paused: false,
@@ -441,7 +445,8 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.poll(q, at(P + 1, 1), every(2))).toMatchObject({ cursor: 4 });
         expect(await store.touch(q, 1, at(P + 1, 2), every(2), at(P + 9))).toBe(true);
         expect(await store.leave(q, 1, at(P + 1, 3), every(2), 0)).toBe(false);
-        expect(await store.stats(q, at(P + 1, 4), every(2))).toMatchObject({ active: 0, reserved: 0, avgWaitSeconds: null });
+        // 1, 3 and 4 are called and not claimed yet: each holds an admission until its claim deadline.
+        expect(await store.stats(q, at(P + 1, 4), every(2))).toMatchObject({ active: 0, reserved: 3, avgWaitSeconds: null });
       });
 
       it('counts the admissions of period steps, walk-ins and explicit admits, over 60 s and 300 s', async () => {
@@ -454,9 +459,11 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.join(q, at(P, 2), every(3))).toMatchObject({ ticket: 3, admittedLastMinute: 3 });
         expect(await store.join(q, at(P, 3), every(3))).toMatchObject({ ticket: 4, admittedLastMinute: 3 });
         await joinMany(store, q, 6, at(P, 4), every(3));
-        // The next period calls 4..6, all existing.
+        // The next period calls 4..6, all existing: each counts while its claim is due, then at its claim.
         expect(await store.poll(q, at(P + 1), every(3))).toMatchObject({ tail: 10, cursor: 6, admittedLastMinute: 6 });
+        for (const t of [4, 5, 6]) expect(await store.claim(q, t, at(P + 1), every(3), 0)).toMatchObject({ admittedLastMinute: 6 });
         expect(await store.admit(q, 2, at(P + 2), every(3))).toMatchObject({ cursor: 8, admitted: 2, admittedLastMinute: 8 });
+        for (const t of [7, 8]) expect(await store.claim(q, t, at(P + 2), every(3), 0)).toMatchObject({ admittedLastMinute: 8 });
         // A minute after the first admissions they leave the minute but stay in the five minutes.
         expect(await store.stats(q, at(P + 60, 2), every(3))).toMatchObject({ admittedLastMinute: 5, admittedLast5Minutes: 8 });
         expect(await store.stats(q, at(P + 61), every(3))).toMatchObject({ admittedLastMinute: 2, admittedLast5Minutes: 8 });
@@ -475,6 +482,188 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.admit(q, 1, at(P + 1, 1), every(2))).toMatchObject({ cursor: 1, admitted: 1 });
         expect(await store.control(q, { paused: false }, at(P + 1, 2), every(2))).toMatchObject({ paused: false, cursor: 3 });
         expect(await store.poll(q, at(P + 1, 3), every(2))).toMatchObject({ cursor: 3 });
+      });
+    });
+
+    describe('phantoms: called tickets nobody claims give their admission to the next', () => {
+      /**
+       * The holders who show up: every real ticket the cursor has passed claims once, lowest first.
+       * Returns the tickets that claimed now.
+       */
+      async function showUp(store: QueueStore, q: string, nowMs: number, policy: AdmissionPolicy, real: (t: number) => boolean, claimed: Set<number>): Promise<number[]> {
+        const { cursor, tail } = await store.peek(q);
+        const now: number[] = [];
+        for (let t = 1; t <= Math.min(cursor, tail); t += 1) {
+          if (!real(t) || claimed.has(t)) continue;
+          const r = await store.claim(q, t, nowMs, policy, 0);
+          expect(r.claimed).toBe(true);
+          claimed.add(t);
+          now.push(t);
+        }
+        return now;
+      }
+
+      it('rate mode: a period step lets in its count of people who show up, in ticket order, once the phantoms lapse', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy: AdmissionPolicy = { ...rate({ count: 5, periodMs: 60_000 }), reservationMs: 10_000 };
+        const phantoms = new Set([1, 2, 3, 7]);
+        const real = (t: number): boolean => !phantoms.has(t);
+        const m0 = Math.ceil(T0 / 60_000) * 60_000;
+        await joinMany(store, q, 20, m0 - 1_000, OFF);
+        const claimed = new Set<number>();
+        expect(await store.poll(q, m0, policy)).toMatchObject({ cursor: 5, admittedLastMinute: 5 });
+        expect(await showUp(store, q, m0 + 100, policy, real, claimed)).toEqual([4, 5]);
+        // Before the deadline nothing moves: 1..3 may still come.
+        expect(await store.poll(q, m0 + 9_999, policy)).toMatchObject({ cursor: 5, admittedLastMinute: 5 });
+        // 1..3 lapsed: 6..8 are called at once, in the same period (no new step).
+        expect(await store.poll(q, m0 + 10_001, policy)).toMatchObject({ cursor: 8, admittedLastMinute: 5 });
+        expect(await showUp(store, q, m0 + 10_100, policy, real, claimed)).toEqual([6, 8]);
+        expect(await store.poll(q, m0 + 20_001, policy)).toMatchObject({ cursor: 9, admittedLastMinute: 5 });
+        expect(await showUp(store, q, m0 + 20_100, policy, real, claimed)).toEqual([9]);
+        // The period's 5 admissions went to 5 people who came, the first 5 real tickets; nobody later.
+        expect([...claimed]).toEqual([4, 5, 6, 8, 9]);
+        expect(await store.poll(q, m0 + 59_999, policy)).toMatchObject({ cursor: 9, admittedLastMinute: 5, active: 0 });
+        expect(await store.stats(q, m0 + 59_999, policy)).toMatchObject({ reserved: 0 });
+        // The next period calls the next 5, no more: the lapsed calls were spent, not banked.
+        expect(await store.poll(q, m0 + 60_000, policy)).toMatchObject({ cursor: 14 });
+      });
+
+      it('explicit admit of N lets in N people who show up, skipping phantoms, never ahead of a waiting ticket', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy: AdmissionPolicy = { ...OFF, reservationMs: 10_000 };
+        // Every third join timed out: its ticket was taken but nobody holds it.
+        const real = (t: number): boolean => t % 3 !== 0;
+        await joinMany(store, q, 40, T0, policy);
+        expect(await store.admit(q, 10, T0, policy)).toMatchObject({ admitted: 10, cursor: 10 });
+        const claimed = new Set<number>();
+        let t = T0;
+        for (let round = 0; round < 10; round += 1) {
+          await showUp(store, q, t + 500, policy, real, claimed);
+          t += 10_001;
+          const s = await store.poll(q, t, policy);
+          // Never past the tail: a lapsed call's admission goes to a ticket that exists.
+          expect(s.cursor).toBeLessThanOrEqual(s.tail);
+        }
+        expect([...claimed]).toEqual(range(1, 40).filter(real).slice(0, 10));
+        expect(await store.stats(q, t, policy)).toMatchObject({ reserved: 0, cursor: 14 });
+      });
+
+      it('property: whatever the phantoms and the admits, those let in are the earliest real holders, as many as were admitted', async () => {
+        const policy: AdmissionPolicy = { ...OFF, reservationMs: 10_000 };
+        const runs = name === 'MemoryQueueStore' ? 100 : 12;
+        await fc.assert(
+          fc.asyncProperty(
+            fc.array(fc.boolean(), { minLength: 1, maxLength: 20 }),
+            fc.array(fc.integer({ min: 1, max: 8 }), { minLength: 1, maxLength: 3 }),
+            async (holds, admits) => {
+              const store = createStore();
+              const q = randomQueue();
+              const real = (t: number): boolean => holds[t - 1] === true;
+              await joinMany(store, q, holds.length, T0, policy);
+              const claimed = new Set<number>();
+              let t = T0;
+              let admitted = 0;
+              for (const count of admits) {
+                admitted += (await store.admit(q, count, t, policy)).admitted;
+                // Rounds of: every real holder called so far claims, then the deadline passes.
+                for (let round = 0; round <= holds.length; round += 1) {
+                  await showUp(store, q, t + 1, policy, real, claimed);
+                  t += 10_001;
+                  const s = await store.poll(q, t, policy);
+                  expect(s.cursor).toBeLessThanOrEqual(s.tail);
+                }
+              }
+              const realTickets = range(1, holds.length).filter(real);
+              expect([...claimed]).toEqual(realTickets.slice(0, Math.min(realTickets.length, admitted)));
+            },
+          ),
+          { numRuns: runs, seed: 20_261_125 },
+        );
+      });
+
+      it('rate mode: two claims of one ticket count once; a holder back after its deadline is let in and counted', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy: AdmissionPolicy = { ...OFF, reservationMs: 10_000 };
+        await joinMany(store, q, 4, T0, policy);
+        await store.admit(q, 2, T0, policy);
+        expect(await store.claim(q, 1, T0 + 100, policy, 0)).toMatchObject({ claimed: true, admittedLastMinute: 2 });
+        // A second tab of ticket 1.
+        expect(await store.claim(q, 1, T0 + 200, policy, 0)).toMatchObject({ claimed: true, admittedLastMinute: 2 });
+        // 2 lapsed: 3 takes its admission.
+        expect(await store.poll(q, T0 + 10_001, policy)).toMatchObject({ cursor: 3, admittedLastMinute: 2 });
+        // 2 comes back late: still let in (it waited its turn), counted as one more arrival.
+        expect(await store.claim(q, 2, T0 + 11_000, policy, 0)).toMatchObject({ claimed: true, cursor: 3, admittedLastMinute: 3 });
+        expect(await store.claim(q, 2, T0 + 11_001, policy, 0)).toMatchObject({ claimed: true, admittedLastMinute: 3 });
+        // 4 was never called.
+        expect(await store.claim(q, 4, T0 + 11_002, policy, 0)).toMatchObject({ claimed: false, admittedLastMinute: 3 });
+      });
+
+      it('rate mode: with nobody waiting a lapsed call is dropped, not banked for the next arrival', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy: AdmissionPolicy = { ...OFF, reservationMs: 10_000 };
+        await joinMany(store, q, 3, T0, policy);
+        await store.admit(q, 3, T0, policy);
+        expect(await store.poll(q, T0 + 10_001, policy)).toMatchObject({ tail: 3, cursor: 3, admittedLastMinute: 0 });
+        expect(await store.join(q, T0 + 10_002, policy)).toMatchObject({ ticket: 4, cursor: 3, claimed: false });
+        expect(await store.stats(q, T0 + 10_003, policy)).toMatchObject({ reserved: 0 });
+      });
+
+      it('rate mode: paused, lapsed calls wait for the resume to hand their admissions on', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy: AdmissionPolicy = { ...OFF, reservationMs: 10_000 };
+        await joinMany(store, q, 6, T0, policy);
+        await store.admit(q, 2, T0, policy);
+        await store.control(q, { paused: true }, T0 + 1, policy);
+        expect(await store.poll(q, T0 + 10_001, policy)).toMatchObject({ cursor: 2 });
+        expect(await store.control(q, { paused: false }, T0 + 20_000, policy)).toMatchObject({ cursor: 4 });
+      });
+
+      it('random rate mode: draws nobody collects in time are drawn again among the visitors present', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy: AdmissionPolicy = randomly({ ...OFF, reservationMs: 5_000 }, 42);
+        const tickets = await joinMany(store, q, 6, T0, policy);
+        expect(await store.admit(q, 2, T0, policy)).toMatchObject({ cursor: 2, admitted: 2, admittedLastMinute: 2 });
+        const { reserved } = await store.stats(q, T0, policy);
+        expect(reserved).toBe(2);
+        // The two drawn never come to collect; the others are still present (presence lasts 10 s).
+        expect(tickets).toHaveLength(6);
+        const later = await store.poll(q, T0 + 5_000, randomly({ ...OFF, reservationMs: 5_000 }, 7));
+        // Both lapsed: two more are drawn at once, and the figures count the two live draws only.
+        expect(later).toMatchObject({ cursor: 4, admittedLastMinute: 2 });
+        expect(await store.stats(q, T0 + 5_000, policy)).toMatchObject({ reserved: 2 });
+      });
+
+      it('capacity mode: lapsed phantoms are all replaced at once, and only people who show up hold slots', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(4, 0, { reservationMs: 10_000 });
+        const phantoms = new Set([5, 6, 7]);
+        const real = (t: number): boolean => !phantoms.has(t);
+        // 1..4 walk in; 5..12 wait.
+        await joinMany(store, q, 12, T0, policy);
+        for (const t of [1, 2, 3, 4]) await store.leave(q, t, T0 + 1_000, policy, 0);
+        expect(await store.peek(q)).toEqual({ tail: 12, cursor: 8 });
+        const claimed = new Set<number>();
+        for (const t of [8]) {
+          expect(await store.claim(q, t, T0 + 1_500, policy, 0)).toMatchObject({ claimed: true });
+          claimed.add(t);
+        }
+        // 5..7 hold their slots until their deadline, then hand them to 9..11 in one step.
+        expect(await store.poll(q, T0 + 10_999, policy)).toMatchObject({ cursor: 8, active: 4 });
+        expect(await store.poll(q, T0 + 11_001, policy)).toMatchObject({ cursor: 11, active: 4 });
+        for (const t of [9, 10, 11]) {
+          expect(await store.claim(q, t, T0 + 11_500, policy, 0)).toMatchObject({ claimed: true });
+          claimed.add(t);
+        }
+        expect([...claimed].filter(real)).toEqual([8, 9, 10, 11]);
+        // Arrivals: the walk-ins 1..4 and 8..11; the phantoms 5..7 count for nothing.
+        expect(await store.stats(q, T0 + 11_600, policy)).toMatchObject({ active: 4, reserved: 0, admittedLastMinute: 8 });
       });
     });
 
@@ -1414,7 +1603,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           name === 'MemoryQueueStore' ? { positions: 40, trials: 4_000, critical: CHI_SQUARE_P001[39] } : { positions: 10, trials: 300, critical: CHI_SQUARE_P001[9] };
         const store = createStore();
         const q = randomQueue();
-        // Present for the whole run; a reservation lapses 1 ms after its draw, so none piles up.
+        // Present for the whole run; each draw is collected at once, so no reservation piles up.
         const policy = (seed = 0): AdmissionPolicy => ({ ...OFF, reservationMs: 1, method: 'random', presenceMs: 3_600_000, seed });
         const next = seededRandom(20_251_122);
         // The visitors in the draw, oldest poll first: Redis's order, as every time here is distinct.
@@ -1432,6 +1621,8 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           expect(drawn).toHaveLength(1);
           const rank = drawn[0]!;
           counts[rank]! += 1;
+          // The drawn visitor collects its admission (a draw left uncollected would be drawn again).
+          expect(await store.draw(q, present[rank]!, now, policy(), 0)).toMatchObject({ outcome: 'drawn' });
           // The drawn visitor is replaced by a new arrival, at the back of the line.
           present.splice(rank, 1);
           present.push((await store.join(q, now + 1, policy())).ticket);
@@ -1918,11 +2109,18 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await store.stats(q, T0, cap(1, 0))).toMatchObject({ tail: 0, cursor: 0, active: 0 });
       expect(await direct.keys(`${prefix}:*`)).toEqual([]);
       await store.join(q, at(P, 250), every(4));
-      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:batches`, `${base}:cursor`, `${base}:history`, `${base}:period`, `${base}:tail`]);
+      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:admits`, `${base}:cursor`, `${base}:history`, `${base}:period`, `${base}:tail`]);
       expect(await direct.mget(`${base}:tail`, `${base}:cursor`)).toEqual(['1', '4']);
-      // The period key holds the start (ms) of the period that admitted; the batch the range it called.
+      // The period key holds the start (ms) of the period that admitted; the join's own ticket walked in.
       expect(await direct.get(`${base}:period`)).toBe(String(at(P)));
-      expect(await direct.zrange(`${base}:batches`, 0, -1, 'WITHSCORES')).toEqual(['1-1', String(at(P, 250))]);
+      expect(await direct.zrange(`${base}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(at(P, 250))]);
+      // A later step calls existing tickets with a claim deadline, and no admission entry until the claim.
+      await joinMany(store, q, 5, at(P, 300), every(4));
+      await store.poll(q, at(P + 1), every(4));
+      expect(await direct.zrange(`${base}:reserved`, 0, -1, 'WITHSCORES')).toEqual(
+        ['5', '6'].flatMap((t) => [t, String(at(P + 1) + 30_000)]),
+      );
+      expect(await direct.zcard(`${base}:admits`)).toBe(4);
 
       const c = randomQueue();
       const cb = `${prefix}:{${c}}`;

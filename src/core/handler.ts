@@ -4,7 +4,9 @@
  * same handler runs on Fastly and in the Node host; everything that differs is behind the ports.
  *
  * Two admission modes, decided by the thresholds in effect (configured or set at runtime):
- * - rate mode: a called ticket (`ticket <= cursor`) simply becomes an access token;
+ * - rate mode: a called ticket (`ticket <= cursor`) claims its admission in the store (one call per
+ *   admitted visitor, so that a call nobody takes up in time goes to the next ticket), then becomes
+ *   an access token;
  * - capacity mode (`max_active` / `max_new_per_minute`): a called ticket claims a slot in the store
  *   (one call), the access token then carries the slot, refreshed at most once per
  *   `activity_refresh_seconds`, and the slot is freed when the visitor leaves or the origin says so.
@@ -311,16 +313,29 @@ export function createHandler(deps: HandlerDeps): Handler {
   }
 
   /**
-   * A called place in capacity mode claims its slot (one call, never cached). The store knows the
-   * visitor by its place (`place`, which is its ticket unless an event's pre-queue was shuffled);
-   * the waiting cookie keeps the arrival ticket.
+   * A called place claims its admission (one call, never cached): in capacity mode its slot; in rate
+   * mode its arrival, so that the store hands the call of a ticket nobody takes up in time to the
+   * next one. The store knows the visitor by its place (`place`, which is its ticket unless an
+   * event's pre-queue was shuffled); the waiting cookie keeps the arrival ticket.
    */
   async function claimSlot(trace: Trace, ticket: number, place: number, joined: number, nowMs: number, state: QueueState): Promise<Visit> {
+    const slot = isCapacityMode(state);
     const claimed = await storeCall(trace, () => store.claim(queue, place, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000)));
-    if (!claimed.ok) return { kind: 'unavailable', ticket, cookie: await waitingCookie(ticket, joined, nowMs, undefined, state.epoch) };
+    if (!claimed.ok) {
+      // Rate mode: the state said this place was called, and a rate-mode admission needs nothing
+      // from the store afterwards; only the count of the arrival is lost (its call lapses and is
+      // handed on, one admission more than the rate).
+      if (!slot) {
+        trace.reason = 'claim_unrecorded';
+        return { kind: 'admitted', ticket: place, slot: false, cookie: await admittedCookie(place, joined, nowMs, false) };
+      }
+      return { kind: 'unavailable', ticket, cookie: await waitingCookie(ticket, joined, nowMs, undefined, state.epoch) };
+    }
     record(trace, claimed.value, place);
     if (claimed.value.claimed) {
-      return { kind: 'admitted', ticket: place, slot: true, cookie: await admittedCookie(place, joined, nowMs, true) };
+      // The mode the claim ran under, should the thresholds have changed since the cached state.
+      const held = isCapacityMode(claimed.value);
+      return { kind: 'admitted', ticket: place, slot: held, cookie: await admittedCookie(place, joined, nowMs, held) };
     }
     trace.reason = 'called_no_room';
     const cookie = await waitingCookie(ticket, joined, nowMs, 1, state.epoch);
@@ -354,8 +369,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       const cookie = await waitingCookie(ticket, joined, nowMs, start, state.epoch);
       return { kind: 'waiting', ticket, ahead, front: false, draw: false, first: start, state, cookie };
     }
-    if (isCapacityMode(state)) return claimSlot(trace, ticket, place, joined, nowMs, state);
-    return { kind: 'admitted', ticket: place, slot: false, cookie: await admittedCookie(place, joined, nowMs, false) };
+    return claimSlot(trace, ticket, place, joined, nowMs, state);
   }
 
   async function newVisit(trace: Trace, nowMs: number): Promise<Visit> {

@@ -137,11 +137,11 @@ export class MemoryQueueStore implements QueueStore {
     } else {
       // Before the start, calls made ahead of the tail are taken back: nobody held those tickets.
       if (!r.open && q.cursor > ticket - 1) q.cursor = ticket - 1;
-      const before = q.cursor;
-      autoAdmit(r);
-      if (ticket <= before) {
+      autoAdmit(r, ticket);
+      if (ticket <= q.cursor) {
         trim(q.admits, p.nowMs);
         q.admits.set(String(ticket), p.nowMs);
+        claimed = true;
       }
     }
     return { ...finish(r), ticket, claimed };
@@ -173,7 +173,10 @@ export class MemoryQueueStore implements QueueStore {
     } else if (r.random) {
       claimed = (q.reserved.get(ticket) ?? 0) > p.nowMs;
     } else {
+      replaceLapsed(r);
       claimed = ticket <= q.cursor;
+      const m = String(ticket);
+      if (claimed && (q.reserved.delete(ticket) || !q.admits.has(m))) q.admits.set(m, p.nowMs);
     }
     return { ...finish(r), claimed };
   }
@@ -231,20 +234,19 @@ export class MemoryQueueStore implements QueueStore {
     prologue(q, p, q.tail);
     const r = begin(q, p);
     const capacity = isCapacity(r.e);
-    if (capacity || r.random) expire(q, p.nowMs);
+    const lapsed = capacity || r.random ? expire(q, p.nowMs) : 0;
     const before = q.cursor;
     if (r.open && r.random) {
+      if (!capacity) redraw(r, lapsed);
+      const from = q.cursor;
       drawTickets(r, count);
+      return { ...finish(r), admitted: q.cursor - from };
     } else if (r.open) {
-      const target = Math.min(before + count, q.tail);
-      if (target > before) {
-        if (capacity) {
-          callTickets(r, before + 1, target);
-        } else {
-          q.cursor = target;
-          recordBatch(q, p.nowMs, before + 1, target);
-        }
-      }
+      if (!capacity) replaceLapsed(r);
+      const from = q.cursor;
+      const target = Math.min(from + count, q.tail);
+      if (target > from) callTickets(r, from + 1, target, capacity);
+      return { ...finish(r), admitted: q.cursor - from };
     }
     return { ...finish(r), admitted: q.cursor - before };
   }
@@ -294,14 +296,14 @@ export class MemoryQueueStore implements QueueStore {
     const r = begin(q, p);
     let settled: Settled | undefined;
     if (r.random) {
-      expire(q, p.nowMs);
+      const lapsed = expire(q, p.nowMs);
       settled = settle(r, ticket, waited);
       if (settled === undefined && q.waiting.has(ticket)) {
         q.waiting.set(ticket, p.nowMs);
-        admissionStep(r);
+        admissionStep(r, lapsed);
         settled = settle(r, ticket, waited) ?? { outcome: 'waiting', claimed: false };
       } else {
-        admissionStep(r);
+        admissionStep(r, lapsed);
         settled ??= { outcome: 'unknown', claimed: false };
       }
     } else {
@@ -467,11 +469,12 @@ function trim<K>(scores: Map<K, number>, nowMs: number): void {
  * reservation's call-time entry is taken out and each live reservation counts once instead, whatever
  * its call time (a lapsed one, still stored, not at all); plus rate-mode batch sizes.
  */
-function admittedCounts(q: MemoryQueue, nowMs: number): { minute: number; five: number } {
+function admittedCounts(q: MemoryQueue, nowMs: number, callEntries: boolean): { minute: number; five: number } {
   let minute = countAfter(q.admits, nowMs - MINUTE_MS);
   let five = countAfter(q.admits, nowMs - KEEP_MS);
   for (const [ticket, expiry] of q.reserved) {
-    const at = q.admits.get(String(ticket));
+    // Rate FIFO calls write no call-time entry (see callTickets), so there is nothing to take out.
+    const at = callEntries ? q.admits.get(String(ticket)) : undefined;
     if (at !== undefined) {
       if (at > nowMs - MINUTE_MS) minute -= 1;
       if (at > nowMs - KEEP_MS) five -= 1;
@@ -494,7 +497,8 @@ function admittedCounts(q: MemoryQueue, nowMs: number): { minute: number; five: 
 
 function readState({ q, p, e, random }: Run): QueueState {
   const nowMs = p.nowMs;
-  const { minute, five } = admittedCounts(q, nowMs);
+  const callEntries = random || isCapacity(e);
+  const { minute, five } = admittedCounts(q, nowMs, callEntries);
   const event = p.eventStartMs > 0 && q.event?.start === p.eventStartMs ? q.event : undefined;
   return {
     tail: q.tail,
@@ -502,7 +506,8 @@ function readState({ q, p, e, random }: Run): QueueState {
     paused: e.paused,
     maxActive: e.maxActive,
     maxNewPerMinute: e.maxNewPerMinute,
-    active: countAfter(q.active, nowMs) + countAfter(q.reserved, nowMs),
+    // A rate FIFO reservation is an admission to come, not a slot.
+    active: countAfter(q.active, nowMs) + (callEntries ? countAfter(q.reserved, nowMs) : 0),
     admittedLastMinute: minute,
     admittedLast5Minutes: five,
     eventSize: event?.size ?? 0,
@@ -534,12 +539,6 @@ function finish(r: Run): QueueState {
   return state;
 }
 
-function recordBatch(q: MemoryQueue, nowMs: number, from: number, to: number): void {
-  if (to < from) return;
-  trim(q.batches, nowMs);
-  q.batches.set(`${from}-${to}`, nowMs);
-}
-
 /** Redis's ZSET order: by score, then by member bytes (decimal ticket strings, ASCII). */
 function zsetOrder([a, scoreA]: [number, number], [b, scoreB]: [number, number]): number {
   if (scoreA !== scoreB) return scoreA - scoreB;
@@ -564,8 +563,8 @@ function drawTickets(r: Run, n: number): void {
   q.cursor += k;
 }
 
-/** The same rule as `auto_admit` in scripts.ts. */
-function autoAdmit(r: Run): void {
+/** The same rule as `auto_admit` in scripts.ts; `walkIn`: the join's own ticket, claimed by the join. */
+function autoAdmit(r: Run, walkIn?: number): void {
   const { q, p } = r;
   if (r.e.paused || p.count <= 0 || !r.open) return;
   const start = periodStart(p.nowMs, p.periodMs);
@@ -577,35 +576,64 @@ function autoAdmit(r: Run): void {
   }
   const target = Math.min(q.cursor + p.count, q.tail + p.count);
   if (target <= q.cursor) return;
-  const before = q.cursor;
+  trim(q.admits, p.nowMs);
+  trim(q.batches, p.nowMs);
+  let lastReserved = Math.min(target, q.tail);
+  if (walkIn !== undefined && lastReserved === walkIn) lastReserved = walkIn - 1;
+  if (lastReserved > q.cursor) callTickets(r, q.cursor + 1, lastReserved, false);
   q.cursor = target;
-  recordBatch(q, p.nowMs, before + 1, Math.min(target, q.tail));
 }
 
-function expire(q: MemoryQueue, nowMs: number): void {
+/** Mirrors `replace_lapsed`: rate FIFO calls that lapsed unclaimed hand their admissions on, never past the tail. */
+function replaceLapsed(r: Run): void {
+  const { q, p } = r;
+  if (r.e.paused || !r.open) return;
+  let lapsed = 0;
+  for (const [ticket, expiry] of q.reserved) {
+    if (expiry <= p.nowMs) {
+      q.reserved.delete(ticket);
+      lapsed += 1;
+    }
+  }
+  const n = Math.min(lapsed, q.tail - q.cursor);
+  if (n >= 1) callTickets(r, q.cursor + 1, q.cursor + n, false);
+}
+
+/** Mirrors `expire`; returns how many reservations lapsed (the Lua `lapsed_calls`). */
+function expire(q: MemoryQueue, nowMs: number): number {
+  let lapsed = 0;
   for (const [ticket, expiry] of q.reserved) {
     if (expiry <= nowMs) {
       q.reserved.delete(ticket);
       q.admits.delete(String(ticket));
+      lapsed += 1;
     }
   }
   removeUpTo(q.active, nowMs);
   trim(q.admits, nowMs);
   trim(q.batches, nowMs);
   trim(q.waits, nowMs);
+  return lapsed;
+}
+
+/** Mirrors `redraw`: random rate mode draws again as many as lapsed uncollected in this call. */
+function redraw(r: Run, lapsed: number): void {
+  if (r.e.paused || !r.open || lapsed < 1) return;
+  drawTickets(r, lapsed);
 }
 
 function freeSlots(q: MemoryQueue, nowMs: number, e: Effective): number {
   let free = Number.POSITIVE_INFINITY;
   if (e.maxActive > 0) free = e.maxActive - q.active.size - q.reserved.size;
-  if (e.maxNewPerMinute > 0) free = Math.min(free, e.maxNewPerMinute - admittedCounts(q, nowMs).minute);
+  if (e.maxNewPerMinute > 0) free = Math.min(free, e.maxNewPerMinute - admittedCounts(q, nowMs, true).minute);
   return free;
 }
 
-function callTickets({ q, p }: Run, from: number, to: number): void {
+/** Mirrors `call_tickets`: `callEntries` also writes each call's admission entry (capacity, random). */
+function callTickets({ q, p }: Run, from: number, to: number, callEntries: boolean): void {
   for (let t = from; t <= to; t += 1) {
     q.reserved.set(t, p.nowMs + p.reservationMs);
-    q.admits.set(String(t), p.nowMs);
+    if (callEntries) q.admits.set(String(t), p.nowMs);
   }
   q.cursor = to;
 }
@@ -619,15 +647,17 @@ function advance(r: Run): void {
   }
   const n = Math.min(q.tail - q.cursor, freeSlots(q, p.nowMs, e));
   if (n < 1) return;
-  callTickets(r, q.cursor + 1, q.cursor + n);
+  callTickets(r, q.cursor + 1, q.cursor + n, true);
 }
 
-function admissionStep(r: Run): void {
+/** `lapsed`: reservations an earlier expire in the same call removed (the Lua `lapsed_calls`). */
+function admissionStep(r: Run, lapsed = 0): void {
   if (isCapacity(r.e)) {
     expire(r.q, r.p.nowMs);
     advance(r);
   } else {
-    if (r.random) expire(r.q, r.p.nowMs);
+    if (r.random) redraw(r, lapsed + expire(r.q, r.p.nowMs));
+    else replaceLapsed(r);
     autoAdmit(r);
   }
 }

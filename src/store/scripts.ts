@@ -12,13 +12,14 @@
  *                                   stored value look far in the future and stall admission.
  *   `${prefix}:{${queue}}:active`   capacity mode: ZSET ticket → slot expiry (ms). A slot is live
  *                                   while its expiry is > now.
- *   `${prefix}:{${queue}}:reserved` capacity mode, and random rate mode: ZSET ticket → reservation
- *                                   expiry (ms): a called (drawn) ticket's slot, or in random rate
- *                                   mode its admission, held for its holder for `reservationMs`.
+ *   `${prefix}:{${queue}}:reserved` ZSET ticket → reservation expiry (ms), in every mode: a called
+ *                                   (drawn) ticket's slot (capacity mode) or admission (rate mode),
+ *                                   held for its holder for `reservationMs`: its claim deadline.
  *   `${prefix}:{${queue}}:admits`   ZSET member → admission time (ms), kept 300 s: the sliding-minute
  *                                   limit and the measured rate. Members: `<ticket>` for a ticket
  *                                   called or drawn (reserved, or walked in under rate mode), written
- *                                   at the call; re-timed to the claim (or random rate mode's
+ *                                   at the call (rate FIFO: at the claim or the walk-in's join, none
+ *                                   at the call); re-timed to the claim (or random rate mode's
  *                                   collection) when its reservation is taken up (the visitor's
  *                                   arrival; written anew if the 300 s trim took it), and removed
  *                                   again when its reservation lapses or is left unclaimed, which
@@ -27,9 +28,10 @@
  *                                   after the reservation lapsed, or a returning holder), unique so
  *                                   that two admissions never collapse into one. The entry of a
  *                                   ticket still reserved is not counted by its score: see Figures.
- *   `${prefix}:{${queue}}:batches`  rate mode: ZSET `<from>-<to>` → time (ms), kept 300 s: the range
- *                                   of existing tickets one period step or explicit admit called,
- *                                   counted by its size (one entry per period, not per visitor).
+ *   `${prefix}:{${queue}}:batches`  ZSET `<from>-<to>` → time (ms), kept 300 s: the range of tickets
+ *                                   a rate-mode step called before calls had a claim deadline. No
+ *                                   script writes it any more; the figures still count what an
+ *                                   older version wrote until the 300-s trim takes it.
  *   `${prefix}:{${queue}}:waits`    ZSET `<ticket>:<waitedMs>` → time (ms), kept 300 s: how long
  *                                   each claimed slot's (or collected draw's) holder waited, for the
  *                                   average wait.
@@ -68,12 +70,40 @@
  * claim), not when its ticket is called: the call only reserves. So `admittedLastMinute` = claims
  * whose claim time is in the last 60 s + live reservations (called, not yet claimed, WHATEVER their
  * call time: each is one arrival still to come, counted exactly once), and `admittedLast5Minutes`
- * the same over 300 s; rate-mode FIFO calls (batches and walk-ins) have no claim and count at the
- * call; random rate mode's draws are reservations, counted as in capacity mode until collected.
+ * the same over 300 s. Rate mode counts the same way: a FIFO call or a random draw is a
+ * reservation, counted while live and then at its claim (collection); a walk-in counts at its join.
  * `maxNewPerMinute` keeps that minute figure <= the limit (explicit admits aside): a reservation is
  * counted from its call until it becomes a claim (then counted at its claim time) or lapses (then
  * counted no more), so the visitors who actually arrive in ANY 60 s window never exceed the limit,
  * however long a reservation lasts.
+ *
+ * Claims in every mode (why: a ticket whose holder never got the cookie — a join that timed out
+ * after the store took the ticket — or who walked away must not use up an admission). A called
+ * ticket holds a reservation until its claim deadline, `reservationMs` after the call (the handler
+ * passes (refresh + cache) s + 5 s: the holder notices the call on its next poll once its POP's
+ * cache expires). The holder's claim turns the reservation into an arrival (counted once per ticket:
+ * two tabs count once). A reservation that lapses unclaimed gives its admission to the next ticket:
+ *   - capacity mode: expire() frees the slot and its per-minute share, advance() calls as many next
+ *     tickets as there is room, in one step (k phantoms called together lapse and are replaced
+ *     together; k phantoms called one after another into one slot hold it k × reservationMs);
+ *   - rate FIFO: replace_lapsed() calls one next waiting ticket per lapsed call, at once, in the
+ *     poll, claim, admit and control scripts (not the join: a join pays nothing for calls awaiting
+ *     their claim). An explicit admit of N therefore lets in N people who show up, given N waiting;
+ *   - random rate mode: redraw() draws as many again among the present visitors.
+ * No banking, restated with the credit: a period step moves the cursor by at most the count and
+ * never more than the count past the tail; a lapsed call's admission is spent at once on a ticket
+ * that exists (never past the tail) or dropped, never stored for later. So in any period, calls
+ * live or claimed from that period's step <= the count, plus replacements one-for-one for calls
+ * that lapsed. Paused or before the event's start: rate FIFO keeps lapsed calls stored (they count
+ * for nothing) and replaces them when admission may run again; random rate mode drops them.
+ * FIFO order: a lapsed ticket is skipped, never admitted ahead of an earlier waiting ticket, since
+ * replacements are the next tickets after the cursor. A skipped holder who comes back after its
+ * deadline: rate mode lets it in (its turn came; it already waited) and counts one more arrival, so
+ * admissions can exceed the rate by the number of such late holders; capacity mode lets it take a
+ * slot only if there is room (take_slot), else it waits at the front. Walk-ins (a ticket called by
+ * or before its own join) are claimed at the join: if that join's answer is lost, a rate-mode
+ * walk-in uses one of its period's admissions, and a capacity-mode walk-in holds its slot until the
+ * session's inactivity timeout, as any visitor who leaves without saying so.
  *
  * Events (both methods): with an event start S > 0 in the policy and now < S, no script admits
  * anybody: no period step (the period key is not consumed), no call into free room, no walk-in, no
@@ -630,14 +660,20 @@ const FIGURES = `
 local function count_after(key, min_exclusive)
   return redis.call('ZCOUNT', key, '(' .. fmt(min_exclusive), '+inf')
 end
-local function admitted_counts()
+local function admitted_counts(call_entries)
   local minute = count_after(K_ADMITS, NOW - MINUTE_MS)
   local five = count_after(K_ADMITS, NOW - KEEP_MS)
-  local reserved = redis.call('ZRANGE', K_RESERVED, 0, -1, 'WITHSCORES')
   local members, live = {}, 0
-  for i = 1, #reserved, 2 do
-    members[#members + 1] = reserved[i]
-    if tonumber(reserved[i + 1]) > NOW then live = live + 1 end
+  if call_entries then
+    local reserved = redis.call('ZRANGE', K_RESERVED, 0, -1, 'WITHSCORES')
+    for i = 1, #reserved, 2 do
+      members[#members + 1] = reserved[i]
+      if tonumber(reserved[i + 1]) > NOW then live = live + 1 end
+    end
+  else
+    -- Rate FIFO calls write no entry at the call (see call_tickets): nothing to take out, so the
+    -- live ones are counted without reading them (an admit of thousands stays cheap to count).
+    live = count_after(K_RESERVED, NOW)
   end
   for i = 1, #members, 500 do
     for _, s in ipairs(redis.call('ZMSCORE', K_ADMITS, unpack(members, i, math.min(i + 499, #members)))) do
@@ -664,8 +700,11 @@ end
 -- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m,
 --  event_size, event_seed, waiting, epoch}
 local function read_state(tail, cursor, paused, max_active, max_new)
-  local slots = count_after(K_ACTIVE, NOW) + count_after(K_RESERVED, NOW)
-  local minute, five = admitted_counts()
+  local call_entries = RANDOM or max_active > 0 or max_new > 0
+  local slots = count_after(K_ACTIVE, NOW)
+  -- A rate FIFO reservation is an admission to come, not a slot.
+  if call_entries then slots = slots + count_after(K_RESERVED, NOW) end
+  local minute, five = admitted_counts(call_entries)
   local ev_size, ev_seed, epoch = read_event()
   local waiting = 0
   if RANDOM then waiting = count_after(K_WAITING, NOW - PRESENCE_MS) end
@@ -711,21 +750,52 @@ local function draw_tickets(cursor, n)
 end
 `;
 
-// Rate mode: the period step. The first call of each period moves the cursor by the count, never
-// more than the count past the tail (no banking); in random mode it draws min(count, present)
-// instead. Paused or before the event's start: nothing moves and the period is not used up. The
-// existing tickets a FIFO step calls are recorded as one batch for the admission figures; tickets
-// called before they exist are recorded one by one as they are handed out (see JOIN).
+// Rate mode: the period step (see Claims in the header). The first call of each period calls the next count tickets, never
+// moving the cursor more than count past the tail (no banking); in random mode it draws
+// min(count, present) instead. Paused or before the event's start: nothing moves and the period is
+// not used up. FIFO: the existing tickets a step calls get a reservation (their claim deadline,
+// see call_tickets), except `walk_in`, the join's own ticket, which is claimed at the join;
+// tickets called before they exist walk in at their join (see JOIN). The step also trims the
+// 300-s sets once per period, so claims need not.
+//
+// call_tickets: reserve from..to (ZADD per 500) and move the cursor. `call_entries`: also write
+// each one's admission entry at the call (capacity, random), re-timed at the claim or removed at the
+// lapse. Rate FIFO writes none: the claim writes it, so a call costs the join's figures nothing.
+//
+// replace_lapsed (rate FIFO): called tickets whose claim deadline passed unclaimed give their
+// admissions to the next waiting tickets at once (one ZCOUNT when none lapsed). Never past the
+// tail: a lapsed call's admission is spent on a ticket that exists or dropped, never banked. Paused
+// or before the start: left stored (figures ignore them by score) until admission may run.
 const RATE_MODE = `
 local function trim(key)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(NOW - KEEP_MS))
 end
-local function record_batch(from, to)
-  if to < from then return end
-  trim(K_BATCHES)
-  redis.call('ZADD', K_BATCHES, fmt(NOW), fmt(from) .. '-' .. fmt(to))
+local function call_tickets(from, to, call_entries)
+  local reserve, admit = {}, {}
+  for t = from, to do
+    reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
+    reserve[#reserve + 1] = fmt(t)
+    admit[#admit + 1] = fmt(NOW)
+    admit[#admit + 1] = fmt(t)
+    if #reserve >= 1000 or t == to then
+      redis.call('ZADD', K_RESERVED, unpack(reserve))
+      if call_entries then redis.call('ZADD', K_ADMITS, unpack(admit)) end
+      reserve, admit = {}, {}
+    end
+  end
+  redis.call('SET', K_CURSOR, fmt(to))
 end
-local function auto_admit(tail, cursor, paused)
+local function replace_lapsed(tail, cursor, paused)
+  if paused or not OPEN then return cursor end
+  local lapsed = redis.call('ZCOUNT', K_RESERVED, '-inf', fmt(NOW))
+  if lapsed == 0 then return cursor end
+  redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
+  local n = math.min(lapsed, tail - cursor)
+  if n < 1 then return cursor end
+  call_tickets(cursor + 1, cursor + n, false)
+  return cursor + n
+end
+local function auto_admit(tail, cursor, paused, walk_in)
   if paused or AUTO_COUNT <= 0 or not OPEN then return cursor end
   local start = math.floor(NOW / PERIOD_MS) * PERIOD_MS
   local last = read_int(K_PERIOD)
@@ -734,8 +804,12 @@ local function auto_admit(tail, cursor, paused)
   if RANDOM then return draw_tickets(cursor, AUTO_COUNT) end
   local target = math.min(cursor + AUTO_COUNT, tail + AUTO_COUNT)
   if target <= cursor then return cursor end
+  trim(K_ADMITS)
+  trim(K_BATCHES)
+  local last_reserved = math.min(target, tail)
+  if walk_in and last_reserved == walk_in then last_reserved = walk_in - 1 end
+  if last_reserved > cursor then call_tickets(cursor + 1, last_reserved, false) end
   redis.call('SET', K_CURSOR, fmt(target))
-  record_batch(cursor + 1, math.min(target, tail))
   return target
 end
 `;
@@ -752,8 +826,11 @@ local function zrem_many(key, members)
     redis.call('ZREM', key, unpack(members, i, math.min(i + 499, #members)))
   end
 end
+-- How many reservations this run's expire() removed: random rate mode redraws as many (see redraw).
+local lapsed_calls = 0
 local function expire()
   local lapsed = redis.call('ZRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
+  lapsed_calls = lapsed_calls + #lapsed
   if #lapsed > 0 then
     redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
     zrem_many(K_ADMITS, lapsed)
@@ -769,41 +846,39 @@ local function free_slots(max_active, max_new)
     free = max_active - redis.call('ZCARD', K_ACTIVE) - redis.call('ZCARD', K_RESERVED)
   end
   if max_new > 0 then
-    local minute = admitted_counts()
+    local minute = admitted_counts(true)
     free = math.min(free, max_new - minute)
   end
   return free
-end
-local function call_tickets(from, to)
-  local reserve, admit = {}, {}
-  for t = from, to do
-    reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
-    reserve[#reserve + 1] = fmt(t)
-    admit[#admit + 1] = fmt(NOW)
-    admit[#admit + 1] = fmt(t)
-    if #reserve >= 1000 or t == to then
-      redis.call('ZADD', K_RESERVED, unpack(reserve))
-      redis.call('ZADD', K_ADMITS, unpack(admit))
-      reserve, admit = {}, {}
-    end
-  end
-  redis.call('SET', K_CURSOR, fmt(to))
 end
 local function advance(tail, cursor, paused, max_active, max_new)
   if paused or not OPEN then return cursor end
   if RANDOM then return draw_tickets(cursor, free_slots(max_active, max_new)) end
   local n = math.min(tail - cursor, free_slots(max_active, max_new))
   if n < 1 then return cursor end
-  call_tickets(cursor + 1, cursor + n)
+  call_tickets(cursor + 1, cursor + n, true)
   return cursor + n
+end
+-- Random rate mode: the draws that lapsed uncollected in this run are drawn again among the present
+-- visitors, so an admission goes to someone who shows up (paused or before the start: dropped).
+local function redraw(cursor, paused)
+  local n = lapsed_calls
+  lapsed_calls = 0
+  if paused or not OPEN or n < 1 then return cursor end
+  return draw_tickets(cursor, n)
 end
 local function admission_step(tail, cursor, paused, max_active, max_new)
   if max_active > 0 or max_new > 0 then
     expire()
     return advance(tail, cursor, paused, max_active, max_new)
   end
-  if RANDOM then expire() end
-  return auto_admit(tail, cursor, paused)
+  if RANDOM then
+    expire()
+    cursor = redraw(cursor, paused)
+  else
+    cursor = replace_lapsed(tail, cursor, paused)
+  end
+  return auto_admit(tail, cursor, paused, nil)
 end
 -- A ticket takes its slot: renew a slot it holds, claim its live reservation (its admission entry is
 -- moved to now, the arrival: the live reservation it was counted as becomes a claim counted from
@@ -860,8 +935,9 @@ const KEYS_DOC =
  * Take the next ticket and run admission (before the event's start: nothing is admitted). Random
  * method: the ticket joins the draw first. Capacity mode: a ticket called (drawn) in this call, or
  * (FIFO) one called before it existed, claims its slot at once (a walk-in, wait 0). Rate mode: the
- * period step; FIFO: a ticket the cursor had already passed is recorded as admitted now; random: a
- * ticket drawn in this call is collected at once and reported claimed. Returns the state, then
+ * period step (no replacement of lapsed calls: that is left to the poll); FIFO: a ticket the cursor
+ * had already passed, or that this join's own step called, walks in (admitted now, claimed); random:
+ * a ticket drawn in this call is collected at once and reported claimed. Returns the state, then
  * ticket and claimed (0/1).
  */
 export const JOIN_SCRIPT = `${SHEBANG}
@@ -889,11 +965,12 @@ else
     cursor = ticket - 1
     redis.call('SET', K_CURSOR, fmt(cursor))
   end
-  local before = cursor
-  cursor = auto_admit(tail, cursor, paused)
-  if ticket <= before then
+  cursor = auto_admit(tail, cursor, paused, ticket)
+  if ticket <= cursor then
+    -- Called before it existed, or by this join's own step: it walks in, and arrives now.
     trim(K_ADMITS)
     redis.call('ZADD', K_ADMITS, fmt(NOW), fmt(ticket))
+    claimed = 1
   end
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
@@ -916,9 +993,10 @@ return state
 
 /**
  * Capacity mode: the ticket takes its slot (see take_slot; random: only through its live
- * reservation), then admission runs. Rate mode, FIFO: claimed when the cursor has passed the ticket;
- * random: when the ticket holds a live reservation (it is not collected: that is draw's job); no
- * admission runs. ARGV 12 ticket, 13 waited ms. Returns the state, then claimed (0/1).
+ * reservation), then admission runs. Rate mode, FIFO: lapsed calls are replaced first (no period
+ * step), then claimed when the cursor has passed the ticket, its arrival counted once (see Claims
+ * in the header); random: when the ticket holds a live reservation (it is not collected: that is
+ * draw's job). ARGV 12 ticket, 13 waited ms. Returns the state, then claimed (0/1).
  */
 export const CLAIM_SCRIPT = `${SHEBANG}
 -- wr claim: ${KEYS_DOC}, ticket, waited_ms; returns {state..., claimed}
@@ -934,8 +1012,18 @@ if capacity then
 elseif RANDOM then
   local score = redis.call('ZSCORE', K_RESERVED, fmt(ticket))
   if score and tonumber(score) > NOW then claimed = 1 end
-elseif ticket <= cursor then
-  claimed = 1
+else
+  cursor = replace_lapsed(tail, cursor, paused)
+  if ticket <= cursor then
+    claimed = 1
+    -- The arrival is counted once per ticket: a live reservation becomes a claim; a ticket with no
+    -- entry (its reservation lapsed, it was replaced, and the holder came back late) is admitted
+    -- and counted now; one already counted (a second tab, a walk-in) is not counted again.
+    local m = fmt(ticket)
+    if redis.call('ZREM', K_RESERVED, m) == 1 or not redis.call('ZSCORE', K_ADMITS, m) then
+      redis.call('ZADD', K_ADMITS, fmt(NOW), m)
+    end
+  end
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
@@ -1004,10 +1092,11 @@ return {held}
 /**
  * The operator's or origin's explicit admission (0 before the event's start). FIFO: the cursor
  * moves by up to count, never past the tail; random: min(count, present) visitors are drawn.
- * Capacity mode (and random rate mode): each ticket called gets a reservation and an admission,
- * even beyond the thresholds (explicit admits are the operator's decision; automatic admission then
- * waits until the usage is back under them). FIFO rate mode: recorded as one batch. Works while
- * paused. ARGV 12 count (>= 1). Returns the state, then admitted.
+ * Each ticket called gets a reservation (capacity mode and random: and an admission entry), even
+ * beyond the thresholds (explicit admits are the operator's decision; automatic admission then
+ * waits until the usage is back under them). Rate mode first hands lapsed calls on (FIFO: replaced,
+ * random: redrawn), not counted in `admitted`. Works while paused. ARGV 12 count (>= 1). Returns
+ * the state, then admitted.
  */
 export const ADMIT_SCRIPT = `${SHEBANG}
 -- wr admit: ${KEYS_DOC}, count; returns {state..., admitted}
@@ -1017,18 +1106,15 @@ prologue(tail)
 if capacity or RANDOM then expire() end
 local admitted = 0
 if OPEN and RANDOM then
+  if not capacity then cursor = redraw(cursor, paused) end
   local before = cursor
   cursor = draw_tickets(cursor, count)
   admitted = cursor - before
 elseif OPEN then
+  if not capacity then cursor = replace_lapsed(tail, cursor, paused) end
   local target = math.min(cursor + count, tail)
   if target > cursor then
-    if capacity then
-      call_tickets(cursor + 1, target)
-    else
-      redis.call('SET', K_CURSOR, fmt(target))
-      record_batch(cursor + 1, target)
-    end
+    call_tickets(cursor + 1, target, capacity)
     admitted = target - cursor
     cursor = target
   end
@@ -1250,19 +1336,19 @@ if left < 1 then return {3, 0} end
 return {0, redis.call('HINCRBY', K_VIP, 'left', -1)}
 `;
 
-export const JOIN_SHA1 = 'c99408efd3f7a579b1dcacc85018933c2a2d80c5';
-export const POLL_SHA1 = '05030424e52fb789a70a6c4e4e0db6ce9614caf3';
-export const CLAIM_SHA1 = 'f86c58606f08e36b7a13abdc701d4e9aea9cc72b';
-export const TOUCH_SHA1 = '8ca8ebd1f5a828fc18eb9427c11a8fdc61d969c6';
-export const LEAVE_SHA1 = 'cda05260cb21ac44cf1962dfe9d4df53ac469fbe';
-export const ADMIT_SHA1 = 'df14c6f54ee42ca8cf9e2f1946513112e427c6dc';
-export const CONTROL_SHA1 = 'c0603080ea003388190129d22c49aa4ee93ca486';
-export const STATS_SHA1 = '323e8ec00c6ab61f4f069015a954f5ef3a352c7c';
+export const JOIN_SHA1 = '9784f0d737f8340703efe6b79ff40b5fc9e34ed2';
+export const POLL_SHA1 = '8d60b222eff497071102fc5594660ce1fb6f3afa';
+export const CLAIM_SHA1 = '1967765966ddce19bfb70524f0d83d3d1386eaf0';
+export const TOUCH_SHA1 = 'd9f4ff7ed30d2f641342a06107d37a5c09723f9b';
+export const LEAVE_SHA1 = 'c074c3d501312f145006b8e8beeb5b86e8eb1b41';
+export const ADMIT_SHA1 = 'f32bdea4f7217484d24ba46386e106cfd31e8da5';
+export const CONTROL_SHA1 = 'c338c582d3b089ad12a484b4f426a1528d9c748f';
+export const STATS_SHA1 = 'f1bfee7968a3f6dc09620507655053255d4eb02c';
 export const PEEK_SHA1 = '904d517423da8edf0c920a3730fa05b89debc1ea';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '12cc56d7f581af3501cc49f6ee629f41b39a6a98';
-export const RESET_SHA1 = 'b6f7e3c4d0496ed7cbdf89c7db26c8097622a610';
+export const DRAW_SHA1 = '27e2b1a6be35239260b8ad2da240fda99e642a97';
+export const RESET_SHA1 = '8ff908d8859976a7e6408bf0d236a7aae202992c';
 export const HISTORY_SHA1 = '477f9424e713adddf354af016672c744b539c5b3';
 
 export interface StoreScript {
