@@ -31,7 +31,7 @@ const CLASS_BUDGETS: readonly { label: string; budget: number; billedBudget?: nu
   { label: 'new visitor (no cookie)', budget: 1 },
   { label: 'waiting visitor poll (holding cookie)', budget: 1 },
   { label: 'admin / origin admit (POST api/admit)', budget: 1 },
-  { label: 'waiting visitor poll, called (upgrade to access)', budget: 1 },
+  { label: 'waiting visitor poll, called: poll 1 + claim 1 (the claim is the admission; 0 + 1 on a cache hit)', budget: 2 },
   { label: 'admitted visitor (access cookie)', budget: 0 },
 ];
 
