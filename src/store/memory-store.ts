@@ -24,19 +24,23 @@ import type {
   QueueState,
   QueueStats,
   QueueStore,
+  ResetResult,
   RuntimeControl,
   VipCode,
   VipUse,
 } from '../core/ports';
 import {
   HISTORY_MS,
+  IDEMPOTENCY_MS,
   KEEP_MS,
+  MAX_SEED,
   MINUTE_MS,
   assertAdmitCount,
   assertQueueName,
   averageWaitSeconds,
   checkControl,
   checkGraceMs,
+  checkIdempotencyKey,
   checkNowMs,
   checkPolicy,
   checkTicket,
@@ -45,6 +49,7 @@ import {
   checkVipHash,
   checkWaitedMs,
   createDrawRng,
+  generationArg,
   isOpen,
   periodStart,
   type CheckedPolicy,
@@ -55,8 +60,11 @@ interface MemoryQueue {
   cursor: number;
   /** Start (ms) of the last period whose automatic admission ran; undefined = never. */
   lastPeriodStart: number | undefined;
-  /** ticket → slot expiry (ms). */
-  readonly active: Map<number, number>;
+  /**
+   * ticket → slot expiry (ms); also `<ticket>@g<generation>` → expiry for a holder from a lost
+   * generation registered again by touch (see scripts.ts, Generations).
+   */
+  readonly active: Map<number | string, number>;
   /** ticket → reservation expiry (ms). */
   readonly reserved: Map<number, number>;
   /**
@@ -80,6 +88,10 @@ interface MemoryQueue {
   event: { readonly start: number; readonly size: number; readonly seed: number } | undefined;
   /** ctl `epoch`: ms of the last reset, 0 = never. */
   epoch: number;
+  /** ctl `gen`: 0 until the first writing call sets it (see `ensureGeneration`). */
+  generation: number;
+  /** Explicit admits' idempotency keys → the count that admit let in, and when the key is forgotten (ms). */
+  readonly idempotency: Map<string, { readonly admitted: number; readonly untilMs: number }>;
 }
 
 /** One VIP code: the fields of its Redis hash, and when its TTL would remove the key. */
@@ -157,12 +169,15 @@ export class MemoryQueueStore implements QueueStore {
     return finish(r);
   }
 
-  async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<ClaimResult> {
+  async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<ClaimResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     checkTicket(ticket);
     const waited = checkWaitedMs(waitedMs);
+    const gen = generationArg(generation);
     const q = this.#queue(queue);
+    ensureGeneration(q, p);
+    if (isForeign(q, gen)) return { ...readState(begin(q, p)), claimed: false };
     prologue(q, p, q.tail);
     const r = begin(q, p);
     let claimed: boolean;
@@ -178,29 +193,44 @@ export class MemoryQueueStore implements QueueStore {
     return { ...finish(r), claimed };
   }
 
-  async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number): Promise<boolean> {
+  async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number, generation?: number): Promise<boolean> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     checkTicket(ticket);
     const until = checkUntilMs(untilMs);
-    const q = this.#queues.get(queue) ?? emptyQueue();
+    const gen = generationArg(generation);
+    const q = this.#queue(queue);
+    ensureGeneration(q, p);
     if (!isCapacity(effective(q, p))) return true;
-    const expiry = q.active.get(ticket);
+    // A holder from a lost generation is registered again under a member of its own.
+    const foreign = isForeign(q, gen);
+    const member = foreign ? `${ticket}@g${gen}` : ticket;
+    const expiry = q.active.get(member) ?? (foreign ? p.nowMs + 1 : undefined);
     if (expiry === undefined || expiry <= p.nowMs) return false;
     const renewed = Math.min(p.nowMs + p.sessionMs, until);
-    q.active.set(ticket, renewed);
+    q.active.set(member, renewed);
     return renewed > p.nowMs;
   }
 
-  async leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number): Promise<boolean> {
+  async leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number, generation?: number): Promise<boolean> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     checkTicket(ticket);
     const grace = checkGraceMs(graceMs);
+    const gen = generationArg(generation);
     const q = this.#queue(queue);
     prologue(q, p, q.tail);
     const r = begin(q, p);
     if (!isCapacity(r.e)) return false;
+    if (isForeign(q, gen)) {
+      // Only the slot registered again for this holder (see touch), never the ticket's namesake.
+      const member = `${ticket}@g${gen}`;
+      if (grace === 0) return q.active.delete(member);
+      const expiry = q.active.get(member);
+      if (expiry === undefined || expiry <= p.nowMs) return false;
+      if (expiry > p.nowMs + grace) q.active.set(member, p.nowMs + grace);
+      return true;
+    }
     if (grace === 0) {
       expire(q, p.nowMs);
       let held = q.active.delete(ticket);
@@ -223,11 +253,16 @@ export class MemoryQueueStore implements QueueStore {
     return held;
   }
 
-  async admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy): Promise<AdmitResult> {
+  async admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy, idempotencyKey?: string): Promise<AdmitResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     assertAdmitCount(count);
+    if (idempotencyKey !== undefined) checkIdempotencyKey(idempotencyKey);
     const q = this.#queue(queue);
+    // Mirrors the admit script's idempotency (see IDEMPOTENT_REPLAY): a key applied already replays.
+    for (const [key, done] of q.idempotency) if (done.untilMs <= p.nowMs) q.idempotency.delete(key);
+    const done = idempotencyKey === undefined ? undefined : q.idempotency.get(idempotencyKey);
+    if (done !== undefined) return { ...readState(begin(q, p)), admitted: done.admitted, replayed: true };
     prologue(q, p, q.tail);
     const r = begin(q, p);
     const capacity = isCapacity(r.e);
@@ -246,7 +281,9 @@ export class MemoryQueueStore implements QueueStore {
         }
       }
     }
-    return { ...finish(r), admitted: q.cursor - before };
+    const admitted = q.cursor - before;
+    if (idempotencyKey !== undefined) q.idempotency.set(idempotencyKey, { admitted, untilMs: p.nowMs + IDEMPOTENCY_MS });
+    return { ...finish(r), admitted, replayed: false };
   }
 
   async control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -277,19 +314,22 @@ export class MemoryQueueStore implements QueueStore {
       }
     }
     return {
-      ...readState(begin(q, p)),
+      ...readState(begin(q, p, true)),
       reserved: countAfter(q.reserved, p.nowMs),
       avgWaitSeconds: averageWaitSeconds(sum, count),
     };
   }
 
   /** Mirrors the draw script: see its comment in scripts.ts. */
-  async draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<DrawResult> {
+  async draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<DrawResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     checkTicket(ticket);
     const waited = checkWaitedMs(waitedMs);
+    const gen = generationArg(generation);
     const q = this.#queue(queue);
+    ensureGeneration(q, p);
+    if (isForeign(q, gen)) return { ...readState(begin(q, p)), outcome: 'unknown', claimed: false };
     prologue(q, p, q.tail);
     const r = begin(q, p);
     let settled: Settled | undefined;
@@ -330,17 +370,22 @@ export class MemoryQueueStore implements QueueStore {
     return [...q.history.values()].filter((point) => point.atMs > now - HISTORY_MS).sort((a, b) => a.atMs - b.atMs);
   }
 
-  async reset(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
+  /** Mirrors the reset script: the line empties, the tail and held slots stay (see its comment). */
+  async reset(queue: string, nowMs: number, policy: AdmissionPolicy, expectedEpoch?: number): Promise<ResetResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
+    const expected = expectedEpoch === undefined ? undefined : checkNowMs(expectedEpoch);
     const q = this.#queue(queue);
-    q.tail = 0;
-    q.cursor = 0;
-    q.lastPeriodStart = undefined;
-    for (const scores of [q.active, q.reserved, q.admits, q.batches, q.waits, q.waiting, q.history]) scores.clear();
-    q.event = undefined;
-    q.epoch = p.nowMs;
-    return readState(begin(q, p));
+    const applied = expected === undefined || expected === q.epoch;
+    if (applied) {
+      q.cursor = q.tail;
+      q.lastPeriodStart = undefined;
+      for (const scores of [q.reserved, q.admits, q.batches, q.waits, q.waiting, q.history]) scores.clear();
+      removeUpTo(q.active, p.nowMs);
+      q.event = undefined;
+      q.epoch = p.nowMs;
+    }
+    return { ...readState(begin(q, p)), applied };
   }
 
   async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
@@ -405,6 +450,8 @@ function emptyQueue(): MemoryQueue {
     maxNewPerMinute: undefined,
     event: undefined,
     epoch: 0,
+    generation: 0,
+    idempotency: new Map(),
   };
 }
 
@@ -427,8 +474,19 @@ function effective(q: MemoryQueue, p: CheckedPolicy): Effective {
 }
 
 /** A run's context, read after the run's control changes (as READ_QUEUE is). */
-function begin(q: MemoryQueue, p: CheckedPolicy): Run {
+function begin(q: MemoryQueue, p: CheckedPolicy, readOnly = false): Run {
+  if (!readOnly) ensureGeneration(q, p);
   return { q, p, e: effective(q, p), open: isOpen(p), random: p.method === 'random', rng: createDrawRng(p.seed) };
+}
+
+/** Mirrors `ensure_gen`: the first writing run on an absent state gives it a generation. */
+function ensureGeneration(q: MemoryQueue, p: CheckedPolicy): void {
+  if (q.generation === 0) q.generation = ((p.seed + p.nowMs) % MAX_SEED) + 1;
+}
+
+/** Mirrors `foreign_gen`: a token's generation that is given and is not the store's. */
+function isForeign(q: MemoryQueue, generation: string): boolean {
+  return generation !== '' && Number(generation) !== q.generation;
 }
 
 function isCapacity(e: Effective): boolean {
@@ -509,6 +567,7 @@ function readState({ q, p, e, random }: Run): QueueState {
     eventSeed: event?.seed ?? 0,
     waiting: random ? countAfter(q.waiting, nowMs - p.presenceMs) : 0,
     epoch: q.epoch,
+    generation: q.generation,
   };
 }
 

@@ -22,6 +22,7 @@ import type {
   QueueState,
   QueueStats,
   QueueStore,
+  ResetResult,
   RuntimeControl,
   VipCode,
   VipUse,
@@ -60,6 +61,8 @@ import {
   checkVipCode,
   checkWaitedMs,
   controlArgv,
+  generationArg,
+  idempotencyStoreKey,
   policyArgv,
   policyKeys,
   vipCreateArgv,
@@ -123,31 +126,32 @@ export class UpstashQueueStore implements QueueStore {
     return toState(POLL, parseReply(POLL, await this.#run(POLL, keys, argv), STATE_LENGTH));
   }
 
-  async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<ClaimResult> {
+  async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<ClaimResult> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs))];
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs)), generationArg(generation)];
     const reply = parseReply(CLAIM, await this.#run(CLAIM, keys, argv), STATE_LENGTH + 1);
     return { ...toState(CLAIM, reply), claimed: reply.flag(STATE_LENGTH) };
   }
 
-  async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number): Promise<boolean> {
+  async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number, generation?: number): Promise<boolean> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkUntilMs(untilMs))];
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkUntilMs(untilMs)), generationArg(generation)];
     return parseReply(TOUCH, await this.#run(TOUCH, keys, argv), 1).flag(0);
   }
 
-  async leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number): Promise<boolean> {
+  async leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number, generation?: number): Promise<boolean> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkGraceMs(graceMs))];
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkGraceMs(graceMs)), generationArg(generation)];
     return parseReply(LEAVE, await this.#run(LEAVE, keys, argv), 1).flag(0);
   }
 
-  async admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy): Promise<AdmitResult> {
+  async admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy, idempotencyKey?: string): Promise<AdmitResult> {
     const keys = this.#keys(queue);
+    if (idempotencyKey !== undefined) keys.push(idempotencyStoreKey(this.#prefix, queue, idempotencyKey));
     const checked = checkPolicy(nowMs, policy);
     assertAdmitCount(count);
-    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count)]), STATE_LENGTH + 1);
-    return { ...toState(ADMIT, reply), admitted: reply.int(STATE_LENGTH) };
+    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count)]), STATE_LENGTH + 2);
+    return { ...toState(ADMIT, reply), admitted: reply.int(STATE_LENGTH), replayed: reply.flag(STATE_LENGTH + 1) };
   }
 
   async control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -168,9 +172,9 @@ export class UpstashQueueStore implements QueueStore {
     };
   }
 
-  async draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<DrawResult> {
+  async draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<DrawResult> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs))];
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs)), generationArg(generation)];
     const reply = parseReply(DRAW, await this.#run(DRAW, keys, argv), STATE_LENGTH + 2);
     const outcome = DRAW_OUTCOMES[reply.int(STATE_LENGTH) as keyof typeof DRAW_OUTCOMES];
     const claimed = reply.flag(STATE_LENGTH + 1);
@@ -185,10 +189,11 @@ export class UpstashQueueStore implements QueueStore {
     return parseHistory(reply);
   }
 
-  async reset(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
+  async reset(queue: string, nowMs: number, policy: AdmissionPolicy, expectedEpoch?: number): Promise<ResetResult> {
     const keys = this.#keys(queue);
-    const argv = policyArgv(checkPolicy(nowMs, policy));
-    return toState(RESET, parseReply(RESET, await this.#run(RESET, keys, argv), STATE_LENGTH));
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), expectedEpoch === undefined ? '' : String(checkNowMs(expectedEpoch))];
+    const reply = parseReply(RESET, await this.#run(RESET, keys, argv), STATE_LENGTH + 1);
+    return { ...toState(RESET, reply), applied: reply.flag(STATE_LENGTH) };
   }
 
   async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
@@ -283,6 +288,7 @@ function toState(script: StoreScript, r: Reply): QueueState {
     eventSeed: r.int(9),
     waiting: r.int(10),
     epoch: r.int(11),
+    generation: r.int(12),
   };
   // The minute is inside the five minutes: anything else means the reply is not what the script sends.
   if (state.admittedLastMinute > state.admittedLast5Minutes) throw new StoreReplyError(script.name, r.raw);
