@@ -126,6 +126,7 @@ describe('rendering', () => {
       figures: adminFigures(stats, config, nowMs),
       chart: renderChart(points, nowMs),
       csrf: 'tok"en',
+      admitKey: 'key-1',
       actionPrefix: '/__wr/admin/',
       actionQuery: '',
       liveUrl: '/__wr/admin/live',

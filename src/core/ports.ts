@@ -152,6 +152,9 @@ export interface AdmitResult extends QueueState {
   readonly replayed: boolean;
 }
 
+/** Idempotency keys of explicit admits (an `Idempotency-Key` header, a console form's submission id). */
+export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
+
 export interface ResetResult extends QueueState {
   /** The reset was done now; false when the epoch expected was no longer current (nothing changed). */
   readonly applied: boolean;

@@ -144,7 +144,7 @@
  * recompute its pin (`sha1(text)`) and update the literal: the contract test will tell you.
  */
 
-import type { AdmissionPolicy, RuntimeControl } from '../core/ports';
+import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type RuntimeControl } from '../core/ports';
 
 /** @default key prefix for every store key. */
 export const DEFAULT_KEY_PREFIX = 'wr';
@@ -173,8 +173,8 @@ export const MAX_SEED = 281_474_976_710_655;
 /** How long an explicit admit's idempotency key remembers its result, ms (10 minutes). */
 export const IDEMPOTENCY_MS = 600_000;
 
-/** Idempotency keys the stores accept (an `Idempotency-Key` header, a form's submission id). */
-export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
+/** Idempotency keys the stores accept: the same pattern the admin API checks. */
+export { IDEMPOTENCY_KEY_PATTERN };
 
 /** Length of the state every policy script returns first (see the header). */
 export const STATE_LENGTH = 13;
