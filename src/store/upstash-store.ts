@@ -6,9 +6,13 @@
  * Depends on nothing but `evalsha` and `eval` of an `@upstash/redis` client, imported as a type only,
  * so the same class works with the Node client and with `@upstash/redis/fastly`.
  *
- * No timeout here: the caller races each store call against its own deadline (the Fastly engine has
- * no AbortController, and the client turns an aborted static signal into a fake `"Aborted"` result,
- * which the reply parser below would reject anyway).
+ * Timeouts: the caller races each store call against its own deadline (src/core/store-call.ts).
+ * That race alone does not end the request: on Node, `createNodeUpstashOptions` (src/platform/node.ts)
+ * gives the client a signal that aborts each request at the same deadline, so no request outlives
+ * its timeout and sockets do not pile up behind a hanging store. The Fastly engine has no
+ * AbortController: there the `upstash` backend's own timeouts bound a request (see the README,
+ * "Store timeouts"). A request aborted after it reached the store may still have been applied:
+ * operator actions are idempotent for that reason (admit keys, reset's expected epoch).
  */
 
 import type { Redis } from '@upstash/redis';
@@ -374,6 +378,7 @@ export function createUpstashClientOptions(options: {
   if (typeof options.token !== 'string' || options.token === '') {
     throw new RangeError('missing Upstash token');
   }
+
   return {
     url: options.url,
     token: options.token,
