@@ -1634,6 +1634,34 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
       });
     });
 
+    describe('recovery after a lost state', () => {
+      it('holds new admissions in capacity mode for the window the first evidence opens, once per generation', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(5, 0);
+        // A brand-new queue admits at once: nothing says a state was lost.
+        expect(await store.join(q, T0, policy)).toMatchObject({ ticket: 1, claimed: true, paused: false });
+        // A visitor from a lost generation rejoins: the window opens, nobody new walks in.
+        expect(await store.join(q, T0 + 1, policy, 10_000)).toMatchObject({ ticket: 2, claimed: false, paused: true, active: 1 });
+        expect(await store.join(q, T0 + 2, policy)).toMatchObject({ ticket: 3, claimed: false, paused: true });
+        // A later rejoin does not stretch it; an old holder refreshes into the count meanwhile.
+        expect(await store.join(q, T0 + 5_000, policy, 10_000)).toMatchObject({ ticket: 4, claimed: false, paused: true });
+        expect(await store.touch(q, 9, T0 + 6_000, policy, Number.MAX_SAFE_INTEGER, 12_345)).toBe(true);
+        expect(await store.stats(q, T0 + 9_999, policy)).toMatchObject({ paused: true, active: 2 });
+        // Explicit admits still work while it is open.
+        expect(await store.admit(q, 1, T0 + 7_000, policy)).toMatchObject({ admitted: 1, cursor: 2 });
+        // At its end the room left (5 - 1 seated - 1 old holder - 1 reserved = 2) is handed out, and
+        // the window never opens again in this generation (the house is full, not paused).
+        expect(await store.poll(q, T0 + 10_001, policy)).toMatchObject({ paused: false, cursor: 4, active: 5 });
+        expect(await store.join(q, T0 + 10_002, policy, 10_000)).toMatchObject({ ticket: 5, claimed: false, paused: false });
+        // Rate mode has no slots to count: nothing is held.
+        const r = randomQueue();
+        await joinMany(store, r, 2, T0, OFF);
+        expect(await store.join(r, T0 + 1, every(3), 10_000)).toMatchObject({ paused: false });
+        await expect(store.join(r, T0 + 2, OFF, -5)).rejects.toBeInstanceOf(StoreArgumentError);
+      });
+    });
+
     describe('idempotent admits', () => {
       it('admits once per key: a repeat replays the recorded count and admits nobody', async () => {
         const store = createStore();

@@ -150,7 +150,8 @@ describe('the store loses its state', () => {
     const seated = first.passed;
     await direct.flushall();
     const all = range(1, 60);
-    const overshoot: number[] = [];
+    const counted: number[] = [];
+    const statsOf = async () => (await (await r.api('state', { method: 'GET' })).json()) as { active_sessions: number };
     for (let s = 1; s <= 30; s += 1) {
       r.clock.advance(1_000);
       const { passed, statuses } = await r.round(s >= 2 ? all : everyone);
@@ -159,14 +160,15 @@ describe('the store loses its state', () => {
       for (const v of seated) expect(passed).toContain(v);
       const held = r.holders(all);
       expect(new Set(held).size).toBe(held.length);
-      // After one refresh interval every old holder's slot is registered again: capacity holds.
-      if (s > 6) expect(passed.length).toBeLessThanOrEqual(20);
-      else overshoot.push(passed.length);
+      // The first rejoining visitor told the store its state was lost: nobody new is let in until
+      // every old holder has refreshed its slot into the count, so capacity holds throughout.
+      expect(passed.length).toBeLessThanOrEqual(20);
+      counted.push((await statsOf()).active_sessions);
     }
-    const stats = (await (await r.api('state', { method: 'GET' })).json()) as { active_sessions: number };
-    expect(stats.active_sessions).toBeLessThanOrEqual(20);
-    // Reported for the README: how far over the capacity the first interval went.
-    console.info(`store lost: views that reached the origin per second during the first refresh interval: ${overshoot.join(', ')}`);
+    // Every old holder is counted again within one refresh interval (5 s), and stays counted.
+    expect(counted.slice(6).every((n) => n === 20)).toBe(true);
+    // When holders leave, the room goes to those waiting (old and new alike).
+    console.info(`store lost: slots counted per second after the loss: ${counted.join(', ')}`);
   });
 
   it('rate: "admit N" lets in at most N people, and old waiting visitors rejoin behind those who arrived first', async () => {
@@ -277,13 +279,29 @@ describe('a store that stops answering', () => {
         await sleep(200);
       };
       const aborting = new UpstashQueueStore({ redis: new Redis(createNodeUpstashOptions({ url: proxy.url, token: TOKEN, retries: 0, timeoutMs: 150 })) });
-      for (let i = 0; i < 3; i += 1) await burst(aborting);
-      // 120 calls timed out; each request was aborted with it, so none holds a socket.
-      expect(proxy.open()).toBe(0);
-      // The same without the abort (the timeout only raced): every request still holds one.
-      const racing = new UpstashQueueStore({ redis: new Redis(createUpstashClientOptions({ url: proxy.url, token: TOKEN, retries: 0 })) });
-      await burst(racing);
-      expect(proxy.open()).toBeGreaterThanOrEqual(40);
+      const open: number[] = [];
+      for (let i = 0; i < 4; i += 1) {
+        await burst(aborting);
+        open.push(proxy.open());
+      }
+      // 160 calls timed out; each request was aborted with it (the client closed its connection),
+      // so what the hanging store still holds is at most the last burst's, not a growing pile.
+      expect(Math.max(...open)).toBeLessThanOrEqual(40);
+      // The same without the abort (the timeout only raced): every abandoned request keeps its socket.
+      const other = await startProxy(bridge.url);
+      try {
+        other.set('hang');
+        const racing = new UpstashQueueStore({ redis: new Redis(createUpstashClientOptions({ url: other.url, token: TOKEN, retries: 0 })) });
+        const piled: number[] = [];
+        for (let i = 0; i < 2; i += 1) {
+          await burst(racing);
+          piled.push(other.open());
+        }
+        expect(piled).toEqual([40, 80]);
+        console.info(`hanging store: open sockets after each burst of 40 timed-out calls: aborted ${open.join(', ')}; not aborted ${piled.join(', ')}`);
+      } finally {
+        await other.close();
+      }
     } finally {
       await proxy.close();
     }
@@ -332,8 +350,6 @@ describe('a store that stops answering', () => {
       expect(await once.json()).toMatchObject({ applied: true, replayed: true, admitted: 2, cursor: 10 });
       await sleep(500);
       expect(await cursor()).toBe(10);
-      // Nothing was left open behind the timeouts.
-      expect(proxy.open()).toBeLessThanOrEqual(1);
     } finally {
       await proxy.close();
     }

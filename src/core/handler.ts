@@ -223,6 +223,9 @@ export function createHandler(deps: HandlerDeps): Handler {
   // a Set-Cookie to every response). Once a minute keeps the session sliding.
   const renewAfterMs = Math.min(60, Math.floor(config.sessionSeconds / 4)) * 1000;
   const refreshAfterMs = config.activityRefreshSeconds * 1000;
+  // After a lost state, every holder has refreshed its slot (once per activity refresh, seen through
+  // a cache of up to state_cache_seconds) by the end of this window.
+  const recoverMs = (config.activityRefreshSeconds + config.stateCacheSeconds) * 1000 + RESERVATION_SLACK_MS;
 
   function storeCall<T>(trace: Trace, call: () => Promise<T>): Promise<StoreOutcome<T>> {
     return callStore(call, config.storeTimeoutMs, clock).then((outcome) => {
@@ -357,7 +360,7 @@ export function createHandler(deps: HandlerDeps): Handler {
     }
     if (isForeign(state.generation, claimed.value)) {
       trace.reason = 'ticket_from_lost_state';
-      return newVisit(trace, nowMs);
+      return newVisit(trace, nowMs, true);
     }
     trace.reason = 'called_no_room';
     const cookie = await waitingCookie(ticket, joined, nowMs, 1, state);
@@ -395,8 +398,13 @@ export function createHandler(deps: HandlerDeps): Handler {
     return { kind: 'admitted', ticket: place, slot: false, cookie: await admittedCookie(place, joined, nowMs, false, state.generation) };
   }
 
-  async function newVisit(trace: Trace, nowMs: number): Promise<Visit> {
-    const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow()));
+  /**
+   * A new ticket. `lostState`: the visitor's token was of a lost generation, which tells the store
+   * its state was lost: capacity mode then holds new admissions for one activity refresh interval
+   * (see `recoverMs`), while the lost state's holders register their slots again.
+   */
+  async function newVisit(trace: Trace, nowMs: number, lostState = false): Promise<Visit> {
+    const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), lostState ? recoverMs : undefined));
     if (!joined.ok) return { kind: 'unavailable', ticket: undefined, cookie: undefined };
     const result = joined.value;
     const now = Math.floor(nowMs / 1000);
@@ -442,8 +450,8 @@ export function createHandler(deps: HandlerDeps): Handler {
     }
     const r = result.value;
     if (r.outcome === 'unknown' || (token.g ?? 0) !== r.epoch || isForeign(token.gen, r)) {
-      trace.reason = 'not_in_draw';
-      return takeTicket ? newVisit(trace, nowMs) : { kind: 'none' };
+      trace.reason = isForeign(token.gen, r) ? 'ticket_from_lost_state' : 'not_in_draw';
+      return takeTicket ? newVisit(trace, nowMs, isForeign(token.gen, r)) : { kind: 'none' };
     }
     if (r.outcome === 'drawn') {
       record(trace, r, token.t);
@@ -513,7 +521,7 @@ export function createHandler(deps: HandlerDeps): Handler {
         // The store lost its state since this ticket was taken: numbers restarted, so this one may
         // be a newer visitor's. The visitor rejoins at the back (see the README, Store state lost).
         trace.reason = 'ticket_from_lost_state';
-        return takeTicket ? newVisit(trace, nowMs) : { kind: 'none' };
+        return takeTicket ? newVisit(trace, nowMs, true) : { kind: 'none' };
       }
       return settle(trace, polled.value, token.t, joined, token.f, nowMs);
     }

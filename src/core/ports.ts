@@ -193,8 +193,13 @@ export type VipUse =
  * when the store fails; the core turns that into a decision (see `store_failure`).
  */
 export interface QueueStore {
-  /** Take the next ticket and run admission; in capacity mode a walk-in claims its slot in the same call. */
-  join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult>;
+  /**
+   * Take the next ticket and run admission; in capacity mode a walk-in claims its slot in the same call.
+   * `recoverMs`: the caller has just seen a token of a lost generation. The first such join of a
+   * generation opens a recovery window of that length, in which capacity mode admits nobody new
+   * (reported as paused), so the lost state's holders refresh into the count first.
+   */
+  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult>;
   /** Run admission (expire lapsed slots, call tickets into free room, or the period step) and read the state. */
   poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
   /**

@@ -41,6 +41,7 @@ import {
   checkControl,
   checkGraceMs,
   checkIdempotencyKey,
+  checkRecoverMs,
   checkNowMs,
   checkPolicy,
   checkTicket,
@@ -90,6 +91,8 @@ interface MemoryQueue {
   epoch: number;
   /** ctl `gen`: 0 until the first writing call sets it (see `ensureGeneration`). */
   generation: number;
+  /** ctl `recover_until` (ms): the recovery window after a lost state (see scripts.ts); 0 = never opened. */
+  recoverUntil: number;
   /** Explicit admits' idempotency keys → the count that admit let in, and when the key is forgotten (ms). */
   readonly idempotency: Map<string, { readonly admitted: number; readonly untilMs: number }>;
 }
@@ -126,10 +129,14 @@ export class MemoryQueueStore implements QueueStore {
   /** queue → code hash → code. Apart from the queues' state, as the VIP keys are in Redis. */
   readonly #vips = new Map<string, Map<string, MemoryVip>>();
 
-  async join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult> {
+  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
+    const recover = checkRecoverMs(recoverMs);
     const q = this.#queue(queue);
+    // Mirrors RECOVERY: the first evidence of a lost state in this generation opens the window.
+    ensureGeneration(q, p);
+    if (recover > 0 && q.recoverUntil === 0) q.recoverUntil = p.nowMs + recover;
     q.tail += 1;
     const ticket = q.tail;
     prologue(q, p, ticket - 1);
@@ -451,6 +458,7 @@ function emptyQueue(): MemoryQueue {
     event: undefined,
     epoch: 0,
     generation: 0,
+    recoverUntil: 0,
     idempotency: new Map(),
   };
 }
@@ -466,11 +474,11 @@ function liveVip(codes: Map<string, MemoryVip>, codeHash: string, nowMs: number)
 }
 
 function effective(q: MemoryQueue, p: CheckedPolicy): Effective {
-  return {
-    paused: q.paused,
-    maxActive: q.maxActive ?? p.maxActive,
-    maxNewPerMinute: q.maxNewPerMinute ?? p.maxNewPerMinute,
-  };
+  const maxActive = q.maxActive ?? p.maxActive;
+  const maxNewPerMinute = q.maxNewPerMinute ?? p.maxNewPerMinute;
+  // Mirrors `recovering`: capacity mode admits nobody new while the recovery window is open.
+  const recovering = p.nowMs < q.recoverUntil && (maxActive > 0 || maxNewPerMinute > 0);
+  return { paused: q.paused || recovering, maxActive, maxNewPerMinute };
 }
 
 /** A run's context, read after the run's control changes (as READ_QUEUE is). */

@@ -125,6 +125,14 @@
  * again without taking or renewing anybody else's slot; leave frees only that member. Tokens without
  * a generation (issued before it existed) count as current.
  *
+ * Recovery: the holders of a lost state are still on the site, but the store no longer counts them
+ * until each refreshes its slot (touch, above). A join that brings the first evidence of the loss (a
+ * visitor whose token is of another generation; join's ARGV 12 = the window, ms) opens a window:
+ * ctl `recover_until` = now + window, once per generation. While it is open, capacity mode admits
+ * nobody new (as if paused: no call, no walk-in, no direct slot; explicit admits still work), so
+ * every holder refreshes into the count before any room is handed out. Rate mode is not held: it
+ * has no slots to count.
+ *
  * Scripts: every one starts with `#!lua flags=allow-key-locking` (Upstash then locks only the keys in
  * KEYS, so queues do not wait on each other) and therefore touches only keys passed in KEYS: they
  * are bound once to `K_*` locals at the top. They are deterministic: the time comes in ARGV, nothing
@@ -454,6 +462,13 @@ export function idempotencyStoreKey(prefix: string, queue: string, key: string):
   return `${prefix}:{${queue}}:admit:${checkIdempotencyKey(key)}`;
 }
 
+/** join's recovery window, ms: undefined or 0 for none, else an integer >= 1. */
+export function checkRecoverMs(recoverMs: number | undefined): number {
+  if (recoverMs === undefined || recoverMs === 0) return 0;
+  if (!isSafeCount(recoverMs, 1)) throw new StoreArgumentError(`invalid recoverMs ${String(recoverMs)}: expected an integer >= 1`);
+  return recoverMs;
+}
+
 /** A token's generation as an optional ARGV: '' for none (a token from before generations). */
 export function generationArg(generation: number | undefined): string {
   if (generation === undefined || generation === 0) return '';
@@ -600,6 +615,21 @@ local function read_int(key)
 end
 `;
 
+// Recovery (see the header): RECOVER_MS > 0 when this run brings the first evidence that a state
+// was lost (join's ARGV 12). The first such run of a generation opens the window (recover_until in
+// ctl, read with the controls' HMGET); while it is open, capacity mode admits nobody new, as if
+// paused, so the holders of the lost state can register their slots again before any room is given.
+const RECOVERY = `
+local RECOVER_MS = 0
+local function recovering(recover_until, max_active, max_new)
+  if RECOVER_MS > 0 and recover_until == 0 and not GEN_READ_ONLY then
+    recover_until = NOW + RECOVER_MS
+    redis.call('HSET', K_CTL, 'recover_until', fmt(recover_until))
+  end
+  return NOW < recover_until and (max_active > 0 or max_new > 0)
+end
+`;
+
 // The generation (see the header): read with the controls' HMGET every policy script already runs,
 // so it costs no command of its own; written once, by the first run that finds it absent (the
 // queue's state was lost, or never existed). A stats run (GEN_READ_ONLY) reports 0 instead of writing.
@@ -625,7 +655,7 @@ end
 local function foreign_member(ticket, i)
   return fmt(ticket) .. '@g' .. fmt(tonumber(ARGV[i]))
 end
-`;
+${RECOVERY}`;
 
 // Every key bound once from KEYS, and the policy from ARGV 1..11 (validated again: the TS side
 // checks first, this only keeps a foreign caller from corrupting state). '%.0f' prints any integer
@@ -667,11 +697,13 @@ local function read_override(v, configured)
   return n
 end
 ${GENERATION}
--- paused, effective max active, effective max new per minute; sets GEN (see GENERATION)
+-- paused, effective max active, effective max new per minute; sets GEN (see GENERATION). Paused
+-- also while recovering (see RECOVERY).
 local function read_controls()
-  local c = redis.call('HMGET', K_CTL, 'paused', 'max_active', 'max_new_per_minute', 'gen')
+  local c = redis.call('HMGET', K_CTL, 'paused', 'max_active', 'max_new_per_minute', 'gen', 'recover_until')
   GEN = ensure_gen(c[4])
-  return c[1] == '1', read_override(c[2], CFG_MAX_ACTIVE), read_override(c[3], CFG_MAX_NEW)
+  local max_active, max_new = read_override(c[2], CFG_MAX_ACTIVE), read_override(c[3], CFG_MAX_NEW)
+  return c[1] == '1' or recovering(tonumber(c[5]) or 0, max_active, max_new), max_active, max_new
 end
 `;
 
@@ -970,8 +1002,9 @@ const KEYS_DOC =
  * ticket and claimed (0/1).
  */
 export const JOIN_SCRIPT = `${SHEBANG}
--- wr join: ${KEYS_DOC}; returns {state..., ticket, claimed}
+-- wr join: ${KEYS_DOC}, recover_ms; returns {state..., ticket, claimed}
 ${POLICY_HEADER}
+if (ARGV[12] or '') ~= '' then RECOVER_MS = arg_int(12, 1) end
 local ticket = redis.call('INCR', K_TAIL)
 prologue(ticket - 1)
 if RANDOM then redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket)) end
@@ -1394,19 +1427,19 @@ if left < 1 then return {3, 0} end
 return {0, redis.call('HINCRBY', K_VIP, 'left', -1)}
 `;
 
-export const JOIN_SHA1 = 'c20762e9e97fcd0f1922fd5ddbd91c18ed3dfd63';
-export const POLL_SHA1 = 'c92c3b0f54c48f144e32c935becf60444eb5d76b';
-export const CLAIM_SHA1 = '3abb7e7de0d2637682f6e9694210cda15eb64f81';
-export const TOUCH_SHA1 = '9a64e24ae1ba21c36a243f712d798dd520357509';
-export const LEAVE_SHA1 = 'a2a7c8a53892cdb15e9c852b748a8158b5a0128d';
-export const ADMIT_SHA1 = '0ea5fcee3ad32b7edc0643b380eea958d742574b';
-export const CONTROL_SHA1 = '4f682fb6aefaffc53d7bdad0d191430039f8112c';
-export const STATS_SHA1 = 'd828b936180af3054443598c44870775264927e2';
+export const JOIN_SHA1 = '399beb67a37829f09ea9a5d8d32f85d00bb3aaa4';
+export const POLL_SHA1 = '39ee0fe06f1b93dc13ee80bc1c79d88a1c05fe4a';
+export const CLAIM_SHA1 = '775e02966bbc367855665760625b4307571df809';
+export const TOUCH_SHA1 = 'b0aa6b572d0cd39e27ae31e54b6da714b61fb518';
+export const LEAVE_SHA1 = 'c5583ef0b3458ca2e7bc7530504354d5f514fe8f';
+export const ADMIT_SHA1 = '2bce8a9e3c847363334ce7e0cd173103c11af7e0';
+export const CONTROL_SHA1 = 'f1c3762fd2d6251b547eacf236e59dd1592724fe';
+export const STATS_SHA1 = '8c90058ac18e1208bf880051da4100781303ae1e';
 export const PEEK_SHA1 = '904d517423da8edf0c920a3730fa05b89debc1ea';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '38b6ec0aa13a16125e39994a2d888c4d6baa82d3';
-export const RESET_SHA1 = '17bfa601560e3231d6d588e747465066754597a3';
+export const DRAW_SHA1 = 'ecadea1509d159a72b6331e6ea9d079e48a610d6';
+export const RESET_SHA1 = 'c5acb62c2c280cadcadca22bb9d32f490730d552';
 export const HISTORY_SHA1 = '477f9424e713adddf354af016672c744b539c5b3';
 
 export interface StoreScript {

@@ -60,6 +60,7 @@ import {
   checkGraceMs,
   checkNowMs,
   checkPolicy,
+  checkRecoverMs,
   checkTicket,
   checkUntilMs,
   checkVipCode,
@@ -113,9 +114,10 @@ export class UpstashQueueStore implements QueueStore {
     this.#prefix = prefix;
   }
 
-  async join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult> {
+  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult> {
     const keys = this.#keys(queue);
-    const argv = policyArgv(checkPolicy(nowMs, policy));
+    const recover = checkRecoverMs(recoverMs);
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), recover === 0 ? '' : String(recover)];
     const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 2);
     const state = toState(JOIN, reply);
     const ticket = reply.int(STATE_LENGTH);

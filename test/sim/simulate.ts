@@ -203,9 +203,9 @@ class CountingStore implements QueueStore {
     if (slot < 0 || slot >= this.slots) throw new Error(`store call outside the simulated time (slot ${slot})`);
     this.perSecond[method][slot]! += 1;
   }
-  join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult> {
+  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult> {
     this.#count('join');
-    return this.inner.join(queue, nowMs, policy);
+    return this.inner.join(queue, nowMs, policy, recoverMs);
   }
   poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
     this.#count('poll');
