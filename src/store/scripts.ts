@@ -38,7 +38,8 @@
  *                                   configured value); the event's frozen pre-queue: `ev_start`
  *                                   (the start it was frozen for), `ev_size`, `ev_seed` (see
  *                                   Events); `epoch` (ms of the last reset; absent = 0, never);
- *                                   `gen`, the generation (see Generations).
+ *                                   `gen`, the generation (see Generations); `recover_until` (ms,
+ *                                   the recovery window after a lost state; see Recovery).
  *   `${prefix}:{${queue}}:waiting`  random method: ZSET ticket → last poll time (ms): the visitors
  *                                   taking part in draws. A member is present while its score is
  *                                   > now - presenceMs; every writing random-mode script first
