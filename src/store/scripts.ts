@@ -1000,7 +1000,7 @@ const KEYS_DOC =
  * (FIFO) one called before it existed, claims its slot at once (a walk-in, wait 0). Rate mode: the
  * period step; FIFO: a ticket the cursor had already passed is recorded as admitted now; random: a
  * ticket drawn in this call is collected at once and reported claimed. Returns the state, then
- * ticket and claimed (0/1).
+ * ticket and claimed (0/1). ARGV 12: the recovery window, ms ('' = none; see Recovery).
  */
 export const JOIN_SCRIPT = `${SHEBANG}
 -- wr join: ${KEYS_DOC}, recover_ms; returns {state..., ticket, claimed}
@@ -1057,7 +1057,8 @@ return state
  * Capacity mode: the ticket takes its slot (see take_slot; random: only through its live
  * reservation), then admission runs. Rate mode, FIFO: claimed when the cursor has passed the ticket;
  * random: when the ticket holds a live reservation (it is not collected: that is draw's job); no
- * admission runs. ARGV 12 ticket, 13 waited ms. Returns the state, then claimed (0/1).
+ * admission runs. ARGV 12 ticket, 13 waited ms, 14 the token's generation ('' = none; one of
+ * another generation is refused, see Generations). Returns the state, then claimed (0/1).
  */
 export const CLAIM_SCRIPT = `${SHEBANG}
 -- wr claim: ${KEYS_DOC}, ticket, waited_ms, generation; returns {state..., claimed}
@@ -1086,7 +1087,8 @@ return state
 /**
  * Capacity mode: a live slot's expiry becomes min(now + session, until); a slot that is gone (or
  * whose new expiry is not in the future) answers 0 and no slot is ever created. Rate mode: 1.
- * Neither freezes an event nor lapses presence. ARGV 12 ticket, 13 until ms. Returns {held}.
+ * Neither freezes an event nor lapses presence. ARGV 12 ticket, 13 until ms, 14 the token's
+ * generation (another generation's holder is registered again, see Generations). Returns {held}.
  */
 export const TOUCH_SCRIPT = `${SHEBANG}
 -- wr touch: ${KEYS_DOC}, ticket, until_ms, generation; returns {held}
@@ -1115,7 +1117,8 @@ return {0}
  * Capacity mode: grace 0 removes the ticket's slot and any reservation (an unclaimed reservation
  * also gives its admission back, as when it lapses) and calls the next tickets into the room;
  * grace > 0 shortens the slot (or reservation) to expire within the grace. Rate mode: 0, nothing
- * written but the prologue. ARGV 12 ticket, 13 grace ms. Returns {held}: whether a live slot or
+ * written but the prologue. ARGV 12 ticket, 13 grace ms, 14 the token's generation (another
+ * generation's holder frees only its own member). Returns {held}: whether a live slot or
  * reservation was there.
  */
 export const LEAVE_SCRIPT = `${SHEBANG}
@@ -1163,7 +1166,8 @@ return {held}
  * Capacity mode (and random rate mode): each ticket called gets a reservation and an admission,
  * even beyond the thresholds (explicit admits are the operator's decision; automatic admission then
  * waits until the usage is back under them). FIFO rate mode: recorded as one batch. Works while
- * paused. ARGV 12 count (>= 1). Returns the state, then admitted.
+ * paused. ARGV 12 count (>= 1); KEYS[12], optional, the idempotency key's store key (see
+ * IDEMPOTENT_REPLAY). Returns the state, then admitted and replayed (0/1).
  */
 export const ADMIT_SCRIPT = `${SHEBANG}
 -- wr admit: ${KEYS_DOC}, idempotency; ARGV ..., count; returns {state..., admitted, replayed}
@@ -1261,7 +1265,8 @@ return state
  * way, else it is waiting; anything else is unknown and nothing is written for it. Admission runs in
  * every case. FIFO (not used by the handler): admission runs, then capacity mode tries take_slot;
  * drawn when claimed (capacity) or called (rate), front when called but not claimed (capacity),
- * waiting when issued and not called, unknown when above the tail. ARGV 12 ticket, 13 waited ms.
+ * waiting when issued and not called, unknown when above the tail. ARGV 12 ticket, 13 waited ms,
+ * 14 the token's generation (another generation's ticket is unknown, and nothing runs).
  * Returns the state, then outcome (DRAW_OUTCOMES) and claimed (0/1).
  */
 export const DRAW_SCRIPT = `${SHEBANG}
