@@ -512,16 +512,17 @@ export function createHandler(deps: HandlerDeps): Handler {
         // The outage is not the visitor's fault: keep the ticket alive while it lasts.
         return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(token.t, joined, nowMs, token.f, tokenEra(token)) };
       }
+      if (isForeign(token.gen, polled.value)) {
+        // The store lost its state since this ticket was taken: numbers restarted, so this one may
+        // be a newer visitor's. The visitor rejoins at the back (see the README, "When the store
+        // loses its state"). Checked before the epoch, which the loss reset too.
+        trace.reason = 'ticket_from_lost_state';
+        return takeTicket ? newVisit(trace, nowMs, true) : { kind: 'none' };
+      }
       if ((token.g ?? 0) !== polled.value.epoch) {
         // The queue was reset since this ticket was taken: it stands for nothing any more.
         trace.reason = 'ticket_before_reset';
         return takeTicket ? newVisit(trace, nowMs) : { kind: 'none' };
-      }
-      if (isForeign(token.gen, polled.value)) {
-        // The store lost its state since this ticket was taken: numbers restarted, so this one may
-        // be a newer visitor's. The visitor rejoins at the back (see the README, Store state lost).
-        trace.reason = 'ticket_from_lost_state';
-        return takeTicket ? newVisit(trace, nowMs, true) : { kind: 'none' };
       }
       return settle(trace, polled.value, token.t, joined, token.f, nowMs);
     }
