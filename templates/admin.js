@@ -22,6 +22,9 @@
     var list = document.getElementById('queues');
     if (list && typeof data.queues === 'string') list.innerHTML = data.queues;
     var pause = document.getElementById('pause');
+    // A reset names the epoch it expects: keep it current, so that only a reset by someone else is refused.
+    var epoch = document.getElementById('reset-epoch');
+    if (epoch && data.state && typeof data.state.epoch === 'number') epoch.value = String(data.state.epoch);
     if (pause && data.pause_label) {
       pause.textContent = data.pause_label;
       document.getElementById('pause-value').value = data.pause_value;
@@ -44,6 +47,10 @@
     if (result.changed) return result.changed;
     return 'Done.';
   }
+  function newKey() {
+    if (window.crypto && typeof window.crypto.randomUUID === 'function') return window.crypto.randomUUID();
+    return Date.now().toString(36) + '-' + Math.random().toString(36).slice(2);
+  }
   var forms = document.querySelectorAll('form[data-live-form]');
   for (var i = 0; i < forms.length; i++) {
     forms[i].addEventListener('submit', function (event) {
@@ -53,6 +60,11 @@
       if (question && !window.confirm(question)) return;
       var button = form.querySelector('button');
       button.disabled = true;
+      // One idempotency key per submission: a double submit admits once. After a 503 (unknown
+      // whether it was applied) the key is kept, so that submitting again is a safe retry.
+      var key = form.querySelector('[data-idempotency-key]');
+      if (key && !key.value) key.value = newKey();
+      var keep = false;
       fetch(form.action, {
         method: 'POST',
         headers: { accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded' },
@@ -61,6 +73,7 @@
       })
         .then(function (r) {
           return r.json().then(function (json) {
+            keep = r.status === 503;
             if (!r.ok) throw new Error(json.error || 'the request failed (' + r.status + ')');
             return json;
           });
@@ -79,6 +92,7 @@
           show(error.message, true);
         })
         .then(function () {
+          if (key && !keep) key.value = '';
           button.disabled = false;
         });
     });

@@ -127,8 +127,23 @@ describe('the admin console', () => {
 
     const done = await r.handler(post('/__wr/admin/reset', `csrf=${csrf}&confirm=default`), CLIENT);
     expect(done.status).toBe(200);
-    expect(await done.json()).toMatchObject({ reset: true, tail: 0, cursor: 0, notice: expect.stringContaining('Reset queue default') });
-    expect((await r.store.peek('default')).tail).toBe(0);
+    const answer = (await done.json()) as { epoch: number };
+    // The line is empty (the cursor is at the tail); numbers are never handed out again.
+    expect(answer).toMatchObject({ reset: true, applied: true, tail: 6, cursor: 6, queue_length: 0, notice: expect.stringContaining('Reset queue default') });
+    expect(await r.store.peek('default')).toEqual({ tail: 6, cursor: 6 });
+
+    // The form sends the epoch it showed: the same submission again (a retry) changes nothing, and
+    // a form from before someone else's reset is refused with 409.
+    const before = answer.epoch;
+    await r.handler(new Request(`${SITE}/`), CLIENT);
+    r.clock.advance(1000);
+    const stale = await r.handler(post('/__wr/admin/reset', `csrf=${csrf}&confirm=default&epoch=0`), CLIENT);
+    expect(stale.status).toBe(409);
+    expect(await stale.json()).toMatchObject({ applied: false, epoch: before, error: expect.stringContaining('nothing changed') });
+    expect(await r.store.peek('default')).toEqual({ tail: 7, cursor: 6 });
+    const fresh = await r.handler(post('/__wr/admin/reset', `csrf=${csrf}&confirm=default&epoch=${before}`), CLIENT);
+    expect(await fresh.json()).toMatchObject({ applied: true, tail: 7, cursor: 7 });
+    expect((await r.handler(post('/__wr/admin/reset', `csrf=${csrf}&confirm=default&epoch=x`), CLIENT)).status).toBe(400);
   });
 
   it('voids the tickets taken before a reset: their holders queue again behind nobody', async () => {
@@ -137,7 +152,8 @@ describe('the admin console', () => {
     await r.handler(post('/__wr/admin/reset', `csrf=${csrf}&confirm=default`), CLIENT);
     r.clock.advance(1000);
     const again = await r.handler(new Request(`${SITE}/`, { headers: { cookie: `waiting_room=${holder}` } }), CLIENT);
-    expect(r.logger.last).toMatchObject({ reason: 'ticket_before_reset', ticket: 1 });
+    // Its old number 1 is void; it takes the next number after every ticket handed out before.
+    expect(r.logger.last).toMatchObject({ reason: 'ticket_before_reset', ticket: 8 });
     expect(cookieFrom(again)).not.toBe(holder);
   });
 

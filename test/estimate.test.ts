@@ -4,7 +4,7 @@ import { describeEstimate, estimateWait, formatDuration } from '../src/core/esti
 import type { QueueState } from '../src/core/ports';
 
 const config = parseConfig(() => undefined);
-const state: QueueState = { tail: 1000, cursor: 100, paused: false, maxActive: 0, maxNewPerMinute: 0, active: 0, admittedLastMinute: 0, admittedLast5Minutes: 0, eventSize: 0, eventSeed: 0, waiting: 0, epoch: 0 };
+const state: QueueState = { tail: 1000, cursor: 100, paused: false, maxActive: 0, maxNewPerMinute: 0, active: 0, admittedLastMinute: 0, admittedLast5Minutes: 0, eventSize: 0, eventSeed: 0, waiting: 0, epoch: 0, generation: 1 };
 
 describe('estimateWait', () => {
   it('uses the measured rate once enough visitors were let in', () => {

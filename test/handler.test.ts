@@ -398,7 +398,8 @@ describe('when the store fails', () => {
       CLIENT,
     );
     expect(response.status).toBe(503);
-    expect(await response.json()).toMatchObject({ error: expect.stringContaining('did not confirm') });
+    // It asked twice (the second time with the same idempotency key) and says what it knows.
+    expect(await response.json()).toMatchObject({ applied: 'unknown', error: expect.stringContaining('unknown whether the admit was applied') });
   });
 });
 
@@ -742,5 +743,51 @@ describe('bypass by signed cookie and by verified crawler', () => {
 
   it('refuses crawler bypass without the published ranges', () => {
     expect(() => parseConfig(source({ bypass_crawlers: 'on' }))).toThrow(/crawler_ips/);
+  });
+});
+
+describe('when the store lost its state', () => {
+  // Two rigs with the same keys: the second store is the first one after losing everything.
+  it.each(['fifo', 'random'])('%s: a ticket of the lost state rejoins with a new ticket and never passes as a newer visitor\'s number', async (method) => {
+    const settings = { admit_per_period: '0', queue_method: method };
+    const before = rig(settings);
+    const old = new Visitor(before);
+    await old.visit();
+    expect(payloadOf(old.cookie!)).toMatchObject({ k: 'w', t: 1, gen: expect.any(Number) });
+
+    const after = rig(settings);
+    const fresh = new Visitor(after);
+    await fresh.visit();
+    expect(payloadOf(fresh.cookie!)['gen']).not.toBe(payloadOf(old.cookie!)['gen']);
+    // The new ticket 1 is called: it is the fresh visitor's, not the old cookie's.
+    await after.inner.admit('default', 1, after.clock.now(), admissionPolicy(after.config));
+    const moved = new Visitor(after);
+    moved.cookie = old.cookie;
+    const held = await moved.visit();
+    expect(held.headers.get('x-origin')).toBeNull();
+    expect(after.logger.last).toMatchObject({ reason: 'ticket_from_lost_state', ticket: 2 });
+    expect(payloadOf(moved.cookie!)).toMatchObject({ k: 'w', t: 2, gen: payloadOf(fresh.cookie!)['gen'] });
+    expect((await fresh.visit()).headers.get('x-origin')).toBe('yes');
+    expect(after.origin.requests).toHaveLength(1);
+  });
+
+  it('capacity: an admitted visitor keeps passing and its slot is registered again, under its own generation', async () => {
+    const settings = { max_active: '1', activity_refresh_seconds: '5' };
+    const before = rig(settings);
+    const seated = new Visitor(before);
+    expect((await seated.visit()).headers.get('x-origin')).toBe('yes');
+    const gen = payloadOf(seated.cookie!)['gen'];
+
+    const after = rig(settings);
+    const moved = new Visitor(after);
+    moved.cookie = seated.cookie;
+    after.clock.advance(6_000);
+    // Its refresh is due: the store registers it again and counts it, so a newcomer waits.
+    expect((await moved.visit()).headers.get('x-origin')).toBe('yes');
+    expect(payloadOf(moved.cookie!)).toMatchObject({ k: 'a', t: 1, gen });
+    const newcomer = new Visitor(after);
+    expect((await newcomer.visit()).headers.get('x-origin')).toBeNull();
+    expect(payloadOf(newcomer.cookie!)).toMatchObject({ k: 'w', t: 1 });
+    expect(await after.inner.stats('default', after.clock.now(), admissionPolicy(after.config))).toMatchObject({ active: 1, tail: 1 });
   });
 });

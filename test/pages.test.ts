@@ -112,6 +112,7 @@ describe('rendering', () => {
       eventSeed: 0,
       waiting: 0,
       epoch: 0,
+      generation: 1,
     };
     const nowMs = Date.UTC(2026, 10, 22, 12, 0);
     const config = parseConfig(source({ max_active: '500' }));
@@ -125,6 +126,7 @@ describe('rendering', () => {
       figures: adminFigures(stats, config, nowMs),
       chart: renderChart(points, nowMs),
       csrf: 'tok"en',
+      admitKey: 'key-1',
       actionPrefix: '/__wr/admin/',
       actionQuery: '',
       liveUrl: '/__wr/admin/live',

@@ -430,6 +430,8 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           eventSeed: 0,
           waiting: 0,
           epoch: 0,
+          // The first run on an absent state: seed 0 + now + 1.
+          generation: at(P) + 1,
         });
       });
 
@@ -687,6 +689,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           eventSeed: 0,
           waiting: 0,
           epoch: 0,
+          generation: T0 + 1,
         });
         expect(await store.join(q, T0 + 1, policy)).toMatchObject({ ticket: 2, claimed: true, cursor: 2, active: 2 });
         expect(await store.join(q, T0 + 2, policy)).toMatchObject({ ticket: 3, claimed: false, cursor: 2, active: 2 });
@@ -1224,6 +1227,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           eventSeed: 0,
           waiting: 0,
           epoch: 0,
+          generation: T0 + 1,
         });
         await store.claim(q, 3, T0 + 12_000, policy, 11_000);
         await store.claim(q, 4, T0 + 12_000, policy, 11_049);
@@ -1698,7 +1702,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
     });
 
     describe('reset', () => {
-      it('empties the queue and keeps the controls and VIP codes; the epoch becomes now', async () => {
+      it('empties the line, keeps the tail, held slots, controls and VIP codes; the epoch becomes now', async () => {
         const store = createStore();
         const q = randomQueue();
         const h = vipHash();
@@ -1709,48 +1713,165 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         await store.draw(q, 1, T0 + 1_001, policy, 1_000);
         await store.control(q, { paused: true }, T0 + 1_002, policy);
         expect(await store.createVip(q, h, { uses: 2, expiresAtMs: null }, T0)).toBe(true);
-        const empty = {
-          tail: 0,
-          cursor: 0,
+        const before = await store.stats(q, T0 + 4_999, policy);
+        // Slots held (not reservations) stay: their holders' access tokens still pass.
+        const seated = before.active - before.reserved;
+        const emptied = {
+          tail: 5,
+          cursor: 5,
           paused: true,
           maxActive: 2,
           maxNewPerMinute: 9,
-          active: 0,
+          active: seated,
           admittedLastMinute: 0,
           admittedLast5Minutes: 0,
           eventSize: 0,
           eventSeed: 0,
           waiting: 0,
           epoch: T0 + 5_000,
+          generation: before.generation,
         };
-        expect(await store.reset(q, T0 + 5_000, policy)).toEqual(empty);
-        expect(await store.stats(q, T0 + 5_001, policy)).toEqual({ ...empty, reserved: 0, avgWaitSeconds: null });
-        expect(await store.peek(q)).toEqual({ tail: 0, cursor: 0 });
+        expect(await store.reset(q, T0 + 5_000, policy)).toEqual({ ...emptied, applied: true });
+        expect(await store.stats(q, T0 + 5_001, policy)).toEqual({ ...emptied, reserved: 0, avgWaitSeconds: null });
+        expect(await store.peek(q)).toEqual({ tail: 5, cursor: 5 });
         expect(await store.history(q, T0 + 5_001)).toEqual([]);
         expect(await store.useVip(q, h, T0 + 5_002)).toEqual({ ok: true, remaining: 1 });
-        // The event froze before the reset; the next call freezes again, for the new queue.
-        expect(await store.control(q, { paused: false }, T0 + 6_000, { ...policy, seed: 8 })).toMatchObject({ eventSize: 0, eventSeed: 8, epoch: T0 + 5_000 });
-        expect(await store.join(q, T0 + 6_001, policy)).toMatchObject({ ticket: 1, claimed: true, epoch: T0 + 5_000 });
+        // The event froze before the reset; the next call freezes again, for the new line.
+        expect(await store.control(q, { paused: false }, T0 + 6_000, { ...policy, seed: 8 })).toMatchObject({ eventSize: 5, eventSeed: 8, epoch: T0 + 5_000 });
+        // Numbers are never handed out twice: the next ticket follows the old tail.
+        expect(await store.join(q, T0 + 6_001, policy)).toMatchObject({ ticket: 6, claimed: seated < 2, epoch: T0 + 5_000 });
         expect(await store.history(q, T0 + 6_002)).toHaveLength(1);
       });
 
-      it('voids tickets from before: unknown to draw, and an old number is behind the new tickets', async () => {
+      it('applies once: a reset that expects an epoch no longer current changes nothing', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 3, T0, OFF);
+        expect(await store.reset(q, T0 + 1, OFF, 0)).toMatchObject({ applied: true, epoch: T0 + 1, tail: 3, cursor: 3 });
+        await joinMany(store, q, 2, T0 + 2, OFF);
+        // The same request again (a retry after a timeout): the epoch moved, nothing is emptied.
+        expect(await store.reset(q, T0 + 3, OFF, 0)).toMatchObject({ applied: false, epoch: T0 + 1, tail: 5, cursor: 3 });
+        expect(await store.reset(q, T0 + 4, OFF, T0 + 1)).toMatchObject({ applied: true, epoch: T0 + 4, tail: 5, cursor: 5 });
+        await expect(store.reset(q, T0 + 5, OFF, -1)).rejects.toBeInstanceOf(StoreArgumentError);
+        expect(await store.stats(q, T0 + 6, OFF)).toMatchObject({ epoch: T0 + 4 });
+      });
+
+      it('voids tickets from before: unknown to draw, and new tickets come after every old number', async () => {
         const store = createStore();
         const q = randomQueue();
         await joinMany(store, q, 3, T0, randomly(OFF));
         await store.reset(q, T0 + 1, randomly(OFF));
         expect(await store.draw(q, 2, T0 + 2, randomly(OFF), 0)).toMatchObject({ outcome: 'unknown', waiting: 0, epoch: T0 + 1 });
-        expect(await store.join(q, T0 + 3, randomly(OFF))).toMatchObject({ ticket: 1, waiting: 1 });
+        expect(await store.join(q, T0 + 3, randomly(OFF))).toMatchObject({ ticket: 4, waiting: 1 });
         expect(await store.admit(q, 5, T0 + 4, randomly(OFF))).toMatchObject({ admitted: 1 });
 
         const c = randomQueue();
         const policy = cap(1, 0);
         await joinMany(store, c, 3, T0, policy);
-        await store.reset(c, T0 + 1, policy);
-        expect(await store.claim(c, 3, T0 + 2, policy, 0)).toMatchObject({ claimed: false, active: 0, epoch: T0 + 1 });
-        expect(await store.join(c, T0 + 3, policy)).toMatchObject({ ticket: 1, claimed: true });
-        expect(await store.claim(c, 2, T0 + 4, policy, 0)).toMatchObject({ claimed: false, active: 1 });
-        expect(await store.draw(c, 3, T0 + 5, policy, 0)).toMatchObject({ outcome: 'unknown', claimed: false });
+        // Ticket 1 walked in and holds the only slot; 2 and 3 wait.
+        expect(await store.reset(c, T0 + 1, policy)).toMatchObject({ tail: 3, cursor: 3, active: 1, epoch: T0 + 1 });
+        // The seated visitor still counts: nobody new gets its room, old or new number.
+        expect(await store.claim(c, 3, T0 + 2, policy, 0)).toMatchObject({ claimed: false, active: 1 });
+        expect(await store.join(c, T0 + 3, policy)).toMatchObject({ ticket: 4, claimed: false, active: 1 });
+        // When it leaves, the room goes to the first ticket after the reset.
+        expect(await store.leave(c, 1, T0 + 4, policy, 0)).toBe(true);
+        expect(await store.poll(c, T0 + 5, policy)).toMatchObject({ cursor: 4, active: 1 });
+        expect(await store.claim(c, 4, T0 + 6, policy, 0)).toMatchObject({ claimed: true, active: 1 });
+      });
+    });
+
+    describe('generations (the store lost its state)', () => {
+      it('keeps its generation while the state lives, and reports it from every call', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(2, 0);
+        expect((await store.stats(q, T0, policy)).generation).toBe(0);
+        const { generation } = await store.join(q, T0, { ...policy, seed: 41 });
+        expect(generation).toBe(41 + T0 + 1);
+        expect(await store.poll(q, T0 + 1, { ...policy, seed: 99 })).toMatchObject({ generation });
+        expect(await store.reset(q, T0 + 2, policy)).toMatchObject({ generation });
+        expect(await store.admit(q, 1, T0 + 3, policy)).toMatchObject({ generation });
+        expect(await store.stats(q, T0 + 4, policy)).toMatchObject({ generation });
+      });
+
+      it('refuses the tickets of another generation; re-registers its holders under members of their own', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(2, 0, { sessionMs: 60_000 });
+        // The old life: tickets 1 and 2 were seated, under generation OLD (the store has forgotten).
+        const OLD = 77;
+        // The new life: tickets 1, 2 (walk-ins), 3 waiting.
+        await joinMany(store, q, 3, T0, policy);
+        const gen = (await store.stats(q, T0, policy)).generation;
+        expect(gen).not.toBe(OLD);
+        // An old waiting ticket 3 cannot take the new ticket 3's place, nor be drawn as it.
+        expect(await store.claim(q, 3, T0 + 1, policy, 0, OLD)).toMatchObject({ claimed: false, active: 2 });
+        expect(await store.draw(q, 3, T0 + 1, policy, 0, OLD)).toMatchObject({ outcome: 'unknown', claimed: false });
+        // An old holder of ticket 1 refreshes: it gets a slot of its own, and the new 1 keeps its.
+        expect(await store.touch(q, 1, T0 + 2, policy, Number.MAX_SAFE_INTEGER, OLD)).toBe(true);
+        expect(await store.stats(q, T0 + 3, policy)).toMatchObject({ active: 3 });
+        // The new 1 leaving frees its own slot only; the old holder's stays counted.
+        expect(await store.leave(q, 1, T0 + 4, policy, 0)).toBe(true);
+        expect(await store.poll(q, T0 + 5, policy)).toMatchObject({ active: 2, cursor: 2 });
+        expect(await store.touch(q, 1, T0 + 6, policy, Number.MAX_SAFE_INTEGER, OLD)).toBe(true);
+        // The old holder leaving frees its slot: ticket 3 is called into it.
+        expect(await store.leave(q, 1, T0 + 7, policy, 0, OLD)).toBe(true);
+        expect(await store.leave(q, 1, T0 + 8, policy, 0, OLD)).toBe(false);
+        expect(await store.poll(q, T0 + 9, policy)).toMatchObject({ cursor: 3, active: 2 });
+        // The current generation (or none, a token from before generations) is the ticket's own.
+        expect(await store.claim(q, 3, T0 + 10, policy, 0, gen)).toMatchObject({ claimed: true });
+        expect(await store.touch(q, 3, T0 + 11, policy, Number.MAX_SAFE_INTEGER)).toBe(true);
+        await expect(store.touch(q, 3, T0 + 12, policy, Number.MAX_SAFE_INTEGER, -1)).rejects.toBeInstanceOf(StoreArgumentError);
+      });
+    });
+
+    describe('recovery after a lost state', () => {
+      it('holds new admissions in capacity mode for the window the first evidence opens, once per generation', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(5, 0);
+        // A brand-new queue admits at once: nothing says a state was lost.
+        expect(await store.join(q, T0, policy)).toMatchObject({ ticket: 1, claimed: true, paused: false });
+        // A visitor from a lost generation rejoins: the window opens, nobody new walks in.
+        expect(await store.join(q, T0 + 1, policy, 10_000)).toMatchObject({ ticket: 2, claimed: false, paused: true, active: 1 });
+        expect(await store.join(q, T0 + 2, policy)).toMatchObject({ ticket: 3, claimed: false, paused: true });
+        // A later rejoin does not stretch it; an old holder refreshes into the count meanwhile.
+        expect(await store.join(q, T0 + 5_000, policy, 10_000)).toMatchObject({ ticket: 4, claimed: false, paused: true });
+        expect(await store.touch(q, 9, T0 + 6_000, policy, Number.MAX_SAFE_INTEGER, 12_345)).toBe(true);
+        expect(await store.stats(q, T0 + 9_999, policy)).toMatchObject({ paused: true, active: 2 });
+        // Explicit admits still work while it is open.
+        expect(await store.admit(q, 1, T0 + 7_000, policy)).toMatchObject({ admitted: 1, cursor: 2 });
+        // At its end the room left (5 - 1 seated - 1 old holder - 1 reserved = 2) is handed out, and
+        // the window never opens again in this generation (the house is full, not paused).
+        expect(await store.poll(q, T0 + 10_001, policy)).toMatchObject({ paused: false, cursor: 4, active: 5 });
+        expect(await store.join(q, T0 + 10_002, policy, 10_000)).toMatchObject({ ticket: 5, claimed: false, paused: false });
+        // Rate mode has no slots to count: nothing is held.
+        const r = randomQueue();
+        await joinMany(store, r, 2, T0, OFF);
+        expect(await store.join(r, T0 + 1, every(3), 10_000)).toMatchObject({ paused: false });
+        await expect(store.join(r, T0 + 2, OFF, -5)).rejects.toBeInstanceOf(StoreArgumentError);
+      });
+    });
+
+    describe('idempotent admits', () => {
+      it('admits once per key: a repeat replays the recorded count and admits nobody', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 10, T0, OFF);
+        expect(await store.admit(q, 3, T0 + 1, OFF, 'op-1')).toMatchObject({ admitted: 3, replayed: false, cursor: 3 });
+        expect(await store.admit(q, 3, T0 + 2, OFF, 'op-1')).toMatchObject({ admitted: 3, replayed: true, cursor: 3 });
+        // Even with another count: the key is the operation.
+        expect(await store.admit(q, 5, T0 + 3, OFF, 'op-1')).toMatchObject({ admitted: 3, replayed: true, cursor: 3 });
+        expect(await store.admit(q, 2, T0 + 4, OFF, 'op-2')).toMatchObject({ admitted: 2, replayed: false, cursor: 5 });
+        expect(await store.admit(q, 1, T0 + 5, OFF)).toMatchObject({ admitted: 1, replayed: false, cursor: 6 });
+        // Concurrent repeats of one key admit once.
+        const results = await Promise.all(Array.from({ length: 20 }, () => store.admit(q, 1, T0 + 6, OFF, 'op-3')));
+        expect(results.filter((r) => !r.replayed)).toHaveLength(1);
+        expect(await store.peek(q)).toEqual({ tail: 10, cursor: 7 });
+        // Keys are forgotten after IDEMPOTENCY_MS (the in-memory store by its clock, Redis by PX).
+        await expect(store.admit(q, 1, T0, OFF, 'bad key')).rejects.toBeInstanceOf(StoreArgumentError);
+        await expect(store.admit(q, 1, T0, OFF, '')).rejects.toBeInstanceOf(StoreArgumentError);
+        expect(await store.peek(q)).toEqual({ tail: 10, cursor: 7 });
       });
     });
 
@@ -2075,9 +2196,11 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
           expect(bindings, `${name}: K_HISTORY bound once`).toBe(1);
           expect(text, `${name}: no other KEYS`).not.toMatch(/KEYS\[(?!1\])/);
         } else if (name !== 'peek') {
-          expect(bound, name).toEqual(POLICY_KEYS.map((key, i) => [key, `KEYS[${i + 1}]`]));
+          // admit alone takes one more key: its idempotency key's.
+          const keys = name === 'admit' ? [...POLICY_KEYS, 'K_IDEM'] : POLICY_KEYS;
+          expect(bound, name).toEqual(keys.map((key, i) => [key, `KEYS[${i + 1}]`]));
           // …and never reassigned.
-          expect(bindings, `${name}: K_* bound once`).toBe(4);
+          expect(bindings, `${name}: K_* bound once`).toBe(name === 'admit' ? 5 : 4);
         }
         const keyArgs = new Set([...keyNames, 'key', 'KEYS[1]', 'KEYS[2]']);
         const calls = [...text.matchAll(/redis\.p?call\(\s*'(\w+)'\s*,\s*([^,)]+)/g)];
@@ -2109,7 +2232,9 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await store.stats(q, T0, cap(1, 0))).toMatchObject({ tail: 0, cursor: 0, active: 0 });
       expect(await direct.keys(`${prefix}:*`)).toEqual([]);
       await store.join(q, at(P, 250), every(4));
-      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:admits`, `${base}:cursor`, `${base}:history`, `${base}:period`, `${base}:tail`]);
+      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:admits`, `${base}:ctl`, `${base}:cursor`, `${base}:history`, `${base}:period`, `${base}:tail`]);
+      // The first run on an absent state wrote its generation (seed 0 + now + 1), and only that.
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen: String(at(P, 250) + 1) });
       expect(await direct.mget(`${base}:tail`, `${base}:cursor`)).toEqual(['1', '4']);
       // The period key holds the start (ms) of the period that admitted; the join's own ticket walked in.
       expect(await direct.get(`${base}:period`)).toBe(String(at(P)));
@@ -2135,7 +2260,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await direct.zrange(`${cb}:reserved`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 11_000)]);
       expect(await direct.zrange(`${cb}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(T0), '2', String(T0 + 1_000)]);
       expect(await direct.zrange(`${cb}:waits`, 0, -1, 'WITHSCORES')).toEqual(['1:0', String(T0)]);
-      expect(await direct.hgetall(`${cb}:ctl`)).toEqual({ max_new_per_minute: '7' });
+      expect(await direct.hgetall(`${cb}:ctl`)).toEqual({ max_new_per_minute: '7', gen: String(T0 + 1) });
       await store.claim(c, 2, T0 + 2_000, policy, 1_500);
       expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 2_000 + SESSION_MS)]);
       // The claim re-timed 2's admission from its call to its arrival.
@@ -2183,9 +2308,10 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       const base = `${prefix}:{${q}}`;
       const policy = withEvent(randomly(OFF), MIN0 + 1_000, 7);
       await store.join(q, MIN0 + 500, policy);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({});
+      const gen = String(7 + MIN0 + 500 + 1);
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen });
       await store.join(q, MIN0 + 1_000, policy);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['1', String(MIN0 + 500), '2', String(MIN0 + 1_000)]);
       await store.draw(q, 1, MIN0 + 2_000, policy, 0);
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['2', String(MIN0 + 1_000), '1', String(MIN0 + 2_000)]);
@@ -2200,11 +2326,13 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       for (let i = 1; i <= 61; i += 1) await store.poll(q, MIN0 + i * 60_000, OFF);
       expect(await direct.zcard(`${base}:history`)).toBe(60);
       expect(await direct.zrange(`${base}:history`, 0, 0, 'WITHSCORES')).toEqual([`${MIN0 + 120_000}:2:0:2:0:0`, String(MIN0 + 120_000)]);
-      // Reset leaves ctl alone, with the epoch and without the frozen event.
+      // Reset keeps the tail (the cursor moves up to it) and ctl, with the epoch and without the
+      // frozen event; the line's keys go.
       await store.control(q, { maxActive: 3 }, MIN0 + 3_700_000, policy);
       await store.reset(q, MIN0 + 3_700_001, policy);
-      expect(await direct.keys(`${prefix}:*`)).toEqual([`${base}:ctl`]);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ max_active: '3', epoch: String(MIN0 + 3_700_001) });
+      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:ctl`, `${base}:cursor`, `${base}:tail`]);
+      expect(await direct.mget(`${base}:tail`, `${base}:cursor`)).toEqual(['2', '2']);
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, max_active: '3', epoch: String(MIN0 + 3_700_001) });
     });
 
     it('draws the same tickets as the memory store for the same seeds, in ZSET order (score, then member bytes)', async () => {
@@ -2340,7 +2468,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(fetchSpy).toHaveBeenCalledTimes(1);
       expect(await store.history(q, T0)).toHaveLength(1);
       expect(fetchSpy).toHaveBeenCalledTimes(2);
-      expect(await store.reset(q, T0, randomly(OFF))).toMatchObject({ tail: 0, epoch: T0 });
+      expect(await store.reset(q, T0, randomly(OFF))).toMatchObject({ tail: 1, cursor: 1, epoch: T0, applied: true });
       expect(fetchSpy).toHaveBeenCalledTimes(3);
       // Refused arguments never reach the network.
       await expect(store.draw(q, 0, T0, OFF, 0)).rejects.toBeInstanceOf(StoreArgumentError);
@@ -2426,8 +2554,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
     const replying = (reply: unknown): UpstashScriptClient =>
       ({ evalsha: async () => reply, eval: async () => reply }) as unknown as UpstashScriptClient;
     // tail, cursor, paused, maxActive, maxNewPerMinute, active, admitted 1 min, admitted 5 min,
-    // event size, event seed, waiting, epoch
-    const STATE = [7, 3, 1, 50, 10, 4, 2, 5, 6, 281_474_976_710_655, 9, T0];
+    // event size, event seed, waiting, epoch, generation
+    const STATE = [7, 3, 1, 50, 10, 4, 2, 5, 6, 281_474_976_710_655, 9, T0, 12_345];
     const STATE_OBJECT = {
       tail: 7,
       cursor: 3,
@@ -2441,6 +2569,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       eventSeed: 281_474_976_710_655,
       waiting: 9,
       epoch: T0,
+      generation: 12_345,
     };
 
     it('accepts integers sent as numbers or as numeric strings, and reads each script\'s extras', async () => {
@@ -2448,7 +2577,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await newStore(replying([...STATE.map(String), '7', 1])).join(q, at(P), OFF)).toEqual({ ...STATE_OBJECT, ticket: 7, claimed: true });
       expect(await newStore(replying(STATE)).poll(q, at(P), OFF)).toEqual(STATE_OBJECT);
       expect(await newStore(replying([...STATE, '0'])).claim(q, 1, T0, cap(1, 0), 0)).toEqual({ ...STATE_OBJECT, claimed: false });
-      expect(await newStore(replying([...STATE, 2])).admit(q, 1, at(P), OFF)).toEqual({ ...STATE_OBJECT, admitted: 2 });
+      expect(await newStore(replying([...STATE, 2, 0])).admit(q, 1, at(P), OFF)).toEqual({ ...STATE_OBJECT, admitted: 2, replayed: false });
+      expect(await newStore(replying([...STATE, 2, '1'])).admit(q, 1, at(P), OFF, 'k')).toEqual({ ...STATE_OBJECT, admitted: 2, replayed: true });
       expect(await newStore(replying(STATE)).control(q, { paused: true }, T0, cap(1, 0))).toEqual(STATE_OBJECT);
       expect(await newStore(replying([...STATE, 3, 1_234, 4])).stats(q, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, reserved: 3, avgWaitSeconds: 0.3 });
       expect(await newStore(replying([...STATE, 3, 0, 0])).stats(q, T0, cap(1, 0))).toMatchObject({ avgWaitSeconds: null });
@@ -2462,7 +2592,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       ['an aborted request', 'Aborted'],
       ['too short', STATE.slice(1)],
       ['too long', [...STATE, 1]],
-      ['a non-numeric string', [...STATE.slice(0, 11), 'x']],
+      ['a non-numeric string', [...STATE.slice(0, 12), 'x']],
       ['a fraction', [1.5, ...STATE.slice(1)]],
       ['a negative', [-1, ...STATE.slice(1)]],
       ['an object', { result: STATE }],
@@ -2491,7 +2621,9 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await draw([...STATE, 0, 0])).toMatchObject({ outcome: 'waiting', claimed: false });
       expect(await draw([...STATE, 2, 0])).toMatchObject({ outcome: 'front', claimed: false });
       expect(await draw([...STATE, 3, 0])).toMatchObject({ outcome: 'unknown', claimed: false });
-      expect(await newStore(replying(STATE)).reset(q, T0, OFF)).toEqual(STATE_OBJECT);
+      expect(await newStore(replying([...STATE, 1])).reset(q, T0, OFF)).toEqual({ ...STATE_OBJECT, applied: true });
+      expect(await newStore(replying([...STATE, 0])).reset(q, T0, OFF, T0 - 1)).toEqual({ ...STATE_OBJECT, applied: false });
+      await expect(newStore(replying(STATE)).reset(q, T0, OFF)).rejects.toBeInstanceOf(StoreReplyError);
       expect(await newStore(replying([`${MIN0}:5:2:3:1:2`, `${MIN0 + 60_000}:6:3:3:0:1`])).history(q, T0)).toEqual([
         { atMs: MIN0, tail: 5, cursor: 2, waiting: 3, active: 1, admittedLastMinute: 2 },
         { atMs: MIN0 + 60_000, tail: 6, cursor: 3, waiting: 3, active: 0, admittedLastMinute: 1 },

@@ -8,7 +8,7 @@ import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminFigures, renderChart } from './admin-view';
 import { formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
-import type { AdmissionPolicy, AdmitResult, Clock, FailureLimiter, QueueOverview, QueueState, QueueStats, QueueStore, RuntimeControl } from './ports';
+import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type AdmitResult, type Clock, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { signToken, verifyToken } from './tokens';
 import { createVipCode, hashVipCode, VIP_PARAM } from './vip';
@@ -72,6 +72,8 @@ function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' |
     max_new_per_minute: state.maxNewPerMinute,
     admitted_last_minute: state.admittedLastMinute,
     admitted_last_5_minutes: state.admittedLast5Minutes,
+    /** A reset names the epoch it expects (`epoch` in its body), so that a retried reset applies once. */
+    epoch: state.epoch,
     ...(state.reserved !== undefined && { reserved: state.reserved }),
     ...(state.avgWaitSeconds !== undefined && { avg_wait_seconds: state.avgWaitSeconds }),
     admit_per_period: config.admitPerPeriod,
@@ -260,6 +262,7 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
     figures: adminFigures(panel.stats, config, nowMs),
     chart: panel.chart,
     csrf,
+    admitKey: crypto.randomUUID(),
     actionPrefix: `${config.pathPrefix}admin/`,
     actionQuery: ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`,
     liveUrl: `${config.pathPrefix}admin/live${ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`}`,
@@ -275,17 +278,63 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
   return new Response(html, { headers: ADMIN_PAGE_HEADERS });
 }
 
-/** Resetting needs the queue's name typed in: a slip of the mouse must not empty a line. */
-async function reset(ctx: AdminContext, confirm: unknown): Promise<Response> {
+/** Reads the epoch a reset expects: absent (any), or the whole number the state reported. */
+function parseExpectedEpoch(value: unknown): { ok: true; epoch: number | undefined } | { ok: false; error: string } {
+  if (value === undefined || value === '') return { ok: true, epoch: undefined };
+  const n = typeof value === 'number' ? value : typeof value === 'string' && /^\d{1,16}$/.test(value) ? Number(value) : NaN;
+  if (!Number.isSafeInteger(n) || n < 0) return { ok: false, error: 'epoch must be the whole number the state reports (its `epoch`)' };
+  return { ok: true, epoch: n };
+}
+
+/**
+ * Resetting needs the queue's name typed in: a slip of the mouse must not empty a line. With the
+ * epoch it expects (the console sends the one it showed), a reset applies once: a store that did
+ * not answer in time is asked once more, and a reset that finds the epoch moved on changes nothing
+ * and says so. Without one, a timed-out reset is not retried (it might empty the line twice).
+ */
+async function reset(ctx: AdminContext, confirm: unknown, expected: unknown): Promise<Response> {
   if (confirm !== ctx.config.queueName) {
     return errorResponse(400, `to reset, confirm with the queue's name (${JSON.stringify(ctx.config.queueName)}); nothing changed`);
   }
-  const nowMs = ctx.clock.now();
-  const outcome = await ctx.storeCall(() => ctx.store.reset(ctx.config.queueName, nowMs, ctx.policy));
-  if (!outcome.ok) return errorResponse(503, `the queue store did not confirm the reset (${outcome.reason}); check the state before retrying`);
-  ctx.trace.reason = 'reset';
+  const parsed = parseExpectedEpoch(expected);
+  if (!parsed.ok) return errorResponse(400, `${parsed.error}; nothing changed`);
+  const epoch = parsed.epoch;
+  const call = () => ctx.store.reset(ctx.config.queueName, ctx.clock.now(), ctx.policy, epoch);
+  let outcome = await ctx.storeCall(call);
+  let retried = false;
+  if (!outcome.ok && epoch !== undefined) {
+    retried = true;
+    outcome = await ctx.storeCall(call);
+  }
+  if (!outcome.ok) {
+    return jsonResponse(503, {
+      error: `the queue store did not answer (${outcome.reason}): it is unknown whether the reset was applied. ${
+        epoch === undefined ? 'Check the state before retrying.' : 'Retrying with the same epoch is safe: it resets at most once.'
+      }`,
+      applied: 'unknown',
+    });
+  }
+  const result = outcome.value;
+  ctx.trace.reason = result.applied ? 'reset' : 'reset_not_applied';
+  if (!result.applied) {
+    // Our own first attempt may have been applied after all, if this answer is a retry's.
+    if (retried) {
+      return jsonResponse(200, {
+        notice: `Queue ${ctx.config.queueName} has been reset (the epoch is no longer ${epoch}): by this request, or by another since.`,
+        reset: true,
+        applied: 'earlier',
+        ...describeState(result, ctx.config),
+      });
+    }
+    return jsonResponse(409, {
+      error: `queue ${ctx.config.queueName} was reset by someone else since epoch ${epoch}; nothing changed. Reload the state and reset again if you still mean it.`,
+      reset: false,
+      applied: false,
+      ...describeState(result, ctx.config),
+    });
+  }
   const notice = `Reset queue ${ctx.config.queueName}: the line is empty and tickets taken before are void.`;
-  return jsonResponse(200, { notice, reset: true, ...describeState(outcome.value, ctx.config) });
+  return jsonResponse(200, { notice, reset: true, applied: true, ...describeState(result, ctx.config) });
 }
 
 async function formReset(request: Request, ctx: AdminContext): Promise<Response> {
@@ -293,7 +342,9 @@ async function formReset(request: Request, ctx: AdminContext): Promise<Response>
   if (form instanceof Response) return form;
   const confirms = form.getAll('confirm');
   if (confirms.length !== 1) return errorResponse(400, 'confirm must be given once');
-  const response = await reset(ctx, confirms[0]!.trim());
+  const epochs = form.getAll('epoch');
+  if (epochs.length > 1) return errorResponse(400, 'epoch is given more than once');
+  const response = await reset(ctx, confirms[0]!.trim(), epochs[0]);
   if (!response.ok || !(request.headers.get('accept') ?? '').includes('text/html')) return response;
   return answerForm(request, ctx, `Reset queue ${ctx.config.queueName}.`, {});
 }
@@ -319,7 +370,7 @@ async function readJsonObject(request: Request, example: string): Promise<Record
 async function apiReset(request: Request, ctx: AdminContext): Promise<Response> {
   const input = await readJsonObject(request, '{"confirm": "<queue name>"}');
   if (input instanceof Response) return input;
-  return reset(ctx, input?.['confirm']);
+  return reset(ctx, input?.['confirm'], input?.['epoch']);
 }
 
 /**
@@ -394,10 +445,16 @@ async function formAdmit(request: Request, ctx: AdminContext): Promise<Response>
   if (counts.length > 1) return errorResponse(400, 'count is given more than once');
   const parsed = parseAdmitCount(counts[0]);
   if (!parsed.ok) return errorResponse(400, parsed.error);
-  const result = await admit(ctx, parsed.count);
+  const keys = form.getAll('idempotency_key');
+  if (keys.length > 1) return errorResponse(400, 'idempotency_key is given more than once');
+  const key = parseIdempotencyKey(keys[0]);
+  if (!key.ok) return errorResponse(400, key.error);
+  const result = await admit(ctx, parsed.count, key.key);
   if (result instanceof Response) return result;
-  const notice = `Let ${formatCount(result.admitted)} ${result.admitted === 1 ? 'visitor' : 'visitors'} in.`;
-  return answerForm(request, ctx, notice, { admitted: result.admitted, ...describeState(result, ctx.config) });
+  const notice = result.replayed
+    ? `Already done: this request let ${formatCount(result.admitted)} ${result.admitted === 1 ? 'visitor' : 'visitors'} in.`
+    : `Let ${formatCount(result.admitted)} ${result.admitted === 1 ? 'visitor' : 'visitors'} in.`;
+  return answerForm(request, ctx, notice, admitJson(result, ctx.config));
 }
 
 async function formControl(request: Request, ctx: AdminContext): Promise<Response> {
@@ -564,16 +621,50 @@ async function apiAdmit(request: Request, ctx: AdminContext): Promise<Response> 
   }
   const parsed = parseAdmitCount(value);
   if (!parsed.ok) return errorResponse(400, parsed.error);
-  const result = await admit(ctx, parsed.count);
+  const key = parseIdempotencyKey(request.headers.get('idempotency-key') ?? undefined);
+  if (!key.ok) return errorResponse(400, key.error);
+  const result = await admit(ctx, parsed.count, key.key);
   if (result instanceof Response) return result;
-  return jsonResponse(200, { admitted: result.admitted, ...describeState(result, ctx.config) });
+  return jsonResponse(200, admitJson(result, ctx.config));
 }
 
-async function admit(ctx: AdminContext, count: number): Promise<AdmitResult | Response> {
-  const outcome = await ctx.storeCall(() => ctx.store.admit(ctx.config.queueName, count, ctx.clock.now(), ctx.policy));
-  if (!outcome.ok) return errorResponse(503, `the queue store did not confirm the admit (${outcome.reason}); check the state before retrying`);
+/** Reads an `Idempotency-Key` (header or form field): absent, or IDEMPOTENCY_KEY_PATTERN. */
+function parseIdempotencyKey(value: string | undefined): { ok: true; key: string | undefined } | { ok: false; error: string } {
+  if (value === undefined || value === '') return { ok: true, key: undefined };
+  if (!IDEMPOTENCY_KEY_PATTERN.test(value)) {
+    return { ok: false, error: 'Idempotency-Key must be 1-64 of A-Z, a-z, 0-9, ".", "_", ":", "-" (a UUID will do); nothing changed' };
+  }
+  return { ok: true, key: value };
+}
+
+/** An admit's answer: applied (now, or by an earlier request with the same key: `replayed`), and the state. */
+function admitJson(result: AdmitResult & { readonly idempotencyKey: string }, config: Readonly<Config>): Record<string, unknown> {
+  return { admitted: result.admitted, applied: true, replayed: result.replayed, idempotency_key: result.idempotencyKey, ...describeState(result, config) };
+}
+
+/**
+ * An explicit admit, exactly once. Every admit carries an idempotency key (the caller's, else one
+ * made here), which the store records with its result for 10 minutes. When the store does not
+ * answer in time, the call may still have been applied (or be applied later: the Fastly engine
+ * cannot cancel it), so it is asked once more with the same key: the answer then is the recorded
+ * result if the first got through (`replayed`), or the admit applied now, and a late first attempt
+ * finds the key recorded and admits nobody. If the store still does not answer, the 503 says that
+ * it is unknown, and that a retry with the same key is safe.
+ */
+async function admit(ctx: AdminContext, count: number, given: string | undefined): Promise<(AdmitResult & { readonly idempotencyKey: string }) | Response> {
+  const key = given ?? crypto.randomUUID();
+  const call = () => ctx.store.admit(ctx.config.queueName, count, ctx.clock.now(), ctx.policy, key);
+  let outcome = await ctx.storeCall(call);
+  if (!outcome.ok) outcome = await ctx.storeCall(call);
+  if (!outcome.ok) {
+    return jsonResponse(503, {
+      error: `the queue store did not answer (${outcome.reason}): it is unknown whether the admit was applied. Retrying with the same Idempotency-Key (${key}) is safe: it admits at most once.`,
+      applied: 'unknown',
+      idempotency_key: key,
+    });
+  }
   ctx.trace.cursor = outcome.value.cursor;
   ctx.trace.tail = outcome.value.tail;
-  ctx.trace.reason = `admitted ${outcome.value.admitted}`;
-  return outcome.value;
+  ctx.trace.reason = outcome.value.replayed ? `admit replayed (${outcome.value.admitted})` : `admitted ${outcome.value.admitted}`;
+  return { ...outcome.value, idempotencyKey: key };
 }

@@ -81,7 +81,14 @@ class StoreUnavailable extends Error {
 /** The outcome of looking at a visitor's cookie and, if needed, asking the store. */
 export type Visit =
   /** A valid access token. `slot`: it holds a capacity slot. `cookie`: a renewed token, if any. */
-  | { readonly kind: 'access'; readonly ticket: number; readonly slot: boolean; readonly cookie: string | undefined }
+  | {
+      readonly kind: 'access';
+      readonly ticket: number;
+      readonly slot: boolean;
+      readonly cookie: string | undefined;
+      /** The store generation the token's ticket belongs to (absent: a token from before generations). */
+      readonly generation?: number | undefined;
+    }
   /** The visitor's ticket was called (and in capacity mode its slot claimed): the cookie becomes an access token. */
   | { readonly kind: 'admitted'; readonly ticket: number; readonly slot: boolean; readonly cookie: string }
   /**
@@ -189,6 +196,20 @@ export function admissionPolicy(config: Readonly<Config>): AdmissionPolicy {
   };
 }
 
+/** Which life of the queue a ticket belongs to: the reset epoch and the store generation. */
+interface Era {
+  readonly epoch: number;
+  readonly generation: number;
+}
+
+/**
+ * A ticket's generation is not the store's: the store lost its state since it was taken. A token
+ * without one (issued before generations existed) counts as current, and so does a state without one.
+ */
+function isForeign(generation: number | undefined, state: Pick<QueueState, 'generation'>): boolean {
+  return generation !== undefined && generation !== 0 && state.generation !== 0 && generation !== state.generation;
+}
+
 export function createHandler(deps: HandlerDeps): Handler {
   const { config, secrets, store, origin, logger, clock, cache } = deps;
   const queue = config.queueName;
@@ -204,6 +225,9 @@ export function createHandler(deps: HandlerDeps): Handler {
   // a Set-Cookie to every response). Once a minute keeps the session sliding.
   const renewAfterMs = Math.min(60, Math.floor(config.sessionSeconds / 4)) * 1000;
   const refreshAfterMs = config.activityRefreshSeconds * 1000;
+  // After a lost state, every holder has refreshed its slot (once per activity refresh, seen through
+  // a cache of up to state_cache_seconds) by the end of this window.
+  const recoverMs = (config.activityRefreshSeconds + config.stateCacheSeconds) * 1000 + RESERVATION_SLACK_MS;
 
   function storeCall<T>(trace: Trace, call: () => Promise<T>): Promise<StoreOutcome<T>> {
     return callStore(call, config.storeTimeoutMs, clock).then((outcome) => {
@@ -243,6 +267,7 @@ export function createHandler(deps: HandlerDeps): Handler {
     readonly r?: number | undefined;
     readonly f?: number | undefined;
     readonly g?: number | undefined;
+    readonly gen?: number | undefined;
   }
 
   async function issue(kind: 'w' | 'a', ticket: number, nowMs: number, extra: Extra): Promise<string> {
@@ -262,6 +287,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       ...(extra.r !== undefined && { r: extra.r }),
       ...(extra.f !== undefined && { f: extra.f }),
       ...(extra.g !== undefined && extra.g !== 0 && { g: extra.g }),
+      ...(extra.gen !== undefined && extra.gen !== 0 && { gen: extra.gen }),
     };
     return serializeCookie(config.cookieName, await signToken(secrets.keyRing, claims), { maxAge: lifetime });
   }
@@ -297,9 +323,17 @@ export function createHandler(deps: HandlerDeps): Handler {
     trace.tail = state.tail;
   }
 
-  /** A waiting ticket's cookie: the arrival ticket, the join time, the first place shown and the queue's epoch. */
-  function waitingCookie(ticket: number, joined: number, nowMs: number, first: number | undefined, epoch: number): Promise<string> {
-    return issue('w', ticket, nowMs, { j: joined, f: first, g: epoch });
+  /**
+   * A waiting ticket's cookie: the arrival ticket, the join time, the first place shown, and the
+   * queue's epoch and store generation the ticket belongs to (from a state, or kept from the token).
+   */
+  function waitingCookie(ticket: number, joined: number, nowMs: number, first: number | undefined, era: Era): Promise<string> {
+    return issue('w', ticket, nowMs, { j: joined, f: first, g: era.epoch, gen: era.generation });
+  }
+
+  /** The era a token's ticket belongs to, to carry it unchanged into a renewed cookie. */
+  function tokenEra(token: TokenClaims): Era {
+    return { epoch: token.g ?? 0, generation: token.gen ?? 0 };
   }
 
   /**
@@ -307,9 +341,9 @@ export function createHandler(deps: HandlerDeps): Handler {
    * session_max_seconds holds in every mode; `slot`: it also holds a capacity slot, so it carries
    * when the slot was last refreshed in the store (`r`, now).
    */
-  function admittedCookie(ticket: number, joined: number, nowMs: number, slot: boolean): Promise<string> {
+  function admittedCookie(ticket: number, joined: number, nowMs: number, slot: boolean, generation: number): Promise<string> {
     const now = Math.floor(nowMs / 1000);
-    return issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now } : { j: joined, s: now });
+    return issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now, gen: generation } : { j: joined, s: now, gen: generation });
   }
 
   /**
@@ -320,25 +354,31 @@ export function createHandler(deps: HandlerDeps): Handler {
    */
   async function claimSlot(trace: Trace, ticket: number, place: number, joined: number, nowMs: number, state: QueueState): Promise<Visit> {
     const slot = isCapacityMode(state);
-    const claimed = await storeCall(trace, () => store.claim(queue, place, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000)));
+    // The ticket belongs to the state's generation (the caller checked the token against it): a
+    // store that lost its state since then refuses the number, which may be someone else's now.
+    const claimed = await storeCall(trace, () => store.claim(queue, place, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000), state.generation));
     if (!claimed.ok) {
       // Rate mode: the state said this place was called, and a rate-mode admission needs nothing
       // from the store afterwards; only the count of the arrival is lost (its call lapses and is
       // handed on, one admission more than the rate).
       if (!slot) {
         trace.reason = 'claim_unrecorded';
-        return { kind: 'admitted', ticket: place, slot: false, cookie: await admittedCookie(place, joined, nowMs, false) };
+        return { kind: 'admitted', ticket: place, slot: false, cookie: await admittedCookie(place, joined, nowMs, false, state.generation) };
       }
-      return { kind: 'unavailable', ticket, cookie: await waitingCookie(ticket, joined, nowMs, undefined, state.epoch) };
+      return { kind: 'unavailable', ticket, cookie: await waitingCookie(ticket, joined, nowMs, undefined, state) };
     }
     record(trace, claimed.value, place);
     if (claimed.value.claimed) {
       // The mode the claim ran under, should the thresholds have changed since the cached state.
       const held = isCapacityMode(claimed.value);
-      return { kind: 'admitted', ticket: place, slot: held, cookie: await admittedCookie(place, joined, nowMs, held) };
+      return { kind: 'admitted', ticket: place, slot: held, cookie: await admittedCookie(place, joined, nowMs, held, claimed.value.generation) };
+    }
+    if (isForeign(state.generation, claimed.value)) {
+      trace.reason = 'ticket_from_lost_state';
+      return newVisit(trace, nowMs, true);
     }
     trace.reason = 'called_no_room';
-    const cookie = await waitingCookie(ticket, joined, nowMs, 1, state.epoch);
+    const cookie = await waitingCookie(ticket, joined, nowMs, 1, state);
     return { kind: 'waiting', ticket, ahead: 0, front: true, draw: false, first: 1, state, cookie };
   }
 
@@ -358,7 +398,7 @@ export function createHandler(deps: HandlerDeps): Handler {
     if (shuffled && state.eventSize === 0 && state.cursor === 0 && joined * 1000 < config.eventStartMs) {
       trace.ticket = ticket;
       trace.reason = 'drawing_places';
-      return { kind: 'prequeue', ticket, cookie: await waitingCookie(ticket, joined, nowMs, undefined, state.epoch) };
+      return { kind: 'prequeue', ticket, cookie: await waitingCookie(ticket, joined, nowMs, undefined, state) };
     }
     const place = placeOf(ticket, state);
     record(trace, state, place);
@@ -366,14 +406,19 @@ export function createHandler(deps: HandlerDeps): Handler {
       const ahead = place - state.cursor - 1;
       // The progress bar starts at the first place shown; a shuffle at the start may move it back.
       const start = first === undefined || first < ahead + 1 ? ahead + 1 : first;
-      const cookie = await waitingCookie(ticket, joined, nowMs, start, state.epoch);
+      const cookie = await waitingCookie(ticket, joined, nowMs, start, state);
       return { kind: 'waiting', ticket, ahead, front: false, draw: false, first: start, state, cookie };
     }
     return claimSlot(trace, ticket, place, joined, nowMs, state);
   }
 
-  async function newVisit(trace: Trace, nowMs: number): Promise<Visit> {
-    const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow()));
+  /**
+   * A new ticket. `lostState`: the visitor's token was of a lost generation, which tells the store
+   * its state was lost: capacity mode then holds new admissions for one activity refresh interval
+   * (see `recoverMs`), while the lost state's holders register their slots again.
+   */
+  async function newVisit(trace: Trace, nowMs: number, lostState = false): Promise<Visit> {
+    const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), lostState ? recoverMs : undefined));
     if (!joined.ok) return { kind: 'unavailable', ticket: undefined, cookie: undefined };
     const result = joined.value;
     const now = Math.floor(nowMs / 1000);
@@ -381,17 +426,17 @@ export function createHandler(deps: HandlerDeps): Handler {
       record(trace, result, result.ticket);
       trace.reason = 'walk_in';
       const slot = isCapacityMode(result);
-      return { kind: 'admitted', ticket: result.ticket, slot, cookie: await admittedCookie(result.ticket, now, nowMs, slot) };
+      return { kind: 'admitted', ticket: result.ticket, slot, cookie: await admittedCookie(result.ticket, now, nowMs, slot, result.generation) };
     }
     if (eventPhase(config, nowMs) === 'before') {
       record(trace, result, result.ticket);
-      return { kind: 'prequeue', ticket: result.ticket, cookie: await waitingCookie(result.ticket, now, nowMs, undefined, result.epoch) };
+      return { kind: 'prequeue', ticket: result.ticket, cookie: await waitingCookie(result.ticket, now, nowMs, undefined, result) };
     }
     if (random) return drawn(trace, result, 'waiting', result.ticket, now, nowMs);
     if (isCapacityMode(result) && result.ticket <= result.cursor) {
       // Called by the same step but not claimed (paused meanwhile): it claims on the next poll.
       record(trace, result, result.ticket);
-      const cookie = await waitingCookie(result.ticket, now, nowMs, 1, result.epoch);
+      const cookie = await waitingCookie(result.ticket, now, nowMs, 1, result);
       return { kind: 'waiting', ticket: result.ticket, ahead: 0, front: true, draw: false, first: 1, state: result, cookie };
     }
     return settle(trace, result, result.ticket, now, undefined, nowMs);
@@ -400,7 +445,7 @@ export function createHandler(deps: HandlerDeps): Handler {
   /** The random method: what a draw said about a ticket still waiting, or called without room. */
   async function drawn(trace: Trace, state: QueueState, outcome: 'waiting' | 'front', ticket: number, joined: number, nowMs: number): Promise<Visit> {
     record(trace, state, ticket);
-    const cookie = await waitingCookie(ticket, joined, nowMs, undefined, state.epoch);
+    const cookie = await waitingCookie(ticket, joined, nowMs, undefined, state);
     if (eventPhase(config, nowMs) === 'before') return { kind: 'prequeue', ticket, cookie };
     const front = outcome === 'front';
     return { kind: 'waiting', ticket, ahead: front ? 0 : Math.max(0, state.waiting - 1), front, draw: !front, first: 1, state, cookie };
@@ -412,19 +457,19 @@ export function createHandler(deps: HandlerDeps): Handler {
    * lapsed, or the queue was reset) gets a new one: in a lottery that costs the visitor nothing.
    */
   async function drawVisit(trace: Trace, token: TokenClaims, joined: number, nowMs: number, takeTicket: boolean): Promise<Visit> {
-    const result = await storeCall(trace, () => store.draw(queue, token.t, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000)));
+    const result = await storeCall(trace, () => store.draw(queue, token.t, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000), token.gen));
     if (!result.ok) {
       trace.ticket = token.t;
-      return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(token.t, joined, nowMs, undefined, token.g ?? 0) };
+      return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(token.t, joined, nowMs, undefined, tokenEra(token)) };
     }
     const r = result.value;
-    if (r.outcome === 'unknown' || (token.g ?? 0) !== r.epoch) {
-      trace.reason = 'not_in_draw';
-      return takeTicket ? newVisit(trace, nowMs) : { kind: 'none' };
+    if (r.outcome === 'unknown' || (token.g ?? 0) !== r.epoch || isForeign(token.gen, r)) {
+      trace.reason = isForeign(token.gen, r) ? 'ticket_from_lost_state' : 'not_in_draw';
+      return takeTicket ? newVisit(trace, nowMs, isForeign(token.gen, r)) : { kind: 'none' };
     }
     if (r.outcome === 'drawn') {
       record(trace, r, token.t);
-      return { kind: 'admitted', ticket: token.t, slot: r.claimed, cookie: await admittedCookie(token.t, joined, nowMs, r.claimed) };
+      return { kind: 'admitted', ticket: token.t, slot: r.claimed, cookie: await admittedCookie(token.t, joined, nowMs, r.claimed, r.generation) };
     }
     return drawn(trace, r, r.outcome, token.t, joined, nowMs);
   }
@@ -443,20 +488,23 @@ export function createHandler(deps: HandlerDeps): Handler {
     }
     if (!holdsSlot(token)) {
       const renew = nowMs - token.iat * 1000 >= renewAfterMs;
-      return { kind: 'access', ticket: token.t, slot: false, cookie: renew ? await issue('a', token.t, nowMs, { j: token.j, s: start }) : undefined };
+      return { kind: 'access', ticket: token.t, slot: false, cookie: renew ? await issue('a', token.t, nowMs, { j: token.j, s: start, gen: token.gen }) : undefined };
     }
     // Capacity mode: the slot is refreshed in the store at most once per activity_refresh_seconds.
     const lastRefreshMs = (token.r ?? start) * 1000;
-    if (nowMs - lastRefreshMs < refreshAfterMs) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined };
-    const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs));
+    const generation = token.gen;
+    if (nowMs - lastRefreshMs < refreshAfterMs) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined, generation };
+    // A holder from a lost generation keeps its generation: the store registers its slot again
+    // under a member of its own (see scripts.ts, Generations) and renews that one from then on.
+    const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs, generation));
     // The token is self-contained: a store that does not answer does not end the session.
-    if (!touched.ok) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined };
+    if (!touched.ok) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined, generation };
     if (!touched.value) {
       trace.reason = 'slot_ended';
       return takeTicket ? newVisit(trace, nowMs) : { kind: 'none' };
     }
     const now = Math.floor(nowMs / 1000);
-    return { kind: 'access', ticket: token.t, slot: true, cookie: await issue('a', token.t, nowMs, { j: token.j, s: start, r: now }) };
+    return { kind: 'access', ticket: token.t, slot: true, cookie: await issue('a', token.t, nowMs, { j: token.j, s: start, r: now, gen: generation }), generation };
   }
 
   /** Steps 4 and 5 of the request path: the cookie, then what the store must say. */
@@ -470,13 +518,20 @@ export function createHandler(deps: HandlerDeps): Handler {
       if (eventPhase(config, nowMs) === 'before') {
         // Nothing moves before the start: the pre-queue page needs no store call.
         trace.ticket = token.t;
-        return { kind: 'prequeue', ticket: token.t, cookie: await waitingCookie(token.t, joined, nowMs, undefined, token.g ?? 0) };
+        return { kind: 'prequeue', ticket: token.t, cookie: await waitingCookie(token.t, joined, nowMs, undefined, tokenEra(token)) };
       }
       const polled = await pollState(trace, nowMs);
       if (!polled.ok) {
         trace.ticket = token.t;
         // The outage is not the visitor's fault: keep the ticket alive while it lasts.
-        return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(token.t, joined, nowMs, token.f, token.g ?? 0) };
+        return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(token.t, joined, nowMs, token.f, tokenEra(token)) };
+      }
+      if (isForeign(token.gen, polled.value)) {
+        // The store lost its state since this ticket was taken: numbers restarted, so this one may
+        // be a newer visitor's. The visitor rejoins at the back (see the README, "When the store
+        // loses its state"). Checked before the epoch, which the loss reset too.
+        trace.reason = 'ticket_from_lost_state';
+        return takeTicket ? newVisit(trace, nowMs, true) : { kind: 'none' };
       }
       if ((token.g ?? 0) !== polled.value.epoch) {
         // The queue was reset since this ticket was taken: it stands for nothing any more.
@@ -670,8 +725,9 @@ export function createHandler(deps: HandlerDeps): Handler {
     const cookie = endsSession && v !== undefined ? clearCookie() : v?.cookie;
     if (endsSession && v?.slot) {
       const ticket = v.ticket;
+      const generation = v.kind === 'access' ? v.generation : undefined;
       // A failed call is no loss: the slot then lapses with its session.
-      await storeCall(trace, () => store.leave(queue, ticket, clock.now(), basePolicy, 0));
+      await storeCall(trace, () => store.leave(queue, ticket, clock.now(), basePolicy, 0, generation));
     }
     if (endsSession) trace.reason = 'origin_ended_session';
     if (cookie === undefined && !endsSession) return response;
@@ -738,18 +794,18 @@ export function createHandler(deps: HandlerDeps): Handler {
     trace.ticket = token.t;
     if (!holdsSlot(token)) return jsonResponse(200, { state: 'active' });
     if (action === 'leave') {
-      await storeCall(trace, () => store.leave(queue, token.t, nowMs, basePolicy, config.leaveGraceSeconds * 1000));
+      await storeCall(trace, () => store.leave(queue, token.t, nowMs, basePolicy, config.leaveGraceSeconds * 1000, token.gen));
       return new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } });
     }
     const start = sessionStart(token);
     const untilMs = config.sessionMaxSeconds > 0 ? (start + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
-    const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs));
+    const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs, token.gen));
     if (!touched.ok) return jsonResponse(200, { state: 'active', refreshed: false });
     if (!touched.value) {
       return jsonResponse(200, { state: 'ended' }, { 'set-cookie': clearCookie() });
     }
     const now = Math.floor(nowMs / 1000);
-    const cookie = await issue('a', token.t, nowMs, { j: token.j, s: start, r: now });
+    const cookie = await issue('a', token.t, nowMs, { j: token.j, s: start, r: now, gen: token.gen });
     return jsonResponse(200, { state: 'active', refreshed: true }, { 'set-cookie': cookie });
   }
 

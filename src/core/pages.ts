@@ -125,6 +125,8 @@ export interface AdminView {
   /** The last hour's chart, built by renderChart from numbers only. */
   readonly chart: string;
   readonly csrf: string;
+  /** The admit form's idempotency key for its first submission (the page's script makes one per submission after that). */
+  readonly admitKey: string;
   /** Where the forms post: `<prefix>admin/`, and the query naming the queue (with several). */
   readonly actionPrefix: string;
   readonly actionQuery: string;
@@ -174,6 +176,8 @@ export function renderAdminPage(view: AdminView): string {
     max_active: stats.maxActive === 0 ? 'no limit' : String(stats.maxActive),
     max_new_per_minute: stats.maxNewPerMinute === 0 ? 'no limit' : String(stats.maxNewPerMinute),
     csrf: view.csrf,
+    admit_key: view.admitKey,
+    epoch: String(stats.epoch),
     action_prefix: view.actionPrefix,
     action_query: view.actionQuery,
     queues: new SafeHtml(

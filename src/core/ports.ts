@@ -83,6 +83,13 @@ export interface QueueState {
   readonly waiting: number;
   /** Changes each time the queue is reset (0 = never reset): a waiting ticket from before a reset is void. */
   readonly epoch: number;
+  /**
+   * The life of the store's state: set afresh when the store finds the queue's state absent (lost in
+   * a restart without persistence, a failover, a flush). Every token carries it: a token of another
+   * generation holds a ticket number that may be someone else's now. 0 only from `stats` on a state
+   * that has none yet.
+   */
+  readonly generation: number;
 }
 
 export interface JoinResult extends QueueState {
@@ -136,8 +143,21 @@ export interface HistoryPoint {
 }
 
 export interface AdmitResult extends QueueState {
-  /** How many tickets this call let in (the cursor never passes the tail on a manual admit). */
+  /**
+   * How many tickets this call let in (the cursor never passes the tail on a manual admit); on a
+   * replay, how many the call that applied the key let in.
+   */
   readonly admitted: number;
+  /** The idempotency key had been applied already: nothing was admitted now. */
+  readonly replayed: boolean;
+}
+
+/** Idempotency keys of explicit admits (an `Idempotency-Key` header, a console form's submission id). */
+export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+export interface ResetResult extends QueueState {
+  /** The reset was done now; false when the epoch expected was no longer current (nothing changed). */
+  readonly applied: boolean;
 }
 
 /** Runtime controls kept in the store. `null` returns a threshold to its configured value. */
@@ -173,24 +193,39 @@ export type VipUse =
  * when the store fails; the core turns that into a decision (see `store_failure`).
  */
 export interface QueueStore {
-  /** Take the next ticket and run admission; in capacity mode a walk-in claims its slot in the same call. */
-  join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult>;
+  /**
+   * Take the next ticket and run admission; in capacity mode a walk-in claims its slot in the same call.
+   * `recoverMs`: the caller has just seen a token of a lost generation. The first such join of a
+   * generation opens a recovery window of that length, in which capacity mode admits nobody new
+   * (reported as paused), so the lost state's holders refresh into the count first.
+   */
+  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult>;
   /** Run admission (expire lapsed slots, call tickets into free room, or the period step) and read the state. */
   poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
   /**
    * Capacity mode: a called ticket takes its slot for `sessionMs`. Claims its reservation, or, when
    * the reservation lapsed, takes free room within the thresholds. `waitedMs` feeds the average wait.
    */
-  claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<ClaimResult>;
-  /** Capacity mode: renew a held slot to `nowMs + sessionMs`, capped at `untilMs`; false when it is gone. */
-  touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number): Promise<boolean>;
+  claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<ClaimResult>;
+  /**
+   * Capacity mode: renew a held slot to `nowMs + sessionMs`, capped at `untilMs`; false when it is gone.
+   * `generation` is the holder's token's: a holder from a lost generation gets its slot registered
+   * again under a member of its own (see scripts.ts, Generations), so capacity counts it once more.
+   * The same argument on claim, leave and draw: there a ticket of another generation is refused
+   * (claim: not claimed; draw: unknown) or only its own re-registered slot is freed (leave).
+   */
+  touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number, generation?: number): Promise<boolean>;
   /**
    * Capacity mode: the holder leaves. `graceMs` 0 frees the slot at once (and calls the next ticket
    * into it); > 0 lets it lapse after the grace unless touched (a tab that may just be navigating).
    */
-  leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number): Promise<boolean>;
-  /** Let up to `count` waiting visitors in (the operator's or origin's explicit decision), never past the tail. */
-  admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy): Promise<AdmitResult>;
+  leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number, generation?: number): Promise<boolean>;
+  /**
+   * Let up to `count` waiting visitors in (the operator's or origin's explicit decision), never past
+   * the tail. With an `idempotencyKey` the store remembers the result for 10 minutes: a repeat with
+   * the same key admits nobody and answers the recorded count with `replayed`.
+   */
+  admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy, idempotencyKey?: string): Promise<AdmitResult>;
   /** Change runtime controls; they act at once and read back with the state. */
   control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
   /** Read the figures without changing anything. */
@@ -200,15 +235,17 @@ export interface QueueStore {
    * runs admission (draws among the present visitors), and says where the ticket stands; in capacity
    * mode a drawn ticket claims its slot in the same call. `waitedMs` feeds the average wait.
    */
-  draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<DrawResult>;
+  draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<DrawResult>;
   /** Per-minute samples of the last hour, oldest first (minutes without any store call have none). */
   history(queue: string, nowMs: number): Promise<readonly HistoryPoint[]>;
   /**
-   * Empty the queue: tickets, slots, reservations, figures, history and the event's frozen
-   * pre-queue go; runtime controls (pause, threshold overrides) and VIP codes stay. The epoch
-   * becomes `nowMs`, so waiting tickets from before are void. Returns the new state.
+   * Empty the line: waiting tickets, reservations, figures, history and the event's frozen pre-queue
+   * go; the tail stays (numbers are never reused) and the cursor moves to it; held slots stay and
+   * keep counting until they lapse (their holders' tokens still pass); runtime controls and VIP codes
+   * stay. The epoch becomes `nowMs`, so waiting tickets from before are void. With `expectedEpoch`,
+   * nothing changes unless it is the current epoch (`applied` false), so a retry resets once.
    */
-  reset(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
+  reset(queue: string, nowMs: number, policy: AdmissionPolicy, expectedEpoch?: number): Promise<ResetResult>;
   /** Read tail and cursor without side effects. */
   peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>>;
   /**

@@ -15,8 +15,9 @@ export async function callStore<T>(call: () => Promise<T>, timeoutMs: number, cl
     timer = setTimeout(() => resolve('timeout'), timeoutMs);
   });
   try {
-    // The losing call is not cancelled (the Fastly engine has no AbortController); its result is
-    // ignored, and the Upstash client's own retries are bounded separately.
+    // The race does not cancel the losing call (src/core runs on the Fastly engine, which has no
+    // AbortController): the adapters end it at the same deadline (Node: an abort signal per request;
+    // Fastly: the backend's timeouts), and writes that must not apply twice are idempotent.
     const result = await Promise.race([call().then((value) => ({ value })), timeout]);
     const ms = clock.now() - started;
     if (result === 'timeout') return { ok: false, reason: 'timeout', message: `no answer within ${timeoutMs} ms`, ms };

@@ -55,6 +55,11 @@ export interface TokenClaims {
   readonly f?: number;
   /** Waiting tickets: the queue's epoch when the ticket was taken; a reset changes it and voids the ticket. */
   readonly g?: number;
+  /**
+   * Waiting and access tokens: the store generation the ticket belongs to. When the store loses its
+   * state, numbers restart under a new generation, and this tells an old ticket from a new one.
+   */
+  readonly gen?: number;
 }
 
 export type VerifyFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'expired' | 'bad_claims' | 'wrong_queue' | 'wrong_kind';
@@ -224,11 +229,11 @@ function classifyFailure(error: unknown): VerifyFailure {
 }
 
 function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
-  const { q, k, t, iat, exp, j, s, r, f, g } = payload;
+  const { q, k, t, iat, exp, j, s, r, f, g, gen } = payload;
   if (typeof q !== 'string') return undefined;
   if (!isTokenKind(k)) return undefined;
   if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
-  const optional = { j, s, r, f, g };
+  const optional = { j, s, r, f, g, gen };
   const claims: Record<string, number> = {};
   for (const [name, value] of Object.entries(optional)) {
     if (value === undefined) continue;

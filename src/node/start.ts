@@ -14,7 +14,8 @@ import { ConfigError } from '../core/config';
 import { MemoryFailureLimiter } from '../platform/memory-limiter';
 import { directoryTemplateSource, readLocalConfig, systemClock } from '../platform/node';
 import { MemoryQueueStore } from '../store/memory-store';
-import { createUpstashClientOptions, UpstashQueueStore } from '../store/upstash-store';
+import { UpstashQueueStore } from '../store/upstash-store';
+import { createNodeUpstashOptions } from '../platform/node';
 import { startDemoOrigin } from './demo-origin';
 import { startHost } from './host';
 import { buildWaitingRoom } from './waiting-room';
@@ -50,7 +51,12 @@ async function main(): Promise<void> {
         ? (config, secrets) =>
             new UpstashQueueStore({
               redis: new Redis(
-                createUpstashClientOptions({ url: config.upstashUrl ?? '', token: secrets.upstashToken ?? '', retries: config.storeRetries }),
+                createNodeUpstashOptions({
+                  url: config.upstashUrl ?? '',
+                  token: secrets.upstashToken ?? '',
+                  retries: config.storeRetries,
+                  timeoutMs: config.storeTimeoutMs,
+                }),
               ),
             })
         : memoryStore,

@@ -54,6 +54,9 @@ function createUpstashStore(config: Readonly<Config>, secrets: Readonly<Secrets>
   if (config.upstashUrl === undefined) problems.push({ key: 'upstash_url', message: 'is required on Fastly' });
   if (secrets.upstashToken === undefined) problems.push({ key: 'upstash_token', message: 'secret is required on Fastly' });
   if (problems.length > 0 || config.upstashUrl === undefined || secrets.upstashToken === undefined) throw new ConfigError(problems);
+  // No AbortController here: a timed-out call cannot be cancelled, so the `upstash` backend's own
+  // timeouts (set on the service to store_timeout_ms, see the README) are what end the request.
+  // Operator writes are idempotent for the same reason (admit keys, reset's expected epoch).
   const redis = new Redis({
     ...createUpstashClientOptions({ url: config.upstashUrl, token: secrets.upstashToken, retries: config.storeRetries }),
     backend: UPSTASH_BACKEND,

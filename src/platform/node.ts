@@ -12,6 +12,7 @@ import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { CONFIG_KEYS, SECRET_KEYS, unknownNameProblem, type ConfigProblem, type SettingSource } from '../core/config';
 import { originTarget } from '../core/http';
 import type { Clock, Logger, Origin, RequestLog, TemplateSource } from '../core/ports';
+import { createUpstashClientOptions, type UpstashClientOptions } from '../store/upstash-store';
 
 /** Headers that describe one hop, not the message; a proxy must not pass them on. */
 export const HOP_BY_HOP = new Set([
@@ -216,4 +217,21 @@ export function directoryTemplateSource(dir: string): TemplateSource {
       }
     },
   };
+}
+
+/**
+ * The Upstash client options on Node, plus a signal that aborts each request at the store timeout:
+ * racing a timeout alone leaves the request open, and behind a hanging store those pile up (one
+ * socket per call). A function rather than one signal: the client then calls it per request, and
+ * rethrows an abort as an error instead of returning a fake `"Aborted"` result, and does not retry
+ * it. A NOSCRIPT fallback is a second request with its own signal.
+ */
+export function createNodeUpstashOptions(
+  options: Parameters<typeof createUpstashClientOptions>[0] & { readonly timeoutMs: number },
+): UpstashClientOptions & { readonly signal: () => AbortSignal } {
+  const { timeoutMs } = options;
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1) {
+    throw new RangeError(`invalid store timeout ${String(timeoutMs)}: expected an integer number of ms >= 1`);
+  }
+  return { ...createUpstashClientOptions(options), signal: () => AbortSignal.timeout(timeoutMs) };
 }

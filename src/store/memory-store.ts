@@ -24,19 +24,24 @@ import type {
   QueueState,
   QueueStats,
   QueueStore,
+  ResetResult,
   RuntimeControl,
   VipCode,
   VipUse,
 } from '../core/ports';
 import {
   HISTORY_MS,
+  IDEMPOTENCY_MS,
   KEEP_MS,
+  MAX_SEED,
   MINUTE_MS,
   assertAdmitCount,
   assertQueueName,
   averageWaitSeconds,
   checkControl,
   checkGraceMs,
+  checkIdempotencyKey,
+  checkRecoverMs,
   checkNowMs,
   checkPolicy,
   checkTicket,
@@ -45,6 +50,7 @@ import {
   checkVipHash,
   checkWaitedMs,
   createDrawRng,
+  generationArg,
   isOpen,
   periodStart,
   type CheckedPolicy,
@@ -55,8 +61,11 @@ interface MemoryQueue {
   cursor: number;
   /** Start (ms) of the last period whose automatic admission ran; undefined = never. */
   lastPeriodStart: number | undefined;
-  /** ticket → slot expiry (ms). */
-  readonly active: Map<number, number>;
+  /**
+   * ticket → slot expiry (ms); also `<ticket>@g<generation>` → expiry for a holder from a lost
+   * generation registered again by touch (see scripts.ts, Generations).
+   */
+  readonly active: Map<number | string, number>;
   /** ticket → reservation expiry (ms). */
   readonly reserved: Map<number, number>;
   /**
@@ -80,6 +89,12 @@ interface MemoryQueue {
   event: { readonly start: number; readonly size: number; readonly seed: number } | undefined;
   /** ctl `epoch`: ms of the last reset, 0 = never. */
   epoch: number;
+  /** ctl `gen`: 0 until the first writing call sets it (see `ensureGeneration`). */
+  generation: number;
+  /** ctl `recover_until` (ms): the recovery window after a lost state (see scripts.ts); 0 = never opened. */
+  recoverUntil: number;
+  /** Explicit admits' idempotency keys → the count that admit let in, and when the key is forgotten (ms). */
+  readonly idempotency: Map<string, { readonly admitted: number; readonly untilMs: number }>;
 }
 
 /** One VIP code: the fields of its Redis hash, and when its TTL would remove the key. */
@@ -114,10 +129,14 @@ export class MemoryQueueStore implements QueueStore {
   /** queue → code hash → code. Apart from the queues' state, as the VIP keys are in Redis. */
   readonly #vips = new Map<string, Map<string, MemoryVip>>();
 
-  async join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult> {
+  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
+    const recover = checkRecoverMs(recoverMs);
     const q = this.#queue(queue);
+    // Mirrors RECOVERY: the first evidence of a lost state in this generation opens the window.
+    ensureGeneration(q, p);
+    if (recover > 0 && q.recoverUntil === 0) q.recoverUntil = p.nowMs + recover;
     q.tail += 1;
     const ticket = q.tail;
     prologue(q, p, ticket - 1);
@@ -157,12 +176,15 @@ export class MemoryQueueStore implements QueueStore {
     return finish(r);
   }
 
-  async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<ClaimResult> {
+  async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<ClaimResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     checkTicket(ticket);
     const waited = checkWaitedMs(waitedMs);
+    const gen = generationArg(generation);
     const q = this.#queue(queue);
+    ensureGeneration(q, p);
+    if (isForeign(q, gen)) return { ...readState(begin(q, p)), claimed: false };
     prologue(q, p, q.tail);
     const r = begin(q, p);
     let claimed: boolean;
@@ -181,29 +203,44 @@ export class MemoryQueueStore implements QueueStore {
     return { ...finish(r), claimed };
   }
 
-  async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number): Promise<boolean> {
+  async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number, generation?: number): Promise<boolean> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     checkTicket(ticket);
     const until = checkUntilMs(untilMs);
-    const q = this.#queues.get(queue) ?? emptyQueue();
+    const gen = generationArg(generation);
+    const q = this.#queue(queue);
+    ensureGeneration(q, p);
     if (!isCapacity(effective(q, p))) return true;
-    const expiry = q.active.get(ticket);
+    // A holder from a lost generation is registered again under a member of its own.
+    const foreign = isForeign(q, gen);
+    const member = foreign ? `${ticket}@g${gen}` : ticket;
+    const expiry = q.active.get(member) ?? (foreign ? p.nowMs + 1 : undefined);
     if (expiry === undefined || expiry <= p.nowMs) return false;
     const renewed = Math.min(p.nowMs + p.sessionMs, until);
-    q.active.set(ticket, renewed);
+    q.active.set(member, renewed);
     return renewed > p.nowMs;
   }
 
-  async leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number): Promise<boolean> {
+  async leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number, generation?: number): Promise<boolean> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     checkTicket(ticket);
     const grace = checkGraceMs(graceMs);
+    const gen = generationArg(generation);
     const q = this.#queue(queue);
     prologue(q, p, q.tail);
     const r = begin(q, p);
     if (!isCapacity(r.e)) return false;
+    if (isForeign(q, gen)) {
+      // Only the slot registered again for this holder (see touch), never the ticket's namesake.
+      const member = `${ticket}@g${gen}`;
+      if (grace === 0) return q.active.delete(member);
+      const expiry = q.active.get(member);
+      if (expiry === undefined || expiry <= p.nowMs) return false;
+      if (expiry > p.nowMs + grace) q.active.set(member, p.nowMs + grace);
+      return true;
+    }
     if (grace === 0) {
       expire(q, p.nowMs);
       let held = q.active.delete(ticket);
@@ -226,29 +263,36 @@ export class MemoryQueueStore implements QueueStore {
     return held;
   }
 
-  async admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy): Promise<AdmitResult> {
+  async admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy, idempotencyKey?: string): Promise<AdmitResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     assertAdmitCount(count);
+    if (idempotencyKey !== undefined) checkIdempotencyKey(idempotencyKey);
     const q = this.#queue(queue);
+    // Mirrors the admit script's idempotency (see IDEMPOTENT_REPLAY): a key applied already replays.
+    for (const [key, done] of q.idempotency) if (done.untilMs <= p.nowMs) q.idempotency.delete(key);
+    const done = idempotencyKey === undefined ? undefined : q.idempotency.get(idempotencyKey);
+    if (done !== undefined) return { ...readState(begin(q, p)), admitted: done.admitted, replayed: true };
     prologue(q, p, q.tail);
     const r = begin(q, p);
     const capacity = isCapacity(r.e);
     const lapsed = capacity || r.random ? expire(q, p.nowMs) : 0;
-    const before = q.cursor;
+    // Lapsed calls handed on first are not counted in `admitted` (the script does the same).
+    let admitted = 0;
     if (r.open && r.random) {
       if (!capacity) redraw(r, lapsed);
       const from = q.cursor;
       drawTickets(r, count);
-      return { ...finish(r), admitted: q.cursor - from };
+      admitted = q.cursor - from;
     } else if (r.open) {
       if (!capacity) replaceLapsed(r);
       const from = q.cursor;
       const target = Math.min(from + count, q.tail);
       if (target > from) callTickets(r, from + 1, target, capacity);
-      return { ...finish(r), admitted: q.cursor - from };
+      admitted = q.cursor - from;
     }
-    return { ...finish(r), admitted: q.cursor - before };
+    if (idempotencyKey !== undefined) q.idempotency.set(idempotencyKey, { admitted, untilMs: p.nowMs + IDEMPOTENCY_MS });
+    return { ...finish(r), admitted, replayed: false };
   }
 
   async control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -279,19 +323,22 @@ export class MemoryQueueStore implements QueueStore {
       }
     }
     return {
-      ...readState(begin(q, p)),
+      ...readState(begin(q, p, true)),
       reserved: countAfter(q.reserved, p.nowMs),
       avgWaitSeconds: averageWaitSeconds(sum, count),
     };
   }
 
   /** Mirrors the draw script: see its comment in scripts.ts. */
-  async draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<DrawResult> {
+  async draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<DrawResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     checkTicket(ticket);
     const waited = checkWaitedMs(waitedMs);
+    const gen = generationArg(generation);
     const q = this.#queue(queue);
+    ensureGeneration(q, p);
+    if (isForeign(q, gen)) return { ...readState(begin(q, p)), outcome: 'unknown', claimed: false };
     prologue(q, p, q.tail);
     const r = begin(q, p);
     let settled: Settled | undefined;
@@ -332,17 +379,22 @@ export class MemoryQueueStore implements QueueStore {
     return [...q.history.values()].filter((point) => point.atMs > now - HISTORY_MS).sort((a, b) => a.atMs - b.atMs);
   }
 
-  async reset(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
+  /** Mirrors the reset script: the line empties, the tail and held slots stay (see its comment). */
+  async reset(queue: string, nowMs: number, policy: AdmissionPolicy, expectedEpoch?: number): Promise<ResetResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
+    const expected = expectedEpoch === undefined ? undefined : checkNowMs(expectedEpoch);
     const q = this.#queue(queue);
-    q.tail = 0;
-    q.cursor = 0;
-    q.lastPeriodStart = undefined;
-    for (const scores of [q.active, q.reserved, q.admits, q.batches, q.waits, q.waiting, q.history]) scores.clear();
-    q.event = undefined;
-    q.epoch = p.nowMs;
-    return readState(begin(q, p));
+    const applied = expected === undefined || expected === q.epoch;
+    if (applied) {
+      q.cursor = q.tail;
+      q.lastPeriodStart = undefined;
+      for (const scores of [q.reserved, q.admits, q.batches, q.waits, q.waiting, q.history]) scores.clear();
+      removeUpTo(q.active, p.nowMs);
+      q.event = undefined;
+      q.epoch = p.nowMs;
+    }
+    return { ...readState(begin(q, p)), applied };
   }
 
   async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
@@ -407,6 +459,9 @@ function emptyQueue(): MemoryQueue {
     maxNewPerMinute: undefined,
     event: undefined,
     epoch: 0,
+    generation: 0,
+    recoverUntil: 0,
+    idempotency: new Map(),
   };
 }
 
@@ -421,16 +476,27 @@ function liveVip(codes: Map<string, MemoryVip>, codeHash: string, nowMs: number)
 }
 
 function effective(q: MemoryQueue, p: CheckedPolicy): Effective {
-  return {
-    paused: q.paused,
-    maxActive: q.maxActive ?? p.maxActive,
-    maxNewPerMinute: q.maxNewPerMinute ?? p.maxNewPerMinute,
-  };
+  const maxActive = q.maxActive ?? p.maxActive;
+  const maxNewPerMinute = q.maxNewPerMinute ?? p.maxNewPerMinute;
+  // Mirrors `recovering`: capacity mode admits nobody new while the recovery window is open.
+  const recovering = p.nowMs < q.recoverUntil && (maxActive > 0 || maxNewPerMinute > 0);
+  return { paused: q.paused || recovering, maxActive, maxNewPerMinute };
 }
 
 /** A run's context, read after the run's control changes (as READ_QUEUE is). */
-function begin(q: MemoryQueue, p: CheckedPolicy): Run {
+function begin(q: MemoryQueue, p: CheckedPolicy, readOnly = false): Run {
+  if (!readOnly) ensureGeneration(q, p);
   return { q, p, e: effective(q, p), open: isOpen(p), random: p.method === 'random', rng: createDrawRng(p.seed) };
+}
+
+/** Mirrors `ensure_gen`: the first writing run on an absent state gives it a generation. */
+function ensureGeneration(q: MemoryQueue, p: CheckedPolicy): void {
+  if (q.generation === 0) q.generation = ((p.seed + p.nowMs) % MAX_SEED) + 1;
+}
+
+/** Mirrors `foreign_gen`: a token's generation that is given and is not the store's. */
+function isForeign(q: MemoryQueue, generation: string): boolean {
+  return generation !== '' && Number(generation) !== q.generation;
 }
 
 function isCapacity(e: Effective): boolean {
@@ -514,6 +580,7 @@ function readState({ q, p, e, random }: Run): QueueState {
     eventSeed: event?.seed ?? 0,
     waiting: random ? countAfter(q.waiting, nowMs - p.presenceMs) : 0,
     epoch: q.epoch,
+    generation: q.generation,
   };
 }
 

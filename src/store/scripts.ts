@@ -39,7 +39,9 @@
  *                                   `max_active`, `max_new_per_minute` (overrides; absent = the
  *                                   configured value); the event's frozen pre-queue: `ev_start`
  *                                   (the start it was frozen for), `ev_size`, `ev_seed` (see
- *                                   Events); `epoch` (ms of the last reset; absent = 0, never).
+ *                                   Events); `epoch` (ms of the last reset; absent = 0, never);
+ *                                   `gen`, the generation (see Generations); `recover_until` (ms,
+ *                                   the recovery window after a lost state; see Recovery).
  *   `${prefix}:{${queue}}:waiting`  random method: ZSET ticket → last poll time (ms): the visitors
  *                                   taking part in draws. A member is present while its score is
  *                                   > now - presenceMs; every writing random-mode script first
@@ -59,6 +61,9 @@
  *                                   creation when it has none. The TTL is relative (PEXPIRE of
  *                                   `exp - now + keep`), so it needs no agreement between the
  *                                   caller's clock and Redis's. Only the two VIP scripts touch it.
+ *   `${prefix}:{${queue}}:admit:<key>`  STRING, an explicit admit's idempotency key → the number it
+ *                                   admitted, kept IDEMPOTENCY_MS (PX). Only the admit script
+ *                                   touches it, as its KEYS[12].
  *
  * Modes: capacity mode while the effective `maxActive > 0 || maxNewPerMinute > 0`, else rate mode
  * (the period step, exactly as before thresholds existed). Figures are counted by score (a slot or
@@ -134,8 +139,30 @@
  * to FIFO would call tickets by number again. In FIFO the draw script answers from the cursor (see
  * DRAW_SCRIPT); the handler uses it in random mode only.
  *
- * Reset deletes every key above but ctl and the VIP codes, and clears `ev_*` in ctl, keeping the
- * controls; `epoch` = now so the caller can void waiting tickets from before. It admits nobody.
+ * Reset empties the line, not the site: ticket numbers are never handed out twice, so the tail stays
+ * and the cursor moves up to it; held slots stay (their holders' access tokens still pass, so they
+ * must keep counting against max_active until they lapse). Reservations, figures, the draw, history
+ * and the period go, `ev_*` is cleared in ctl, the controls stay; `epoch` = now so the caller can void
+ * waiting tickets from before. It admits nobody. It takes the epoch the caller saw and does nothing
+ * when that is no longer current, so a retried reset applies once.
+ *
+ * Generations: ctl `gen` identifies the life of the queue's state. The first script that finds it
+ * absent (the state was lost: a restart without persistence, a failover, a flush; or a new queue)
+ * writes a fresh one from its seed and time, and every state reports it, so the caller carries it in
+ * every token. A token whose generation is not the store's is from a lost state, in which ticket
+ * numbers restarted at 1: its number may be someone else's now. claim and draw refuse such a ticket
+ * (read-only; the caller gives the visitor a new ticket); touch registers such a holder's slot again
+ * under the member `<ticket>@g<generation>`, distinct from every plain ticket, so capacity counts it
+ * again without taking or renewing anybody else's slot; leave frees only that member. Tokens without
+ * a generation (issued before it existed) count as current.
+ *
+ * Recovery: the holders of a lost state are still on the site, but the store no longer counts them
+ * until each refreshes its slot (touch, above). A join that brings the first evidence of the loss (a
+ * visitor whose token is of another generation; join's ARGV 12 = the window, ms) opens a window:
+ * ctl `recover_until` = now + window, once per generation. While it is open, capacity mode admits
+ * nobody new (as if paused: no call, no walk-in, no direct slot; explicit admits still work), so
+ * every holder refreshes into the count before any room is handed out. Rate mode is not held: it
+ * has no slots to count.
  *
  * Scripts: every one starts with `#!lua flags=allow-key-locking` (Upstash then locks only the keys in
  * KEYS, so queues do not wait on each other) and therefore touches only keys passed in KEYS: they
@@ -148,15 +175,15 @@
  * max active, max new per minute, session ms, reservation ms, event start ms (0 = none), seed
  * (0..2^48-1), method (0 fifo, 1 random), presence ms (>= 1 in random). Their own ARGV follow at
  * 12+. They return the state first: {tail, cursor, paused, max_active, max_new_per_minute, active,
- * admitted_1m, admitted_5m, event_size, event_seed, waiting, epoch} (STATE_LENGTH values), extras
- * from 13 on.
+ * admitted_1m, admitted_5m, event_size, event_seed, waiting, epoch, generation} (STATE_LENGTH
+ * values), extras from 14 on.
  *
  * The SHA-1 of each script is pinned as a literal so that EVALSHA needs no hashing at the edge; a
  * test asserts each pin equals both node:crypto's SHA-1 and `SCRIPT LOAD`. If you edit a script,
  * recompute its pin (`sha1(text)`) and update the literal: the contract test will tell you.
  */
 
-import type { AdmissionPolicy, RuntimeControl } from '../core/ports';
+import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type RuntimeControl } from '../core/ports';
 
 /** @default key prefix for every store key. */
 export const DEFAULT_KEY_PREFIX = 'wr';
@@ -182,8 +209,14 @@ export const DEFAULT_PRESENCE_MS = 30_000;
 /** The largest seed a policy may carry: 2^48 - 1 (exact in a double, and in Lua). */
 export const MAX_SEED = 281_474_976_710_655;
 
+/** How long an explicit admit's idempotency key remembers its result, ms (10 minutes). */
+export const IDEMPOTENCY_MS = 600_000;
+
+/** Idempotency keys the stores accept: the same pattern the admin API checks. */
+export { IDEMPOTENCY_KEY_PATTERN };
+
 /** Length of the state every policy script returns first (see the header). */
-export const STATE_LENGTH = 12;
+export const STATE_LENGTH = 13;
 
 /** Thrown for input a store refuses; nothing has been changed when it is thrown. */
 export class StoreArgumentError extends RangeError {
@@ -445,6 +478,35 @@ export function vipKey(prefix: string, queue: string, codeHash: string): string 
   return `${prefix}:{${queue}}:vip:${checkVipHash(codeHash)}`;
 }
 
+/** Validates an idempotency key (IDEMPOTENCY_KEY_PATTERN). */
+export function checkIdempotencyKey(key: string): string {
+  if (typeof key !== 'string' || !IDEMPOTENCY_KEY_PATTERN.test(key)) {
+    throw new StoreArgumentError(`invalid idempotency key: expected 1-64 of A-Z, a-z, 0-9, ".", "_", ":", "-"`);
+  }
+  return key;
+}
+
+/** The store key of an explicit admit's idempotency key, under its queue's hash tag. */
+export function idempotencyStoreKey(prefix: string, queue: string, key: string): string {
+  assertKeyPrefix(prefix);
+  assertQueueName(queue);
+  return `${prefix}:{${queue}}:admit:${checkIdempotencyKey(key)}`;
+}
+
+/** join's recovery window, ms: undefined or 0 for none, else an integer >= 1. */
+export function checkRecoverMs(recoverMs: number | undefined): number {
+  if (recoverMs === undefined || recoverMs === 0) return 0;
+  if (!isSafeCount(recoverMs, 1)) throw new StoreArgumentError(`invalid recoverMs ${String(recoverMs)}: expected an integer >= 1`);
+  return recoverMs;
+}
+
+/** A token's generation as an optional ARGV: '' for none (a token from before generations). */
+export function generationArg(generation: number | undefined): string {
+  if (generation === undefined || generation === 0) return '';
+  if (!isSafeCount(generation, 1)) throw new StoreArgumentError(`invalid generation ${String(generation)}: expected an integer >= 1`);
+  return String(generation);
+}
+
 /** A VIP code to create, after validation, with the time it is created at. */
 export interface CheckedVip {
   /** Floored to whole ms. */
@@ -584,6 +646,48 @@ local function read_int(key)
 end
 `;
 
+// Recovery (see the header): RECOVER_MS > 0 when this run brings the first evidence that a state
+// was lost (join's ARGV 12). The first such run of a generation opens the window (recover_until in
+// ctl, read with the controls' HMGET); while it is open, capacity mode admits nobody new, as if
+// paused, so the holders of the lost state can register their slots again before any room is given.
+const RECOVERY = `
+local RECOVER_MS = 0
+local function recovering(recover_until, max_active, max_new)
+  if RECOVER_MS > 0 and recover_until == 0 and not GEN_READ_ONLY then
+    recover_until = NOW + RECOVER_MS
+    redis.call('HSET', K_CTL, 'recover_until', fmt(recover_until))
+  end
+  return NOW < recover_until and (max_active > 0 or max_new > 0)
+end
+`;
+
+// The generation (see the header): read with the controls' HMGET every policy script already runs,
+// so it costs no command of its own; written once, by the first run that finds it absent (the
+// queue's state was lost, or never existed). A stats run (GEN_READ_ONLY) reports 0 instead of writing.
+// The value mixes the caller's seed and time, so two generations differ even when seed is 0.
+// foreign_gen(i): ARGV[i] carries a token's generation ('' or 0 = a token from before generations,
+// taken as current) and it is not this one: the ticket number in that token means nothing here.
+// foreign_member: the slot member of such a token's holder, distinct from every ticket of this
+// generation (tickets are plain numbers), so the holder is counted without taking anybody's slot.
+const GENERATION = `
+local GEN, GEN_READ_ONLY = 0, false
+local function ensure_gen(v)
+  local g = tonumber(v)
+  if g then return g end
+  if GEN_READ_ONLY then return 0 end
+  g = ((SEED + NOW) % ${MAX_SEED}) + 1
+  redis.call('HSET', K_CTL, 'gen', fmt(g))
+  return g
+end
+local function foreign_gen(i)
+  local g = tonumber(ARGV[i] or '')
+  return g ~= nil and g > 0 and g ~= GEN
+end
+local function foreign_member(ticket, i)
+  return fmt(ticket) .. '@g' .. fmt(tonumber(ARGV[i]))
+end
+${RECOVERY}`;
+
 // Every key bound once from KEYS, and the policy from ARGV 1..11 (validated again: the TS side
 // checks first, this only keeps a foreign caller from corrupting state). '%.0f' prints any integer
 // below 2^53 exactly and never in exponent form.
@@ -623,10 +727,14 @@ local function read_override(v, configured)
   if not n then error('wr: key ' .. K_CTL .. ' holds a non-numeric threshold') end
   return n
 end
--- paused, effective max active, effective max new per minute
+${GENERATION}
+-- paused, effective max active, effective max new per minute; sets GEN (see GENERATION). Paused
+-- also while recovering (see RECOVERY).
 local function read_controls()
-  local c = redis.call('HMGET', K_CTL, 'paused', 'max_active', 'max_new_per_minute')
-  return c[1] == '1', read_override(c[2], CFG_MAX_ACTIVE), read_override(c[3], CFG_MAX_NEW)
+  local c = redis.call('HMGET', K_CTL, 'paused', 'max_active', 'max_new_per_minute', 'gen', 'recover_until')
+  GEN = ensure_gen(c[4])
+  local max_active, max_new = read_override(c[2], CFG_MAX_ACTIVE), read_override(c[3], CFG_MAX_NEW)
+  return c[1] == '1' or recovering(tonumber(c[5]) or 0, max_active, max_new), max_active, max_new
 end
 `;
 
@@ -698,7 +806,7 @@ local function admitted_counts(call_entries)
   return minute, five
 end
 -- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m,
---  event_size, event_seed, waiting, epoch}
+--  event_size, event_seed, waiting, epoch, generation}
 local function read_state(tail, cursor, paused, max_active, max_new)
   local call_entries = RANDOM or max_active > 0 or max_new > 0
   local slots = count_after(K_ACTIVE, NOW)
@@ -708,7 +816,7 @@ local function read_state(tail, cursor, paused, max_active, max_new)
   local ev_size, ev_seed, epoch = read_event()
   local waiting = 0
   if RANDOM then waiting = count_after(K_WAITING, NOW - PRESENCE_MS) end
-  return {tail, cursor, paused and 1 or 0, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch}
+  return {tail, cursor, paused and 1 or 0, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch, GEN}
 end
 local function record_history(state)
   local minute = math.floor(NOW / MINUTE_MS) * MINUTE_MS
@@ -928,6 +1036,36 @@ local paused, max_active, max_new = read_controls()
 local capacity = max_active > 0 or max_new > 0
 `;
 
+// claim and draw, ARGV 14: a ticket of a lost generation is nobody's here (its number may be a new
+// visitor's). Answered read-only: the state, then `extras` (claim: claimed 0; draw: unknown, 0), so
+// the caller takes the visitor a new ticket.
+const refuseForeign = (extras: string): string => `
+if foreign_gen(14) then
+  local state = read_state(tail, cursor, paused, max_active, max_new)
+  for i, v in ipairs({${extras}}) do state[${STATE_LENGTH} + i] = v end
+  return state
+end`;
+
+// Explicit admits may carry an idempotency key: KEYS[12] (the key's own store key, under the queue's
+// hash tag). A run that finds it recorded writes nothing and answers the current state with the
+// admitted count recorded by the run that applied it, then replayed = 1; otherwise the run admits
+// and records its count there for IDEMPOTENCY_MS. A retry of a timed-out admit (or a late arrival
+// of the first attempt after its retry ran) therefore admits once.
+const IDEMPOTENT_REPLAY = `
+local K_IDEM = KEYS[12]
+if K_IDEM then
+  local done = redis.call('GET', K_IDEM)
+  if done then
+    local state = read_state(tail, cursor, paused, max_active, max_new)
+    state[${STATE_LENGTH} + 1] = tonumber(done) or 0
+    state[${STATE_LENGTH} + 2] = 1
+    return state
+  end
+end`;
+const IDEMPOTENT_RECORD = `
+if K_IDEM then redis.call('SET', K_IDEM, fmt(state[${STATE_LENGTH} + 1]), 'PX', ${IDEMPOTENCY_MS}) end
+state[${STATE_LENGTH} + 2] = 0`;
+
 const KEYS_DOC =
   'KEYS tail, cursor, period, active, reserved, admits, batches, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms';
 
@@ -938,11 +1076,12 @@ const KEYS_DOC =
  * period step (no replacement of lapsed calls: that is left to the poll); FIFO: a ticket the cursor
  * had already passed, or that this join's own step called, walks in (admitted now, claimed); random:
  * a ticket drawn in this call is collected at once and reported claimed. Returns the state, then
- * ticket and claimed (0/1).
+ * ticket and claimed (0/1). ARGV 12: the recovery window, ms ('' = none; see Recovery).
  */
 export const JOIN_SCRIPT = `${SHEBANG}
--- wr join: ${KEYS_DOC}; returns {state..., ticket, claimed}
+-- wr join: ${KEYS_DOC}, recover_ms; returns {state..., ticket, claimed}
 ${POLICY_HEADER}
+if (ARGV[12] or '') ~= '' then RECOVER_MS = arg_int(12, 1) end
 local ticket = redis.call('INCR', K_TAIL)
 prologue(ticket - 1)
 if RANDOM then redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket)) end
@@ -975,8 +1114,8 @@ else
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
-state[13] = ticket
-state[14] = claimed
+state[14] = ticket
+state[15] = claimed
 return state
 `;
 
@@ -996,13 +1135,15 @@ return state
  * reservation), then admission runs. Rate mode, FIFO: lapsed calls are replaced first (no period
  * step), then claimed when the cursor has passed the ticket, its arrival counted once (see Claims
  * in the header); random: when the ticket holds a live reservation (it is not collected: that is
- * draw's job). ARGV 12 ticket, 13 waited ms. Returns the state, then claimed (0/1).
+ * draw's job). ARGV 12 ticket, 13 waited ms, 14 the token's generation ('' = none; one of another
+ * generation is refused, see Generations). Returns the state, then claimed (0/1).
  */
 export const CLAIM_SCRIPT = `${SHEBANG}
--- wr claim: ${KEYS_DOC}, ticket, waited_ms; returns {state..., claimed}
+-- wr claim: ${KEYS_DOC}, ticket, waited_ms, generation; returns {state..., claimed}
 ${POLICY_HEADER}${READ_QUEUE}
 local ticket = arg_int(12, 1)
 local waited = arg_int(13, 0)
+${refuseForeign('0')}
 prologue(tail)
 local claimed = 0
 if capacity then
@@ -1027,24 +1168,32 @@ else
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
-state[13] = claimed
+state[14] = claimed
 return state
 `;
 
 /**
  * Capacity mode: a live slot's expiry becomes min(now + session, until); a slot that is gone (or
  * whose new expiry is not in the future) answers 0 and no slot is ever created. Rate mode: 1.
- * Neither freezes an event nor lapses presence. ARGV 12 ticket, 13 until ms. Returns {held}.
+ * Neither freezes an event nor lapses presence. ARGV 12 ticket, 13 until ms, 14 the token's
+ * generation (another generation's holder is registered again, see Generations). Returns {held}.
  */
 export const TOUCH_SCRIPT = `${SHEBANG}
--- wr touch: ${KEYS_DOC}, ticket, until_ms; returns {held}
+-- wr touch: ${KEYS_DOC}, ticket, until_ms, generation; returns {held}
 ${POLICY_HEADER}
 local ticket = arg_int(12, 1)
 local until_ms = arg_int(13, 0)
 local paused, max_active, max_new = read_controls()
 if not (max_active > 0 or max_new > 0) then return {1} end
 local m = fmt(ticket)
-local score = redis.call('ZSCORE', K_ACTIVE, m)
+local score
+if foreign_gen(14) then
+  -- A holder from a lost generation: its slot is registered again, under a member of its own.
+  m = foreign_member(ticket, 14)
+  score = redis.call('ZSCORE', K_ACTIVE, m) or fmt(NOW + 1)
+else
+  score = redis.call('ZSCORE', K_ACTIVE, m)
+end
 if not score or tonumber(score) <= NOW then return {0} end
 local expiry = math.min(NOW + SESSION_MS, until_ms)
 redis.call('ZADD', K_ACTIVE, fmt(expiry), m)
@@ -1056,17 +1205,27 @@ return {0}
  * Capacity mode: grace 0 removes the ticket's slot and any reservation (an unclaimed reservation
  * also gives its admission back, as when it lapses) and calls the next tickets into the room;
  * grace > 0 shortens the slot (or reservation) to expire within the grace. Rate mode: 0, nothing
- * written but the prologue. ARGV 12 ticket, 13 grace ms. Returns {held}: whether a live slot or
+ * written but the prologue. ARGV 12 ticket, 13 grace ms, 14 the token's generation (another
+ * generation's holder frees only its own member). Returns {held}: whether a live slot or
  * reservation was there.
  */
 export const LEAVE_SCRIPT = `${SHEBANG}
--- wr leave: ${KEYS_DOC}, ticket, grace_ms; returns {held}
+-- wr leave: ${KEYS_DOC}, ticket, grace_ms, generation; returns {held}
 ${POLICY_HEADER}${READ_QUEUE}
 local ticket = arg_int(12, 1)
 local grace = arg_int(13, 0)
 prologue(tail)
 if not capacity then return {0} end
 local m = fmt(ticket)
+if foreign_gen(14) then
+  -- A holder from a lost generation leaves the slot registered for it (see touch), nobody else's.
+  m = foreign_member(ticket, 14)
+  if grace == 0 then return {redis.call('ZREM', K_ACTIVE, m)} end
+  local score = redis.call('ZSCORE', K_ACTIVE, m)
+  if not score or tonumber(score) <= NOW then return {0} end
+  if tonumber(score) > NOW + grace then redis.call('ZADD', K_ACTIVE, fmt(NOW + grace), m) end
+  return {1}
+end
 if grace == 0 then
   expire()
   local held = redis.call('ZREM', K_ACTIVE, m)
@@ -1095,13 +1254,15 @@ return {held}
  * Each ticket called gets a reservation (capacity mode and random: and an admission entry), even
  * beyond the thresholds (explicit admits are the operator's decision; automatic admission then
  * waits until the usage is back under them). Rate mode first hands lapsed calls on (FIFO: replaced,
- * random: redrawn), not counted in `admitted`. Works while paused. ARGV 12 count (>= 1). Returns
- * the state, then admitted.
+ * random: redrawn), not counted in `admitted`. Works while paused. ARGV 12 count (>= 1); KEYS[12],
+ * optional, the idempotency key's store key (see IDEMPOTENT_REPLAY). Returns the state, then
+ * admitted and replayed (0/1).
  */
 export const ADMIT_SCRIPT = `${SHEBANG}
--- wr admit: ${KEYS_DOC}, count; returns {state..., admitted}
+-- wr admit: ${KEYS_DOC}, idempotency; ARGV ..., count; returns {state..., admitted, replayed}
 ${POLICY_HEADER}${READ_QUEUE}
 local count = arg_int(12, 1)
+${IDEMPOTENT_REPLAY}
 prologue(tail)
 if capacity or RANDOM then expire() end
 local admitted = 0
@@ -1121,7 +1282,8 @@ elseif OPEN then
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
-state[13] = admitted
+state[14] = admitted
+${IDEMPOTENT_RECORD}
 return state
 `;
 
@@ -1163,9 +1325,11 @@ return state
  */
 export const STATS_SCRIPT = `${SHEBANG}
 -- wr stats: ${KEYS_DOC}; returns {state..., reserved, wait_sum_ms, wait_count}
-${POLICY_HEADER}${READ_QUEUE}
+${POLICY_HEADER}
+GEN_READ_ONLY = true
+${READ_QUEUE}
 local state = read_state(tail, cursor, paused, max_active, max_new)
-state[13] = count_after(K_RESERVED, NOW)
+state[14] = count_after(K_RESERVED, NOW)
 local sum, n = 0, 0
 for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_WAITS, '(' .. fmt(NOW - KEEP_MS), '+inf')) do
   local waited = tonumber(string.match(m, ':(%d+)$'))
@@ -1174,8 +1338,8 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_WAITS, '(' .. fmt(NOW - KEEP_MS
     n = n + 1
   end
 end
-state[14] = sum
-state[15] = n
+state[15] = sum
+state[16] = n
 return state
 `;
 
@@ -1187,14 +1351,16 @@ return state
  * way, else it is waiting; anything else is unknown and nothing is written for it. Admission runs in
  * every case. FIFO (not used by the handler): admission runs, then capacity mode tries take_slot;
  * drawn when claimed (capacity) or called (rate), front when called but not claimed (capacity),
- * waiting when issued and not called, unknown when above the tail. ARGV 12 ticket, 13 waited ms.
+ * waiting when issued and not called, unknown when above the tail. ARGV 12 ticket, 13 waited ms,
+ * 14 the token's generation (another generation's ticket is unknown, and nothing runs).
  * Returns the state, then outcome (DRAW_OUTCOMES) and claimed (0/1).
  */
 export const DRAW_SCRIPT = `${SHEBANG}
--- wr draw: ${KEYS_DOC}, ticket, waited_ms; returns {state..., outcome, claimed}
+-- wr draw: ${KEYS_DOC}, ticket, waited_ms, generation; returns {state..., outcome, claimed}
 ${POLICY_HEADER}${READ_QUEUE}
 local ticket = arg_int(12, 1)
 local waited = arg_int(13, 0)
+${refuseForeign('3, 0')}
 local WAITING, DRAWN, FRONT, UNKNOWN = 0, 1, 2, 3
 local m = fmt(ticket)
 prologue(tail)
@@ -1237,24 +1403,41 @@ else
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
-state[13] = outcome
-state[14] = claimed
+state[14] = outcome
+state[15] = claimed
 return state
 `;
 
 /**
- * Empty the queue (see the header): every key but ctl and the VIP codes goes, ctl loses the
- * event's frozen pre-queue and gets epoch = now; the controls stay. Nothing is admitted. Returns the
- * state.
+ * Empty the line (see the header): the waiting are let go, the seated stay. The tail stays (ticket
+ * numbers are never handed out twice) and the cursor moves to it; held slots (K_ACTIVE) stay and
+ * keep counting until they lapse, since their holders' access tokens still pass; reservations,
+ * figures, the draw, history and the period go; ctl loses the event's frozen pre-queue and gets
+ * epoch = now; the controls and the generation stay. Nothing is admitted.
+ * ARGV 12: the epoch the caller saw ('' = any). When it is given and is not the current epoch,
+ * nothing is written (the reset it asked for happened already, or somebody else reset since), so a
+ * retried reset applies once. Returns the state, then applied (0/1).
  */
 export const RESET_SCRIPT = `${SHEBANG}
--- wr reset: ${KEYS_DOC}; returns {state...}
+-- wr reset: ${KEYS_DOC}, expected_epoch; returns {state..., applied}
 ${POLICY_HEADER}
-redis.call('DEL', K_TAIL, K_CURSOR, K_PERIOD, K_ACTIVE, K_RESERVED, K_ADMITS, K_BATCHES, K_WAITS, K_WAITING, K_HISTORY)
-redis.call('HDEL', K_CTL, 'ev_start', 'ev_size', 'ev_seed')
-redis.call('HSET', K_CTL, 'epoch', fmt(NOW))
+local expected = ARGV[12] or ''
+if expected ~= '' then arg_int(12, 0) end
+local epoch = tonumber(redis.call('HGET', K_CTL, 'epoch')) or 0
+local applied = 0
+if expected == '' or tonumber(expected) == epoch then
+  local tail = read_int(K_TAIL) or 0
+  redis.call('DEL', K_PERIOD, K_RESERVED, K_ADMITS, K_BATCHES, K_WAITS, K_WAITING, K_HISTORY)
+  if tail > 0 then redis.call('SET', K_CURSOR, fmt(tail)) else redis.call('DEL', K_CURSOR) end
+  redis.call('ZREMRANGEBYSCORE', K_ACTIVE, '-inf', fmt(NOW))
+  redis.call('HDEL', K_CTL, 'ev_start', 'ev_size', 'ev_seed')
+  redis.call('HSET', K_CTL, 'epoch', fmt(NOW))
+  applied = 1
+end
 ${READ_QUEUE}
-return read_state(tail, cursor, paused, max_active, max_new)
+local state = read_state(tail, cursor, paused, max_active, max_new)
+state[${STATE_LENGTH} + 1] = applied
+return state
 `;
 
 /**
@@ -1336,19 +1519,19 @@ if left < 1 then return {3, 0} end
 return {0, redis.call('HINCRBY', K_VIP, 'left', -1)}
 `;
 
-export const JOIN_SHA1 = '9784f0d737f8340703efe6b79ff40b5fc9e34ed2';
-export const POLL_SHA1 = '8d60b222eff497071102fc5594660ce1fb6f3afa';
-export const CLAIM_SHA1 = '1967765966ddce19bfb70524f0d83d3d1386eaf0';
-export const TOUCH_SHA1 = 'd9f4ff7ed30d2f641342a06107d37a5c09723f9b';
-export const LEAVE_SHA1 = 'c074c3d501312f145006b8e8beeb5b86e8eb1b41';
-export const ADMIT_SHA1 = 'f32bdea4f7217484d24ba46386e106cfd31e8da5';
-export const CONTROL_SHA1 = 'c338c582d3b089ad12a484b4f426a1528d9c748f';
-export const STATS_SHA1 = 'f1bfee7968a3f6dc09620507655053255d4eb02c';
+export const JOIN_SHA1 = 'f1175bafc9d5efd6ec04b31c803a9b30c3419fef';
+export const POLL_SHA1 = '49bd17b5ae2ab33f2d246298c6d72f547153267d';
+export const CLAIM_SHA1 = 'ec1dc1b10cb22d4b353e45862a9acc7ea909e87b';
+export const TOUCH_SHA1 = '98c0fcc85b8c24f936c2e2c36f24208a9a6779ed';
+export const LEAVE_SHA1 = 'aa5643ee23ef6241ce3556e2550122e6498bddff';
+export const ADMIT_SHA1 = '538e5f502854553c95dcc626555f6103bbeca927';
+export const CONTROL_SHA1 = 'c3212d50682fd9a8d9fe2bc2a9523c98fe115c48';
+export const STATS_SHA1 = '4e7103f8ebe068e9d3cc4da099425d07a79e6a18';
 export const PEEK_SHA1 = '904d517423da8edf0c920a3730fa05b89debc1ea';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '27e2b1a6be35239260b8ad2da240fda99e642a97';
-export const RESET_SHA1 = '8ff908d8859976a7e6408bf0d236a7aae202992c';
+export const DRAW_SHA1 = 'bc78e7e3e7c21e9830002b189ed1efb1bd953998';
+export const RESET_SHA1 = 'ad71d41cfe87c3875f754f6ae15dccb683c89b1f';
 export const HISTORY_SHA1 = '477f9424e713adddf354af016672c744b539c5b3';
 
 export interface StoreScript {

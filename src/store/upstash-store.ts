@@ -6,9 +6,13 @@
  * Depends on nothing but `evalsha` and `eval` of an `@upstash/redis` client, imported as a type only,
  * so the same class works with the Node client and with `@upstash/redis/fastly`.
  *
- * No timeout here: the caller races each store call against its own deadline (the Fastly engine has
- * no AbortController, and the client turns an aborted static signal into a fake `"Aborted"` result,
- * which the reply parser below would reject anyway).
+ * Timeouts: the caller races each store call against its own deadline (src/core/store-call.ts).
+ * That race alone does not end the request: on Node, `createNodeUpstashOptions` (src/platform/node.ts)
+ * gives the client a signal that aborts each request at the same deadline, so no request outlives
+ * its timeout and sockets do not pile up behind a hanging store. The Fastly engine has no
+ * AbortController: there the `upstash` backend's own timeouts bound a request (see the README,
+ * "Store timeouts"). A request aborted after it reached the store may still have been applied:
+ * operator actions are idempotent for that reason (admit keys, reset's expected epoch).
  */
 
 import type { Redis } from '@upstash/redis';
@@ -22,6 +26,7 @@ import type {
   QueueState,
   QueueStats,
   QueueStore,
+  ResetResult,
   RuntimeControl,
   VipCode,
   VipUse,
@@ -55,11 +60,14 @@ import {
   checkGraceMs,
   checkNowMs,
   checkPolicy,
+  checkRecoverMs,
   checkTicket,
   checkUntilMs,
   checkVipCode,
   checkWaitedMs,
   controlArgv,
+  generationArg,
+  idempotencyStoreKey,
   policyArgv,
   policyKeys,
   vipCreateArgv,
@@ -106,9 +114,10 @@ export class UpstashQueueStore implements QueueStore {
     this.#prefix = prefix;
   }
 
-  async join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult> {
+  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult> {
     const keys = this.#keys(queue);
-    const argv = policyArgv(checkPolicy(nowMs, policy));
+    const recover = checkRecoverMs(recoverMs);
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), recover === 0 ? '' : String(recover)];
     const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 2);
     const state = toState(JOIN, reply);
     const ticket = reply.int(STATE_LENGTH);
@@ -123,31 +132,32 @@ export class UpstashQueueStore implements QueueStore {
     return toState(POLL, parseReply(POLL, await this.#run(POLL, keys, argv), STATE_LENGTH));
   }
 
-  async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<ClaimResult> {
+  async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<ClaimResult> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs))];
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs)), generationArg(generation)];
     const reply = parseReply(CLAIM, await this.#run(CLAIM, keys, argv), STATE_LENGTH + 1);
     return { ...toState(CLAIM, reply), claimed: reply.flag(STATE_LENGTH) };
   }
 
-  async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number): Promise<boolean> {
+  async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number, generation?: number): Promise<boolean> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkUntilMs(untilMs))];
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkUntilMs(untilMs)), generationArg(generation)];
     return parseReply(TOUCH, await this.#run(TOUCH, keys, argv), 1).flag(0);
   }
 
-  async leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number): Promise<boolean> {
+  async leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number, generation?: number): Promise<boolean> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkGraceMs(graceMs))];
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkGraceMs(graceMs)), generationArg(generation)];
     return parseReply(LEAVE, await this.#run(LEAVE, keys, argv), 1).flag(0);
   }
 
-  async admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy): Promise<AdmitResult> {
+  async admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy, idempotencyKey?: string): Promise<AdmitResult> {
     const keys = this.#keys(queue);
+    if (idempotencyKey !== undefined) keys.push(idempotencyStoreKey(this.#prefix, queue, idempotencyKey));
     const checked = checkPolicy(nowMs, policy);
     assertAdmitCount(count);
-    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count)]), STATE_LENGTH + 1);
-    return { ...toState(ADMIT, reply), admitted: reply.int(STATE_LENGTH) };
+    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count)]), STATE_LENGTH + 2);
+    return { ...toState(ADMIT, reply), admitted: reply.int(STATE_LENGTH), replayed: reply.flag(STATE_LENGTH + 1) };
   }
 
   async control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -168,9 +178,9 @@ export class UpstashQueueStore implements QueueStore {
     };
   }
 
-  async draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<DrawResult> {
+  async draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<DrawResult> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs))];
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs)), generationArg(generation)];
     const reply = parseReply(DRAW, await this.#run(DRAW, keys, argv), STATE_LENGTH + 2);
     const outcome = DRAW_OUTCOMES[reply.int(STATE_LENGTH) as keyof typeof DRAW_OUTCOMES];
     const claimed = reply.flag(STATE_LENGTH + 1);
@@ -185,10 +195,11 @@ export class UpstashQueueStore implements QueueStore {
     return parseHistory(reply);
   }
 
-  async reset(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
+  async reset(queue: string, nowMs: number, policy: AdmissionPolicy, expectedEpoch?: number): Promise<ResetResult> {
     const keys = this.#keys(queue);
-    const argv = policyArgv(checkPolicy(nowMs, policy));
-    return toState(RESET, parseReply(RESET, await this.#run(RESET, keys, argv), STATE_LENGTH));
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), expectedEpoch === undefined ? '' : String(checkNowMs(expectedEpoch))];
+    const reply = parseReply(RESET, await this.#run(RESET, keys, argv), STATE_LENGTH + 1);
+    return { ...toState(RESET, reply), applied: reply.flag(STATE_LENGTH) };
   }
 
   async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
@@ -283,6 +294,7 @@ function toState(script: StoreScript, r: Reply): QueueState {
     eventSeed: r.int(9),
     waiting: r.int(10),
     epoch: r.int(11),
+    generation: r.int(12),
   };
   // The minute is inside the five minutes: anything else means the reply is not what the script sends.
   if (state.admittedLastMinute > state.admittedLast5Minutes) throw new StoreReplyError(script.name, r.raw);
@@ -368,6 +380,7 @@ export function createUpstashClientOptions(options: {
   if (typeof options.token !== 'string' || options.token === '') {
     throw new RangeError('missing Upstash token');
   }
+
   return {
     url: options.url,
     token: options.token,

@@ -32,7 +32,7 @@ import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
 import { parseConfig, parseSecrets, type Config, type Secrets } from '../../src/core/config';
 import { createHandler, type Handler } from '../../src/core/handler';
-import type { AdmissionPolicy, AdmitResult, ClaimResult, ClientInfo, Clock, DrawResult, HistoryPoint, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, RuntimeControl, VipCode, VipUse } from '../../src/core/ports';
+import type { AdmissionPolicy, AdmitResult, ClaimResult, ClientInfo, Clock, DrawResult, HistoryPoint, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, ResetResult, RuntimeControl, VipCode, VipUse } from '../../src/core/ports';
 import { admissionPolicy } from '../../src/core/handler';
 import { seededRandom } from '../support/seeded-random';
 import { nextWorkerMessage } from '../support/worker-message';
@@ -203,34 +203,34 @@ class CountingStore implements QueueStore {
     if (slot < 0 || slot >= this.slots) throw new Error(`store call outside the simulated time (slot ${slot})`);
     this.perSecond[method][slot]! += 1;
   }
-  join(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<JoinResult> {
+  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult> {
     this.#count('join');
-    return this.inner.join(queue, nowMs, policy);
+    return this.inner.join(queue, nowMs, policy, recoverMs);
   }
   poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
     this.#count('poll');
     return this.inner.poll(queue, nowMs, policy);
   }
-  admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy): Promise<AdmitResult> {
+  admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy, idempotencyKey?: string): Promise<AdmitResult> {
     this.#count('admit');
-    return this.inner.admit(queue, count, nowMs, policy);
+    return this.inner.admit(queue, count, nowMs, policy, idempotencyKey);
   }
   peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
     this.#count('peek');
     return this.inner.peek(queue);
   }
   // Rate mode (this simulation) makes none of these calls; they are counted all the same.
-  claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<ClaimResult> {
+  claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<ClaimResult> {
     this.#count('admit');
-    return this.inner.claim(queue, ticket, nowMs, policy, waitedMs);
+    return this.inner.claim(queue, ticket, nowMs, policy, waitedMs, generation);
   }
-  touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number): Promise<boolean> {
+  touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number, generation?: number): Promise<boolean> {
     this.#count('admit');
-    return this.inner.touch(queue, ticket, nowMs, policy, untilMs);
+    return this.inner.touch(queue, ticket, nowMs, policy, untilMs, generation);
   }
-  leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number): Promise<boolean> {
+  leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number, generation?: number): Promise<boolean> {
     this.#count('admit');
-    return this.inner.leave(queue, ticket, nowMs, policy, graceMs);
+    return this.inner.leave(queue, ticket, nowMs, policy, graceMs, generation);
   }
   control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
     this.#count('admit');
@@ -240,17 +240,17 @@ class CountingStore implements QueueStore {
     this.#count('peek');
     return this.inner.stats(queue, nowMs, policy);
   }
-  draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number): Promise<DrawResult> {
+  draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<DrawResult> {
     this.#count('poll');
-    return this.inner.draw(queue, ticket, nowMs, policy, waitedMs);
+    return this.inner.draw(queue, ticket, nowMs, policy, waitedMs, generation);
   }
   history(queue: string, nowMs: number): Promise<readonly HistoryPoint[]> {
     this.#count('peek');
     return this.inner.history(queue, nowMs);
   }
-  reset(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
+  reset(queue: string, nowMs: number, policy: AdmissionPolicy, expectedEpoch?: number): Promise<ResetResult> {
     this.#count('admit');
-    return this.inner.reset(queue, nowMs, policy);
+    return this.inner.reset(queue, nowMs, policy, expectedEpoch);
   }
   createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean> {
     this.#count('admit');

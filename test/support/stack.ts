@@ -18,8 +18,8 @@ import { startDemoOrigin } from '../../src/node/demo-origin';
 import { freePort, startHost, type RunningServer } from '../../src/node/host';
 import { startUpstashBridge, type UpstashBridge } from '../../src/node/upstash-bridge';
 import { buildWaitingRoom } from '../../src/node/waiting-room';
-import { directoryTemplateSource } from '../../src/platform/node';
-import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
+import { createNodeUpstashOptions, directoryTemplateSource } from '../../src/platform/node';
+import { UpstashQueueStore } from '../../src/store/upstash-store';
 import { PROJECT_ROOT } from './compute-host';
 import { BASE_SECRETS, BASE_SETTINGS, MemoryLogger, source } from './fixtures';
 import { startRedisServer, type RedisServer } from './redis-server';
@@ -115,7 +115,9 @@ export async function startNodeStack(
     logger,
     store: (config, secrets) =>
       new UpstashQueueStore({
-        redis: new Redis(createUpstashClientOptions({ url: config.upstashUrl!, token: secrets.upstashToken!, retries: config.storeRetries })),
+        redis: new Redis(
+          createNodeUpstashOptions({ url: config.upstashUrl!, token: secrets.upstashToken!, retries: config.storeRetries, timeoutMs: config.storeTimeoutMs }),
+        ),
       }),
     templates: templateDir === undefined ? undefined : directoryTemplateSource(templateDir),
     ...(options.authLimiter !== undefined && { authLimiter: options.authLimiter }),
