@@ -66,6 +66,8 @@ async function countRoundTrips(classes: VisitorClasses, n: number, concurrency: 
     await measure('new visitor (join)', undefined, 1, async () => void (firstCookie = await classes.newVisitor())),
     await measure('waiting poll (poll)', undefined, 1, () => classes.waitingPoll(firstCookie)),
     await measure('admin admit (admit)', undefined, 1, () => classes.adminAdmit()),
+    // The admit called ticket 1: its holder claims (poll + claim), which loads the claim script.
+    await measure('called poll (poll + claim)', undefined, 1, async () => void (await classes.upgradePoll(firstCookie))),
   ];
   const waiting: string[] = new Array<string>(n).fill('');
   const access: string[] = new Array<string>(n).fill('');
