@@ -2,9 +2,9 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { defineConfig } from 'vitest/config';
 
-// Templates are imported as text, as esbuild's `text` loader does for the wasm and Node bundles.
+// Templates and the store's Lua (src/store/lua) are imported as text, as esbuild's `text` loader does for the wasm and Node bundles.
 // They resolve to a private id first, so Vite's own CSS handling never sees them.
-const TEXT_EXTENSIONS = /\.(html|css|svg|txt)$|\/templates\/[^/]+\.js$/;
+const TEXT_EXTENSIONS = /\.(html|css|svg|txt|lua)$|\/templates\/[^/]+\.js$/;
 const SUFFIX = '.as-text';
 
 export default defineConfig({

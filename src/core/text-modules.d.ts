@@ -23,3 +23,8 @@ declare module '*/templates/admin.js' {
   const text: string;
   export default text;
 }
+// The store's Lua scripts and their fragments (src/store/lua), composed by src/store/lua-compose.ts.
+declare module '*.lua' {
+  const text: string;
+  export default text;
+}

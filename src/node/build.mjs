@@ -15,7 +15,8 @@ const outIndex = process.argv.indexOf('--out');
 const bin = outIndex > 0 ? resolve(process.argv[outIndex + 1] ?? 'bin') : resolve(root, 'bin');
 mkdirSync(bin, { recursive: true });
 
-const textLoaders = { '.html': 'text', '.css': 'text', '.svg': 'text' };
+// .lua: the store's scripts (src/store/lua), put together by src/store/lua-compose.ts at module load.
+const textLoaders = { '.html': 'text', '.css': 'text', '.svg': 'text', '.lua': 'text' };
 // Scripts under templates/ are served to browsers, not bundled: load them as text too.
 const templateScripts = {
   name: 'template-scripts-as-text',

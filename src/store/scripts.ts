@@ -180,10 +180,41 @@
  *
  * The SHA-1 of each script is pinned as a literal so that EVALSHA needs no hashing at the edge; a
  * test asserts each pin equals both node:crypto's SHA-1 and `SCRIPT LOAD`. If you edit a script,
- * recompute its pin (`sha1(text)`) and update the literal: the contract test will tell you.
+ * recompute its pin (`sha1(text)`) and update the literal: the contract test will tell you. The Lua
+ * itself lives in src/store/lua (one file per script, shared parts in lua/lib; see lua-compose.ts).
  */
 
 import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type RuntimeControl } from '../core/ports';
+import { composeLua } from './lua-compose';
+import JOIN_FILE from './lua/join.lua';
+import POLL_FILE from './lua/poll.lua';
+import CLAIM_FILE from './lua/claim.lua';
+import TOUCH_FILE from './lua/touch.lua';
+import LEAVE_FILE from './lua/leave.lua';
+import ADMIT_FILE from './lua/admit.lua';
+import CONTROL_FILE from './lua/control.lua';
+import STATS_FILE from './lua/stats.lua';
+import DRAW_FILE from './lua/draw.lua';
+import RESET_FILE from './lua/reset.lua';
+import HISTORY_FILE from './lua/history.lua';
+import PEEK_FILE from './lua/peek.lua';
+import CREATE_VIP_FILE from './lua/create_vip.lua';
+import USE_VIP_FILE from './lua/use_vip.lua';
+import READ_INT_LUA from './lua/lib/read_int.lua';
+import RECOVERY_LUA from './lua/lib/recovery.lua';
+import GENERATION_LUA from './lua/lib/generation.lua';
+import PRELUDE_LUA from './lua/lib/prelude.lua';
+import EVENTS_LUA from './lua/lib/events.lua';
+import FIGURES_LUA from './lua/lib/figures.lua';
+import DRAWS_LUA from './lua/lib/draws.lua';
+import RATE_MODE_LUA from './lua/lib/rate_mode.lua';
+import CAPACITY_MODE_LUA from './lua/lib/capacity_mode.lua';
+import POLICY_HEADER_LUA from './lua/lib/policy_header.lua';
+import READ_QUEUE_LUA from './lua/lib/read_queue.lua';
+import REFUSE_FOREIGN_LUA from './lua/lib/refuse_foreign.lua';
+import IDEMPOTENT_REPLAY_LUA from './lua/lib/idempotent_replay.lua';
+import IDEMPOTENT_RECORD_LUA from './lua/lib/idempotent_record.lua';
+import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
 
 /** @default key prefix for every store key. */
 export const DEFAULT_KEY_PREFIX = 'wr';
@@ -630,894 +661,57 @@ export function averageWaitSeconds(sumMs: number, count: number): number | null 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Lua. Composed from fragments at module load; the pinned hashes cover the composed text.
+// Lua. Each script is a file under ./lua, its shared parts under ./lua/lib, bundled as text and put
+// together at module load by composeLua (see lua-compose.ts for the conventions); the pinned hashes
+// cover the composed text.
 
-const SHEBANG = '#!lua flags=allow-key-locking';
+/** The constants the Lua files name as `__NAME__`: one source of truth on the TS side. */
+const LUA_CONSTANTS = {
+  MINUTE_MS,
+  KEEP_MS,
+  HISTORY_MS,
+  MAX_SEED,
+  STATE_LENGTH,
+  IDEMPOTENCY_MS,
+  VIP_MAX_USES,
+  VIP_KEEP_EXPIRED_MS,
+  VIP_TTL_MS,
+} as const;
 
-// GET as a number; nil when the key is absent. A key holding something else is a loud error rather
-// than a silent 0, since it means something other than this store wrote it.
-const READ_INT = `
-local function read_int(key)
-  local v = redis.call('GET', key)
-  if not v then return nil end
-  local n = tonumber(v)
-  if not n then error('wr: key ' .. key .. ' does not hold a number') end
-  return n
-end
-`;
+const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
+  read_int: READ_INT_LUA,
+  recovery: RECOVERY_LUA,
+  generation: GENERATION_LUA,
+  prelude: PRELUDE_LUA,
+  events: EVENTS_LUA,
+  figures: FIGURES_LUA,
+  draws: DRAWS_LUA,
+  rate_mode: RATE_MODE_LUA,
+  capacity_mode: CAPACITY_MODE_LUA,
+  policy_header: POLICY_HEADER_LUA,
+  read_queue: READ_QUEUE_LUA,
+  refuse_foreign: REFUSE_FOREIGN_LUA,
+  idempotent_replay: IDEMPOTENT_REPLAY_LUA,
+  idempotent_record: IDEMPOTENT_RECORD_LUA,
+  vip_prelude: VIP_PRELUDE_LUA,
+};
 
-// Recovery (see the header): RECOVER_MS > 0 when this run brings the first evidence that a state
-// was lost (join's ARGV 12). The first such run of a generation opens the window (recover_until in
-// ctl, read with the controls' HMGET); while it is open, capacity mode admits nobody new, as if
-// paused, so the holders of the lost state can register their slots again before any room is given.
-const RECOVERY = `
-local RECOVER_MS = 0
-local function recovering(recover_until, max_active, max_new)
-  if RECOVER_MS > 0 and recover_until == 0 and not GEN_READ_ONLY then
-    recover_until = NOW + RECOVER_MS
-    redis.call('HSET', K_CTL, 'recover_until', fmt(recover_until))
-  end
-  return NOW < recover_until and (max_active > 0 or max_new > 0)
-end
-`;
+const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-// The generation (see the header): read with the controls' HMGET every policy script already runs,
-// so it costs no command of its own; written once, by the first run that finds it absent (the
-// queue's state was lost, or never existed). A stats run (GEN_READ_ONLY) reports 0 instead of writing.
-// The value mixes the caller's seed and time, so two generations differ even when seed is 0.
-// foreign_gen(i): ARGV[i] carries a token's generation ('' or 0 = a token from before generations,
-// taken as current) and it is not this one: the ticket number in that token means nothing here.
-// foreign_member: the slot member of such a token's holder, distinct from every ticket of this
-// generation (tickets are plain numbers), so the holder is counted without taking anybody's slot.
-const GENERATION = `
-local GEN, GEN_READ_ONLY = 0, false
-local function ensure_gen(v)
-  local g = tonumber(v)
-  if g then return g end
-  if GEN_READ_ONLY then return 0 end
-  g = ((SEED + NOW) % ${MAX_SEED}) + 1
-  redis.call('HSET', K_CTL, 'gen', fmt(g))
-  return g
-end
-local function foreign_gen(i)
-  local g = tonumber(ARGV[i] or '')
-  return g ~= nil and g > 0 and g ~= GEN
-end
-local function foreign_member(ticket, i)
-  return fmt(ticket) .. '@g' .. fmt(tonumber(ARGV[i]))
-end
-${RECOVERY}`;
-
-// Every key bound once from KEYS, and the policy from ARGV 1..11 (validated again: the TS side
-// checks first, this only keeps a foreign caller from corrupting state). '%.0f' prints any integer
-// below 2^53 exactly and never in exponent form.
-const PRELUDE = `
-local K_TAIL, K_CURSOR, K_PERIOD = KEYS[1], KEYS[2], KEYS[3]
-local K_ACTIVE, K_RESERVED, K_ADMITS = KEYS[4], KEYS[5], KEYS[6]
-local K_BATCHES, K_WAITS, K_CTL = KEYS[7], KEYS[8], KEYS[9]
-local K_WAITING, K_HISTORY = KEYS[10], KEYS[11]
-local MINUTE_MS, KEEP_MS, HISTORY_MS = ${MINUTE_MS}, ${KEEP_MS}, ${HISTORY_MS}
-local function fmt(n) return string.format('%.0f', n) end
-local function arg_int(i, min, max)
-  max = max or 9007199254740991
-  local n = tonumber(ARGV[i])
-  if not n or n ~= math.floor(n) or n < min or n > max then
-    error('wr: ARGV[' .. i .. '] must be an integer from ' .. fmt(min) .. ' to ' .. fmt(max))
-  end
-  return n
-end
-local NOW = arg_int(1, 0)
-local AUTO_COUNT = arg_int(2, 0)
-local PERIOD_MS = arg_int(3, 0)
-local CFG_MAX_ACTIVE = arg_int(4, 0)
-local CFG_MAX_NEW = arg_int(5, 0)
-local SESSION_MS = arg_int(6, 1)
-local RESERVATION_MS = arg_int(7, 1)
-local EVENT_START = arg_int(8, 0)
-local SEED = arg_int(9, 0, ${MAX_SEED})
-local RANDOM = arg_int(10, 0, 1) == 1
-local PRESENCE_MS = arg_int(11, RANDOM and 1 or 0)
-if AUTO_COUNT > 0 and PERIOD_MS < 1 then error('wr: ARGV[3] must be >= 1 when ARGV[2] > 0') end
--- Admission may run: no event, or its start has come.
-local OPEN = EVENT_START == 0 or NOW >= EVENT_START
-${READ_INT}
-local function read_override(v, configured)
-  if not v then return configured end
-  local n = tonumber(v)
-  if not n then error('wr: key ' .. K_CTL .. ' holds a non-numeric threshold') end
-  return n
-end
-${GENERATION}
--- paused, effective max active, effective max new per minute; sets GEN (see GENERATION). Paused
--- also while recovering (see RECOVERY).
-local function read_controls()
-  local c = redis.call('HMGET', K_CTL, 'paused', 'max_active', 'max_new_per_minute', 'gen', 'recover_until')
-  GEN = ensure_gen(c[4])
-  local max_active, max_new = read_override(c[2], CFG_MAX_ACTIVE), read_override(c[3], CFG_MAX_NEW)
-  return c[1] == '1' or recovering(tonumber(c[5]) or 0, max_active, max_new), max_active, max_new
-end
-`;
-
-// Events and presence (see the header). read_event: the pre-queue frozen for this start (0, 0 when
-// none is) and the epoch. prologue: every writing script but touch runs it first, with the tail
-// before its own ticket: the first run at or after the start freezes the pre-queue, and in random
-// mode the visitors whose last poll is presenceMs old leave the draw.
-const EVENTS = `
-local function read_event()
-  local c = redis.call('HMGET', K_CTL, 'ev_start', 'ev_size', 'ev_seed', 'epoch')
-  local size, seed = 0, 0
-  if EVENT_START > 0 and tonumber(c[1]) == EVENT_START then
-    size, seed = tonumber(c[2]) or 0, tonumber(c[3]) or 0
-  end
-  return size, seed, tonumber(c[4]) or 0
-end
-local function prologue(tail_before)
-  if EVENT_START > 0 and NOW >= EVENT_START and tonumber(redis.call('HGET', K_CTL, 'ev_start')) ~= EVENT_START then
-    redis.call('HSET', K_CTL, 'ev_start', fmt(EVENT_START), 'ev_size', fmt(tail_before), 'ev_seed', fmt(SEED))
-  end
-  if RANDOM then redis.call('ZREMRANGEBYSCORE', K_WAITING, '-inf', fmt(NOW - PRESENCE_MS)) end
-end
-`;
-
-// Figures (arrivals, see the header), counted by score so they are right whether or not lapsed
-// entries were removed yet. Every stored reservation's call-time entry in admits is taken out of the
-// count (it is no arrival yet); a live reservation then counts once, whatever its call time; a
-// lapsed one that is still stored (rate mode, or stats) not at all. Claimed entries count by their
-// claim time. record_history: the minute's first writing run keeps its state (see the header).
-const FIGURES = `
-local function count_after(key, min_exclusive)
-  return redis.call('ZCOUNT', key, '(' .. fmt(min_exclusive), '+inf')
-end
-local function admitted_counts(call_entries)
-  local minute = count_after(K_ADMITS, NOW - MINUTE_MS)
-  local five = count_after(K_ADMITS, NOW - KEEP_MS)
-  local members, live = {}, 0
-  if call_entries then
-    local reserved = redis.call('ZRANGE', K_RESERVED, 0, -1, 'WITHSCORES')
-    for i = 1, #reserved, 2 do
-      members[#members + 1] = reserved[i]
-      if tonumber(reserved[i + 1]) > NOW then live = live + 1 end
-    end
-  else
-    -- Rate FIFO calls write no entry at the call (see call_tickets): nothing to take out, so the
-    -- live ones are counted without reading them (an admit of thousands stays cheap to count).
-    live = count_after(K_RESERVED, NOW)
-  end
-  for i = 1, #members, 500 do
-    for _, s in ipairs(redis.call('ZMSCORE', K_ADMITS, unpack(members, i, math.min(i + 499, #members)))) do
-      if s then
-        s = tonumber(s)
-        if s > NOW - MINUTE_MS then minute = minute - 1 end
-        if s > NOW - KEEP_MS then five = five - 1 end
-      end
-    end
-  end
-  minute = minute + live
-  five = five + live
-  local rows = redis.call('ZRANGEBYSCORE', K_BATCHES, '(' .. fmt(NOW - KEEP_MS), '+inf', 'WITHSCORES')
-  for i = 1, #rows, 2 do
-    local from, to = string.match(rows[i], '^(%d+)-(%d+)$')
-    if from then
-      local size = tonumber(to) - tonumber(from) + 1
-      five = five + size
-      if tonumber(rows[i + 1]) > NOW - MINUTE_MS then minute = minute + size end
-    end
-  end
-  return minute, five
-end
--- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m,
---  event_size, event_seed, waiting, epoch, generation}
-local function read_state(tail, cursor, paused, max_active, max_new)
-  local call_entries = RANDOM or max_active > 0 or max_new > 0
-  local slots = count_after(K_ACTIVE, NOW)
-  -- A rate FIFO reservation is an admission to come, not a slot.
-  if call_entries then slots = slots + count_after(K_RESERVED, NOW) end
-  local minute, five = admitted_counts(call_entries)
-  local ev_size, ev_seed, epoch = read_event()
-  local waiting = 0
-  if RANDOM then waiting = count_after(K_WAITING, NOW - PRESENCE_MS) end
-  return {tail, cursor, paused and 1 or 0, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch, GEN}
-end
-local function record_history(state)
-  local minute = math.floor(NOW / MINUTE_MS) * MINUTE_MS
-  if redis.call('ZCOUNT', K_HISTORY, fmt(minute), fmt(minute)) > 0 then return end
-  redis.call('ZREMRANGEBYSCORE', K_HISTORY, '-inf', fmt(NOW - HISTORY_MS))
-  local waiting = state[11]
-  if not RANDOM then waiting = math.max(0, state[1] - state[2]) end
-  local member = {fmt(minute), fmt(state[1]), fmt(state[2]), fmt(waiting), fmt(state[6]), fmt(state[7])}
-  redis.call('ZADD', K_HISTORY, fmt(minute), table.concat(member, ':'))
-end
-`;
-
-// Random method: the generator (Park–Miller minimal standard from ARGV seed; every step is exact in
-// doubles, and createDrawRng in TS does the same arithmetic) and the draw. draw_tickets draws up to
-// n of the present visitors (prologue removed the others) by rank in ZSET order: each leaves the
-// draw, gets a reservation and an admission entry as a FIFO call does, and the cursor counts it.
-const DRAWS = `
-local rng_state = (SEED % 2147483646) + 1
-local function next_rank(n)
-  rng_state = (rng_state * 16807) % 2147483647
-  local r = math.floor(rng_state / 2147483647 * n)
-  if r >= n then r = n - 1 end
-  return r
-end
-local function draw_tickets(cursor, n)
-  local present = redis.call('ZCARD', K_WAITING)
-  local k = math.min(n, present)
-  if k < 1 then return cursor end
-  for _ = 1, k do
-    local r = fmt(next_rank(present))
-    local m = redis.call('ZRANGE', K_WAITING, r, r)[1]
-    redis.call('ZREM', K_WAITING, m)
-    redis.call('ZADD', K_RESERVED, fmt(NOW + RESERVATION_MS), m)
-    redis.call('ZADD', K_ADMITS, fmt(NOW), m)
-    present = present - 1
-  end
-  redis.call('SET', K_CURSOR, fmt(cursor + k))
-  return cursor + k
-end
-`;
-
-// Rate mode: the period step (see Claims in the header). The first call of each period calls the next count tickets, never
-// moving the cursor more than count past the tail (no banking); in random mode it draws
-// min(count, present) instead. Paused or before the event's start: nothing moves and the period is
-// not used up. FIFO: the existing tickets a step calls get a reservation (their claim deadline,
-// see call_tickets), except `walk_in`, the join's own ticket, which is claimed at the join;
-// tickets called before they exist walk in at their join (see JOIN). The step also trims the
-// 300-s sets once per period, so claims need not.
-//
-// call_tickets: reserve from..to (ZADD per 500) and move the cursor. `call_entries`: also write
-// each one's admission entry at the call (capacity, random), re-timed at the claim or removed at the
-// lapse. Rate FIFO writes none: the claim writes it, so a call costs the join's figures nothing.
-//
-// replace_lapsed (rate FIFO): called tickets whose claim deadline passed unclaimed give their
-// admissions to the next waiting tickets at once (one ZCOUNT when none lapsed). Never past the
-// tail: a lapsed call's admission is spent on a ticket that exists or dropped, never banked. Paused
-// or before the start: left stored (figures ignore them by score) until admission may run.
-const RATE_MODE = `
-local function trim(key)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(NOW - KEEP_MS))
-end
-local function call_tickets(from, to, call_entries)
-  local reserve, admit = {}, {}
-  for t = from, to do
-    reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
-    reserve[#reserve + 1] = fmt(t)
-    admit[#admit + 1] = fmt(NOW)
-    admit[#admit + 1] = fmt(t)
-    if #reserve >= 1000 or t == to then
-      redis.call('ZADD', K_RESERVED, unpack(reserve))
-      if call_entries then redis.call('ZADD', K_ADMITS, unpack(admit)) end
-      reserve, admit = {}, {}
-    end
-  end
-  redis.call('SET', K_CURSOR, fmt(to))
-end
-local function replace_lapsed(tail, cursor, paused)
-  if paused or not OPEN then return cursor end
-  local lapsed = redis.call('ZCOUNT', K_RESERVED, '-inf', fmt(NOW))
-  if lapsed == 0 then return cursor end
-  redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
-  local n = math.min(lapsed, tail - cursor)
-  if n < 1 then return cursor end
-  call_tickets(cursor + 1, cursor + n, false)
-  return cursor + n
-end
-local function auto_admit(tail, cursor, paused, walk_in)
-  if paused or AUTO_COUNT <= 0 or not OPEN then return cursor end
-  local start = math.floor(NOW / PERIOD_MS) * PERIOD_MS
-  local last = read_int(K_PERIOD)
-  if last ~= nil and start <= last then return cursor end
-  redis.call('SET', K_PERIOD, fmt(start))
-  if RANDOM then return draw_tickets(cursor, AUTO_COUNT) end
-  local target = math.min(cursor + AUTO_COUNT, tail + AUTO_COUNT)
-  if target <= cursor then return cursor end
-  trim(K_ADMITS)
-  trim(K_BATCHES)
-  local last_reserved = math.min(target, tail)
-  if walk_in and last_reserved == walk_in then last_reserved = walk_in - 1 end
-  if last_reserved > cursor then call_tickets(cursor + 1, last_reserved, false) end
-  redis.call('SET', K_CURSOR, fmt(target))
-  return target
-end
-`;
-
-// Capacity mode. expire: lapsed slots leave; lapsed reservations leave and take their admission
-// entry with them (the slot and the per-minute budget come back); history older than 300 s goes.
-// free_slots: room under both thresholds (math.huge for an unlimited one); under the per-minute
-// limit that is the limit - claims of the last 60 s - live reservations. advance: unless paused or
-// before the event's start, call the next tickets into the room (random: draw them), each with a
-// reservation and an admission entry at now. Random rate mode expires reservations the same way.
-const CAPACITY_MODE = `
-local function zrem_many(key, members)
-  for i = 1, #members, 500 do
-    redis.call('ZREM', key, unpack(members, i, math.min(i + 499, #members)))
-  end
-end
--- How many reservations this run's expire() removed: random rate mode redraws as many (see redraw).
-local lapsed_calls = 0
-local function expire()
-  local lapsed = redis.call('ZRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
-  lapsed_calls = lapsed_calls + #lapsed
-  if #lapsed > 0 then
-    redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
-    zrem_many(K_ADMITS, lapsed)
-  end
-  redis.call('ZREMRANGEBYSCORE', K_ACTIVE, '-inf', fmt(NOW))
-  trim(K_ADMITS)
-  trim(K_BATCHES)
-  trim(K_WAITS)
-end
-local function free_slots(max_active, max_new)
-  local free = math.huge
-  if max_active > 0 then
-    free = max_active - redis.call('ZCARD', K_ACTIVE) - redis.call('ZCARD', K_RESERVED)
-  end
-  if max_new > 0 then
-    local minute = admitted_counts(true)
-    free = math.min(free, max_new - minute)
-  end
-  return free
-end
-local function advance(tail, cursor, paused, max_active, max_new)
-  if paused or not OPEN then return cursor end
-  if RANDOM then return draw_tickets(cursor, free_slots(max_active, max_new)) end
-  local n = math.min(tail - cursor, free_slots(max_active, max_new))
-  if n < 1 then return cursor end
-  call_tickets(cursor + 1, cursor + n, true)
-  return cursor + n
-end
--- Random rate mode: the draws that lapsed uncollected in this run are drawn again among the present
--- visitors, so an admission goes to someone who shows up (paused or before the start: dropped).
-local function redraw(cursor, paused)
-  local n = lapsed_calls
-  lapsed_calls = 0
-  if paused or not OPEN or n < 1 then return cursor end
-  return draw_tickets(cursor, n)
-end
-local function admission_step(tail, cursor, paused, max_active, max_new)
-  if max_active > 0 or max_new > 0 then
-    expire()
-    return advance(tail, cursor, paused, max_active, max_new)
-  end
-  if RANDOM then
-    expire()
-    cursor = redraw(cursor, paused)
-  else
-    cursor = replace_lapsed(tail, cursor, paused)
-  end
-  return auto_admit(tail, cursor, paused, nil)
-end
--- A ticket takes its slot: renew a slot it holds, claim its live reservation (its admission entry is
--- moved to now, the arrival: the live reservation it was counted as becomes a claim counted from
--- now, so the figures do not move), or (FIFO, the event started, called, not paused, room under both
--- thresholds) take a slot directly with an admission of its own. Runs after expire(), so whatever is
--- stored is live.
-local function take_slot(ticket, tail, cursor, paused, max_active, max_new, waited)
-  local m = fmt(ticket)
-  if redis.call('ZSCORE', K_ACTIVE, m) then
-    redis.call('ZADD', K_ACTIVE, fmt(NOW + SESSION_MS), m)
-    return 1
-  end
-  if redis.call('ZSCORE', K_RESERVED, m) then
-    redis.call('ZREM', K_RESERVED, m)
-    redis.call('ZADD', K_ADMITS, fmt(NOW), m)
-  else
-    if RANDOM or not OPEN or ticket > cursor or ticket > tail or paused or free_slots(max_active, max_new) < 1 then return 0 end
-    local member = m .. '@' .. fmt(NOW)
-    local k = 0
-    while redis.call('ZSCORE', K_ADMITS, member) do
-      k = k + 1
-      member = m .. '@' .. fmt(NOW) .. '#' .. k
-    end
-    redis.call('ZADD', K_ADMITS, fmt(NOW), member)
-  end
-  redis.call('ZADD', K_ACTIVE, fmt(NOW + SESSION_MS), m)
-  redis.call('ZADD', K_WAITS, fmt(NOW), m .. ':' .. fmt(waited))
-  return 1
-end
--- Random rate mode: the holder of a live reservation collects it. The reservation goes, its
--- admission entry is re-timed to now (the arrival) and the wait is recorded; the ticket left the draw
--- when it was drawn, so it is never admitted again.
-local function collect(ticket, waited)
-  local m = fmt(ticket)
-  redis.call('ZREM', K_RESERVED, m)
-  redis.call('ZADD', K_ADMITS, fmt(NOW), m)
-  redis.call('ZADD', K_WAITS, fmt(NOW), m .. ':' .. fmt(waited))
-end
-`;
-
-const POLICY_HEADER = `${PRELUDE}${EVENTS}${FIGURES}${DRAWS}${RATE_MODE}${CAPACITY_MODE}`;
-
-const READ_QUEUE = `
-local tail = read_int(K_TAIL) or 0
-local cursor = read_int(K_CURSOR) or 0
-local paused, max_active, max_new = read_controls()
-local capacity = max_active > 0 or max_new > 0
-`;
-
-// claim and draw, ARGV 14: a ticket of a lost generation is nobody's here (its number may be a new
-// visitor's). Answered read-only: the state, then `extras` (claim: claimed 0; draw: unknown, 0), so
-// the caller takes the visitor a new ticket.
-const refuseForeign = (extras: string): string => `
-if foreign_gen(14) then
-  local state = read_state(tail, cursor, paused, max_active, max_new)
-  for i, v in ipairs({${extras}}) do state[${STATE_LENGTH} + i] = v end
-  return state
-end`;
-
-// Explicit admits may carry an idempotency key: KEYS[12] (the key's own store key, under the queue's
-// hash tag). A run that finds it recorded writes nothing and answers the current state with the
-// admitted count recorded by the run that applied it, then replayed = 1; otherwise the run admits
-// and records its count there for IDEMPOTENCY_MS. A retry of a timed-out admit (or a late arrival
-// of the first attempt after its retry ran) therefore admits once.
-const IDEMPOTENT_REPLAY = `
-local K_IDEM = KEYS[12]
-if K_IDEM then
-  local done = redis.call('GET', K_IDEM)
-  if done then
-    local state = read_state(tail, cursor, paused, max_active, max_new)
-    state[${STATE_LENGTH} + 1] = tonumber(done) or 0
-    state[${STATE_LENGTH} + 2] = 1
-    return state
-  end
-end`;
-const IDEMPOTENT_RECORD = `
-if K_IDEM then redis.call('SET', K_IDEM, fmt(state[${STATE_LENGTH} + 1]), 'PX', ${IDEMPOTENCY_MS}) end
-state[${STATE_LENGTH} + 2] = 0`;
-
-const KEYS_DOC =
-  'KEYS tail, cursor, period, active, reserved, admits, batches, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms';
-
-/**
- * Take the next ticket and run admission (before the event's start: nothing is admitted). Random
- * method: the ticket joins the draw first. Capacity mode: a ticket called (drawn) in this call, or
- * (FIFO) one called before it existed, claims its slot at once (a walk-in, wait 0). Rate mode: the
- * period step (no replacement of lapsed calls: that is left to the poll); FIFO: a ticket the cursor
- * had already passed, or that this join's own step called, walks in (admitted now, claimed); random:
- * a ticket drawn in this call is collected at once and reported claimed. Returns the state, then
- * ticket and claimed (0/1). ARGV 12: the recovery window, ms ('' = none; see Recovery).
- */
-export const JOIN_SCRIPT = `${SHEBANG}
--- wr join: ${KEYS_DOC}, recover_ms; returns {state..., ticket, claimed}
-${POLICY_HEADER}
-if (ARGV[12] or '') ~= '' then RECOVER_MS = arg_int(12, 1) end
-local ticket = redis.call('INCR', K_TAIL)
-prologue(ticket - 1)
-if RANDOM then redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket)) end
-local tail = ticket
-local cursor = read_int(K_CURSOR) or 0
-local paused, max_active, max_new = read_controls()
-local claimed = 0
-if max_active > 0 or max_new > 0 then
-  expire()
-  cursor = advance(tail, cursor, paused, max_active, max_new)
-  claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, 0)
-elseif RANDOM then
-  cursor = admission_step(tail, cursor, paused, max_active, max_new)
-  if redis.call('ZSCORE', K_RESERVED, fmt(ticket)) then
-    collect(ticket, 0)
-    claimed = 1
-  end
-else
-  if not OPEN and cursor > ticket - 1 then
-    cursor = ticket - 1
-    redis.call('SET', K_CURSOR, fmt(cursor))
-  end
-  cursor = auto_admit(tail, cursor, paused, ticket)
-  if ticket <= cursor then
-    -- Called before it existed, or by this join's own step: it walks in, and arrives now.
-    trim(K_ADMITS)
-    redis.call('ZADD', K_ADMITS, fmt(NOW), fmt(ticket))
-    claimed = 1
-  end
-end
-local state = read_state(tail, cursor, paused, max_active, max_new)
-record_history(state)
-state[14] = ticket
-state[15] = claimed
-return state
-`;
-
-/** Run admission (capacity: expire and call or draw into free room; rate: the period step). Returns the state. */
-export const POLL_SCRIPT = `${SHEBANG}
--- wr poll: ${KEYS_DOC}; returns {state...}
-${POLICY_HEADER}${READ_QUEUE}
-prologue(tail)
-cursor = admission_step(tail, cursor, paused, max_active, max_new)
-local state = read_state(tail, cursor, paused, max_active, max_new)
-record_history(state)
-return state
-`;
-
-/**
- * Capacity mode: the ticket takes its slot (see take_slot; random: only through its live
- * reservation), then admission runs. Rate mode, FIFO: lapsed calls are replaced first (no period
- * step), then claimed when the cursor has passed the ticket, its arrival counted once (see Claims
- * in the header); random: when the ticket holds a live reservation (it is not collected: that is
- * draw's job). ARGV 12 ticket, 13 waited ms, 14 the token's generation ('' = none; one of another
- * generation is refused, see Generations). Returns the state, then claimed (0/1).
- */
-export const CLAIM_SCRIPT = `${SHEBANG}
--- wr claim: ${KEYS_DOC}, ticket, waited_ms, generation; returns {state..., claimed}
-${POLICY_HEADER}${READ_QUEUE}
-local ticket = arg_int(12, 1)
-local waited = arg_int(13, 0)
-${refuseForeign('0')}
-prologue(tail)
-local claimed = 0
-if capacity then
-  expire()
-  claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, waited)
-  cursor = advance(tail, cursor, paused, max_active, max_new)
-elseif RANDOM then
-  local score = redis.call('ZSCORE', K_RESERVED, fmt(ticket))
-  if score and tonumber(score) > NOW then claimed = 1 end
-else
-  cursor = replace_lapsed(tail, cursor, paused)
-  if ticket <= cursor then
-    claimed = 1
-    -- The arrival is counted once per ticket: a live reservation becomes a claim; a ticket with no
-    -- entry (its reservation lapsed, it was replaced, and the holder came back late) is admitted
-    -- and counted now; one already counted (a second tab, a walk-in) is not counted again.
-    local m = fmt(ticket)
-    if redis.call('ZREM', K_RESERVED, m) == 1 or not redis.call('ZSCORE', K_ADMITS, m) then
-      redis.call('ZADD', K_ADMITS, fmt(NOW), m)
-    end
-  end
-end
-local state = read_state(tail, cursor, paused, max_active, max_new)
-record_history(state)
-state[14] = claimed
-return state
-`;
-
-/**
- * Capacity mode: a live slot's expiry becomes min(now + session, until); a slot that is gone (or
- * whose new expiry is not in the future) answers 0 and no slot is ever created. Rate mode: 1.
- * Neither freezes an event nor lapses presence. ARGV 12 ticket, 13 until ms, 14 the token's
- * generation (another generation's holder is registered again, see Generations). Returns {held}.
- */
-export const TOUCH_SCRIPT = `${SHEBANG}
--- wr touch: ${KEYS_DOC}, ticket, until_ms, generation; returns {held}
-${POLICY_HEADER}
-local ticket = arg_int(12, 1)
-local until_ms = arg_int(13, 0)
-local paused, max_active, max_new = read_controls()
-if not (max_active > 0 or max_new > 0) then return {1} end
-local m = fmt(ticket)
-local score
-if foreign_gen(14) then
-  -- A holder from a lost generation: its slot is registered again, under a member of its own.
-  m = foreign_member(ticket, 14)
-  score = redis.call('ZSCORE', K_ACTIVE, m) or fmt(NOW + 1)
-else
-  score = redis.call('ZSCORE', K_ACTIVE, m)
-end
-if not score or tonumber(score) <= NOW then return {0} end
-local expiry = math.min(NOW + SESSION_MS, until_ms)
-redis.call('ZADD', K_ACTIVE, fmt(expiry), m)
-if expiry > NOW then return {1} end
-return {0}
-`;
-
-/**
- * Capacity mode: grace 0 removes the ticket's slot and any reservation (an unclaimed reservation
- * also gives its admission back, as when it lapses) and calls the next tickets into the room;
- * grace > 0 shortens the slot (or reservation) to expire within the grace. Rate mode: 0, nothing
- * written but the prologue. ARGV 12 ticket, 13 grace ms, 14 the token's generation (another
- * generation's holder frees only its own member). Returns {held}: whether a live slot or
- * reservation was there.
- */
-export const LEAVE_SCRIPT = `${SHEBANG}
--- wr leave: ${KEYS_DOC}, ticket, grace_ms, generation; returns {held}
-${POLICY_HEADER}${READ_QUEUE}
-local ticket = arg_int(12, 1)
-local grace = arg_int(13, 0)
-prologue(tail)
-if not capacity then return {0} end
-local m = fmt(ticket)
-if foreign_gen(14) then
-  -- A holder from a lost generation leaves the slot registered for it (see touch), nobody else's.
-  m = foreign_member(ticket, 14)
-  if grace == 0 then return {redis.call('ZREM', K_ACTIVE, m)} end
-  local score = redis.call('ZSCORE', K_ACTIVE, m)
-  if not score or tonumber(score) <= NOW then return {0} end
-  if tonumber(score) > NOW + grace then redis.call('ZADD', K_ACTIVE, fmt(NOW + grace), m) end
-  return {1}
-end
-if grace == 0 then
-  expire()
-  local held = redis.call('ZREM', K_ACTIVE, m)
-  if redis.call('ZREM', K_RESERVED, m) == 1 then
-    redis.call('ZREM', K_ADMITS, m)
-    held = 1
-  end
-  advance(tail, cursor, paused, max_active, max_new)
-  return {held}
-end
-local held = 0
-local until_ms = NOW + grace
-for _, key in ipairs({K_ACTIVE, K_RESERVED}) do
-  local score = redis.call('ZSCORE', key, m)
-  if score and tonumber(score) > NOW then
-    held = 1
-    if tonumber(score) > until_ms then redis.call('ZADD', key, fmt(until_ms), m) end
-  end
-end
-return {held}
-`;
-
-/**
- * The operator's or origin's explicit admission (0 before the event's start). FIFO: the cursor
- * moves by up to count, never past the tail; random: min(count, present) visitors are drawn.
- * Each ticket called gets a reservation (capacity mode and random: and an admission entry), even
- * beyond the thresholds (explicit admits are the operator's decision; automatic admission then
- * waits until the usage is back under them). Rate mode first hands lapsed calls on (FIFO: replaced,
- * random: redrawn), not counted in `admitted`. Works while paused. ARGV 12 count (>= 1); KEYS[12],
- * optional, the idempotency key's store key (see IDEMPOTENT_REPLAY). Returns the state, then
- * admitted and replayed (0/1).
- */
-export const ADMIT_SCRIPT = `${SHEBANG}
--- wr admit: ${KEYS_DOC}, idempotency; ARGV ..., count; returns {state..., admitted, replayed}
-${POLICY_HEADER}${READ_QUEUE}
-local count = arg_int(12, 1)
-${IDEMPOTENT_REPLAY}
-prologue(tail)
-if capacity or RANDOM then expire() end
-local admitted = 0
-if OPEN and RANDOM then
-  if not capacity then cursor = redraw(cursor, paused) end
-  local before = cursor
-  cursor = draw_tickets(cursor, count)
-  admitted = cursor - before
-elseif OPEN then
-  if not capacity then cursor = replace_lapsed(tail, cursor, paused) end
-  local target = math.min(cursor + count, tail)
-  if target > cursor then
-    call_tickets(cursor + 1, target, capacity)
-    admitted = target - cursor
-    cursor = target
-  end
-end
-local state = read_state(tail, cursor, paused, max_active, max_new)
-record_history(state)
-state[14] = admitted
-${IDEMPOTENT_RECORD}
-return state
-`;
-
-/**
- * Change runtime controls, then run admission with them (resuming or raising a threshold calls
- * tickets at once). ARGV 12 paused ('' keep, '0', '1'), 13 max active and 14 max new per minute
- * ('' keep, 'del' back to configured, integer >= 0 override). Returns the state.
- */
-export const CONTROL_SCRIPT = `${SHEBANG}
--- wr control: ${KEYS_DOC}, paused, max_active, max_new_per_minute; returns {state...}
-${POLICY_HEADER}
-local function check_threshold(i)
-  local v = ARGV[i]
-  if v ~= '' and v ~= 'del' then arg_int(i, 0) end
-  return v
-end
-local p = ARGV[12]
-if p ~= '' and p ~= '0' and p ~= '1' then error('wr: ARGV[12] must be empty, 0 or 1') end
-local changes = {{'max_active', check_threshold(13)}, {'max_new_per_minute', check_threshold(14)}}
-prologue(read_int(K_TAIL) or 0)
-if p == '1' then redis.call('HSET', K_CTL, 'paused', '1') elseif p == '0' then redis.call('HDEL', K_CTL, 'paused') end
-for _, c in ipairs(changes) do
-  if c[2] == 'del' then
-    redis.call('HDEL', K_CTL, c[1])
-  elseif c[2] ~= '' then
-    redis.call('HSET', K_CTL, c[1], fmt(tonumber(c[2])))
-  end
-end
-${READ_QUEUE}
-cursor = admission_step(tail, cursor, paused, max_active, max_new)
-local state = read_state(tail, cursor, paused, max_active, max_new)
-record_history(state)
-return state
-`;
-
-/**
- * Read the figures, writing nothing. Returns the state, then reserved (live reservations), and the
- * sum (ms) and count of the waits recorded in the last 300 s.
- */
-export const STATS_SCRIPT = `${SHEBANG}
--- wr stats: ${KEYS_DOC}; returns {state..., reserved, wait_sum_ms, wait_count}
-${POLICY_HEADER}
-GEN_READ_ONLY = true
-${READ_QUEUE}
-local state = read_state(tail, cursor, paused, max_active, max_new)
-state[14] = count_after(K_RESERVED, NOW)
-local sum, n = 0, 0
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_WAITS, '(' .. fmt(NOW - KEEP_MS), '+inf')) do
-  local waited = tonumber(string.match(m, ':(%d+)$'))
-  if waited then
-    sum = sum + waited
-    n = n + 1
-  end
-end
-state[15] = sum
-state[16] = n
-return state
-`;
-
-/**
- * A waiting visitor's poll. Random method: the prologue lapses presence; a ticket holding a live
- * slot renews it (drawn, claimed); one holding a live reservation claims its slot (capacity: drawn
- * and claimed, or front when take_slot cannot) or is collected (rate: drawn); one still in the draw
- * renews its presence to now, admission runs, and if it was drawn just now it is settled the same
- * way, else it is waiting; anything else is unknown and nothing is written for it. Admission runs in
- * every case. FIFO (not used by the handler): admission runs, then capacity mode tries take_slot;
- * drawn when claimed (capacity) or called (rate), front when called but not claimed (capacity),
- * waiting when issued and not called, unknown when above the tail. ARGV 12 ticket, 13 waited ms,
- * 14 the token's generation (another generation's ticket is unknown, and nothing runs).
- * Returns the state, then outcome (DRAW_OUTCOMES) and claimed (0/1).
- */
-export const DRAW_SCRIPT = `${SHEBANG}
--- wr draw: ${KEYS_DOC}, ticket, waited_ms, generation; returns {state..., outcome, claimed}
-${POLICY_HEADER}${READ_QUEUE}
-local ticket = arg_int(12, 1)
-local waited = arg_int(13, 0)
-${refuseForeign('3, 0')}
-local WAITING, DRAWN, FRONT, UNKNOWN = 0, 1, 2, 3
-local m = fmt(ticket)
-prologue(tail)
-local function settle()
-  if redis.call('ZSCORE', K_ACTIVE, m) or (capacity and redis.call('ZSCORE', K_RESERVED, m)) then
-    if take_slot(ticket, tail, cursor, paused, max_active, max_new, waited) == 1 then return DRAWN, 1 end
-    return FRONT, 0
-  end
-  if redis.call('ZSCORE', K_RESERVED, m) then
-    collect(ticket, waited)
-    return DRAWN, 0
-  end
-  return nil, 0
-end
-local outcome, claimed = nil, 0
-if RANDOM then
-  expire()
-  outcome, claimed = settle()
-  if not outcome and redis.call('ZSCORE', K_WAITING, m) then
-    redis.call('ZADD', K_WAITING, fmt(NOW), m)
-    cursor = admission_step(tail, cursor, paused, max_active, max_new)
-    outcome, claimed = settle()
-    if not outcome then outcome = WAITING end
-  else
-    cursor = admission_step(tail, cursor, paused, max_active, max_new)
-    if not outcome then outcome = UNKNOWN end
-  end
-else
-  cursor = admission_step(tail, cursor, paused, max_active, max_new)
-  if capacity then claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, waited) end
-  if claimed == 1 then
-    outcome = DRAWN
-  elseif ticket <= cursor and ticket <= tail then
-    outcome = capacity and FRONT or DRAWN
-  elseif ticket <= tail then
-    outcome = WAITING
-  else
-    outcome = UNKNOWN
-  end
-end
-local state = read_state(tail, cursor, paused, max_active, max_new)
-record_history(state)
-state[14] = outcome
-state[15] = claimed
-return state
-`;
-
-/**
- * Empty the line (see the header): the waiting are let go, the seated stay. The tail stays (ticket
- * numbers are never handed out twice) and the cursor moves to it; held slots (K_ACTIVE) stay and
- * keep counting until they lapse, since their holders' access tokens still pass; reservations,
- * figures, the draw, history and the period go; ctl loses the event's frozen pre-queue and gets
- * epoch = now; the controls and the generation stay. Nothing is admitted.
- * ARGV 12: the epoch the caller saw ('' = any). When it is given and is not the current epoch,
- * nothing is written (the reset it asked for happened already, or somebody else reset since), so a
- * retried reset applies once. Returns the state, then applied (0/1).
- */
-export const RESET_SCRIPT = `${SHEBANG}
--- wr reset: ${KEYS_DOC}, expected_epoch; returns {state..., applied}
-${POLICY_HEADER}
-local expected = ARGV[12] or ''
-if expected ~= '' then arg_int(12, 0) end
-local epoch = tonumber(redis.call('HGET', K_CTL, 'epoch')) or 0
-local applied = 0
-if expected == '' or tonumber(expected) == epoch then
-  local tail = read_int(K_TAIL) or 0
-  redis.call('DEL', K_PERIOD, K_RESERVED, K_ADMITS, K_BATCHES, K_WAITS, K_WAITING, K_HISTORY)
-  if tail > 0 then redis.call('SET', K_CURSOR, fmt(tail)) else redis.call('DEL', K_CURSOR) end
-  redis.call('ZREMRANGEBYSCORE', K_ACTIVE, '-inf', fmt(NOW))
-  redis.call('HDEL', K_CTL, 'ev_start', 'ev_size', 'ev_seed')
-  redis.call('HSET', K_CTL, 'epoch', fmt(NOW))
-  applied = 1
-end
-${READ_QUEUE}
-local state = read_state(tail, cursor, paused, max_active, max_new)
-state[${STATE_LENGTH} + 1] = applied
-return state
-`;
-
-/**
- * The per-minute history of the last hour, oldest first, writing nothing: the members (strings, see
- * the header) whose minute is > now - HISTORY_MS. KEYS history; ARGV now_ms.
- */
-export const HISTORY_SCRIPT = `${SHEBANG}
--- wr history: KEYS history; ARGV now_ms; returns {member...}
-local K_HISTORY = KEYS[1]
-local function fmt(n) return string.format('%.0f', n) end
-local NOW = tonumber(ARGV[1])
-if not NOW or NOW ~= math.floor(NOW) or NOW < 0 or NOW > 9007199254740991 then
-  error('wr: ARGV[1] must be an integer from 0 to 9007199254740991')
-end
-return redis.call('ZRANGEBYSCORE', K_HISTORY, '(' .. fmt(NOW - ${HISTORY_MS}), '+inf')
-`;
-
-/**
- * Read tail and cursor, writing nothing (a script rather than MGET so the store needs nothing from
- * the client but EVALSHA/EVAL). KEYS: tail, cursor. Returns {tail, cursor}.
- */
-export const PEEK_SCRIPT = `${SHEBANG}
--- wr peek: KEYS tail, cursor; returns {tail, cursor}
-${READ_INT}
-return {read_int(KEYS[1]) or 0, read_int(KEYS[2]) or 0}
-`;
-
-// The VIP scripts' one key and their time, from KEYS[1] and ARGV 1 (validated again, as in PRELUDE).
-const VIP_PRELUDE = `
-local K_VIP = KEYS[1]
-local function fmt(n) return string.format('%.0f', n) end
-local function arg_int(i, min, max)
-  local n = tonumber(ARGV[i])
-  if not n or n ~= math.floor(n) or n < min or n > max then
-    error('wr: ARGV[' .. i .. '] must be an integer from ' .. fmt(min) .. ' to ' .. fmt(max))
-  end
-  return n
-end
-local NOW = arg_int(1, 0, 9007199254740991)
-`;
-
-/**
- * Create a VIP code unless its key exists (in any state, even used up or expired): `left` = uses,
- * `exp` = expiry when there is one, and the TTL documented in the header. ARGV now_ms, uses
- * (1..VIP_MAX_USES), expires_at_ms ('' = none, else > now). Returns {created}.
- */
-export const CREATE_VIP_SCRIPT = `${SHEBANG}
--- wr create_vip: KEYS vip; ARGV now_ms, uses, expires_at_ms ('' = none); returns {created}
-${VIP_PRELUDE}
-local uses = arg_int(2, 1, ${VIP_MAX_USES})
-local exp = nil
-if ARGV[3] ~= '' then exp = arg_int(3, NOW + 1, 9007199254740991) end
-if redis.call('EXISTS', K_VIP) == 1 then return {0} end
-if exp then
-  redis.call('HSET', K_VIP, 'left', fmt(uses), 'exp', fmt(exp))
-  redis.call('PEXPIRE', K_VIP, fmt(exp - NOW + ${VIP_KEEP_EXPIRED_MS}))
-else
-  redis.call('HSET', K_VIP, 'left', fmt(uses))
-  redis.call('PEXPIRE', K_VIP, fmt(${VIP_TTL_MS}))
-end
-return {1}
-`;
-
-/**
- * Spend one use of a VIP code. Checked in this order: no key → unknown (1); now >= expiry → expired
- * (2); no use left → used up (3); else one use is taken (the key and its TTL stay, at 0 when it was
- * the last). ARGV now_ms. Returns {status, remaining}: status 0 with the uses left after this one,
- * or a refusal's status (VIP_REFUSALS) with 0.
- */
-export const USE_VIP_SCRIPT = `${SHEBANG}
--- wr use_vip: KEYS vip; ARGV now_ms; returns {status, remaining}
-${VIP_PRELUDE}
-local v = redis.call('HMGET', K_VIP, 'left', 'exp')
-if not v[1] then return {1, 0} end
-local left, exp = tonumber(v[1]), v[2] and tonumber(v[2])
-if not left or (v[2] and not exp) then error('wr: key ' .. K_VIP .. ' is not a VIP code') end
-if exp and NOW >= exp then return {2, 0} end
-if left < 1 then return {3, 0} end
-return {0, redis.call('HINCRBY', K_VIP, 'left', -1)}
-`;
+export const JOIN_SCRIPT = lua(JOIN_FILE);
+export const POLL_SCRIPT = lua(POLL_FILE);
+export const CLAIM_SCRIPT = lua(CLAIM_FILE);
+export const TOUCH_SCRIPT = lua(TOUCH_FILE);
+export const LEAVE_SCRIPT = lua(LEAVE_FILE);
+export const ADMIT_SCRIPT = lua(ADMIT_FILE);
+export const CONTROL_SCRIPT = lua(CONTROL_FILE);
+export const STATS_SCRIPT = lua(STATS_FILE);
+export const DRAW_SCRIPT = lua(DRAW_FILE);
+export const RESET_SCRIPT = lua(RESET_FILE);
+export const HISTORY_SCRIPT = lua(HISTORY_FILE);
+export const PEEK_SCRIPT = lua(PEEK_FILE);
+export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
+export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
 export const JOIN_SHA1 = 'f1175bafc9d5efd6ec04b31c803a9b30c3419fef';
 export const POLL_SHA1 = '49bd17b5ae2ab33f2d246298c6d72f547153267d';

@@ -1,0 +1,37 @@
+#!lua flags=allow-key-locking
+--- The operator's or origin's explicit admission (0 before the event's start). FIFO: the cursor
+--- moves by up to count, never past the tail; random: min(count, present) visitors are drawn.
+--- Each ticket called gets a reservation (capacity mode and random: and an admission entry), even
+--- beyond the thresholds (explicit admits are the operator's decision; automatic admission then
+--- waits until the usage is back under them). Rate mode first hands lapsed calls on (FIFO: replaced,
+--- random: redrawn), not counted in `admitted`. Works while paused. ARGV 12 count (>= 1); KEYS[12],
+--- optional, the idempotency key's store key (see IDEMPOTENT_REPLAY). Returns the state, then
+--- admitted and replayed (0/1).
+-- wr admit: KEYS tail, cursor, period, active, reserved, admits, batches, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, idempotency; ARGV ..., count; returns {state..., admitted, replayed}
+-- #include policy_header
+-- #include read_queue
+
+local count = arg_int(12, 1)
+-- #include idempotent_replay
+prologue(tail)
+if capacity or RANDOM then expire() end
+local admitted = 0
+if OPEN and RANDOM then
+  if not capacity then cursor = redraw(cursor, paused) end
+  local before = cursor
+  cursor = draw_tickets(cursor, count)
+  admitted = cursor - before
+elseif OPEN then
+  if not capacity then cursor = replace_lapsed(tail, cursor, paused) end
+  local target = math.min(cursor + count, tail)
+  if target > cursor then
+    call_tickets(cursor + 1, target, capacity)
+    admitted = target - cursor
+    cursor = target
+  end
+end
+local state = read_state(tail, cursor, paused, max_active, max_new)
+record_history(state)
+state[14] = admitted
+-- #include idempotent_record
+return state

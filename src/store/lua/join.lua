@@ -1,0 +1,47 @@
+#!lua flags=allow-key-locking
+--- Take the next ticket and run admission (before the event's start: nothing is admitted). Random
+--- method: the ticket joins the draw first. Capacity mode: a ticket called (drawn) in this call, or
+--- (FIFO) one called before it existed, claims its slot at once (a walk-in, wait 0). Rate mode: the
+--- period step (no replacement of lapsed calls: that is left to the poll); FIFO: a ticket the cursor
+--- had already passed, or that this join's own step called, walks in (admitted now, claimed); random:
+--- a ticket drawn in this call is collected at once and reported claimed. Returns the state, then
+--- ticket and claimed (0/1). ARGV 12: the recovery window, ms ('' = none; see Recovery).
+-- wr join: KEYS tail, cursor, period, active, reserved, admits, batches, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms; returns {state..., ticket, claimed}
+-- #include policy_header
+
+if (ARGV[12] or '') ~= '' then RECOVER_MS = arg_int(12, 1) end
+local ticket = redis.call('INCR', K_TAIL)
+prologue(ticket - 1)
+if RANDOM then redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket)) end
+local tail = ticket
+local cursor = read_int(K_CURSOR) or 0
+local paused, max_active, max_new = read_controls()
+local claimed = 0
+if max_active > 0 or max_new > 0 then
+  expire()
+  cursor = advance(tail, cursor, paused, max_active, max_new)
+  claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, 0)
+elseif RANDOM then
+  cursor = admission_step(tail, cursor, paused, max_active, max_new)
+  if redis.call('ZSCORE', K_RESERVED, fmt(ticket)) then
+    collect(ticket, 0)
+    claimed = 1
+  end
+else
+  if not OPEN and cursor > ticket - 1 then
+    cursor = ticket - 1
+    redis.call('SET', K_CURSOR, fmt(cursor))
+  end
+  cursor = auto_admit(tail, cursor, paused, ticket)
+  if ticket <= cursor then
+    -- Called before it existed, or by this join's own step: it walks in, and arrives now.
+    trim(K_ADMITS)
+    redis.call('ZADD', K_ADMITS, fmt(NOW), fmt(ticket))
+    claimed = 1
+  end
+end
+local state = read_state(tail, cursor, paused, max_active, max_new)
+record_history(state)
+state[14] = ticket
+state[15] = claimed
+return state

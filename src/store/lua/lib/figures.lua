@@ -1,0 +1,68 @@
+--- Figures (arrivals, see the header), counted by score so they are right whether or not lapsed
+--- entries were removed yet. Every stored reservation's call-time entry in admits is taken out of the
+--- count (it is no arrival yet); a live reservation then counts once, whatever its call time; a
+--- lapsed one that is still stored (rate mode, or stats) not at all. Claimed entries count by their
+--- claim time. record_history: the minute's first writing run keeps its state (see the header).
+
+local function count_after(key, min_exclusive)
+  return redis.call('ZCOUNT', key, '(' .. fmt(min_exclusive), '+inf')
+end
+local function admitted_counts(call_entries)
+  local minute = count_after(K_ADMITS, NOW - MINUTE_MS)
+  local five = count_after(K_ADMITS, NOW - KEEP_MS)
+  local members, live = {}, 0
+  if call_entries then
+    local reserved = redis.call('ZRANGE', K_RESERVED, 0, -1, 'WITHSCORES')
+    for i = 1, #reserved, 2 do
+      members[#members + 1] = reserved[i]
+      if tonumber(reserved[i + 1]) > NOW then live = live + 1 end
+    end
+  else
+    -- Rate FIFO calls write no entry at the call (see call_tickets): nothing to take out, so the
+    -- live ones are counted without reading them (an admit of thousands stays cheap to count).
+    live = count_after(K_RESERVED, NOW)
+  end
+  for i = 1, #members, 500 do
+    for _, s in ipairs(redis.call('ZMSCORE', K_ADMITS, unpack(members, i, math.min(i + 499, #members)))) do
+      if s then
+        s = tonumber(s)
+        if s > NOW - MINUTE_MS then minute = minute - 1 end
+        if s > NOW - KEEP_MS then five = five - 1 end
+      end
+    end
+  end
+  minute = minute + live
+  five = five + live
+  local rows = redis.call('ZRANGEBYSCORE', K_BATCHES, '(' .. fmt(NOW - KEEP_MS), '+inf', 'WITHSCORES')
+  for i = 1, #rows, 2 do
+    local from, to = string.match(rows[i], '^(%d+)-(%d+)$')
+    if from then
+      local size = tonumber(to) - tonumber(from) + 1
+      five = five + size
+      if tonumber(rows[i + 1]) > NOW - MINUTE_MS then minute = minute + size end
+    end
+  end
+  return minute, five
+end
+-- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m,
+--  event_size, event_seed, waiting, epoch, generation}
+local function read_state(tail, cursor, paused, max_active, max_new)
+  local call_entries = RANDOM or max_active > 0 or max_new > 0
+  local slots = count_after(K_ACTIVE, NOW)
+  -- A rate FIFO reservation is an admission to come, not a slot.
+  if call_entries then slots = slots + count_after(K_RESERVED, NOW) end
+  local minute, five = admitted_counts(call_entries)
+  local ev_size, ev_seed, epoch = read_event()
+  local waiting = 0
+  if RANDOM then waiting = count_after(K_WAITING, NOW - PRESENCE_MS) end
+  return {tail, cursor, paused and 1 or 0, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch, GEN}
+end
+local function record_history(state)
+  local minute = math.floor(NOW / MINUTE_MS) * MINUTE_MS
+  if redis.call('ZCOUNT', K_HISTORY, fmt(minute), fmt(minute)) > 0 then return end
+  redis.call('ZREMRANGEBYSCORE', K_HISTORY, '-inf', fmt(NOW - HISTORY_MS))
+  local waiting = state[11]
+  if not RANDOM then waiting = math.max(0, state[1] - state[2]) end
+  local member = {fmt(minute), fmt(state[1]), fmt(state[2]), fmt(waiting), fmt(state[6]), fmt(state[7])}
+  redis.call('ZADD', K_HISTORY, fmt(minute), table.concat(member, ':'))
+end

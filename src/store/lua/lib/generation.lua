@@ -1,0 +1,26 @@
+--- The generation (see the header): read with the controls' HMGET every policy script already runs,
+--- so it costs no command of its own; written once, by the first run that finds it absent (the
+--- queue's state was lost, or never existed). A stats run (GEN_READ_ONLY) reports 0 instead of writing.
+--- The value mixes the caller's seed and time, so two generations differ even when seed is 0.
+--- foreign_gen(i): ARGV[i] carries a token's generation ('' or 0 = a token from before generations,
+--- taken as current) and it is not this one: the ticket number in that token means nothing here.
+--- foreign_member: the slot member of such a token's holder, distinct from every ticket of this
+--- generation (tickets are plain numbers), so the holder is counted without taking anybody's slot.
+
+local GEN, GEN_READ_ONLY = 0, false
+local function ensure_gen(v)
+  local g = tonumber(v)
+  if g then return g end
+  if GEN_READ_ONLY then return 0 end
+  g = ((SEED + NOW) % __MAX_SEED__) + 1
+  redis.call('HSET', K_CTL, 'gen', fmt(g))
+  return g
+end
+local function foreign_gen(i)
+  local g = tonumber(ARGV[i] or '')
+  return g ~= nil and g > 0 and g ~= GEN
+end
+local function foreign_member(ticket, i)
+  return fmt(ticket) .. '@g' .. fmt(tonumber(ARGV[i]))
+end
+-- #include recovery

@@ -1,0 +1,6 @@
+-- #include prelude
+-- #include events
+-- #include figures
+-- #include draws
+-- #include rate_mode
+-- #include capacity_mode

@@ -1,0 +1,50 @@
+--- Every key bound once from KEYS, and the policy from ARGV 1..11 (validated again: the TS side
+--- checks first, this only keeps a foreign caller from corrupting state). '%.0f' prints any integer
+--- below 2^53 exactly and never in exponent form.
+
+local K_TAIL, K_CURSOR, K_PERIOD = KEYS[1], KEYS[2], KEYS[3]
+local K_ACTIVE, K_RESERVED, K_ADMITS = KEYS[4], KEYS[5], KEYS[6]
+local K_BATCHES, K_WAITS, K_CTL = KEYS[7], KEYS[8], KEYS[9]
+local K_WAITING, K_HISTORY = KEYS[10], KEYS[11]
+local MINUTE_MS, KEEP_MS, HISTORY_MS = __MINUTE_MS__, __KEEP_MS__, __HISTORY_MS__
+local function fmt(n) return string.format('%.0f', n) end
+local function arg_int(i, min, max)
+  max = max or 9007199254740991
+  local n = tonumber(ARGV[i])
+  if not n or n ~= math.floor(n) or n < min or n > max then
+    error('wr: ARGV[' .. i .. '] must be an integer from ' .. fmt(min) .. ' to ' .. fmt(max))
+  end
+  return n
+end
+local NOW = arg_int(1, 0)
+local AUTO_COUNT = arg_int(2, 0)
+local PERIOD_MS = arg_int(3, 0)
+local CFG_MAX_ACTIVE = arg_int(4, 0)
+local CFG_MAX_NEW = arg_int(5, 0)
+local SESSION_MS = arg_int(6, 1)
+local RESERVATION_MS = arg_int(7, 1)
+local EVENT_START = arg_int(8, 0)
+local SEED = arg_int(9, 0, __MAX_SEED__)
+local RANDOM = arg_int(10, 0, 1) == 1
+local PRESENCE_MS = arg_int(11, RANDOM and 1 or 0)
+if AUTO_COUNT > 0 and PERIOD_MS < 1 then error('wr: ARGV[3] must be >= 1 when ARGV[2] > 0') end
+-- Admission may run: no event, or its start has come.
+local OPEN = EVENT_START == 0 or NOW >= EVENT_START
+-- #include read_int
+
+local function read_override(v, configured)
+  if not v then return configured end
+  local n = tonumber(v)
+  if not n then error('wr: key ' .. K_CTL .. ' holds a non-numeric threshold') end
+  return n
+end
+-- #include generation
+
+-- paused, effective max active, effective max new per minute; sets GEN (see GENERATION). Paused
+-- also while recovering (see RECOVERY).
+local function read_controls()
+  local c = redis.call('HMGET', K_CTL, 'paused', 'max_active', 'max_new_per_minute', 'gen', 'recover_until')
+  GEN = ensure_gen(c[4])
+  local max_active, max_new = read_override(c[2], CFG_MAX_ACTIVE), read_override(c[3], CFG_MAX_NEW)
+  return c[1] == '1' or recovering(tonumber(c[5]) or 0, max_active, max_new), max_active, max_new
+end

@@ -1,0 +1,62 @@
+--- Rate mode: the period step (see Claims in the header). The first call of each period calls the next count tickets, never
+--- moving the cursor more than count past the tail (no banking); in random mode it draws
+--- min(count, present) instead. Paused or before the event's start: nothing moves and the period is
+--- not used up. FIFO: the existing tickets a step calls get a reservation (their claim deadline,
+--- see call_tickets), except `walk_in`, the join's own ticket, which is claimed at the join;
+--- tickets called before they exist walk in at their join (see JOIN). The step also trims the
+--- 300-s sets once per period, so claims need not.
+---
+--- call_tickets: reserve from..to (ZADD per 500) and move the cursor. `call_entries`: also write
+--- each one's admission entry at the call (capacity, random), re-timed at the claim or removed at the
+--- lapse. Rate FIFO writes none: the claim writes it, so a call costs the join's figures nothing.
+---
+--- replace_lapsed (rate FIFO): called tickets whose claim deadline passed unclaimed give their
+--- admissions to the next waiting tickets at once (one ZCOUNT when none lapsed). Never past the
+--- tail: a lapsed call's admission is spent on a ticket that exists or dropped, never banked. Paused
+--- or before the start: left stored (figures ignore them by score) until admission may run.
+
+local function trim(key)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(NOW - KEEP_MS))
+end
+local function call_tickets(from, to, call_entries)
+  local reserve, admit = {}, {}
+  for t = from, to do
+    reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
+    reserve[#reserve + 1] = fmt(t)
+    admit[#admit + 1] = fmt(NOW)
+    admit[#admit + 1] = fmt(t)
+    if #reserve >= 1000 or t == to then
+      redis.call('ZADD', K_RESERVED, unpack(reserve))
+      if call_entries then redis.call('ZADD', K_ADMITS, unpack(admit)) end
+      reserve, admit = {}, {}
+    end
+  end
+  redis.call('SET', K_CURSOR, fmt(to))
+end
+local function replace_lapsed(tail, cursor, paused)
+  if paused or not OPEN then return cursor end
+  local lapsed = redis.call('ZCOUNT', K_RESERVED, '-inf', fmt(NOW))
+  if lapsed == 0 then return cursor end
+  redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
+  local n = math.min(lapsed, tail - cursor)
+  if n < 1 then return cursor end
+  call_tickets(cursor + 1, cursor + n, false)
+  return cursor + n
+end
+local function auto_admit(tail, cursor, paused, walk_in)
+  if paused or AUTO_COUNT <= 0 or not OPEN then return cursor end
+  local start = math.floor(NOW / PERIOD_MS) * PERIOD_MS
+  local last = read_int(K_PERIOD)
+  if last ~= nil and start <= last then return cursor end
+  redis.call('SET', K_PERIOD, fmt(start))
+  if RANDOM then return draw_tickets(cursor, AUTO_COUNT) end
+  local target = math.min(cursor + AUTO_COUNT, tail + AUTO_COUNT)
+  if target <= cursor then return cursor end
+  trim(K_ADMITS)
+  trim(K_BATCHES)
+  local last_reserved = math.min(target, tail)
+  if walk_in and last_reserved == walk_in then last_reserved = walk_in - 1 end
+  if last_reserved > cursor then call_tickets(cursor + 1, last_reserved, false) end
+  redis.call('SET', K_CURSOR, fmt(target))
+  return target
+end

@@ -1,0 +1,13 @@
+--- Recovery (see the header): RECOVER_MS > 0 when this run brings the first evidence that a state
+--- was lost (join's ARGV 12). The first such run of a generation opens the window (recover_until in
+--- ctl, read with the controls' HMGET); while it is open, capacity mode admits nobody new, as if
+--- paused, so the holders of the lost state can register their slots again before any room is given.
+
+local RECOVER_MS = 0
+local function recovering(recover_until, max_active, max_new)
+  if RECOVER_MS > 0 and recover_until == 0 and not GEN_READ_ONLY then
+    recover_until = NOW + RECOVER_MS
+    redis.call('HSET', K_CTL, 'recover_until', fmt(recover_until))
+  end
+  return NOW < recover_until and (max_active > 0 or max_new > 0)
+end

@@ -1,0 +1,26 @@
+#!lua flags=allow-key-locking
+--- Capacity mode: a live slot's expiry becomes min(now + session, until); a slot that is gone (or
+--- whose new expiry is not in the future) answers 0 and no slot is ever created. Rate mode: 1.
+--- Neither freezes an event nor lapses presence. ARGV 12 ticket, 13 until ms, 14 the token's
+--- generation (another generation's holder is registered again, see Generations). Returns {held}.
+-- wr touch: KEYS tail, cursor, period, active, reserved, admits, batches, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, until_ms, generation; returns {held}
+-- #include policy_header
+
+local ticket = arg_int(12, 1)
+local until_ms = arg_int(13, 0)
+local paused, max_active, max_new = read_controls()
+if not (max_active > 0 or max_new > 0) then return {1} end
+local m = fmt(ticket)
+local score
+if foreign_gen(14) then
+  -- A holder from a lost generation: its slot is registered again, under a member of its own.
+  m = foreign_member(ticket, 14)
+  score = redis.call('ZSCORE', K_ACTIVE, m) or fmt(NOW + 1)
+else
+  score = redis.call('ZSCORE', K_ACTIVE, m)
+end
+if not score or tonumber(score) <= NOW then return {0} end
+local expiry = math.min(NOW + SESSION_MS, until_ms)
+redis.call('ZADD', K_ACTIVE, fmt(expiry), m)
+if expiry > NOW then return {1} end
+return {0}
