@@ -32,6 +32,9 @@ import {
   type UpstashScriptClient,
 } from '../src/store/upstash-store';
 import { startRedisServer } from './support/redis-server';
+import { adaptScript } from '../src/store/script-flags';
+import { REDIS_SCRIPT_SHAS, connectRedis, createRedisQueueStore, parseRedisUrls, waitUntilReady, type RedisConnection } from '../src/store/redis-store';
+import { createServer, type AddressInfo } from 'node:net';
 
 const PERIOD_MS = 1_000;
 /** A period index far from 0, so period arithmetic runs on realistic epoch-ms magnitudes. */
@@ -2714,5 +2717,132 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(() => new UpstashQueueStore({ redis, keyPrefix: 'a{b}' })).toThrow(StoreArgumentError);
       expect(() => new UpstashQueueStore({ redis, keyPrefix: '' })).toThrow(StoreArgumentError);
     });
+  });
+});
+
+describe('the Redis store (ioredis, straight to a real redis-server, no bridge)', () => {
+  let server: Awaited<ReturnType<typeof startRedisServer>>;
+  let conn: RedisConnection;
+  let direct: IORedis;
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    conn = connectRedis({ urls: [server.url], cluster: false }, { timeoutMs: 2_000, retries: 0 });
+    expect(await waitUntilReady(conn, 5_000)).toBe(true);
+    direct = new IORedis(server.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+  });
+
+  afterAll(async () => {
+    conn?.disconnect();
+    direct?.disconnect();
+    await server?.stop();
+  });
+
+  const newStore = (keyPrefix = `wrr-${randomUUID().slice(0, 8)}`) => createRedisQueueStore({ redis: conn, keyPrefix });
+
+  describeQueueStoreContract('RedisQueueStore', () => newStore());
+
+  /** Calls of a command since the server started, from INFO commandstats. */
+  const calls = async (command: string): Promise<number> => {
+    const info = await direct.info('commandstats');
+    return Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
+  };
+
+  it('maps each pinned SHA-1 to the SHA-1 of its script without Upstash’s flag, which is what SCRIPT LOAD answers', async () => {
+    expect(REDIS_SCRIPT_SHAS.size).toBe(STORE_SCRIPTS.length);
+    for (const script of STORE_SCRIPTS) {
+      const adapted = adaptScript(script.text);
+      expect(adapted.split('\n')[0], script.name).toBe('#!lua');
+      expect(adapted.slice(adapted.indexOf('\n')), script.name).toBe(script.text.slice(script.text.indexOf('\n')));
+      const sha = REDIS_SCRIPT_SHAS.get(script.sha1);
+      expect(sha, script.name).not.toBe(script.sha1);
+      expect(await direct.script('LOAD', adapted), script.name).toBe(sha);
+    }
+    // Redis 7 itself refuses the text as pinned: the reason for the mapping.
+    await expect(direct.script('LOAD', STORE_SCRIPTS[0]!.text)).rejects.toThrow(/Unexpected flag in script shebang: allow-key-locking/);
+  });
+
+  it('runs a script by one EVALSHA; only a Redis without it (flushed) takes one EVAL, which caches it again', async () => {
+    const store = newStore();
+    const q = randomQueue();
+    await direct.script('FLUSH');
+    const [eval0, evalsha0] = [await calls('eval'), await calls('evalsha')];
+    expect((await store.join(q, at(P), every(1))).ticket).toBe(1);
+    expect([(await calls('eval')) - eval0, (await calls('evalsha')) - evalsha0]).toEqual([1, 1]);
+    expect((await store.join(q, at(P), every(1))).ticket).toBe(2);
+    await store.poll(q, at(P + 1), every(1));
+    await store.poll(q, at(P + 2), every(1));
+    // Three more calls, three EVALSHAs (join cached, poll's first one missed once), EVAL only for poll's miss.
+    expect([(await calls('eval')) - eval0, (await calls('evalsha')) - evalsha0]).toEqual([2, 4]);
+    expect(await store.peek(q)).toMatchObject({ tail: 2 });
+  });
+
+  it('shares queues between two connections, as two Node hosts do', async () => {
+    const other = connectRedis({ urls: [server.url], cluster: false }, { timeoutMs: 2_000, retries: 0 });
+    try {
+      expect(await waitUntilReady(other, 5_000)).toBe(true);
+      const prefix = `wrr-${randomUUID().slice(0, 8)}`;
+      const a = createRedisQueueStore({ redis: conn, keyPrefix: prefix });
+      const b = createRedisQueueStore({ redis: other, keyPrefix: prefix });
+      const q = randomQueue();
+      const tickets = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b).join(q, at(P), OFF)));
+      expect(new Set(tickets.map((t) => t.ticket)).size).toBe(20);
+      await a.admit(q, 5, at(P), OFF);
+      expect(await b.peek(q)).toEqual({ tail: 20, cursor: 5 });
+    } finally {
+      other.disconnect();
+    }
+  });
+
+  it('fails fast when Redis is down: no offline queue, the call rejects well before the store timeout', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port: p } = probe.address() as AddressInfo;
+        probe.close(() => resolve(p));
+      });
+    });
+    const down = connectRedis({ urls: [`redis://127.0.0.1:${port}`], cluster: false }, { timeoutMs: 5_000, retries: 1 });
+    down.on('error', () => {});
+    try {
+      const started = Date.now();
+      await expect(createRedisQueueStore({ redis: down }).join(randomQueue(), at(P), OFF)).rejects.toThrow();
+      expect(Date.now() - started).toBeLessThan(1_000);
+    } finally {
+      down.disconnect();
+    }
+  });
+
+  it('gives up on a Redis that does not answer at the store timeout; the command it sent runs at most once', async () => {
+    const slow = connectRedis({ urls: [server.url], cluster: false }, { timeoutMs: 300, retries: 1 });
+    try {
+      expect(await waitUntilReady(slow, 5_000)).toBe(true);
+      const prefix = `wrr-${randomUUID().slice(0, 8)}`;
+      const store = createRedisQueueStore({ redis: slow, keyPrefix: prefix });
+      const q = randomQueue();
+      await store.peek(q); // the script is cached, so the join below is one EVALSHA
+      // Redis holds every client's commands (ours included) for 1.5 s: a store that hangs.
+      await direct.call('CLIENT', 'PAUSE', '1500', 'ALL');
+      const started = Date.now();
+      await expect(store.join(q, at(P), OFF)).rejects.toThrow(/timed out/i);
+      const elapsed = Date.now() - started;
+      expect(elapsed).toBeGreaterThanOrEqual(250);
+      expect(elapsed).toBeLessThan(1_200);
+      await new Promise((resolve) => setTimeout(resolve, 1_600));
+      // The join reached Redis and ran once the pause ended (as an Upstash request aborted late may):
+      // once, never resent.
+      expect(await createRedisQueueStore({ redis: conn, keyPrefix: prefix }).peek(q)).toEqual({ tail: 1, cursor: 0 });
+    } finally {
+      slow.disconnect();
+    }
+  });
+
+  it('parses REDIS_URL: one URL, or a cluster’s nodes separated by commas; anything else is a clear problem', () => {
+    expect(parseRedisUrls('redis://127.0.0.1:6379')).toEqual(['redis://127.0.0.1:6379']);
+    expect(parseRedisUrls('redis://a:7000, rediss://u:p@b:7001')).toEqual(['redis://a:7000', 'rediss://u:p@b:7001']);
+    expect(parseRedisUrls(undefined)).toMatch(/is required with WR_STORE=redis/);
+    expect(parseRedisUrls(' ')).toMatch(/is required/);
+    expect(parseRedisUrls('127.0.0.1:6379')).toMatch(/"127.0.0.1:6379".*redis:\/\//);
+    expect(parseRedisUrls('http://x:1')).toMatch(/redis:\/\/ or rediss:\/\//);
+    expect(parseRedisUrls('redis://a:1,nope')).toMatch(/is not a URL: "nope"/);
   });
 });

@@ -15,6 +15,10 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Redis, ReplyError } from 'ioredis';
+import { adaptScript } from '../store/script-flags';
+
+// Kept importable from here, where the bridge's tests and users have always found it.
+export { adaptScript };
 
 export interface UpstashBridgeOptions {
   /** The Redis to forward to, e.g. `redis://127.0.0.1:6379`. */
@@ -37,8 +41,6 @@ export interface UpstashBridge {
 
 /** Upstash's own default request limit is far above what this project sends; this only stops runaway bodies. */
 const MAX_BODY_BYTES = 10 * 1024 * 1024;
-
-const KEY_LOCKING_FLAG = 'allow-key-locking';
 
 /**
  * Commands that would change the state of the one shared connection, or stall it for every other
@@ -330,27 +332,6 @@ function messageOf(error: unknown): string {
 
 function sha1(text: string): string {
   return createHash('sha1').update(text, 'utf8').digest('hex');
-}
-
-/**
- * Rewrites a script's shebang for Redis 7: drops Upstash's `allow-key-locking`, keeping the line
- * (so line numbers in error messages still match) and any other flags. A read-only call of a
- * script with a shebang also gets `no-writes`, without which Redis 7 refuses EVAL_RO/EVALSHA_RO
- * outright; Upstash, like Redis 6.2, only refuses the writes themselves.
- */
-export function adaptScript(script: string, readOnly = false): string {
-  const line = /^#!([^\r\n]*)/.exec(script);
-  if (!line) return script;
-  const [engine = '', ...params] = (line[1] ?? '').trim().split(/\s+/);
-  let flags: string[] | undefined;
-  const others = params.filter((param) => {
-    if (!param.startsWith('flags=')) return true;
-    flags = param.slice('flags='.length).split(',').filter((flag) => flag !== '' && flag !== KEY_LOCKING_FLAG);
-    return false;
-  });
-  if (readOnly && !flags?.includes('no-writes')) flags = [...(flags ?? []), 'no-writes'];
-  const rebuilt = ['#!' + engine, ...others, ...(flags?.length ? [`flags=${flags.join(',')}`] : [])].join(' ');
-  return rebuilt === line[0] ? script : rebuilt + script.slice(line[0].length);
 }
 
 /**
