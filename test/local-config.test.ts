@@ -49,13 +49,33 @@ describe('readLocalConfig', () => {
 
   it('refuses WR_STORE with a value it does not take, naming the allowed ones, and a misspelt WR_STORE', () => {
     expect(readLocalConfig(devconfig(GOOD), { WR_STORE: 'upstsh' }).problems).toEqual([
-      { key: 'environment variable WR_STORE', message: 'must be one of memory, upstash, got "upstsh"' },
+      { key: 'environment variable WR_STORE', message: 'must be one of memory, upstash, redis, got "upstsh"' },
     ]);
     expect(readLocalConfig(devconfig(GOOD), { WR_STROE: 'upstash' }).problems).toEqual([
       { key: 'environment variable WR_STROE', message: 'is not a setting of the waiting room; did you mean WR_STORE?' },
     ]);
     expect(readLocalConfig(devconfig(GOOD), { WR_STORE: 'upstash' })).toMatchObject({ problems: [], host: { store: 'upstash' } });
     expect(readLocalConfig(devconfig(GOOD), { WR_STORE: 'memory' })).toMatchObject({ problems: [], host: { store: 'memory' } });
+  });
+
+  it('takes WR_STORE=redis only with a valid REDIS_URL: one server, or a cluster (several nodes, or WR_REDIS_CLUSTER=true)', () => {
+    const problemsOf = (env: Record<string, string>) => readLocalConfig(devconfig(GOOD), { WR_STORE: 'redis', ...env }).problems;
+    expect(problemsOf({})).toEqual([{ key: 'environment variable REDIS_URL', message: 'is required with WR_STORE=redis (e.g. redis://127.0.0.1:6379)' }]);
+    expect(problemsOf({ REDIS_URL: 'localhost:6379' })).toEqual([
+      { key: 'environment variable REDIS_URL', message: expect.stringMatching(/^is not a URL: "localhost:6379"|^must use redis:\/\/ or rediss:\/\//) },
+    ]);
+    expect(problemsOf({ REDIS_URL: 'https://example.com' })).toEqual([
+      { key: 'environment variable REDIS_URL', message: 'must use redis:// or rediss://, got "https://example.com"' },
+    ]);
+    expect(problemsOf({ REDIS_URL: 'redis://r:6379', WR_REDIS_CLUSTER: 'yes' })).toEqual([
+      { key: 'environment variable WR_REDIS_CLUSTER', message: 'must be one of true, false, got "yes"' },
+    ]);
+    const host = (env: Record<string, string>) => readLocalConfig(devconfig(GOOD), { WR_STORE: 'redis', ...env });
+    expect(host({ REDIS_URL: 'redis://r:6379' })).toMatchObject({ problems: [], host: { store: 'redis', redis: { urls: ['redis://r:6379'], cluster: false } } });
+    expect(host({ REDIS_URL: 'redis://r:6379', WR_REDIS_CLUSTER: 'true' }).host.redis).toEqual({ urls: ['redis://r:6379'], cluster: true });
+    expect(host({ REDIS_URL: 'redis://a:7000,redis://b:7001' }).host.redis).toEqual({ urls: ['redis://a:7000', 'redis://b:7001'], cluster: true });
+    // REDIS_URL is not read unless the store is Redis: it may be set for something else.
+    expect(readLocalConfig(devconfig(GOOD), { REDIS_URL: 'nonsense' })).toMatchObject({ problems: [], host: { store: 'memory', redis: undefined } });
   });
 
   it('refuses a WR_TEMPLATES_DIR that is not a directory', () => {

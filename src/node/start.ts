@@ -3,8 +3,10 @@
  * embedded in-memory store and the dev values of `devconfig.json`. Zero configuration.
  *
  * Optional environment: PORT, ORIGIN_URL (use your own origin instead of the demo one),
- * WR_STORE=upstash (use the Upstash store at `upstash_url`, e.g. the local bridge), and WR_<KEY>
- * to override any setting of devconfig.json.
+ * WR_STORE=upstash (use the Upstash store at `upstash_url`, e.g. the local bridge), WR_STORE=redis
+ * with REDIS_URL (Redis 7+ itself, one server or a cluster: see WR_REDIS_CLUSTER; several hosts
+ * behind a load balancer then share the queues), and WR_<KEY> to override any setting of
+ * devconfig.json.
  */
 import { existsSync, watchFile } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -15,6 +17,7 @@ import { MemoryFailureLimiter } from '../platform/memory-limiter';
 import { directoryTemplateSource, readLocalConfig, systemClock } from '../platform/node';
 import { MemoryQueueStore } from '../store/memory-store';
 import { UpstashQueueStore } from '../store/upstash-store';
+import { connectRedis, createRedisQueueStore, reportRedisErrors, waitUntilReady, type RedisConnection } from '../store/redis-store';
 import { createNodeUpstashOptions } from '../platform/node';
 import { startDemoOrigin } from './demo-origin';
 import { startHost } from './host';
@@ -37,7 +40,21 @@ async function main(): Promise<void> {
   const authLimiter = new MemoryFailureLimiter(systemClock);
   const configPath = findProjectFile('devconfig.json');
   // The store is chosen once at start (WR_STORE); a reload changes settings, not the store.
-  const useUpstash = readLocalConfig(configPath).host.store === 'upstash';
+  const hostOptions = readLocalConfig(configPath).host;
+  const useUpstash = hostOptions.store === 'upstash';
+  // WR_STORE=redis: one connection for the life of the process (reloads keep it), made with the
+  // store timeout and retries of the first valid settings: changing those needs a restart.
+  let redisConnection: RedisConnection | undefined;
+  const redisStore = (timeoutMs: number, retries: number) => {
+    // No valid REDIS_URL: readLocalConfig reported it, and buildWaitingRoom refuses to start with
+    // that problem among the others; this store is never used.
+    if (hostOptions.redis === undefined) return memoryStore;
+    if (redisConnection === undefined) {
+      redisConnection = connectRedis(hostOptions.redis, { timeoutMs, retries });
+      reportRedisErrors(redisConnection, (line) => process.stderr.write(line));
+    }
+    return createRedisQueueStore({ redis: redisConnection });
+  };
   let describe: (key: string) => string | undefined = () => undefined;
   const build = () => {
     const local = readLocalConfig(configPath);
@@ -47,7 +64,9 @@ async function main(): Promise<void> {
       secrets: local.secrets,
       problems: local.problems,
       originUrl,
-      store: useUpstash
+      store: hostOptions.store === 'redis'
+        ? (config) => redisStore(config.storeTimeoutMs, config.storeRetries)
+        : useUpstash
         ? (config, secrets) =>
             new UpstashQueueStore({
               redis: new Redis(
@@ -94,13 +113,18 @@ async function main(): Promise<void> {
       process.stderr.write(`devconfig.json changed but is not valid; still running on the previous settings:\n${reason}\n`);
     }
   });
+  // Listen once Redis answers, so the first visitors are not turned away by a connection still
+  // being made; a Redis that is down at start only delays it (calls then fail fast, as later).
+  if (redisConnection !== undefined && !(await waitUntilReady(redisConnection, 5_000))) {
+    process.stderr.write('redis: not ready after 5 s; starting anyway (store calls fail until it is)\n');
+  }
   const port = Number(process.env['PORT'] ?? 7676);
   const host = await startHost((request, client) => current(request, client), { port });
   const prefix = room.config.pathPrefix;
   process.stderr.write(
     [
       '',
-      `Waiting room (${useUpstash ? `Upstash store at ${room.config.upstashUrl}` : 'in-memory store'}) in front of ${originUrl}`,
+      `Waiting room (${storeLabel(hostOptions, room.config.upstashUrl)}) in front of ${originUrl}`,
       `  Visitors:  ${host.url}/`,
       `  Admin:     ${host.url}${prefix}admin   user "${room.config.adminUser}", password: dev_secrets.admin_password in devconfig.json`,
       `  Origin API: curl -X POST -H "Authorization: Bearer <dev_secrets.admin_api_token>" "${host.url}${prefix}api/admit?count=5"`,
@@ -111,10 +135,24 @@ async function main(): Promise<void> {
   const stop = async (): Promise<void> => {
     await host.close();
     await origin?.close();
+    redisConnection?.disconnect();
     process.exit(0);
   };
   process.once('SIGINT', () => void stop());
   process.once('SIGTERM', () => void stop());
+}
+
+function storeLabel(host: ReturnType<typeof readLocalConfig>['host'], upstashUrl: string | undefined): string {
+  if (host.store === 'upstash') return `Upstash store at ${upstashUrl ?? ''}`;
+  if (host.store === 'redis' && host.redis !== undefined) {
+    // The URLs without their passwords: this line goes to logs.
+    const where = host.redis.urls.map((u) => {
+      const url = new URL(u);
+      return `${url.protocol}//${url.host}${url.pathname === '/' ? '' : url.pathname}`;
+    });
+    return `Redis${host.redis.cluster ? ' Cluster' : ''} store at ${where.join(', ')}`;
+  }
+  return 'in-memory store';
 }
 
 main().catch((error: unknown) => {

@@ -12,6 +12,7 @@ import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { CONFIG_KEYS, SECRET_KEYS, unknownNameProblem, type ConfigProblem, type SettingSource } from '../core/config';
 import { originTarget } from '../core/http';
 import type { Clock, Logger, Origin, RequestLog, TemplateSource } from '../core/ports';
+import { parseRedisUrls, type RedisTarget } from '../store/redis-store';
 import { createUpstashClientOptions, type UpstashClientOptions } from '../store/upstash-store';
 
 /** Headers that describe one hop, not the message; a proxy must not pass them on. */
@@ -84,16 +85,26 @@ export function createStreamLogger(write: (line: string) => void = (line) => pro
 
 /** The Node host's own environment variables (not settings): how `npm start` runs. */
 export const HOST_ENV = {
-  /** The store: the embedded in-memory one, or Upstash at `upstash_url` (e.g. the local bridge). */
-  WR_STORE: ['memory', 'upstash'],
+  /**
+   * The store: the embedded in-memory one, Upstash at `upstash_url` (e.g. the local bridge), or
+   * Redis 7+ itself at REDIS_URL (self-hosting: several Node hosts share one Redis or Redis Cluster).
+   */
+  WR_STORE: ['memory', 'upstash', 'redis'],
+  /** With WR_STORE=redis: REDIS_URL is a Redis Cluster even when it names one node (its configuration endpoint). */
+  WR_REDIS_CLUSTER: ['true', 'false'],
   /** A directory of template overrides, named as the KV Store keys are. */
   WR_TEMPLATES_DIR: undefined,
 } as const satisfies Record<string, readonly string[] | undefined>;
 
 export interface HostOptions {
-  readonly store: 'memory' | 'upstash';
+  readonly store: 'memory' | 'upstash' | 'redis';
+  /** With store `redis`: where (REDIS_URL, WR_REDIS_CLUSTER); undefined otherwise or when REDIS_URL is not valid. */
+  readonly redis: RedisTarget | undefined;
   readonly templatesDir: string | undefined;
 }
+
+/** Not a WR_ name: the variable most Redis hosting sets. One URL, or a cluster's nodes separated by commas. */
+export const REDIS_URL_ENV = 'REDIS_URL';
 
 export interface LocalConfig {
   readonly settings: SettingSource;
@@ -177,8 +188,17 @@ export function readLocalConfig(path: string, env: NodeJS.ProcessEnv = process.e
     const value = values[key];
     return typeof value === 'string' ? value : value === undefined ? undefined : String(value);
   };
+  const store = env['WR_STORE'] === 'upstash' || env['WR_STORE'] === 'redis' ? env['WR_STORE'] : 'memory';
+  let redis: RedisTarget | undefined;
+  if (store === 'redis') {
+    // REDIS_URL is read only with WR_STORE=redis: elsewhere it may well be set for something else.
+    const urls = parseRedisUrls(env[REDIS_URL_ENV]);
+    if (typeof urls === 'string') problems.push({ key: `environment variable ${REDIS_URL_ENV}`, message: urls });
+    else redis = { urls, cluster: urls.length > 1 || env['WR_REDIS_CLUSTER'] === 'true' };
+  }
   const host: HostOptions = {
-    store: env['WR_STORE'] === 'upstash' ? 'upstash' : 'memory',
+    store,
+    redis,
     templatesDir: env['WR_TEMPLATES_DIR'] === undefined || env['WR_TEMPLATES_DIR'] === '' ? undefined : resolve(env['WR_TEMPLATES_DIR']),
   };
   if (host.templatesDir !== undefined && !isDirectory(host.templatesDir)) {
