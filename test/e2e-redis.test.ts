@@ -1,0 +1,140 @@
+/**
+ * Self-hosting without the bridge: two Node hosts (the real `npm start` bundle, bin/node-host.mjs,
+ * each its own process) with WR_STORE=redis against one redis-server, as two hosts behind a load
+ * balancer would run. They share the line: tickets are unique across both, and an admission made
+ * through one is honoured by the other. Then Redis goes away, and no visitor sees a 5xx.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDemoOrigin } from '../src/node/demo-origin';
+import { freePort, type RunningServer } from '../src/node/host';
+import { PROJECT_ROOT } from './support/compute-host';
+import { reachedOrigin } from './support/e2e-scenarios';
+import { API_TOKEN } from './support/fixtures';
+import { startRedisServer, type RedisServer } from './support/redis-server';
+import { HttpVisitor } from './support/stack';
+
+interface NodeHost {
+  readonly url: string;
+  readonly child: ChildProcess;
+  output(): string;
+}
+
+/** Starts bin/node-host.mjs and resolves with its URL once it prints it (it listens after Redis is ready). */
+async function startNodeHost(env: Record<string, string>): Promise<NodeHost> {
+  const port = await freePort();
+  // Only this test's WR_ variables: the host refuses names it does not know.
+  const base = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WR_') && name !== 'REDIS_URL'));
+  const child = spawn(process.execPath, [resolve(PROJECT_ROOT, 'bin/node-host.mjs')], {
+    cwd: PROJECT_ROOT,
+    env: { ...base, ...env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let output = '';
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    const timer = setTimeout(() => reject(new Error(`host did not start:\n${output}`)), 20_000);
+    child.stderr!.on('data', (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+      const match = /Visitors:\s+(http:\/\/\S+)\//.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolveUrl(match[1]!);
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`host exited with ${String(code)}:\n${output}`));
+    });
+  });
+  return { url, child, output: () => output };
+}
+
+async function stopNodeHost(host: NodeHost | undefined): Promise<void> {
+  if (host === undefined || host.child.exitCode !== null) return;
+  const exited = new Promise((done) => host.child.once('exit', done));
+  host.child.kill('SIGTERM');
+  await exited;
+}
+
+let redis: RedisServer;
+let origin: RunningServer;
+let a: NodeHost;
+let b: NodeHost;
+
+beforeAll(async () => {
+  // The real bundle, built as `npm start` builds it: it must carry the Lua files too.
+  const build = spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'src/node/build.mjs'), 'node'], { cwd: PROJECT_ROOT, encoding: 'utf8' });
+  if (build.status !== 0) throw new Error(`build failed:\n${build.stderr}`);
+  redis = await startRedisServer();
+  origin = await startDemoOrigin();
+  const env = {
+    WR_STORE: 'redis',
+    REDIS_URL: redis.url,
+    ORIGIN_URL: origin.url,
+    WR_ADMIN_API_TOKEN: API_TOKEN,
+    // Decisions straight from the store on every request: no per-host cache hiding the other host's writes.
+    WR_STATE_CACHE_SECONDS: '0',
+    WR_STORE_TIMEOUT_MS: '500',
+    WR_STORE_FAILURE: 'hold',
+  };
+  [a, b] = await Promise.all([startNodeHost(env), startNodeHost(env)]);
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.allSettled([stopNodeHost(a), stopNodeHost(b)]);
+  await origin?.close();
+  await redis?.stop();
+});
+
+describe('two Node hosts on one Redis (WR_STORE=redis)', () => {
+  it('say so at start', () => {
+    expect(a.output()).toContain(`Redis store at ${redis.url}`);
+  });
+
+  it('hand out unique tickets across both hosts, and an admission through one lets visitors in through the other', async () => {
+    // A load balancer sends each visitor's first request to either host.
+    const visitors = Array.from({ length: 10 }, (_, i) => new HttpVisitor(i % 2 === 0 ? a.url : b.url));
+    const firsts = await Promise.all(visitors.map((v) => v.get('/')));
+    for (const response of firsts) {
+      expect(response.status).toBe(200);
+      expect(reachedOrigin(response)).toBe(false);
+    }
+    const tickets = visitors.map((v) => v.claims['t'] as number);
+    expect([...tickets].sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+
+    const admit = await fetch(`${a.url}/__wr/api/admit?count=4`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+    expect(await admit.json()).toMatchObject({ admitted: 4, tail: 10, cursor: 4 });
+
+    // Every visitor now asks the OTHER host than the one that gave it its ticket.
+    const crossed = visitors.map((v, i) => new HttpVisitor(i % 2 === 0 ? b.url : a.url));
+    crossed.forEach((c, i) => (c.cookie = visitors[i]!.cookie));
+    const through = [];
+    for (const c of crossed) through.push(reachedOrigin(await c.get('/products')));
+    expect(through).toEqual(tickets.map((t) => t <= 4));
+  });
+
+  it('turn nobody away with a 5xx when Redis is down: waiting visitors are held, new ones too', async () => {
+    const waiting = new HttpVisitor(a.url);
+    expect((await waiting.get('/')).status).toBe(200);
+    await redis.stop();
+    for (const host of [a, b]) {
+      const started = Date.now();
+      const fresh = await new HttpVisitor(host.url).get('/');
+      expect(fresh.status).toBeLessThan(500);
+      expect(reachedOrigin(fresh)).toBe(false);
+      // Fails fast (no offline queue), well inside the store timeout plus the page's own work.
+      expect(Date.now() - started).toBeLessThan(2_000);
+    }
+    // The visitor who was waiting comes back, through the other host: held, not an error.
+    const same = new HttpVisitor(b.url);
+    same.cookie = waiting.cookie;
+    const held = await same.get('/');
+    expect(held.status).toBeLessThan(500);
+    expect(reachedOrigin(held)).toBe(false);
+    // The hosts keep running (they reconnect in the background) and said what happened.
+    expect(a.child.exitCode).toBeNull();
+    expect(b.child.exitCode).toBeNull();
+    await expect.poll(() => a.output(), { timeout: 5_000 }).toMatch(/redis: .*failing store calls fast and reconnecting/);
+  });
+});
