@@ -107,7 +107,7 @@ describe('two Node hosts on one Redis (WR_STORE=redis)', () => {
     expect(await admit.json()).toMatchObject({ admitted: 4, tail: 10, cursor: 4 });
 
     // Every visitor now asks the OTHER host than the one that gave it its ticket.
-    const crossed = visitors.map((v, i) => new HttpVisitor(i % 2 === 0 ? b.url : a.url));
+    const crossed = visitors.map((_, i) => new HttpVisitor(i % 2 === 0 ? b.url : a.url));
     crossed.forEach((c, i) => (c.cookie = visitors[i]!.cookie));
     const through = [];
     for (const c of crossed) through.push(reachedOrigin(await c.get('/products')));

@@ -31,7 +31,7 @@ import {
   createUpstashClientOptions,
   type UpstashScriptClient,
 } from '../src/store/upstash-store';
-import { startRedisServer } from './support/redis-server';
+import { startRedisCluster, startRedisServer } from './support/redis-server';
 import { adaptScript } from '../src/store/script-flags';
 import { REDIS_SCRIPT_SHAS, connectRedis, createRedisQueueStore, parseRedisUrls, waitUntilReady, type RedisConnection } from '../src/store/redis-store';
 import { createServer, type AddressInfo } from 'node:net';
@@ -2844,5 +2844,53 @@ describe('the Redis store (ioredis, straight to a real redis-server, no bridge)'
     expect(parseRedisUrls('127.0.0.1:6379')).toMatch(/"127.0.0.1:6379".*redis:\/\//);
     expect(parseRedisUrls('http://x:1')).toMatch(/redis:\/\/ or rediss:\/\//);
     expect(parseRedisUrls('redis://a:1,nope')).toMatch(/is not a URL: "nope"/);
+  });
+});
+
+describe('the Redis store on a Redis Cluster (three masters)', () => {
+  let cluster: Awaited<ReturnType<typeof startRedisCluster>>;
+  let conn: RedisConnection;
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster(3);
+    conn = connectRedis({ urls: cluster.urls, cluster: true }, { timeoutMs: 2_000, retries: 1 });
+    expect(await waitUntilReady(conn, 10_000)).toBe(true);
+  });
+
+  afterAll(async () => {
+    conn?.disconnect();
+    await cluster?.stop();
+  });
+
+  describeQueueStoreContract('RedisQueueStore on a cluster', () => createRedisQueueStore({ redis: conn, keyPrefix: `wrc-${randomUUID().slice(0, 8)}` }));
+
+  it('spreads queues over the nodes, each queue’s keys in its one slot', async () => {
+    const store = createRedisQueueStore({ redis: conn, keyPrefix: 'wrc-spread' });
+    for (let i = 0; i < 24; i++) await store.admit(`spread-${i}`, 1, at(P), every(1));
+    for (let i = 0; i < 24; i++) await store.join(`spread-${i}`, at(P), every(1));
+    const sizes = await Promise.all(
+      cluster.nodes.map(async (node) => {
+        const one = new IORedis(node.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+        try {
+          return await one.dbsize();
+        } finally {
+          one.disconnect();
+        }
+      }),
+    );
+    // 24 queues land on more than one master (all on one would be a chance of 3 × 3^-24).
+    expect(sizes.filter((n) => n > 0).length).toBeGreaterThan(1);
+    for (let i = 0; i < 24; i++) expect(await store.peek(`spread-${i}`)).toMatchObject({ tail: 1 });
+  });
+
+  it('a one-node seed list with cluster on finds the others (a configuration endpoint)', async () => {
+    const seeded = connectRedis({ urls: [cluster.urls[0]!], cluster: true }, { timeoutMs: 2_000, retries: 1 });
+    try {
+      expect(await waitUntilReady(seeded, 10_000)).toBe(true);
+      const store = createRedisQueueStore({ redis: seeded, keyPrefix: 'wrc-spread' });
+      for (let i = 0; i < 24; i++) expect(await store.peek(`spread-${i}`)).toMatchObject({ tail: 1 });
+    } finally {
+      seeded.disconnect();
+    }
   });
 });

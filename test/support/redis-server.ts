@@ -3,7 +3,9 @@
  * persistence, and gone when the test process goes, however that happens.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createConnection, createServer, type AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -36,11 +38,13 @@ function installExitHook(): void {
   });
 }
 
-export async function startRedisServer(): Promise<RedisServer> {
+/** `extraArgs(port)`: more redis-server arguments, which may depend on the port it gets. */
+export async function startRedisServer(extraArgs: (port: number) => string[] = () => []): Promise<RedisServer> {
   let lastError: unknown;
   for (let attempt = 0; attempt < START_ATTEMPTS; attempt++) {
     try {
-      return await startOnce(await findFreePort());
+      const port = await findFreePort();
+      return await startOnce(port, extraArgs(port));
     } catch (error) {
       lastError = error;
     }
@@ -48,8 +52,8 @@ export async function startRedisServer(): Promise<RedisServer> {
   throw lastError;
 }
 
-async function startOnce(port: number): Promise<RedisServer> {
-  const redisArgs = ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no'];
+async function startOnce(port: number, extraArgs: string[]): Promise<RedisServer> {
+  const redisArgs = ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', ...extraArgs];
   const child = SETPRIV
     ? spawn(SETPRIV, ['--pdeathsig', 'KILL', 'redis-server', ...redisArgs], { stdio: ['ignore', 'pipe', 'pipe'] })
     : spawn('redis-server', redisArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -126,6 +130,75 @@ function answersPing(port: number): Promise<boolean> {
       reply += chunk.toString('latin1');
       // A server still loading answers -LOADING; only +PONG means ready.
       if (reply.includes('\r\n')) finish(reply.startsWith('+PONG'));
+    });
+  });
+}
+
+export interface RedisCluster {
+  /** The nodes' URLs, `redis://127.0.0.1:<port>` each: a cluster's seed list. */
+  readonly urls: readonly string[];
+  readonly nodes: readonly RedisServer[];
+  stop(): Promise<void>;
+}
+
+/**
+ * A throwaway Redis Cluster of `size` masters, no replicas: the 16384 slots split evenly (CLUSTER
+ * ADDSLOTSRANGE), the nodes introduced (CLUSTER MEET), resolved once every node reports the
+ * cluster ok. Each node's cluster bus is its port + 10000, so ports stay below 55535.
+ */
+export async function startRedisCluster(size = 3): Promise<RedisCluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'wr-cluster-'));
+  const nodes: RedisServer[] = [];
+  const stop = async (): Promise<void> => {
+    await Promise.allSettled(nodes.map((n) => n.stop()));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    while (nodes.length < size) {
+      const node = await startRedisServer((port) => ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--dir', dir]);
+      if (node.port > 55_535) {
+        await node.stop();
+        continue;
+      }
+      nodes.push(node);
+    }
+    const per = Math.ceil(16_384 / size);
+    for (const [i, node] of nodes.entries()) {
+      await command(node.port, ['CLUSTER', 'ADDSLOTSRANGE', String(i * per), String(Math.min(16_383, (i + 1) * per - 1))]);
+    }
+    for (const node of nodes.slice(1)) await command(nodes[0]!.port, ['CLUSTER', 'MEET', HOST, String(node.port)]);
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    for (const node of nodes) {
+      while (!(await command(node.port, ['CLUSTER', 'INFO'])).includes('cluster_state:ok')) {
+        if (Date.now() > deadline) throw new Error(`cluster not ok on port ${node.port}`);
+        await sleep(50);
+      }
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { urls: nodes.map((n) => n.url), nodes, stop };
+}
+
+/** One command in RESP over a fresh connection; resolves with the raw reply text. */
+function command(port: number, argv: readonly string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = createConnection({ host: HOST, port });
+    let reply = '';
+    socket.setTimeout(2_000, () => {
+      socket.destroy();
+      reject(new Error(`no reply to ${argv.join(' ')} on port ${port}`));
+    });
+    socket.once('error', reject);
+    socket.once('connect', () => socket.write(`*${argv.length}\r\n${argv.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`));
+    socket.on('data', (chunk) => {
+      reply += chunk.toString('utf8');
+      const complete = reply.startsWith('$') ? reply.length >= Number(/^\$(-?\d+)/.exec(reply)?.[1] ?? 0) + reply.indexOf('\r\n') + 4 : reply.endsWith('\r\n');
+      if (!complete) return;
+      socket.destroy();
+      if (reply.startsWith('-')) reject(new Error(reply.trim()));
+      else resolve(reply);
     });
   });
 }
