@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { adminFigures, renderChart } from '../src/core/admin-view';
 import { parseConfig } from '../src/core/config';
-import type { HoldView } from '../src/core/handler';
+import type { HoldView } from '../src/core/types';
 import { holdTexts } from '../src/core/holding';
 import { messages, type Locale } from '../src/core/i18n';
 import { source } from './support/fixtures';

@@ -5,23 +5,11 @@
  */
 import type { Config } from './config';
 import { estimateWait, formatDuration } from './estimate';
-import { eventPhase, isCapacityMode } from './handler';
 import { escapeHtml, formatCount } from './pages';
 import type { HistoryPoint, QueueStats } from './ports';
+import { eventPhase, isCapacityMode, type AdminFigures } from './types';
 
-export interface AdminFigures {
-  readonly waiting: string;
-  readonly active: string;
-  readonly admitted_last_minute: string;
-  readonly avg_wait: string;
-  readonly est_wait: string;
-  readonly tail: string;
-  readonly cursor: string;
-  readonly state: string;
-  readonly mode: string;
-  readonly method: string;
-  readonly event: string;
-}
+export type { AdminFigures } from './types';
 
 const utc = (ms: number): string => `${new Date(ms).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
 

@@ -5,36 +5,12 @@
  * say different things.
  */
 import { DEFAULT_ACCENT_COLOR, DEFAULT_BACKGROUND_COLOR } from './config';
-import type { HoldView } from './handler';
+import type { HoldTexts, HoldView } from './types';
 import { formatClock, formatDuration, formatNumber, messages, negotiateLocale, pluralCategory, type Locale, type Messages } from './i18n';
 import { NOSNIFF } from './http';
 import { renderHoldingPage } from './pages';
 
-export interface HoldTexts {
-  /** The page's heading for this state. */
-  readonly heading: string;
-  /** The label above the big figure, and the figure (place in line, visitors in the draw, or "…"). */
-  readonly placeLabel: string;
-  readonly place: string;
-  /** One sentence under it: people ahead, the draw, the countdown, or why we are checking. */
-  readonly detail: string;
-  /** The estimate, paused or at-the-front sentence; empty when there is nothing to say. */
-  readonly estimate: string;
-  /** What the visitor needs to do (nothing), or how the event's start works. */
-  readonly note: string;
-  readonly ticket: string;
-  /** Percent of the way from the first place shown to the front; null when it has no meaning. */
-  readonly progress: number | null;
-  readonly progressLabel: string;
-  /** "Updated at {clock}" with `{clock}` for the browser's local time, and the no-JS variant's UTC time. */
-  readonly updatedPattern: string;
-  readonly updated: string;
-  /** "Next update in {n} seconds", for the plural category of `n`: `one` applies to the numbers listed in `oneFor`. */
-  readonly nextUpdate: { readonly one: string; readonly other: string; readonly oneFor: readonly number[] };
-  readonly refreshNote: string;
-  readonly admitted: string;
-  readonly failed: string;
-}
+export type { HoldTexts } from './types';
 
 /** A message with a count turned into a pattern with `{n}`, for the page's script to fill in. */
 function countPattern(make: (n: number) => string, n: number): string {

@@ -9,11 +9,9 @@ import ADMIN_JS from '../../templates/admin.js';
 import HOLDING_JS from '../../templates/holding.js';
 import SESSION_JS from '../../templates/session.js';
 import STYLE_CSS from '../../templates/style.css';
-import type { HoldView } from './handler';
-import type { HoldTexts } from './holding';
 import type { Messages } from './i18n';
-import type { AdminFigures } from './admin-view';
 import type { QueueOverview, QueueStats } from './ports';
+import type { AdminFigures, HoldTexts, HoldView } from './types';
 
 export interface Asset {
   readonly body: string;

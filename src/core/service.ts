@@ -3,7 +3,8 @@
  * them. With a single queue (no `queues` document) the router is that queue's handler itself.
  */
 import { ConfigError, parseSecrets, type Config, type Secrets, type SettingSource } from './config';
-import { admissionPolicy, createHandler, eventPhase, type Handler } from './handler';
+import { admissionPolicy, createHandler, type Handler } from './handler';
+import { eventPhase } from './types';
 import { errorResponse } from './http';
 import type { Clock, FailureLimiter, Logger, Origin, QueueOverview, QueueStore, StateCache, TemplateSource } from './ports';
 import { reservedPrefixMatch } from './path-canon';

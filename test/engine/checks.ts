@@ -16,7 +16,7 @@
  */
 import { admissionPolicy, createHandler } from '../../src/core/handler';
 import { ConfigError, parseConfig, parseSecrets } from '../../src/core/config';
-import type { HoldView } from '../../src/core/handler';
+import type { HoldView } from '../../src/core/types';
 import { holdTexts } from '../../src/core/holding';
 import { formatDuration, messages, negotiateLocale, type Locale } from '../../src/core/i18n';
 import { renderHoldingPage } from '../../src/core/pages';

@@ -1,0 +1,187 @@
+/**
+ * What every step of the request path needs from its queue, built once per handler: the ports, the
+ * queue's settings and the figures derived from them, and the few helpers every step shares (a
+ * timed store call, a signed cookie). The steps (visit.ts, respond.ts, own-paths.ts, rules.ts) are
+ * plain functions of this context, so a test can build one without building a handler.
+ */
+import type { Config, Secrets } from './config';
+import { serializeCookie } from './cookies';
+import { negotiateLocale, type Locale } from './i18n';
+import type { Branding } from './pages';
+import type { AdmissionPolicy, Clock, FailureLimiter, Logger, Origin, QueueOverview, QueueStore, StateCache, TemplateSource } from './ports';
+import { callStore, type StoreOutcome } from './store-call';
+import { signToken, type TokenClaims } from './tokens';
+import type { Trace } from './types';
+
+export interface HandlerDeps {
+  readonly config: Readonly<Config>;
+  readonly secrets: Readonly<Secrets>;
+  readonly store: QueueStore;
+  readonly origin: Origin;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  /** The per-POP cache of the queue's state (`state_cache_seconds`). */
+  readonly cache: StateCache;
+  /**
+   * Fresh randomness for one store call, an integer 0 .. 2^48 - 1 (random draws, the event's shuffle
+   * seed). Defaults to `crypto.getRandomValues`; tests inject a seeded generator.
+   */
+  readonly randomSeed?: () => number;
+  /** Template overrides (Fastly's KV Store); a broken one is logged and the built-in one served. */
+  readonly templates?: TemplateSource | undefined;
+  /** With several queues: every queue's figures, for the admin page's list. */
+  readonly overview?: (nowMs: number) => Promise<readonly QueueOverview[]>;
+  /**
+   * Counts failed sign-ins per client and holds guessers (the POP's Edge Rate Limiting on Fastly,
+   * memory on the Node host). Without it failures are logged and nobody is held.
+   */
+  readonly authLimiter?: FailureLimiter | undefined;
+}
+
+/** The claims a cookie may carry beyond the queue, kind, ticket and times. */
+export interface Extra {
+  readonly j?: number | undefined;
+  readonly s?: number | undefined;
+  readonly r?: number | undefined;
+  readonly f?: number | undefined;
+  readonly g?: number | undefined;
+  readonly gen?: number | undefined;
+}
+
+export interface HandlerContext {
+  /** The handler's inputs as given (the admin routes take them whole). */
+  readonly deps: HandlerDeps;
+  readonly config: Readonly<Config>;
+  readonly secrets: Readonly<Secrets>;
+  readonly store: QueueStore;
+  readonly origin: Origin;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly cache: StateCache;
+  readonly queue: string;
+  /** The admission policy of the configuration, without a seed. */
+  readonly basePolicy: AdmissionPolicy;
+  readonly randomSeed: () => number;
+  /** The random method (a draw) rather than FIFO. */
+  readonly random: boolean;
+  /** An event whose pre-queue is shuffled at the start (FIFO only). */
+  readonly shuffled: boolean;
+  readonly cacheKey: string;
+  readonly assetPrefix: string;
+  /** Rate mode: an access token is renewed once this old. */
+  readonly renewAfterMs: number;
+  /** Capacity mode: a slot is refreshed in the store at most this often. */
+  readonly refreshAfterMs: number;
+  /** After a lost state: how long capacity mode holds new admissions while holders register again. */
+  readonly recoverMs: number;
+  readonly branding: Branding;
+  readonly statusUrl: string;
+  /** The policy for one store call: fresh randomness each time (draws; the shuffle seed at the start). */
+  policyNow(): AdmissionPolicy;
+  /** One store call under the store timeout, its time and failure noted on the trace. */
+  storeCall<T>(trace: Trace, call: () => Promise<T>): Promise<StoreOutcome<T>>;
+  /** A signed cookie of ours: a waiting ticket (`w`) or an access token (`a`). */
+  issue(kind: 'w' | 'a', ticket: number, nowMs: number, extra: Extra): Promise<string>;
+  /** The Set-Cookie that removes our cookie. */
+  clearCookie(): string;
+  localeOf(request: Request): Locale;
+}
+
+/** A called ticket's reservation outlives the holder's next poll by this much. */
+export const RESERVATION_SLACK_MS = 5000;
+
+/** 48 random bits from the platform's cryptographic generator (Fastly and Node both have it). */
+function cryptoSeed(): number {
+  const words = new Uint32Array(2);
+  crypto.getRandomValues(words);
+  return (words[0]! & 0xffff) * 0x100000000 + words[1]!;
+}
+
+export function admissionPolicy(config: Readonly<Config>): AdmissionPolicy {
+  return {
+    auto: { count: config.admitPerPeriod, periodMs: config.admitPeriodSeconds * 1000 },
+    thresholds: { maxActive: config.maxActive, maxNewPerMinute: config.maxNewPerMinute },
+    sessionMs: config.sessionSeconds * 1000,
+    // The holder notices the call on a poll (every refresh_seconds) once its POP's cache expires.
+    reservationMs: (config.refreshSeconds + config.stateCacheSeconds) * 1000 + RESERVATION_SLACK_MS,
+    eventStartMs: config.eventStartMs,
+    method: config.queueMethod,
+    // A waiting visitor polls every refresh_seconds; missing two polls in a row leaves the draw.
+    presenceMs: (2 * config.refreshSeconds + 5) * 1000,
+  };
+}
+
+export function createContext(deps: HandlerDeps): HandlerContext {
+  const { config, secrets, store, origin, logger, clock, cache } = deps;
+  const queue = config.queueName;
+  const basePolicy = admissionPolicy(config);
+  const randomSeed = deps.randomSeed ?? cryptoSeed;
+  const random = config.queueMethod === 'random';
+  const assetPrefix = `${config.pathPrefix}assets/`;
+
+  function storeCall<T>(trace: Trace, call: () => Promise<T>): Promise<StoreOutcome<T>> {
+    return callStore(call, config.storeTimeoutMs, clock).then((outcome) => {
+      trace.storeMs = (trace.storeMs ?? 0) + outcome.ms;
+      if (!outcome.ok) trace.storeError = `${outcome.reason}: ${outcome.message}`;
+      return outcome;
+    });
+  }
+
+  async function issue(kind: 'w' | 'a', ticket: number, nowMs: number, extra: Extra): Promise<string> {
+    const iat = Math.floor(nowMs / 1000);
+    let lifetime = kind === 'a' ? config.sessionSeconds : config.queueTimeoutSeconds;
+    if (kind === 'a' && extra.s !== undefined && config.sessionMaxSeconds > 0) {
+      lifetime = Math.max(0, Math.min(lifetime, extra.s + config.sessionMaxSeconds - iat));
+    }
+    const claims: TokenClaims = {
+      q: queue,
+      k: kind,
+      t: ticket,
+      iat,
+      exp: iat + lifetime,
+      ...(extra.j !== undefined && { j: extra.j }),
+      ...(extra.s !== undefined && { s: extra.s }),
+      ...(extra.r !== undefined && { r: extra.r }),
+      ...(extra.f !== undefined && { f: extra.f }),
+      ...(extra.g !== undefined && extra.g !== 0 && { g: extra.g }),
+      ...(extra.gen !== undefined && extra.gen !== 0 && { gen: extra.gen }),
+    };
+    return serializeCookie(config.cookieName, await signToken(secrets.keyRing, claims), { maxAge: lifetime });
+  }
+
+  return {
+    deps,
+    config,
+    secrets,
+    store,
+    origin,
+    logger,
+    clock,
+    cache,
+    queue,
+    basePolicy,
+    randomSeed,
+    random,
+    shuffled: config.eventStartMs > 0 && config.eventOrder === 'shuffle' && !random,
+    cacheKey: `queue-state:${queue}`,
+    assetPrefix,
+    // Rate mode: an access token is renewed on activity, but not on every request (that would add
+    // a Set-Cookie to every response). Once a minute keeps the session sliding.
+    renewAfterMs: Math.min(60, Math.floor(config.sessionSeconds / 4)) * 1000,
+    refreshAfterMs: config.activityRefreshSeconds * 1000,
+    // After a lost state, every holder has refreshed its slot (once per activity refresh, seen through
+    // a cache of up to state_cache_seconds) by the end of this window.
+    recoverMs: (config.activityRefreshSeconds + config.stateCacheSeconds) * 1000 + RESERVATION_SLACK_MS,
+    branding: {
+      logoUrl: config.pageLogoUrl === '' ? `${assetPrefix}logo.svg` : config.pageLogoUrl,
+      accent: config.pageAccentColor,
+      background: config.pageBackgroundColor,
+    },
+    statusUrl: `${config.pathPrefix}status?queue=${encodeURIComponent(queue)}`,
+    policyNow: () => ({ ...basePolicy, seed: randomSeed() }),
+    storeCall,
+    issue,
+    clearCookie: () => serializeCookie(config.cookieName, '', { maxAge: 0 }),
+    localeOf: (request) => negotiateLocale(request.headers.get('accept-language'), config.pageLanguage),
+  };
+}

@@ -1,0 +1,219 @@
+/**
+ * The responses of the request path: the holding page and the JSON answer for programs (both from
+ * one `HoldView`, made from the visit), and the pass-through to the origin, which adds our cookie
+ * and frees a capacity slot when the origin ends the session.
+ */
+import type { HandlerContext } from './context';
+import { describeEstimate, estimateWait } from './estimate';
+import { errorResponse, jsonResponse } from './http';
+import { blankHoldView, holdingCsp, holdTexts } from './holding';
+import { messages, type Locale } from './i18n';
+import { renderHoldingPage } from './pages';
+import { matchesAnyPath } from './path-pattern';
+import type { HoldView, Trace, Visit } from './types';
+
+/** How long a POP keeps a template override before asking the KV Store again, seconds. */
+export const TEMPLATE_CACHE_SECONDS = 30;
+/** The largest template override accepted, bytes of text. */
+const MAX_TEMPLATE_CHARS = 64 * 1024;
+
+/** Programs get JSON: a path configured for it, or a client that accepts JSON but not HTML. */
+export function wantsJson(ctx: HandlerContext, request: Request, path: string): boolean {
+  const { config } = ctx;
+  if (config.jsonPaths.length > 0 && matchesAnyPath(path, config.jsonPaths)) return true;
+  const accept = request.headers.get('accept') ?? '';
+  return /application\/(?:[a-z.+-]*\+)?json/i.test(accept) && !/text\/html/i.test(accept);
+}
+
+/** What a held visitor is shown, from its visit: in line, in the draw, in the pre-queue, or unknown (store down). */
+export function holdView(ctx: HandlerContext, v: Extract<Visit, { kind: 'waiting' | 'prequeue' | 'unavailable' }> | undefined, nowMs: number): HoldView {
+  const { config, randomSeed, random } = ctx;
+  const base = blankHoldView('checking', nowMs, config.refreshSeconds);
+  if (v === undefined || v.kind === 'unavailable') return { ...base, ticket: v?.ticket ?? null };
+  if (v.kind === 'prequeue') {
+    // Wake up at the start, spread over a few seconds so that the pre-queue is not one burst.
+    const untilStart = Math.ceil(Math.max(0, config.eventStartMs - nowMs) / 1000);
+    const spread = 1 + (randomSeed() % Math.min(5, config.refreshSeconds));
+    return {
+      ...base,
+      state: 'prequeue',
+      ticket: v.ticket,
+      startsAtMs: config.eventStartMs > 0 ? config.eventStartMs : null,
+      order: random ? 'shuffle' : config.eventOrder,
+      refreshSeconds: Math.min(config.refreshSeconds, untilStart + spread),
+    };
+  }
+  const quiet = v.front || v.state.paused;
+  return {
+    ...base,
+    state: 'waiting',
+    ticket: v.ticket,
+    place: v.draw ? null : v.ahead + 1,
+    ahead: v.draw ? null : v.ahead,
+    first: v.draw ? null : v.first,
+    front: v.front,
+    paused: v.state.paused,
+    inDraw: v.draw ? v.ahead + 1 : null,
+    estimate: quiet ? null : estimateWait(v.ahead, v.state, config),
+  };
+}
+
+/** What a visitor is shown after the event's end. */
+export const overView = (ctx: HandlerContext, nowMs: number): HoldView => blankHoldView('over', nowMs, ctx.config.refreshSeconds);
+
+/** The sentence that sums the view up, for programs and the page. */
+export function holdMessage(view: HoldView): string {
+  switch (view.state) {
+    case 'checking':
+      return 'We are checking your place in line.';
+    case 'over':
+      return 'This event has ended.';
+    case 'prequeue':
+      return view.startsAtMs !== null && view.startsAtMs > view.nowMs
+        ? `The line opens at ${new Date(view.startsAtMs).toISOString()}.`
+        : 'Places are being drawn.';
+    case 'waiting':
+      if (view.paused) return 'Admission is paused for a moment; you keep your place.';
+      if (view.front) return 'You are at the front: you go in as soon as someone leaves.';
+      return describeEstimate(view.estimate ?? { seconds: null, basis: 'none' });
+  }
+}
+
+/** The figures of a view, shared by the status endpoint and the JSON answer for programs. */
+export function viewFields(ctx: HandlerContext, view: HoldView): Record<string, unknown> {
+  const { config, queue } = ctx;
+  return {
+    queue,
+    ticket: view.ticket,
+    place: view.place,
+    position: view.place,
+    ahead: view.ahead,
+    first_place: view.first,
+    front: view.front,
+    paused: view.paused,
+    in_draw: view.inDraw,
+    method: config.queueMethod,
+    estimated_wait_seconds: view.estimate?.seconds ?? null,
+    estimate_basis: view.estimate?.basis ?? 'none',
+    starts_at: view.startsAtMs === null ? null : new Date(view.startsAtMs).toISOString(),
+    starts_in_seconds: view.startsAtMs === null ? null : Math.max(0, Math.ceil((view.startsAtMs - view.nowMs) / 1000)),
+    order: view.order,
+    message: holdMessage(view),
+    updated_at: new Date(view.nowMs).toISOString(),
+  };
+}
+
+/** The status code of a held request: the queue's own, except "event over", which is final. */
+const holdStatusOf = (ctx: HandlerContext, view: HoldView): number => (view.state === 'over' ? 410 : ctx.config.holdStatus);
+
+export function holdingJson(ctx: HandlerContext, view: HoldView, cookie: string | undefined, locale: Locale): Response {
+  const body = { status: view.state, ...viewFields(ctx, view), texts: holdTexts(view, locale), retry_after_seconds: view.refreshSeconds };
+  const headers: Record<string, string> = view.state === 'over' ? {} : { 'retry-after': String(view.refreshSeconds) };
+  const response = jsonResponse(holdStatusOf(ctx, view), body, headers);
+  if (cookie !== undefined) response.headers.append('set-cookie', cookie);
+  return response;
+}
+
+/**
+ * An override of a template from the operator's KV Store, cached in the POP for
+ * TEMPLATE_CACHE_SECONDS; undefined when there is none, it is too large, or the store fails
+ * (then the request's log line says why and the built-in template is used).
+ */
+export async function override(ctx: HandlerContext, key: string, trace: Trace): Promise<string | undefined> {
+  const { deps, cache, queue } = ctx;
+  const templates = deps.templates;
+  if (templates === undefined) return undefined;
+  try {
+    const { value } = await cache.getOrLoad(`template:${queue}:${key}`, TEMPLATE_CACHE_SECONDS, async () => {
+      const text = (await templates.get(`${queue}/${key}`)) ?? (await templates.get(key));
+      return text ?? '';
+    });
+    if (value === '') return undefined;
+    if (value.length > MAX_TEMPLATE_CHARS) {
+      trace.reason = `template_broken: ${key} is larger than ${MAX_TEMPLATE_CHARS} characters; the built-in one was served`;
+      return undefined;
+    }
+    return value;
+  } catch (error) {
+    trace.reason = `template_unavailable: ${key}: ${error instanceof Error ? error.message : String(error)}`;
+    return undefined;
+  }
+}
+
+export async function holdingPage(ctx: HandlerContext, view: HoldView, cookie: string | undefined, locale: Locale, trace: Trace): Promise<Response> {
+  const { config, randomSeed, assetPrefix, branding, statusUrl } = ctx;
+  const nonce = randomSeed().toString(36);
+  const headers = new Headers({
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-robots-tag': 'noindex',
+    'content-language': messages(locale).htmlLang,
+    vary: 'accept-language',
+    'content-security-policy': holdingCsp(nonce, branding.logoUrl),
+    'x-frame-options': 'DENY',
+    'referrer-policy': 'no-referrer',
+    'x-content-type-options': 'nosniff',
+    // Fastly compresses the body on the way out when the client accepts it; the Node host does the same.
+    'x-compress-hint': 'on',
+  });
+  if (view.state !== 'over') headers.set('refresh', String(view.refreshSeconds));
+  if (config.holdStatus !== 200 && view.state !== 'over') headers.set('retry-after', String(view.refreshSeconds));
+  if (cookie !== undefined) headers.append('set-cookie', cookie);
+  const page = {
+    view,
+    texts: holdTexts(view, locale),
+    locale: messages(locale),
+    title: config.pageTitle,
+    message: config.pageMessage,
+    branding,
+    assetPrefix,
+    statusUrl,
+    nonce,
+  };
+  const custom = await override(ctx, 'holding.html', trace);
+  let html: string | undefined;
+  if (custom !== undefined) {
+    try {
+      html = renderHoldingPage(page, custom);
+    } catch (error) {
+      // A typo in an operator's template must never cost a visitor the page.
+      trace.reason = `template_broken: holding.html: ${error instanceof Error ? error.message : String(error)}; the built-in one was served`;
+    }
+  }
+  html ??= renderHoldingPage(page);
+  return new Response(html, { status: holdStatusOf(ctx, view), headers });
+}
+
+export async function pass(ctx: HandlerContext, request: Request, v: Extract<Visit, { kind: 'access' | 'admitted' }> | undefined, trace: Trace): Promise<Response> {
+  const { config, store, origin, clock, queue, basePolicy, storeCall, clearCookie } = ctx;
+  let response: Response;
+  try {
+    response = await origin.forward(request);
+  } catch (error) {
+    trace.reason = `origin: ${error instanceof Error ? error.message : String(error)}`;
+    return errorResponse(502, 'the site is not answering; please try again shortly');
+  }
+  const endsSession = response.headers.has(config.endSessionHeader);
+  const cookie = endsSession && v !== undefined ? clearCookie() : v?.cookie;
+  if (endsSession && v?.slot) {
+    const ticket = v.ticket;
+    const generation = v.kind === 'access' ? v.generation : undefined;
+    // A failed call is no loss: the slot then lapses with its session.
+    await storeCall(trace, () => store.leave(queue, ticket, clock.now(), basePolicy, 0, generation));
+  }
+  if (endsSession) trace.reason = 'origin_ended_session';
+  if (cookie === undefined && !endsSession) return response;
+  // Status, headers and the streamed body stay the origin's; we add Set-Cookie and remove only
+  // the origin's end-session signal, which is meant for us.
+  const headers = new Headers(response.headers);
+  headers.delete(config.endSessionHeader);
+  if (cookie !== undefined) headers.append('set-cookie', cookie);
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
+/** What the status endpoint says of a held visitor: the view's figures and texts in its language. */
+export function statusBody(ctx: HandlerContext, view: HoldView, request: Request): Record<string, unknown> {
+  const { localeOf } = ctx;
+  return { state: view.state, ...viewFields(ctx, view), texts: holdTexts(view, localeOf(request)), refresh_seconds: view.refreshSeconds };
+}
+

@@ -1,0 +1,140 @@
+/**
+ * The types the request path's modules share, and the two small facts about a queue that both the
+ * request path and the admin console ask (the event's phase, the admission mode). They live apart
+ * from the modules that use them so that those can import them without importing each other: the
+ * import graph of src/core has no cycle (test/import-cycles.test.ts).
+ */
+import type { Config } from './config';
+import type { WaitEstimate } from './estimate';
+import type { QueueState } from './ports';
+
+/** What one request did, for its log line. Filled in as the request goes along. */
+export interface Trace {
+  decision: string;
+  reason?: string;
+  ticket?: number;
+  cursor?: number;
+  tail?: number;
+  storeMs?: number;
+  storeError?: string;
+  cache?: 'hit' | 'miss';
+  /** The client's throttle key, on failed sign-ins and held clients (see auth-throttle.ts). */
+  client?: string;
+  /** The client's address as the platform gave it, for the sign-in throttle; not logged. */
+  readonly from?: string | undefined;
+}
+
+/** The outcome of looking at a visitor's cookie and, if needed, asking the store. */
+export type Visit =
+  /** A valid access token. `slot`: it holds a capacity slot. `cookie`: a renewed token, if any. */
+  | {
+      readonly kind: 'access';
+      readonly ticket: number;
+      readonly slot: boolean;
+      readonly cookie: string | undefined;
+      /** The store generation the token's ticket belongs to (absent: a token from before generations). */
+      readonly generation?: number | undefined;
+    }
+  /** The visitor's ticket was called (and in capacity mode its slot claimed): the cookie becomes an access token. */
+  | { readonly kind: 'admitted'; readonly ticket: number; readonly slot: boolean; readonly cookie: string }
+  /**
+   * In line: `ahead` visitors are before this one (FIFO), or `ahead` others are in the draw with it
+   * (`draw`, the random method). `front`: called, waiting for a slot to free. `first`: the place
+   * it was first shown (the start of its progress).
+   */
+  | {
+      readonly kind: 'waiting';
+      readonly ticket: number;
+      readonly ahead: number;
+      readonly front: boolean;
+      readonly draw: boolean;
+      readonly first: number;
+      readonly state: QueueState;
+      readonly cookie: string;
+    }
+  /** Before the event's start (or while its places are being drawn): a place in the pre-queue. */
+  | { readonly kind: 'prequeue'; readonly ticket: number; readonly cookie: string }
+  /** The store did not answer; `ticket` is known when the visitor already held one. */
+  | { readonly kind: 'unavailable'; readonly ticket: number | undefined; readonly cookie: string | undefined }
+  /** No valid token and none was to be taken (the status endpoint never takes a ticket). */
+  | { readonly kind: 'none' };
+  /** No valid token and none was to be taken (the status endpoint never takes a ticket). */
+
+/** Before the event's start, during it, or after its end. */
+export type EventPhase = 'before' | 'open' | 'over';
+
+export function eventPhase(config: Pick<Config, 'eventStartMs' | 'eventEndMs'>, nowMs: number): EventPhase {
+  if (config.eventStartMs > 0 && nowMs < config.eventStartMs) return 'before';
+  if (config.eventEndMs > 0 && nowMs >= config.eventEndMs) return 'over';
+  return 'open';
+}
+
+/** What a waiting visitor is shown, as the page, the status JSON and the JSON for programs all need it. */
+export interface HoldView {
+  /** `waiting` in line or in the draw; `prequeue` before the start; `checking`: the store did not answer; `over`: the event ended. */
+  readonly state: 'waiting' | 'prequeue' | 'checking' | 'over';
+  readonly ticket: number | null;
+  /** FIFO: the place in line (1 = next), and how many are ahead. */
+  readonly place: number | null;
+  readonly ahead: number | null;
+  /** FIFO: the place first shown, where the progress bar starts. */
+  readonly first: number | null;
+  /** Called, waiting for a slot to free. */
+  readonly front: boolean;
+  readonly paused: boolean;
+  /** The random method: how many visitors (this one included) are in the draw. */
+  readonly inDraw: number | null;
+  readonly estimate: WaitEstimate | null;
+  /** Before the start: when the line opens, and whether places are then drawn or kept in arrival order. */
+  readonly startsAtMs: number | null;
+  readonly order: 'shuffle' | 'arrival' | null;
+  /** Seconds until the next update (shortened to reach the start promptly). */
+  readonly refreshSeconds: number;
+  readonly nowMs: number;
+}
+
+export function isCapacityMode(state: Pick<QueueState, 'maxActive' | 'maxNewPerMinute'>): boolean {
+  return state.maxActive > 0 || state.maxNewPerMinute > 0;
+}
+
+/** What a held visitor reads, in their language (see holding.ts). */
+export interface HoldTexts {
+  /** The page's heading for this state. */
+  readonly heading: string;
+  /** The label above the big figure, and the figure (place in line, visitors in the draw, or "…"). */
+  readonly placeLabel: string;
+  readonly place: string;
+  /** One sentence under it: people ahead, the draw, the countdown, or why we are checking. */
+  readonly detail: string;
+  /** The estimate, paused or at-the-front sentence; empty when there is nothing to say. */
+  readonly estimate: string;
+  /** What the visitor needs to do (nothing), or how the event's start works. */
+  readonly note: string;
+  readonly ticket: string;
+  /** Percent of the way from the first place shown to the front; null when it has no meaning. */
+  readonly progress: number | null;
+  readonly progressLabel: string;
+  /** "Updated at {clock}" with `{clock}` for the browser's local time, and the no-JS variant's UTC time. */
+  readonly updatedPattern: string;
+  readonly updated: string;
+  /** "Next update in {n} seconds", for the plural category of `n`: `one` applies to the numbers listed in `oneFor`. */
+  readonly nextUpdate: { readonly one: string; readonly other: string; readonly oneFor: readonly number[] };
+  readonly refreshNote: string;
+  readonly admitted: string;
+  readonly failed: string;
+}
+
+/** The admin console's figures of a queue, as text (see admin-view.ts). */
+export interface AdminFigures {
+  readonly waiting: string;
+  readonly active: string;
+  readonly admitted_last_minute: string;
+  readonly avg_wait: string;
+  readonly est_wait: string;
+  readonly tail: string;
+  readonly cursor: string;
+  readonly state: string;
+  readonly mode: string;
+  readonly method: string;
+  readonly event: string;
+}

@@ -1,0 +1,361 @@
+/**
+ * The visit decision, steps 4 and 5 of the request path: the visitor's cookie, then what the store
+ * must say (a ticket, a poll, a claim, a draw, a slot's refresh). The only part of the request path
+ * that changes the queue for a visitor; its answer is a `Visit`, which respond.ts turns into a
+ * response.
+ *
+ * Two admission modes, decided by the thresholds in effect (configured or set at runtime):
+ * - rate mode: a called ticket (`ticket <= cursor`) claims its admission in the store (one call per
+ *   admitted visitor, so that a call nobody takes up in time goes to the next ticket), then becomes
+ *   an access token;
+ * - capacity mode (`max_active` / `max_new_per_minute`): a called ticket claims a slot in the store
+ *   (one call), the access token then carries the slot, refreshed at most once per
+ *   `activity_refresh_seconds`, and the slot is freed when the visitor leaves or the origin says so.
+ */
+import type { HandlerContext } from './context';
+import { readCookieValues } from './cookies';
+import type { QueueState } from './ports';
+import { createShuffle } from './shuffle';
+import type { StoreOutcome } from './store-call';
+import { verifyToken, type TokenClaims, type TokenKind, type VerifyFailure } from './tokens';
+import { eventPhase, isCapacityMode, type Trace, type Visit } from './types';
+
+/** Carries a store failure out of a cache load, so it is not cached and every waiter sees it. */
+class StoreUnavailable extends Error {
+  constructor(readonly outcome: StoreOutcome<never>) {
+    super(outcome.ok ? 'store unavailable' : outcome.message);
+  }
+}
+
+/** The most tokens of ours one request may carry that we verify (duplicates are legal). */
+export const MAX_COOKIES_CHECKED = 4;
+
+/** The queue cookie holds a waiting ticket or an access token, never another kind. */
+const VISITOR_KINDS: readonly TokenKind[] = ['w', 'a'];
+
+/** An access token holds a capacity slot when it carries the time of the slot's last refresh. */
+export function holdsSlot(token: TokenClaims): boolean {
+  return token.r !== undefined;
+}
+
+/** When an access token's session began, seconds: `s`, or its issue time for tokens issued at admission without one. */
+export function sessionStart(token: TokenClaims): number {
+  return token.s ?? token.iat;
+}
+
+/** Which life of the queue a ticket belongs to: the reset epoch and the store generation. */
+interface Era {
+  readonly epoch: number;
+  readonly generation: number;
+}
+
+/**
+ * A ticket's generation is not the store's: the store lost its state since it was taken. A token
+ * without one (issued before generations existed) counts as current, and so does a state without one.
+ */
+function isForeign(generation: number | undefined, state: Pick<QueueState, 'generation'>): boolean {
+  return generation !== undefined && generation !== 0 && state.generation !== 0 && generation !== state.generation;
+}
+
+/**
+ * A waiting visitor's poll: from the per-POP cache when it holds a fresh state, else one store
+ * call (which also runs admission) whose answer the cache keeps for its lifetime.
+ */
+export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number): Promise<StoreOutcome<QueueState>> {
+  const { config, store, cache, queue, policyNow, cacheKey, storeCall } = ctx;
+  const direct = () => storeCall(trace, () => store.poll(queue, nowMs, policyNow()));
+  if (config.stateCacheSeconds === 0) return direct();
+  try {
+    const { value, hit } = await cache.getOrLoad(cacheKey, config.stateCacheSeconds, async () => {
+      const outcome = await direct();
+      if (!outcome.ok) throw new StoreUnavailable(outcome);
+      return outcome.value;
+    });
+    trace.cache = hit ? 'hit' : 'miss';
+    return { ok: true, value, ms: trace.storeMs ?? 0 };
+  } catch (error) {
+    trace.cache = 'miss';
+    if (error instanceof StoreUnavailable) return error.outcome;
+    // The cache itself failed: the store still answers, one call per poll.
+    trace.reason = `cache: ${error instanceof Error ? error.message : String(error)}`;
+    return direct();
+  }
+}
+
+/** The best valid token among the cookies sent: an access token first, else the earliest ticket. */
+export async function readToken(ctx: HandlerContext, request: Request, nowMs: number, trace: Trace): Promise<TokenClaims | undefined> {
+  const { config, secrets, queue } = ctx;
+  const values = readCookieValues(request.headers.get('cookie'), config.cookieName).slice(0, MAX_COOKIES_CHECKED);
+  if (values.length === 0) return undefined;
+  const results = await Promise.all(values.map((v) => verifyToken(secrets.keyRing, v, queue, nowMs, VISITOR_KINDS)));
+  let best: TokenClaims | undefined;
+  let failure: VerifyFailure | undefined;
+  for (const result of results) {
+    if (!result.ok) {
+      failure ??= result.reason;
+      continue;
+    }
+    const claims = result.claims;
+    if (best === undefined || rank(claims) < rank(best)) best = claims;
+  }
+  if (best === undefined && failure !== undefined) trace.reason = `token_${failure}`;
+  return best;
+}
+
+function rank(claims: TokenClaims): number {
+  return claims.k === 'a' ? -1 : claims.t;
+}
+
+function record(trace: Trace, state: QueueState, ticket: number): void {
+  trace.ticket = ticket;
+  trace.cursor = state.cursor;
+  trace.tail = state.tail;
+}
+
+/**
+ * A waiting ticket's cookie: the arrival ticket, the join time, the first place shown, and the
+ * queue's epoch and store generation the ticket belongs to (from a state, or kept from the token).
+ */
+export function waitingCookie(ctx: HandlerContext, ticket: number, joined: number, nowMs: number, first: number | undefined, era: Era): Promise<string> {
+  const { issue } = ctx;
+  return issue('w', ticket, nowMs, { j: joined, f: first, g: era.epoch, gen: era.generation });
+}
+
+/** The era a token's ticket belongs to, to carry it unchanged into a renewed cookie. */
+function tokenEra(token: TokenClaims): Era {
+  return { epoch: token.g ?? 0, generation: token.gen ?? 0 };
+}
+
+/**
+ * An access token for a visitor let in now. It always carries when the session began (`s`), so
+ * session_max_seconds holds in every mode; `slot`: it also holds a capacity slot, so it carries
+ * when the slot was last refreshed in the store (`r`, now).
+ */
+export function admittedCookie(ctx: HandlerContext, ticket: number, joined: number, nowMs: number, slot: boolean, generation: number): Promise<string> {
+  const { issue } = ctx;
+  const now = Math.floor(nowMs / 1000);
+  return issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now, gen: generation } : { j: joined, s: now, gen: generation });
+}
+
+/**
+ * A called place claims its admission (one call, never cached): in capacity mode its slot; in rate
+ * mode its arrival, so that the store hands the call of a ticket nobody takes up in time to the
+ * next one. The store knows the visitor by its place (`place`, which is its ticket unless an
+ * event's pre-queue was shuffled); the waiting cookie keeps the arrival ticket.
+ */
+export async function claimSlot(ctx: HandlerContext, trace: Trace, ticket: number, place: number, joined: number, nowMs: number, state: QueueState): Promise<Visit> {
+  const { store, queue, policyNow, storeCall } = ctx;
+  const slot = isCapacityMode(state);
+  // The ticket belongs to the state's generation (the caller checked the token against it): a
+  // store that lost its state since then refuses the number, which may be someone else's now.
+  const claimed = await storeCall(trace, () => store.claim(queue, place, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000), state.generation));
+  if (!claimed.ok) {
+    // Rate mode: the state said this place was called, and a rate-mode admission needs nothing
+    // from the store afterwards; only the count of the arrival is lost (its call lapses and is
+    // handed on, one admission more than the rate).
+    if (!slot) {
+      trace.reason = 'claim_unrecorded';
+      return { kind: 'admitted', ticket: place, slot: false, cookie: await admittedCookie(ctx, place, joined, nowMs, false, state.generation) };
+    }
+    return { kind: 'unavailable', ticket, cookie: await waitingCookie(ctx, ticket, joined, nowMs, undefined, state) };
+  }
+  record(trace, claimed.value, place);
+  if (claimed.value.claimed) {
+    // The mode the claim ran under, should the thresholds have changed since the cached state.
+    const held = isCapacityMode(claimed.value);
+    return { kind: 'admitted', ticket: place, slot: held, cookie: await admittedCookie(ctx, place, joined, nowMs, held, claimed.value.generation) };
+  }
+  if (isForeign(state.generation, claimed.value)) {
+    trace.reason = 'ticket_from_lost_state';
+    return newVisit(ctx, trace, nowMs, true);
+  }
+  trace.reason = 'called_no_room';
+  const cookie = await waitingCookie(ctx, ticket, joined, nowMs, 1, state);
+  return { kind: 'waiting', ticket, ahead: 0, front: true, draw: false, first: 1, state, cookie };
+}
+
+/**
+ * Where a ticket's place is. Without a shuffled event it is the ticket; with one, the pre-queue's
+ * tickets 1..eventSize are permuted by the seed frozen at the start (every POP computes the same
+ * places from the cached state), and later tickets keep their number.
+ */
+export function placeOf(ctx: HandlerContext, ticket: number, state: QueueState): number {
+  const { shuffled } = ctx;
+  if (!shuffled || ticket > state.eventSize) return ticket;
+  return createShuffle(state.eventSize, state.eventSeed).place(ticket);
+}
+
+/** FIFO: where a ticket stands against a state: called (rate or capacity mode) or still waiting. */
+export async function settle(ctx: HandlerContext, trace: Trace, state: QueueState, ticket: number, joined: number, first: number | undefined, nowMs: number): Promise<Visit> {
+  const { config, shuffled } = ctx;
+  // A cached state from just before the start has no frozen pre-queue yet: places are being drawn.
+  if (shuffled && state.eventSize === 0 && state.cursor === 0 && joined * 1000 < config.eventStartMs) {
+    trace.ticket = ticket;
+    trace.reason = 'drawing_places';
+    return { kind: 'prequeue', ticket, cookie: await waitingCookie(ctx, ticket, joined, nowMs, undefined, state) };
+  }
+  const place = placeOf(ctx, ticket, state);
+  record(trace, state, place);
+  if (place > state.cursor) {
+    const ahead = place - state.cursor - 1;
+    // The progress bar starts at the first place shown; a shuffle at the start may move it back.
+    const start = first === undefined || first < ahead + 1 ? ahead + 1 : first;
+    const cookie = await waitingCookie(ctx, ticket, joined, nowMs, start, state);
+    return { kind: 'waiting', ticket, ahead, front: false, draw: false, first: start, state, cookie };
+  }
+  return claimSlot(ctx, trace, ticket, place, joined, nowMs, state);
+}
+
+/**
+ * A new ticket. `lostState`: the visitor's token was of a lost generation, which tells the store
+ * its state was lost: capacity mode then holds new admissions for one activity refresh interval
+ * (see `recoverMs`), while the lost state's holders register their slots again.
+ */
+export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number, lostState = false): Promise<Visit> {
+  const { config, store, queue, random, policyNow, recoverMs, storeCall } = ctx;
+  const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), lostState ? recoverMs : undefined));
+  if (!joined.ok) return { kind: 'unavailable', ticket: undefined, cookie: undefined };
+  const result = joined.value;
+  const now = Math.floor(nowMs / 1000);
+  if (result.claimed) {
+    record(trace, result, result.ticket);
+    trace.reason = 'walk_in';
+    const slot = isCapacityMode(result);
+    return { kind: 'admitted', ticket: result.ticket, slot, cookie: await admittedCookie(ctx, result.ticket, now, nowMs, slot, result.generation) };
+  }
+  if (eventPhase(config, nowMs) === 'before') {
+    record(trace, result, result.ticket);
+    return { kind: 'prequeue', ticket: result.ticket, cookie: await waitingCookie(ctx, result.ticket, now, nowMs, undefined, result) };
+  }
+  if (random) return drawn(ctx, trace, result, 'waiting', result.ticket, now, nowMs);
+  if (isCapacityMode(result) && result.ticket <= result.cursor) {
+    // Called by the same step but not claimed (paused meanwhile): it claims on the next poll.
+    record(trace, result, result.ticket);
+    const cookie = await waitingCookie(ctx, result.ticket, now, nowMs, 1, result);
+    return { kind: 'waiting', ticket: result.ticket, ahead: 0, front: true, draw: false, first: 1, state: result, cookie };
+  }
+  return settle(ctx, trace, result, result.ticket, now, undefined, nowMs);
+}
+
+/** The random method: what a draw said about a ticket still waiting, or called without room. */
+async function drawn(ctx: HandlerContext, trace: Trace, state: QueueState, outcome: 'waiting' | 'front', ticket: number, joined: number, nowMs: number): Promise<Visit> {
+  const { config } = ctx;
+  record(trace, state, ticket);
+  const cookie = await waitingCookie(ctx, ticket, joined, nowMs, undefined, state);
+  if (eventPhase(config, nowMs) === 'before') return { kind: 'prequeue', ticket, cookie };
+  const front = outcome === 'front';
+  return { kind: 'waiting', ticket, ahead: front ? 0 : Math.max(0, state.waiting - 1), front, draw: !front, first: 1, state, cookie };
+}
+
+/**
+ * The random method: every waiting poll is one store call (`draw`), which keeps the visitor in
+ * the draw and tells whether it was drawn. A ticket the draw no longer knows (its presence
+ * lapsed, or the queue was reset) gets a new one: in a lottery that costs the visitor nothing.
+ */
+export async function drawVisit(ctx: HandlerContext, trace: Trace, token: TokenClaims, joined: number, nowMs: number, takeTicket: boolean): Promise<Visit> {
+  const { store, queue, policyNow, storeCall } = ctx;
+  const result = await storeCall(trace, () => store.draw(queue, token.t, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000), token.gen));
+  if (!result.ok) {
+    trace.ticket = token.t;
+    return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(ctx, token.t, joined, nowMs, undefined, tokenEra(token)) };
+  }
+  const r = result.value;
+  if (r.outcome === 'unknown' || (token.g ?? 0) !== r.epoch || isForeign(token.gen, r)) {
+    trace.reason = isForeign(token.gen, r) ? 'ticket_from_lost_state' : 'not_in_draw';
+    return takeTicket ? newVisit(ctx, trace, nowMs, isForeign(token.gen, r)) : { kind: 'none' };
+  }
+  if (r.outcome === 'drawn') {
+    record(trace, r, token.t);
+    return { kind: 'admitted', ticket: token.t, slot: r.claimed, cookie: await admittedCookie(ctx, token.t, joined, nowMs, r.claimed, r.generation) };
+  }
+  return drawn(ctx, trace, r, r.outcome, token.t, joined, nowMs);
+}
+
+export async function accessVisit(ctx: HandlerContext, trace: Trace, token: TokenClaims, nowMs: number, takeTicket: boolean): Promise<Visit> {
+  const { config, store, queue, basePolicy, renewAfterMs, refreshAfterMs, storeCall, issue } = ctx;
+  trace.ticket = token.t;
+  // A token without `s` was issued at its admission (a VIP link, or one from before `s` was
+  // carried in rate mode): its session began when it was issued, and renewals carry that on.
+  const start = sessionStart(token);
+  const untilMs = config.sessionMaxSeconds > 0 ? (start + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
+  if (nowMs >= untilMs) {
+    // The token's expiry is capped at the maximum already; this also ends sessions when the
+    // maximum was lowered after the token was issued.
+    trace.reason = 'session_max';
+    return takeTicket ? newVisit(ctx, trace, nowMs) : { kind: 'none' };
+  }
+  if (!holdsSlot(token)) {
+    const renew = nowMs - token.iat * 1000 >= renewAfterMs;
+    return { kind: 'access', ticket: token.t, slot: false, cookie: renew ? await issue('a', token.t, nowMs, { j: token.j, s: start, gen: token.gen }) : undefined };
+  }
+  // Capacity mode: the slot is refreshed in the store at most once per activity_refresh_seconds.
+  const lastRefreshMs = (token.r ?? start) * 1000;
+  const generation = token.gen;
+  if (nowMs - lastRefreshMs < refreshAfterMs) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined, generation };
+  // A holder from a lost generation keeps its generation: the store registers its slot again
+  // under a member of its own (see scripts.ts, Generations) and renews that one from then on.
+  const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs, generation));
+  // The token is self-contained: a store that does not answer does not end the session.
+  if (!touched.ok) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined, generation };
+  if (!touched.value) {
+    trace.reason = 'slot_ended';
+    return takeTicket ? newVisit(ctx, trace, nowMs) : { kind: 'none' };
+  }
+  const now = Math.floor(nowMs / 1000);
+  return { kind: 'access', ticket: token.t, slot: true, cookie: await issue('a', token.t, nowMs, { j: token.j, s: start, r: now, gen: generation }), generation };
+}
+
+/** Steps 4 and 5 of the request path: the cookie, then what the store must say. */
+export async function visit(ctx: HandlerContext, request: Request, trace: Trace, takeTicket: boolean): Promise<Visit> {
+  const { config, clock, random } = ctx;
+  const nowMs = clock.now();
+  const token = await readToken(ctx, request, nowMs, trace);
+  if (token?.k === 'a') return accessVisit(ctx, trace, token, nowMs, takeTicket);
+  if (token !== undefined) {
+    const joined = token.j ?? token.iat;
+    if (random) return drawVisit(ctx, trace, token, joined, nowMs, takeTicket);
+    if (eventPhase(config, nowMs) === 'before') {
+      // Nothing moves before the start: the pre-queue page needs no store call.
+      trace.ticket = token.t;
+      return { kind: 'prequeue', ticket: token.t, cookie: await waitingCookie(ctx, token.t, joined, nowMs, undefined, tokenEra(token)) };
+    }
+    const polled = await pollState(ctx, trace, nowMs);
+    if (!polled.ok) {
+      trace.ticket = token.t;
+      // The outage is not the visitor's fault: keep the ticket alive while it lasts.
+      return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(ctx, token.t, joined, nowMs, token.f, tokenEra(token)) };
+    }
+    if (isForeign(token.gen, polled.value)) {
+      // The store lost its state since this ticket was taken: numbers restarted, so this one may
+      // be a newer visitor's. The visitor rejoins at the back (see the README, "When the store
+      // loses its state"). Checked before the epoch, which the loss reset too.
+      trace.reason = 'ticket_from_lost_state';
+      return takeTicket ? newVisit(ctx, trace, nowMs, true) : { kind: 'none' };
+    }
+    if ((token.g ?? 0) !== polled.value.epoch) {
+      // The queue was reset since this ticket was taken: it stands for nothing any more.
+      trace.reason = 'ticket_before_reset';
+      return takeTicket ? newVisit(ctx, trace, nowMs) : { kind: 'none' };
+    }
+    return settle(ctx, trace, polled.value, token.t, joined, token.f, nowMs);
+  }
+  if (!takeTicket) return { kind: 'none' };
+  return newVisit(ctx, trace, nowMs);
+}
+
+/** Programs get JSON: a path configured for it, or a client that accepts JSON but not HTML. */
+
+/**
+ * After the event's end: an admitted visitor keeps its session; everyone else is let through
+ * (`event_after = pass`) or told the event is over. No ticket is taken and, for visitors without
+ * an access token, no store call is made.
+ */
+export async function afterEnd(ctx: HandlerContext, request: Request, trace: Trace, nowMs: number): Promise<'pass' | 'over' | Extract<Visit, { kind: 'access' }>> {
+  const { config } = ctx;
+  const token = await readToken(ctx, request, nowMs, trace);
+  if (token?.k === 'a') {
+    const v = await accessVisit(ctx, trace, token, nowMs, false);
+    if (v.kind === 'access') return v;
+  }
+  return config.eventAfter === 'pass' ? 'pass' : 'over';
+}
