@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { readPath } from '../src/core/path-canon';
+import type { ClientInfo } from '../src/core/ports';
 import { BYPASS_QUEUE, bypassRule, useVip } from '../src/core/rules';
 import { signToken } from '../src/core/tokens';
 import { createVipCode, hashVipCode, VIP_PARAM } from '../src/core/vip';
@@ -13,30 +14,34 @@ import { payloadOf } from './support/fixtures';
 const GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
 const SETTINGS = { bypass_ips: '192.0.2.0/24', bypass_cookie: 'wr_bypass', bypass_crawlers: 'on', crawler_ips: '66.249.64.0/19' };
 
+function client(address: string): ClientInfo {
+  return { address, pop: undefined };
+}
+
 function request(path: string, headers: Record<string, string> = {}): Request {
   return new Request(`https://shop.example${path}`, { headers });
 }
 
 describe('bypassRule', () => {
   const r = contextRig(SETTINGS);
-  const visitor = { address: '203.0.113.9' };
+  const visitor = client('203.0.113.9');
   const rule = (path: string, client = visitor, headers: Record<string, string> = {}) =>
     bypassRule(r.ctx, request(path, headers), client, readPath(path));
 
   it('applies each rule on its own, and none to an ordinary request', async () => {
     expect(await rule('/robots.txt')).toBe('bypass_path');
-    expect(await rule('/shop', { address: '192.0.2.44' })).toBe('bypass_ip');
-    expect(await rule('/shop', { address: '66.249.66.1' }, { 'user-agent': GOOGLEBOT })).toBe('bypass_crawler');
+    expect(await rule('/shop', client('192.0.2.44'))).toBe('bypass_ip');
+    expect(await rule('/shop', client('66.249.66.1'), { 'user-agent': GOOGLEBOT })).toBe('bypass_crawler');
     expect(await rule('/shop')).toBeUndefined();
   });
 
   it('checks the path before the address (the order the log line reports)', async () => {
-    expect(await rule('/favicon.ico', { address: '192.0.2.44' })).toBe('bypass_path');
+    expect(await rule('/favicon.ico', client('192.0.2.44'))).toBe('bypass_path');
   });
 
   it('a crawler needs both its user agent and its published addresses', async () => {
     expect(await rule('/shop', visitor, { 'user-agent': GOOGLEBOT })).toBeUndefined();
-    expect(await rule('/shop', { address: '66.249.66.1' }, { 'user-agent': 'curl/8' })).toBeUndefined();
+    expect(await rule('/shop', client('66.249.66.1'), { 'user-agent': 'curl/8' })).toBeUndefined();
   });
 
   it('a bypass pass counts only when signed by us as a bypass pass and not expired', async () => {
@@ -52,7 +57,7 @@ describe('bypassRule', () => {
 
   it('with no bypass configured, nothing bypasses', async () => {
     const bare = contextRig({ bypass_paths: '' });
-    expect(await bypassRule(bare.ctx, request('/robots.txt', { 'user-agent': GOOGLEBOT }), { address: '66.249.66.1' }, readPath('/robots.txt'))).toBeUndefined();
+    expect(await bypassRule(bare.ctx, request('/robots.txt', { 'user-agent': GOOGLEBOT }), client('66.249.66.1'), readPath('/robots.txt'))).toBeUndefined();
   });
 });
 
