@@ -13,7 +13,7 @@ import type { StoreOutcome } from './store-call';
 import { signToken, verifyToken } from './tokens';
 import { createVipCode, hashVipCode, VIP_PARAM } from './vip';
 
-/** Bypass passes are not tied to a queue (the same value as the handler's). */
+/** Bypass passes are not tied to a queue (the same value as rules.ts checks). */
 const BYPASS_QUEUE = '*';
 
 /** The most visitors one admit may let in: larger numbers are typos, not intentions. */

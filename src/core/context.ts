@@ -48,16 +48,9 @@ export interface Extra {
   readonly gen?: number | undefined;
 }
 
-export interface HandlerContext {
+export interface HandlerContext extends Pick<HandlerDeps, 'config' | 'secrets' | 'store' | 'origin' | 'logger' | 'clock' | 'cache'> {
   /** The handler's inputs as given (the admin routes take them whole). */
   readonly deps: HandlerDeps;
-  readonly config: Readonly<Config>;
-  readonly secrets: Readonly<Secrets>;
-  readonly store: QueueStore;
-  readonly origin: Origin;
-  readonly logger: Logger;
-  readonly clock: Clock;
-  readonly cache: StateCache;
   readonly queue: string;
   /** The admission policy of the configuration, without a seed. */
   readonly basePolicy: AdmissionPolicy;
