@@ -10,6 +10,7 @@ import { holdView, overView, override, statusBody } from './respond';
 import { eventPhase, type Trace } from './types';
 import { afterEnd, holdsSlot, readToken, sessionStart, visit } from './visit';
 
+/** The status endpoint the holding page's script polls: the visitor's view as JSON; never takes a ticket. */
 export async function status(ctx: HandlerContext, request: Request, trace: Trace): Promise<Response> {
   const { config, clock } = ctx;
   const nowMs = clock.now();
@@ -63,6 +64,7 @@ export async function session(ctx: HandlerContext, request: Request, action: 'he
   return jsonResponse(200, { state: 'active', refreshed: true }, { 'set-cookie': cookie });
 }
 
+/** A request for one of our own paths; `rest` is its path after `path_prefix`. */
 export async function ownPath(ctx: HandlerContext, request: Request, rest: string, trace: Trace): Promise<Response> {
   const { config, policyNow, storeCall } = ctx;
   trace.decision = 'own';
