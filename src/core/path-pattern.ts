@@ -41,6 +41,11 @@ export interface PathPattern {
   readonly segments: readonly (readonly string[])[];
 }
 
+/** Paths longer than this are normalised every time (memory stays bounded by the two limits). */
+const MAX_REMEMBERED_PATH = 256;
+const MAX_REMEMBERED_PATHS = 1024;
+const normalized = new Map<string, string>();
+
 /**
  * Canonical form of a URL pathname, for matching only (never forward it):
  * - percent-escapes of unreserved characters (letters, digits, `-._~`) are decoded, so `/%73ale`
@@ -58,8 +63,19 @@ export interface PathPattern {
  * Malformed escapes (`%zz`, a lone `%`) are kept as they are; this never throws.
  */
 export function normalizePath(rawPath: string): string {
-  return resolveSegments(canonicalizeCharacters(rawPath));
+  let normal = normalized.get(rawPath);
+  if (normal === undefined) {
+    normal = resolveSegments(canonicalizeCharacters(rawPath));
+    // A pure function of the text, asked of the same path four times per request (its readings,
+    // the reserved prefix, bypass and queue rules): remembered, within a bound, instead of redone.
+    if (rawPath.length <= MAX_REMEMBERED_PATH) {
+      if (normalized.size >= MAX_REMEMBERED_PATHS) normalized.clear();
+      normalized.set(rawPath, normal);
+    }
+  }
+  return normal;
 }
+
 
 /**
  * Parse a comma-separated pattern list; blank text is an empty list.

@@ -184,6 +184,33 @@ class UnknownKeyError extends Error {}
  * claims, so the kind is covered by the signature; the claims must have our shape.
  */
 export async function verifyToken(ring: KeyRing, token: string, queue: string, nowMs: number, kinds: readonly TokenKind[]): Promise<VerifyResult> {
+  return (await verifyTokenBy(ring, token, queue, nowMs, kinds)).result;
+}
+
+/**
+ * verifyToken, also naming the ring key whose derived key checked the signature (when it was
+ * checked and held): what a cache of verified tokens must find again in the ring to trust an entry.
+ */
+export async function verifyTokenBy(
+  ring: KeyRing,
+  token: string,
+  queue: string,
+  nowMs: number,
+  kinds: readonly TokenKind[],
+): Promise<{ readonly result: VerifyResult; readonly key: SigningKey | undefined }> {
+  let used: SigningKey | undefined;
+  const result = await verifyWith(ring, token, queue, nowMs, kinds, (key) => (used = key));
+  return { result, key: result.ok ? used : undefined };
+}
+
+async function verifyWith(
+  ring: KeyRing,
+  token: string,
+  queue: string,
+  nowMs: number,
+  kinds: readonly TokenKind[],
+  chosen: (key: SigningKey) => void,
+): Promise<VerifyResult> {
   if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) return { ok: false, reason: 'malformed' };
   let claimed: unknown;
   try {
@@ -201,6 +228,7 @@ export async function verifyToken(ring: KeyRing, token: string, queue: string, n
       async (header: JWTHeaderParameters) => {
         const key = header.kid === undefined ? undefined : ring.byKid.get(header.kid);
         if (key === undefined) throw new UnknownKeyError();
+        chosen(key);
         return key.keyFor(purpose);
       },
       { algorithms: ['HS256'], currentDate: new Date(nowMs), clockTolerance: 0 },

@@ -17,7 +17,8 @@ import { readCookieValues } from './cookies';
 import type { QueueState } from './ports';
 import { createShuffle } from './shuffle';
 import type { StoreOutcome } from './store-call';
-import { verifyToken, type TokenClaims, type TokenKind, type VerifyFailure } from './tokens';
+import { sharedTokenCache } from './token-cache';
+import type { TokenClaims, TokenKind, VerifyFailure } from './tokens';
 import { eventPhase, isCapacityMode, type Trace, type Visit } from './types';
 
 /** Carries a store failure out of a cache load, so it is not cached and every waiter sees it. */
@@ -87,7 +88,8 @@ export async function readToken(ctx: HandlerContext, request: Request, nowMs: nu
   const { config, secrets, queue } = ctx;
   const values = readCookieValues(request.headers.get('cookie'), config.cookieName).slice(0, MAX_COOKIES_CHECKED);
   if (values.length === 0) return undefined;
-  const results = await Promise.all(values.map((v) => verifyToken(secrets.keyRing, v, queue, nowMs, VISITOR_KINDS)));
+  // Remembered once verified (see token-cache): an admitted visitor's every request carries the same cookie.
+  const results = await Promise.all(values.map((v) => sharedTokenCache.verify(secrets.keyRing, v, queue, nowMs, VISITOR_KINDS)));
   let best: TokenClaims | undefined;
   let failure: VerifyFailure | undefined;
   for (const result of results) {

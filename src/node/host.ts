@@ -9,7 +9,7 @@ import { createGzip } from 'node:zlib';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { Handler } from '../core/handler';
 import { errorResponse } from '../core/http';
-import { HOP_BY_HOP } from '../platform/node';
+import { HOP_BY_HOP, lazyWebBody, untouchedNodeBody } from '../platform/node';
 import { requestUrl } from './request-target';
 
 export interface RunningServer {
@@ -43,7 +43,7 @@ function toRequest(req: http.IncomingMessage): Conversion {
     const request = new Request(target.url, {
       method,
       headers,
-      body: hasBody ? (Readable.toWeb(req) as unknown as ReadableStream<Uint8Array>) : null,
+      body: hasBody ? lazyWebBody(req) : null,
       // Required by Node for a streamed request body.
       duplex: 'half',
     } as RequestInit);
@@ -103,7 +103,7 @@ async function writeResponse(response: Response, res: http.ServerResponse, accep
     res.end();
     return;
   }
-  const raw = Readable.fromWeb(response.body as unknown as NodeReadableStream<Uint8Array>);
+  const raw = untouchedNodeBody(response.body) ?? Readable.fromWeb(response.body as unknown as NodeReadableStream<Uint8Array>);
   const body = gzip ? raw.pipe(createGzip({ level: 6 })) : raw;
   await new Promise<void>((resolve) => {
     body.on('error', () => res.destroy());

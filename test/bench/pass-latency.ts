@@ -75,6 +75,7 @@ function latencyReport(
       vsProxy ? '—' : signedMs(s.mean - base.mean),
       vsProxy ? '—' : `${signedMs(median(perRound))} [${signedMs(Math.min(...perRound))}, ${signedMs(Math.max(...perRound))}]`,
       vsProxy ? '—' : `${(s.mean / base.mean).toFixed(2)}×`,
+      vsProxy ? '—' : `${(s.p50 / base.p50).toFixed(2)}×`,
     ];
   });
   const errors = arms.filter((a) => a.errors > 0);
@@ -84,8 +85,8 @@ function latencyReport(
     `### Added latency, concurrency ${run.concurrency} (GET ${PATH}, keep-alive; ${run.warmup} warm-up then ${run.rounds} interleaved rounds × ${run.perRound} per arm)`,
     '',
     table(
-      ['arm', 'requests', 'p50 ms', 'p95 ms', 'p99 ms', 'mean ms', 'req/s', 'added p50', 'added mean', 'added mean per round: median [min, max]', 'mean vs proxy'],
-      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+      ['arm', 'requests', 'p50 ms', 'p95 ms', 'p99 ms', 'mean ms', 'req/s', 'added p50', 'added mean', 'added mean per round: median [min, max]', 'mean vs proxy', 'p50 vs proxy'],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
       rows,
     ),
     '',
