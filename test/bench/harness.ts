@@ -47,7 +47,7 @@ import { STORE_SCRIPTS } from '../../src/store/scripts';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
 import { table } from '../support/markdown-table';
 import { startRedisServer } from '../support/redis-server';
-import { localServerSection } from '../support/stack';
+import { configStoreItems, localServerSection } from '../support/stack';
 import { RequestLogKeeper, type TroubleSource } from './trouble';
 import { cookieFrom, findProjectFile, log, PATH, runConcurrent, send, tokenKind, type Cleanups, type Reply } from './util';
 import { locateComputeHost, runCommand, startComputeHost, startCountingProxy } from './wasm-host';
@@ -471,7 +471,7 @@ export async function startWasmArm(
     const roomDir = join(dir, spec.variant);
     mkdirSync(join(roomDir, 'bin'), { recursive: true });
     copyFileSync(join(buildDir, 'main.wasm'), join(roomDir, 'bin', 'main.wasm'));
-    writeFileSync(join(roomDir, 'bin', 'config.json'), JSON.stringify({ ...dev.config, ...spec.overrides, upstash_url: proxy.url }));
+    writeFileSync(join(roomDir, 'bin', 'config.json'), JSON.stringify(configStoreItems({ ...dev.config, ...spec.overrides, upstash_url: proxy.url })));
     writeFileSync(join(roomDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
     const name = spec.variant === MAIN_ROOM.variant ? 'waiting-room-bench' : `waiting-room-bench-${spec.variant}`;
     writeFileSync(join(roomDir, 'fastly.toml'), manifest(name, localServerSection(originUrl, proxy.url)));

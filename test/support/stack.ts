@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Redis } from '@upstash/redis';
 import IORedis from 'ioredis';
+import { SETTINGS_ITEM } from '../../src/core/config';
 import type { FailureLimiter, RequestLog } from '../../src/core/ports';
 import { startDemoOrigin } from '../../src/node/demo-origin';
 import { freePort, startHost, type RunningServer } from '../../src/node/host';
@@ -158,6 +159,11 @@ export function localServerSection(originUrl: string, upstashUrl: string): strin
   ];
 }
 
+/** A Config Store's items for these settings: the one `settings` item, a JSON object (see SETTINGS_ITEM). */
+export function configStoreItems(settings: Record<string, string>): Record<string, string> {
+  return { [SETTINGS_ITEM]: JSON.stringify(settings) };
+}
+
 export interface WasmOptions {
   /** Path of Viceroy or a stand-in taking its command line. */
   readonly viceroyPath: string;
@@ -171,7 +177,7 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
   const shared = await startShared();
   const dir = mkdtempSync(join(tmpdir(), 'wr-wasm-'));
   buildWasmInto(dir);
-  writeFileSync(join(dir, 'bin', 'config.json'), JSON.stringify(settingsFor(shared, options.settings ?? {})));
+  writeFileSync(join(dir, 'bin', 'config.json'), JSON.stringify(configStoreItems(settingsFor(shared, options.settings ?? {}))));
   writeFileSync(join(dir, 'bin', 'secrets.json'), JSON.stringify({ ...BASE_SECRETS, ...options.secrets }));
   if (options.templates !== undefined) writeFileSync(join(dir, 'bin', 'templates.json'), JSON.stringify(options.templates));
   writeFileSync(
