@@ -50,7 +50,7 @@ import { startRedisServer } from '../support/redis-server';
 import { configStoreItems, localServerSection } from '../support/stack';
 import { RequestLogKeeper, type TroubleSource } from './trouble';
 import { cookieFrom, findProjectFile, log, PATH, runConcurrent, send, tokenKind, type Cleanups, type Reply } from './util';
-import { locateComputeHost, runCommand, startComputeHost, startCountingProxy } from './wasm-host';
+import { locateComputeHost, runCommand, startComputeHost, startCountingProxy, type HostRequestStat } from './wasm-host';
 import { startBackends, startLoadWorker } from './workers';
 
 export type ArmName = 'node' | 'wasm';
@@ -253,7 +253,7 @@ export interface RoomHost {
   /** The client agent every pass uses towards this host. */
   readonly agent: http.Agent;
   /** `GET /__host/stats` of the stand-in: its timings per request (undefined where there are none). */
-  stats(): Promise<{ tInst: number; ms: number }[] | undefined>;
+  stats(): Promise<HostRequestStat[] | undefined>;
 }
 
 /** What a pass drives: one kind of host over its own store, counted two ways. */
