@@ -100,3 +100,30 @@ describe('secrets on demand', () => {
     expect(() => parsed.adminApiToken).toThrow(ConfigError);
   });
 });
+
+describe('the last valid settings, checked cheaply', () => {
+  it('asks holds() and neither recalls nor rewrites while the settings are unchanged', async () => {
+    let recalls = 0;
+    let writes = 0;
+    let kept: string | undefined;
+    const memory: SettingsMemory = {
+      async recall() {
+        recalls++;
+        return kept;
+      },
+      async remember(snapshot) {
+        writes++;
+        kept = snapshot;
+      },
+      async holds(snapshot) {
+        return kept === snapshot;
+      },
+    };
+    const settings = source({ ...BASE_SETTINGS, page_title: 'One' });
+    for (let i = 0; i < 3; i++) await buildWithLastValid(settings, source(BASE_SECRETS), deps, memory);
+    expect({ recalls, writes }).toEqual({ recalls: 0, writes: 1 });
+    await buildWithLastValid(source({ ...BASE_SETTINGS, page_title: 'Two' }), source(BASE_SECRETS), deps, memory);
+    expect(writes).toBe(2);
+    expect(JSON.parse(kept!)).toMatchObject({ page_title: 'Two' });
+  });
+});

@@ -10,6 +10,12 @@ import { createService, type Service, type ServiceDeps } from './service';
 export interface SettingsMemory {
   recall(): Promise<string | undefined>;
   remember(snapshot: string): Promise<void>;
+  /**
+   * Whether `snapshot` is what is remembered, when the memory can tell more cheaply than recall()
+   * (on Fastly: the entry's metadata, without reading its body). Asked on every request whose
+   * settings are valid, so it is the hot path of this module.
+   */
+  holds?(snapshot: string): Promise<boolean>;
 }
 
 /** The settings as one JSON object of the keys that are set (stable key order, comparable). */
@@ -55,7 +61,8 @@ export async function buildWithLastValid(
     const service = createService(settings, secrets, deps);
     if (settingProblems.length > 0) throw new ConfigError(settingProblems);
     const snapshot = snapshotSettings(settings);
-    if ((await memory.recall().catch(() => undefined)) !== snapshot) await memory.remember(snapshot).catch(() => undefined);
+    const held = memory.holds !== undefined ? await memory.holds(snapshot).catch(() => false) : (await memory.recall().catch(() => undefined)) === snapshot;
+    if (!held) await memory.remember(snapshot).catch(() => undefined);
     return { service, refused: undefined };
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;

@@ -182,7 +182,11 @@ const LAST_VALID_KEY = 'waiting-room:last-valid-settings';
 /** How long a POP remembers the last valid settings. */
 const LAST_VALID_MS = 7 * 86_400_000;
 
-/** The last settings that built a working service, kept in the POP's cache (never the secrets). */
+/**
+ * The last settings that built a working service, kept in the POP's cache (never the secrets). The
+ * snapshot is the entry's body and also its metadata, so the check made on every request (holds)
+ * reads the metadata alone, without opening the body.
+ */
 export const coreCacheSettingsMemory: SettingsMemory = {
   async recall() {
     const entry = CoreCache.lookup(LAST_VALID_KEY);
@@ -190,9 +194,13 @@ export const coreCacheSettingsMemory: SettingsMemory = {
     return new Response(entry.body()).text();
   },
   async remember(snapshot) {
-    const writer = CoreCache.insert(LAST_VALID_KEY, { maxAge: LAST_VALID_MS });
+    const writer = CoreCache.insert(LAST_VALID_KEY, { maxAge: LAST_VALID_MS, userMetadata: snapshot });
     writer.append(snapshot);
     writer.close();
+  },
+  async holds(snapshot) {
+    const entry = CoreCache.lookup(LAST_VALID_KEY);
+    return entry !== null && new TextDecoder().decode(entry.userMetadata()) === snapshot;
   },
 };
 
