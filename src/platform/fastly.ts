@@ -12,7 +12,7 @@ import { env } from 'fastly:env';
 import { KVStore } from 'fastly:kv-store';
 import { Logger } from 'fastly:logger';
 import { SecretStore } from 'fastly:secret-store';
-import { ConfigError, parseSecretsOnDemand, parseSettingsDocument, SECRET_KEYS, SETTINGS_ITEM, type Config, type ConfigProblem, type Secrets, type SettingSource } from '../core/config';
+import { ConfigError, parseSecrets, parseSecretsOnDemand, parseSettingsDocument, SECRET_KEYS, SETTINGS_ITEM, type Config, type ConfigProblem, type Secrets, type SettingSource } from '../core/config';
 import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../core/last-valid';
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
@@ -62,7 +62,7 @@ function readSettings(): SettingsRead {
  * asynchronously and settings are parsed synchronously, so what a request may need is fetched
  * before the service reads it: the signing keys and the Upstash token for every request, the
  * admin password and the origin's API token only for requests on the waiting room's own paths
- * (see ownPath). An admitted visitor's request reads the first two and nothing else.
+ * (see ownPath), which also check them all. A visitor's request reads the first two and nothing else.
  */
 const secretValues = new Map<string, string | undefined>();
 let secretStore: SecretStore | undefined;
@@ -240,7 +240,14 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
   try {
     const settings = readSettings();
     const prefix = built?.service.service.config.pathPrefix ?? (settings.source('path_prefix') ?? DEFAULT_PREFIX).trim();
-    await fetchSecrets(ownPath(event.request, prefix) ? SECRET_KEYS : ['signing_keys', 'upstash_token']);
+    if (ownPath(event.request, prefix)) {
+      await fetchSecrets(SECRET_KEYS);
+      // The waiting room's own paths (admin, API, health) check every secret, as before they were
+      // read on demand: a weak admin password is a 503 naming it there, never a visitor's problem.
+      parseSecrets(secretSource);
+    } else {
+      await fetchSecrets(['signing_keys', 'upstash_token']);
+    }
     if (built === undefined || built.settings !== settings || built.service.refused !== undefined) {
       // Refused settings are built again each request: the last valid ones may have been replaced.
       const result = await buildWithLastValid(

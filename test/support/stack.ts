@@ -169,6 +169,11 @@ export interface WasmOptions {
   readonly viceroyPath: string;
   readonly settings?: Record<string, string>;
   readonly secrets?: Record<string, string>;
+  /**
+   * The Config Store's items as given, instead of the `settings` item made from `settings` (the
+   * per-setting layout, a broken item); `settingsFor` gives the settings the stack needs.
+   */
+  readonly configItems?: (settings: Record<string, string>) => Record<string, string>;
   /** Entries of the KV Store `wr_templates`, served from bin/templates.json. */
   readonly templates?: Record<string, string>;
 }
@@ -177,7 +182,7 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
   const shared = await startShared();
   const dir = mkdtempSync(join(tmpdir(), 'wr-wasm-'));
   buildWasmInto(dir);
-  writeFileSync(join(dir, 'bin', 'config.json'), JSON.stringify(configStoreItems(settingsFor(shared, options.settings ?? {}))));
+  writeFileSync(join(dir, 'bin', 'config.json'), JSON.stringify((options.configItems ?? configStoreItems)(settingsFor(shared, options.settings ?? {}))));
   writeFileSync(join(dir, 'bin', 'secrets.json'), JSON.stringify({ ...BASE_SECRETS, ...options.secrets }));
   if (options.templates !== undefined) writeFileSync(join(dir, 'bin', 'templates.json'), JSON.stringify(options.templates));
   writeFileSync(
