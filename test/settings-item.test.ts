@@ -99,6 +99,14 @@ describe('secrets on demand', () => {
     expect(() => parsed.adminPassword).toThrow(/admin_password: must be at least 12 characters/);
     expect(() => parsed.adminApiToken).toThrow(ConfigError);
   });
+
+  it('reads the admin password again on each ask, so a service kept across requests sees a changed one', () => {
+    const values: Record<string, string> = { ...BASE_SECRETS };
+    const parsed = parseSecretsOnDemand((key) => values[key]);
+    expect(parsed.adminPassword).toBe(BASE_SECRETS['admin_password']);
+    values['admin_password'] = 'a-new-admin-password';
+    expect(parsed.adminPassword).toBe('a-new-admin-password');
+  });
 });
 
 describe('the last valid settings, checked cheaply', () => {

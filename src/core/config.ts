@@ -701,11 +701,10 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
 
 /**
  * The secrets as a request needs them: the signing keys at once (every token check needs them,
- * and a broken key ring is a ConfigError now, as with parseSecrets), the others only when first
- * asked for. `source` is expected to read the Secret Store lazily, so an admitted visitor's request
- * reads one secret. The admin password and the origin's API token are validated together, with
- * every check of parseSecrets (they are checked against each other and the signing keys), on the
- * first request that asks for either: the admin paths. Asking then throws the ConfigError naming
+ * and a broken key ring is a ConfigError now, as with parseSecrets), the others only when asked
+ * for, each time: a visitor's token check reads `signing_keys` alone from `source`. The admin password and the origin's API token are validated together, with
+ * every check of parseSecrets (they are checked against each other and the signing keys), by the
+ * requests that ask for either: the admin paths. Asking then throws the ConfigError naming
  * the bad secret; visitors' requests never ask, so they keep flowing.
  */
 export function parseSecretsOnDemand(source: SettingSource): Readonly<Secrets> {
@@ -718,8 +717,9 @@ export function parseSecretsOnDemand(source: SettingSource): Readonly<Secrets> {
   } catch (error) {
     throw new ConfigError([{ key: 'signing_keys', message: error instanceof Error ? error.message : String(error) }]);
   }
-  let all: Readonly<Secrets> | undefined;
-  const checked = (): Readonly<Secrets> => (all ??= parseSecrets(source));
+  // Not kept: each ask reads the source again, so a service kept across requests sees the
+  // current admin password and API token of the request that asks.
+  const checked = (): Readonly<Secrets> => parseSecrets(source);
   return Object.freeze({
     keyRing,
     get adminPassword() {

@@ -58,22 +58,22 @@ function readSettings(): SettingsRead {
 }
 
 /**
- * The Secret Store, an entry at a time, kept for the instance. The Secret Store answers only
- * asynchronously and settings are parsed synchronously, so what a request may need is fetched
- * before the service reads it: the signing keys and the Upstash token for every request, the
- * admin password and the origin's API token only for requests on the waiting room's own paths
- * (see ownPath), which also check them all. A visitor's request reads the first two and nothing else.
+ * The Secret Store, read afresh for every request but only the entries it may need: the signing
+ * keys and the Upstash token for every request, the admin password and the origin's API token only
+ * for requests on the waiting room's own paths (see ownPath), which also check them all. A
+ * visitor's request reads two entries. They are read again on each request, never kept across
+ * requests, so a removed signing key (the emergency reset) stops working at once even in an
+ * instance that serves many requests; what is kept is the service built from them (see `built`).
  */
 const secretValues = new Map<string, string | undefined>();
 let secretStore: SecretStore | undefined;
 
 async function fetchSecrets(keys: readonly string[]): Promise<void> {
-  const missing = keys.filter((key) => !secretValues.has(key));
-  if (missing.length === 0) return;
+  secretValues.clear();
   // Opened on first use (never at module top level, where stores do not exist).
   const store = (secretStore ??= new SecretStore(SECRET_STORE));
   await Promise.all(
-    missing.map(async (key) => {
+    keys.map(async (key) => {
       const entry = await store.get(key);
       secretValues.set(key, entry === null ? undefined : entry.plaintext());
     }),
@@ -231,8 +231,12 @@ function createLogger(): LogPort {
 }
 
 let logger: LogPort | undefined;
-/** The service built from one settings text, kept for the instance (see readSettings). */
-let built: { readonly settings: SettingsRead; readonly service: BuiltService } | undefined;
+/**
+ * The service built from one settings text and one key ring and Upstash token, kept for the
+ * instance: an instance that serves several requests parses nothing again and keeps its derived
+ * signing keys, until the settings item or those secrets change.
+ */
+let built: { readonly settings: SettingsRead; readonly secretsKey: string; readonly service: BuiltService } | undefined;
 
 export async function handleFastlyRequest(event: FetchEvent): Promise<Response> {
   const log = (logger ??= createLogger());
@@ -248,7 +252,9 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
     } else {
       await fetchSecrets(['signing_keys', 'upstash_token']);
     }
-    if (built === undefined || built.settings !== settings || built.service.refused !== undefined) {
+    // The service depends on the settings, the key ring and the Upstash token (the store is built with it).
+    const secretsKey = `${secretValues.get('signing_keys') ?? ''}\n${secretValues.get('upstash_token') ?? ''}`;
+    if (built === undefined || built.settings !== settings || built.secretsKey !== secretsKey || built.service.refused !== undefined) {
       // Refused settings are built again each request: the last valid ones may have been replaced.
       const result = await buildWithLastValid(
         settings.source,
@@ -266,7 +272,7 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
         coreCacheSettingsMemory,
         settings.problems,
       );
-      built = { settings, service: result };
+      built = { settings, secretsKey, service: result };
     }
     service = built.service.service;
     if (built.service.refused !== undefined) {
