@@ -71,6 +71,36 @@ describe.skipIf(!host.found)('wasm in capacity mode', () => {
   defineCapacityScenarios(() => capacity);
 });
 
+describe.skipIf(!host.found)('wasm: the settings item as the Config Store holds it', () => {
+  it('names an unknown key of the settings item on our paths and keeps visitors off the origin', async () => {
+    if (!host.found) return;
+    const stack = await startWasmStack({ viceroyPath: host.path, configItems: (settings) => ({ settings: JSON.stringify({ ...settings, max_activ: '5' }) }) });
+    try {
+      const status = await fetch(`${stack.url}/__wr/health`);
+      expect(status.status).toBe(503);
+      expect(await status.text()).toContain('Config Store item settings key max_activ: is not a setting of the waiting room; did you mean max_active?');
+      // A visitor gets the "checking your place" page, not the origin and not an error.
+      const page = await fetch(`${stack.url}/products`);
+      expect(page.status).toBeLessThan(500);
+      await expect.poll(() => stack.logs().filter((l) => l.decision === 'config_invalid' && l.path === '/products').length).toBe(1);
+      expect(stack.logs().find((l) => l.path === '/products')?.reason).toContain('settings key max_activ');
+    } finally {
+      await stack.close();
+    }
+  }, 120_000);
+
+  it('still reads the per-setting layout when there is no settings item', async () => {
+    if (!host.found) return;
+    const stack = await startWasmStack({ viceroyPath: host.path, configItems: (settings) => ({ ...settings, page_title: 'Per item' }) });
+    try {
+      expect(await (await fetch(`${stack.url}/__wr/health`)).json()).toEqual({ ok: true });
+      expect(await (await fetch(`${stack.url}/products`)).text()).toContain('Per item');
+    } finally {
+      await stack.close();
+    }
+  }, 120_000);
+});
+
 describe.skipIf(!host.found)("the project's own fastly.toml under fastly compute serve", () => {
   it('loads the config store and the dev secret store from devconfig.json and serves', async () => {
     if (!host.found) return;

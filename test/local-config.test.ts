@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, nearestName, unknownSettingProblems } from '../src/core/config';
 import { buildWithLastValid, type SettingsMemory } from '../src/core/last-valid';
-import { checkConfigStoreItems, checkLocalConfig, readConfigStoreListing } from '../src/node/check-config';
+import { checkConfigFile, checkConfigStoreItems, checkLocalConfig, readConfigStoreListing } from '../src/node/check-config';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { buildWaitingRoom } from '../src/node/waiting-room';
 import { readLocalConfig } from '../src/platform/node';
@@ -173,6 +173,24 @@ describe('npm run check-config', () => {
     ]);
     expect(checkConfigStoreItems(readConfigStoreListing(JSON.stringify(BASE_SETTINGS)))).toEqual([]);
     expect(() => readConfigStoreListing('[{"key": "x"}]')).toThrow(/item_key/);
+  });
+
+  it('checks the settings item: a settings file before it is published, a listing that holds it, the local store', () => {
+    const settings = JSON.stringify({ ...BASE_SETTINGS, max_activ: '20', hold_status: '302' });
+    const expected = [
+      { key: 'Config Store item settings key max_activ', message: 'is not a setting of the waiting room; did you mean max_active?' },
+      { key: 'Config Store item settings key hold_status', message: 'must be one of 200, 429, 503, got "302"' },
+    ];
+    expect(checkConfigFile(settings)).toEqual(expected);
+    expect(checkConfigFile(JSON.stringify({ settings }))).toEqual(expected);
+    const listing = JSON.stringify([
+      { item_key: 'settings', item_value: JSON.stringify(BASE_SETTINGS) },
+      { item_key: 'max_active', item_value: '20' },
+    ]);
+    // A per-setting item left over from the earlier layout is named: it is no longer read.
+    expect(checkConfigFile(listing)).toEqual([{ key: 'Config Store item max_active', message: expect.stringMatching(/is not read while the settings item holds the settings/) }]);
+    expect(checkConfigFile(JSON.stringify(BASE_SETTINGS))).toEqual([]);
+    expect(checkConfigFile('{"settings": "{broken"}')[0]!.key).toBe('Config Store item settings');
   });
 
   it('checks devconfig.json with the environment as npm start reads them, weak secrets included', () => {

@@ -366,6 +366,52 @@ export function unknownSettingProblems(names: Iterable<string>, where: (name: st
   return problems;
 }
 
+/**
+ * The Config Store item that holds every setting as one JSON object (`{"max_active": "500", …}`):
+ * one lookup per request instead of one per setting.
+ */
+export const SETTINGS_ITEM = 'settings';
+
+/** The settings of one JSON document, and what is wrong with the document itself. */
+export interface SettingsDocument {
+  readonly source: SettingSource;
+  /** Broken JSON, a value of the wrong type, names that are not settings: each named. */
+  readonly problems: readonly ConfigProblem[];
+}
+
+/**
+ * Reads the `settings` item. Values are strings as in the per-item layout; numbers and booleans
+ * are taken as their text (`500`, `true`), and `queues` may be the JSON array itself rather than
+ * its text. A name that is not a setting is a problem, never silently ignored: with one item the
+ * service can see every name, which a Config Store of separate items cannot list at runtime.
+ */
+export function parseSettingsDocument(text: string, item = `Config Store item ${SETTINGS_ITEM}`): SettingsDocument {
+  let document: unknown;
+  try {
+    document = JSON.parse(text);
+  } catch (error) {
+    return { source: () => undefined, problems: [{ key: item, message: `must be a JSON object of settings: ${error instanceof Error ? error.message : String(error)}` }] };
+  }
+  if (typeof document !== 'object' || document === null || Array.isArray(document)) {
+    return { source: () => undefined, problems: [{ key: item, message: 'must be a JSON object of settings ({"name": "value", …})' }] };
+  }
+  const values = new Map<string, string>();
+  const names: string[] = [];
+  const problems: ConfigProblem[] = [];
+  for (const [name, value] of Object.entries(document as Record<string, unknown>)) {
+    if (!(CONFIG_KEYS as readonly string[]).includes(name)) {
+      names.push(name);
+      continue;
+    }
+    if (typeof value === 'string') values.set(name, value);
+    else if ((typeof value === 'number' && Number.isFinite(value)) || typeof value === 'boolean') values.set(name, String(value));
+    else if (name === 'queues' && typeof value === 'object' && value !== null) values.set(name, JSON.stringify(value));
+    else problems.push({ key: name, message: `must be a string, number or boolean in ${item}, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}` });
+  }
+  problems.push(...unknownSettingProblems(names, (name) => `${item} key ${name}`));
+  return { source: (key) => values.get(key), problems };
+}
+
 /** Levenshtein distance, giving up (returning `limit`) once it cannot be below `limit`. */
 function editDistance(a: string, b: string, limit: number): number {
   if (Math.abs(a.length - b.length) >= limit) return limit;
@@ -651,6 +697,41 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
   }
   if (r.problems.length > 0 || keyRing === undefined) throw new ConfigError(r.problems);
   return Object.freeze({ keyRing, adminPassword, adminApiToken, upstashToken: r.raw('upstash_token') });
+}
+
+/**
+ * The secrets as a request needs them: the signing keys at once (every token check needs them,
+ * and a broken key ring is a ConfigError now, as with parseSecrets), the others only when asked
+ * for, each time: a visitor's token check reads `signing_keys` alone from `source`. The admin password and the origin's API token are validated together, with
+ * every check of parseSecrets (they are checked against each other and the signing keys), by the
+ * requests that ask for either: the admin paths. Asking then throws the ConfigError naming
+ * the bad secret; visitors' requests never ask, so they keep flowing.
+ */
+export function parseSecretsOnDemand(source: SettingSource): Readonly<Secrets> {
+  const r = new Reader(source);
+  const signing = r.raw('signing_keys');
+  let keyRing: KeyRing;
+  try {
+    if (signing === undefined) throw new Error('is required (e.g. "k1:<at least 32 random characters>")');
+    keyRing = parseKeyRing(signing);
+  } catch (error) {
+    throw new ConfigError([{ key: 'signing_keys', message: error instanceof Error ? error.message : String(error) }]);
+  }
+  // Not kept: each ask reads the source again, so a service kept across requests sees the
+  // current admin password and API token of the request that asks.
+  const checked = (): Readonly<Secrets> => parseSecrets(source);
+  return Object.freeze({
+    keyRing,
+    get adminPassword() {
+      return checked().adminPassword;
+    },
+    get adminApiToken() {
+      return checked().adminApiToken;
+    },
+    get upstashToken() {
+      return r.raw('upstash_token');
+    },
+  });
 }
 
 /** Whether one secret is, or contains, the other (compared without case: `Secret` hides nothing from `secret`). */

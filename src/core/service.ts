@@ -25,6 +25,11 @@ export interface ServiceDeps {
    * same client whichever queue's admin it tries). Required: a host must not forget it.
    */
   readonly authLimiter: FailureLimiter;
+  /**
+   * How the secrets are read from their source: all at once and checked (parseSecrets, the
+   * default), or as requests need them (parseSecretsOnDemand, on Fastly, where each is a lookup).
+   */
+  readonly readSecrets?: ((source: SettingSource) => Readonly<Secrets>) | undefined;
 }
 
 export interface Service {
@@ -48,7 +53,7 @@ export function createService(settings: SettingSource, secretSource: SettingSour
     problems.push(...error.problems);
   }
   try {
-    secrets = parseSecrets(secretSource);
+    secrets = (deps.readSecrets ?? parseSecrets)(secretSource);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     problems.push(...error.problems);

@@ -85,10 +85,14 @@ function compileWasm(input, output, extraArgs = []) {
   }
 }
 
-/** `fastly compute serve` reads flat JSON files: split devconfig.json into config and dev secrets. */
+/**
+ * `fastly compute serve` reads flat JSON files: split devconfig.json into the config store (its
+ * settings as the one `settings` item, a JSON object, as on Fastly) and the dev secrets.
+ */
 function writeLocalServerFiles() {
   const dev = JSON.parse(readFileSync(resolve(root, 'devconfig.json'), 'utf8'));
-  writeFileSync(resolve(bin, 'local-config.json'), `${JSON.stringify(dev.config ?? {}, null, 2)}\n`);
+  const settings = Object.fromEntries(Object.entries(dev.config ?? {}).filter(([key]) => !key.startsWith('//')));
+  writeFileSync(resolve(bin, 'local-config.json'), `${JSON.stringify({ settings: JSON.stringify(settings) }, null, 2)}\n`);
   writeFileSync(resolve(bin, 'local-secrets.json'), `${JSON.stringify(dev.dev_secrets ?? {}, null, 2)}\n`);
 }
 

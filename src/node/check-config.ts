@@ -3,15 +3,18 @@
  * every problem.
  *
  * - Without FILE: devconfig.json and the WR_ environment variables, exactly as `npm start` reads them.
- * - With FILE: a Config Store's items, as `fastly config-store-entry list --store-id=ID --json`
- *   prints them (`[{ "item_key": …, "item_value": … }]`), or a flat JSON object of names and values.
- *   The running service cannot list its Config Store (Compute can only get an item by name), so a
- *   misspelt item there is caught here, before or after it is written: run this on the listing.
+ * - With FILE: the settings as the `settings` item holds them (a JSON object of names and values,
+ *   checked before it is published), or a Config Store's items, as
+ *   `fastly config-store-entry list --store-id=ID --json` prints them
+ *   (`[{ "item_key": …, "item_value": … }]`) or as bin/local-config.json holds them
+ *   (`{ "settings": "<the JSON text>" }`). A store without a `settings` item is checked item by
+ *   item, the layout before it; Compute cannot list a store, so there a misspelt item is caught
+ *   only here.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ConfigError, parseSecrets, unknownSettingProblems, type ConfigProblem } from '../core/config';
+import { ConfigError, parseSecrets, parseSettingsDocument, SETTINGS_ITEM, unknownSettingProblems, type ConfigProblem, type SettingSource } from '../core/config';
 import { parseQueues } from '../core/queues';
 import { readLocalConfig } from '../platform/node';
 
@@ -33,16 +36,43 @@ export function readConfigStoreListing(text: string): Map<string, string> {
   return items;
 }
 
-/** Every problem of a Config Store's items: names that are not settings, and bad values. */
+/** Every problem of a Config Store's items: the `settings` item when there is one, else each item. */
 export function checkConfigStoreItems(items: ReadonlyMap<string, string>): ConfigProblem[] {
-  const problems = unknownSettingProblems(items.keys());
+  const document = items.get(SETTINGS_ITEM);
+  if (document !== undefined) {
+    const problems = checkSettingsDocument(document);
+    for (const name of items.keys()) {
+      if (name !== SETTINGS_ITEM) problems.push({ key: `Config Store item ${name}`, message: `is not read while the ${SETTINGS_ITEM} item holds the settings: delete it` });
+    }
+    return problems;
+  }
+  return [...unknownSettingProblems(items.keys()), ...queueProblems((key) => items.get(key), (key) => `Config Store item ${key}`)];
+}
+
+/** Every problem of the `settings` item's text: broken JSON, unknown names, bad values. */
+export function checkSettingsDocument(text: string): ConfigProblem[] {
+  const document = parseSettingsDocument(text);
+  return [...document.problems, ...queueProblems(document.source, (key) => `Config Store item ${SETTINGS_ITEM} key ${key}`)];
+}
+
+function queueProblems(source: SettingSource, where: (key: string) => string): ConfigProblem[] {
   try {
-    parseQueues((key) => items.get(key));
+    parseQueues(source);
+    return [];
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    problems.push(...error.problems.map((p) => ({ key: `Config Store item ${p.key}`, message: p.message })));
+    return error.problems.map((p) => ({ key: where(p.key), message: p.message }));
   }
-  return problems;
+}
+
+/**
+ * What FILE holds: a listing or a `{ "settings": "<text>" }` store is checked as items; any other
+ * JSON object is the settings document itself.
+ */
+export function checkConfigFile(text: string): ConfigProblem[] {
+  const document: unknown = JSON.parse(text);
+  const isStore = Array.isArray(document) || (typeof document === 'object' && document !== null && typeof (document as Record<string, unknown>)[SETTINGS_ITEM] === 'string');
+  return isStore ? checkConfigStoreItems(readConfigStoreListing(text)) : checkSettingsDocument(text);
 }
 
 /** Every problem of devconfig.json with `env` over it: unknown names, bad values, weak secrets. */
@@ -63,7 +93,7 @@ export function checkLocalConfig(path: string, env: NodeJS.ProcessEnv): ConfigPr
 function main(): void {
   const file = process.argv[2];
   const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-  const problems = file === undefined ? checkLocalConfig(resolve(root, 'devconfig.json'), process.env) : checkConfigStoreItems(readConfigStoreListing(readFileSync(file, 'utf8')));
+  const problems = file === undefined ? checkLocalConfig(resolve(root, 'devconfig.json'), process.env) : checkConfigFile(readFileSync(file, 'utf8'));
   const what = file === undefined ? 'devconfig.json and the WR_ environment variables' : file;
   if (problems.length === 0) {
     process.stdout.write(`${what}: no problems\n`);

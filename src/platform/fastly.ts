@@ -5,14 +5,15 @@
  */
 import { Redis } from '@upstash/redis/fastly';
 import { CoreCache, SimpleCache } from 'fastly:cache';
+import { vCpuTime } from 'fastly:compute';
 import { ConfigStore } from 'fastly:config-store';
 import { PenaltyBox, RateCounter } from 'fastly:edge-rate-limiter';
 import { env } from 'fastly:env';
 import { KVStore } from 'fastly:kv-store';
 import { Logger } from 'fastly:logger';
 import { SecretStore } from 'fastly:secret-store';
-import { ConfigError, SECRET_KEYS, type Config, type Secrets, type SettingSource } from '../core/config';
-import { buildWithLastValid, type SettingsMemory } from '../core/last-valid';
+import { ConfigError, parseSecrets, parseSecretsOnDemand, parseSettingsDocument, SECRET_KEYS, SETTINGS_ITEM, type Config, type ConfigProblem, type Secrets, type SettingSource } from '../core/config';
+import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../core/last-valid';
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
 import type { FailureLimiter, Logger as LogPort, RequestLog, StateCache, TemplateSource } from '../core/ports';
@@ -29,23 +30,68 @@ export const AUTH_RATE_COUNTER = 'wr_auth_failures';
 export const AUTH_PENALTY_BOX = 'wr_auth_held';
 const DEFAULT_PREFIX = '/__wr/';
 
-interface Sources {
-  readonly settings: SettingSource;
-  readonly secrets: SettingSource;
+/**
+ * The settings, read from the one `settings` item (a JSON object of every setting) when it is
+ * there, else from one item per setting: the layout before the `settings` item, still accepted so
+ * a service can move over. Parsed once per instance and kept by the item's text, so an instance
+ * that serves several requests does not parse it again, and a changed item is picked up.
+ */
+interface SettingsRead {
+  readonly text: string | undefined;
+  readonly source: SettingSource;
+  readonly problems: readonly ConfigProblem[];
 }
+let settingsRead: SettingsRead | undefined;
 
-async function readSources(): Promise<Sources> {
+function readSettings(): SettingsRead {
   // Stores cannot be opened at module top level (they exist only while a request runs).
   const configStore = new ConfigStore(CONFIG_STORE);
-  const secretStore = new SecretStore(SECRET_STORE);
-  const secretValues = new Map<string, string>();
+  const text = configStore.get(SETTINGS_ITEM) ?? undefined;
+  if (settingsRead !== undefined && settingsRead.text === text && text !== undefined) return settingsRead;
+  if (text === undefined) {
+    // The per-item layout: read as the settings are asked for (one lookup each), never kept.
+    return { text, source: (key) => configStore.get(key) ?? undefined, problems: [] };
+  }
+  const document = parseSettingsDocument(text);
+  settingsRead = { text, source: document.source, problems: document.problems };
+  return settingsRead;
+}
+
+/**
+ * The Secret Store, read afresh for every request but only the entries it may need: the signing
+ * keys and the Upstash token for every request, the admin password and the origin's API token only
+ * for requests on the waiting room's own paths (see ownPath), which also check them all. A
+ * visitor's request reads two entries. They are read again on each request, never kept across
+ * requests, so a removed signing key (the emergency reset) stops working at once even in an
+ * instance that serves many requests; what is kept is the service built from them (see `built`).
+ */
+const secretValues = new Map<string, string | undefined>();
+let secretStore: SecretStore | undefined;
+
+async function fetchSecrets(keys: readonly string[]): Promise<void> {
+  secretValues.clear();
+  // Opened on first use (never at module top level, where stores do not exist).
+  const store = (secretStore ??= new SecretStore(SECRET_STORE));
   await Promise.all(
-    SECRET_KEYS.map(async (key) => {
-      const entry = await secretStore.get(key);
-      if (entry !== null) secretValues.set(key, entry.plaintext());
+    keys.map(async (key) => {
+      const entry = await store.get(key);
+      secretValues.set(key, entry === null ? undefined : entry.plaintext());
     }),
   );
-  return { settings: (key) => configStore.get(key) ?? undefined, secrets: (key) => secretValues.get(key) };
+}
+
+const secretSource: SettingSource = (key) => {
+  if (!secretValues.has(key)) throw new Error(`secret ${key} was asked for but not fetched for this request`);
+  return secretValues.get(key);
+};
+
+/**
+ * Whether a request may be for the admin page or API: any path that mentions the prefix, in any
+ * case or place (`//__wr/admin` is read as ours too). Generous on purpose: a request that reaches
+ * the admin code without its secrets fetched would be a 500.
+ */
+function ownPath(request: Request, prefix: string): boolean {
+  return new URL(request.url).pathname.toLowerCase().includes(prefix.toLowerCase().replace(/\/+$/, ''));
 }
 
 /** The Upstash store behind the `upstash` backend; its URL and token are required on Fastly. */
@@ -62,11 +108,6 @@ function createUpstashStore(config: Readonly<Config>, secrets: Readonly<Secrets>
     backend: UPSTASH_BACKEND,
   });
   return new UpstashQueueStore({ redis });
-}
-
-function createLogger(): LogPort {
-  const endpoint = new Logger(LOG_ENDPOINT);
-  return { log: (record: RequestLog) => endpoint.log(JSON.stringify(record)) };
 }
 
 /**
@@ -141,7 +182,11 @@ const LAST_VALID_KEY = 'waiting-room:last-valid-settings';
 /** How long a POP remembers the last valid settings. */
 const LAST_VALID_MS = 7 * 86_400_000;
 
-/** The last settings that built a working service, kept in the POP's cache (never the secrets). */
+/**
+ * The last settings that built a working service, kept in the POP's cache (never the secrets). The
+ * snapshot is the entry's body and also its metadata, so the check made on every request (holds)
+ * reads the metadata alone, without opening the body.
+ */
 export const coreCacheSettingsMemory: SettingsMemory = {
   async recall() {
     const entry = CoreCache.lookup(LAST_VALID_KEY);
@@ -149,9 +194,13 @@ export const coreCacheSettingsMemory: SettingsMemory = {
     return new Response(entry.body()).text();
   },
   async remember(snapshot) {
-    const writer = CoreCache.insert(LAST_VALID_KEY, { maxAge: LAST_VALID_MS });
+    const writer = CoreCache.insert(LAST_VALID_KEY, { maxAge: LAST_VALID_MS, userMetadata: snapshot });
     writer.append(snapshot);
     writer.close();
+  },
+  async holds(snapshot) {
+    const entry = CoreCache.lookup(LAST_VALID_KEY);
+    return entry !== null && new TextDecoder().decode(entry.userMetadata()) === snapshot;
   },
 };
 
@@ -175,46 +224,83 @@ function configFailure(request: Request, error: ConfigError, logger: LogPort): R
   return checkingPageResponse(request, DEFAULT_PREFIX, Date.now());
 }
 
+/** The Logger port over the log endpoint, each record with the vCPU time the request has used so far. */
+function createLogger(): LogPort {
+  const endpoint = new Logger(LOG_ENDPOINT);
+  return { log: (record: RequestLog) => endpoint.log(JSON.stringify({ ...record, vcpu_ms: vCpuTime() })) };
+}
+
+let logger: LogPort | undefined;
+/**
+ * The service built from one settings text and one key ring and Upstash token, kept for the
+ * instance: an instance that serves several requests parses nothing again and keeps its derived
+ * signing keys, until the settings item or those secrets change.
+ */
+let built: { readonly settings: SettingsRead; readonly secretsKey: string; readonly service: BuiltService } | undefined;
+
 export async function handleFastlyRequest(event: FetchEvent): Promise<Response> {
-  const logger = createLogger();
+  const log = (logger ??= createLogger());
   let service;
   try {
-    const sources = await readSources();
-    const built = await buildWithLastValid(
-      sources.settings,
-      sources.secrets,
-      {
-        store: createUpstashStore,
-        origin: { forward: forwardToOrigin },
-        logger,
-        clock: { now: () => Date.now() },
-        cache: simpleCacheStateCache,
-        templates: kvTemplateSource(),
-        authLimiter: edgeFailureLimiter,
-      },
-      coreCacheSettingsMemory,
-    );
-    service = built.service;
-    if (built.refused !== undefined) {
+    const settings = readSettings();
+    const prefix = built?.service.service.config.pathPrefix ?? (settings.source('path_prefix') ?? DEFAULT_PREFIX).trim();
+    if (ownPath(event.request, prefix)) {
+      await fetchSecrets(SECRET_KEYS);
+      // The waiting room's own paths (admin, API, health) check every secret, as before they were
+      // read on demand: a weak admin password is a 503 naming it there, never a visitor's problem.
+      parseSecrets(secretSource);
+    } else {
+      await fetchSecrets(['signing_keys', 'upstash_token']);
+    }
+    // The service depends on the settings, the key ring and the Upstash token (the store is built with it).
+    const secretsKey = `${secretValues.get('signing_keys') ?? ''}\n${secretValues.get('upstash_token') ?? ''}`;
+    if (built === undefined || built.settings !== settings || built.secretsKey !== secretsKey || built.service.refused !== undefined) {
+      // Refused settings are built again each request: the last valid ones may have been replaced.
+      const result = await buildWithLastValid(
+        settings.source,
+        secretSource,
+        {
+          store: createUpstashStore,
+          origin: { forward: forwardToOrigin },
+          logger: log,
+          clock: { now: () => Date.now() },
+          cache: simpleCacheStateCache,
+          templates: kvTemplateSource(),
+          authLimiter: edgeFailureLimiter,
+          readSecrets: parseSecretsOnDemand,
+        },
+        coreCacheSettingsMemory,
+        settings.problems,
+      );
+      built = { settings, secretsKey, service: result };
+    }
+    service = built.service.service;
+    if (built.service.refused !== undefined) {
       // Running on the last valid settings: say so on every request until the settings are fixed.
-      logger.log({
+      log.log({
         ts: new Date().toISOString(),
         method: event.request.method,
         path: new URL(event.request.url).pathname,
         status: 0,
         decision: 'config_refused_using_last_valid',
-        reason: built.refused.message,
+        reason: built.service.refused.message,
         pop: env('FASTLY_POP'),
       });
     }
   } catch (error) {
-    if (error instanceof ConfigError) return configFailure(event.request, error, logger);
-    return configFailure(event.request, new ConfigError([{ key: 'stores', message: String(error) }]), logger);
+    if (error instanceof ConfigError) return configFailure(event.request, error, log);
+    return configFailure(event.request, new ConfigError([{ key: 'stores', message: String(error) }]), log);
   }
   const country = event.client.geo?.country_code;
-  return service.handler(event.request, {
-    address: event.client.address,
-    pop: env('FASTLY_POP'),
-    country: typeof country === 'string' && country !== '' ? country : undefined,
-  });
+  try {
+    return await service.handler(event.request, {
+      address: event.client.address,
+      pop: env('FASTLY_POP'),
+      country: typeof country === 'string' && country !== '' ? country : undefined,
+    });
+  } catch (error) {
+    // A bad admin password or API token is found when an admin request first asks for it.
+    if (error instanceof ConfigError) return configFailure(event.request, error, log);
+    throw error;
+  }
 }

@@ -47,10 +47,10 @@ import { STORE_SCRIPTS } from '../../src/store/scripts';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
 import { table } from '../support/markdown-table';
 import { startRedisServer } from '../support/redis-server';
-import { localServerSection } from '../support/stack';
+import { configStoreItems, localServerSection } from '../support/stack';
 import { RequestLogKeeper, type TroubleSource } from './trouble';
 import { cookieFrom, findProjectFile, log, PATH, runConcurrent, send, tokenKind, type Cleanups, type Reply } from './util';
-import { locateComputeHost, runCommand, startComputeHost, startCountingProxy } from './wasm-host';
+import { locateComputeHost, runCommand, startComputeHost, startCountingProxy, type HostRequestStat } from './wasm-host';
 import { startBackends, startLoadWorker } from './workers';
 
 export type ArmName = 'node' | 'wasm';
@@ -253,7 +253,7 @@ export interface RoomHost {
   /** The client agent every pass uses towards this host. */
   readonly agent: http.Agent;
   /** `GET /__host/stats` of the stand-in: its timings per request (undefined where there are none). */
-  stats(): Promise<{ tInst: number; ms: number }[] | undefined>;
+  stats(): Promise<HostRequestStat[] | undefined>;
 }
 
 /** What a pass drives: one kind of host over its own store, counted two ways. */
@@ -471,7 +471,7 @@ export async function startWasmArm(
     const roomDir = join(dir, spec.variant);
     mkdirSync(join(roomDir, 'bin'), { recursive: true });
     copyFileSync(join(buildDir, 'main.wasm'), join(roomDir, 'bin', 'main.wasm'));
-    writeFileSync(join(roomDir, 'bin', 'config.json'), JSON.stringify({ ...dev.config, ...spec.overrides, upstash_url: proxy.url }));
+    writeFileSync(join(roomDir, 'bin', 'config.json'), JSON.stringify(configStoreItems({ ...dev.config, ...spec.overrides, upstash_url: proxy.url })));
     writeFileSync(join(roomDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
     const name = spec.variant === MAIN_ROOM.variant ? 'waiting-room-bench' : `waiting-room-bench-${spec.variant}`;
     writeFileSync(join(roomDir, 'fastly.toml'), manifest(name, localServerSection(originUrl, proxy.url)));

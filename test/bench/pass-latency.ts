@@ -10,7 +10,10 @@
  */
 import { table } from '../support/markdown-table';
 import { ARM_CONCURRENCY, countsBetween, MAIN_ROOM, visitorClasses, type Arm, type Pass, type VisitorClasses } from './harness';
-import { log, mean, median, ms, PATH, percentile, signedMs } from './util';
+import type http from 'node:http';
+import type { RequestLogKeeper } from './trouble';
+import { log, mean, median, ms, PATH, percentile, send, signedMs } from './util';
+import { hostStats, type HostRequestStat } from './wasm-host';
 import { runLoadPlan, type ArmSample, type ArmSpec } from './workers';
 
 /** Node: warm-up per arm, then rounds × per-round requests per arm, arms interleaved. */
@@ -23,6 +26,44 @@ const LATENCY_RUN_BUDGET_MS = 35_000;
 /** Wasm, the stand-in's numbers only: concurrency 1, warm-up per arm, rounds × per-round per arm. */
 const WASM_LATENCY_RUN = { concurrency: 1, warmup: 10, rounds: 5, perRound: 20 } as const;
 const WASM_LATENCY_BUDGET_MS = 20_000;
+/** The ratio an admitted visitor's mean latency may reach over the bare proxy wasm's (issue 12, item 6). */
+const ADMITTED_RATIO_TARGET = 1.3;
+/** Requests per class in the census of hostcalls and vCPU time, sent one at a time after the run. */
+const CENSUS_REQUESTS = 10;
+
+/** One request class's cost on the stand-in: hostcalls and run time from its stats, vCPU from the log. */
+interface ClassCensus {
+  readonly name: string;
+  readonly hostcalls: number | undefined;
+  readonly runMs: number | undefined;
+  readonly vcpuMs: number | undefined;
+  readonly decisions: string;
+}
+
+/**
+ * Sends CENSUS_REQUESTS requests of one class, one at a time, and reads what the host says they
+ * cost: its `/__host/stats` (hostcalls, the wasm's run) and the room's log (`vcpu_ms`, what the
+ * engine's `vCpuTime()` returned when the request logged; on the stand-in that is the wall time of
+ * the request so far, not a CPU meter).
+ */
+async function census(name: string, url: string, agent: http.Agent, cookie: string, statsUrl: string, keeper: RequestLogKeeper | undefined): Promise<ClassCensus> {
+  const mark = keeper?.vcpuCount() ?? 0;
+  for (let i = 0; i < CENSUS_REQUESTS; i++) await send(agent, 'GET', url, { cookie });
+  const stats: readonly HostRequestStat[] = (await hostStats(statsUrl))?.slice(-CENSUS_REQUESTS) ?? [];
+  const numbers = (values: readonly (number | undefined)[]): number[] => values.filter((v): v is number => typeof v === 'number');
+  const hostcalls = numbers(stats.map((s) => s.hostcalls));
+  const run = numbers(stats.map((s) => (s.tRun === undefined ? undefined : s.tRun - s.tInst)));
+  // The log is written by the host's stdout reader: give it a moment to catch up.
+  await new Promise((r) => setTimeout(r, 200));
+  const logged = keeper?.vcpuSince(mark) ?? [];
+  return {
+    name,
+    hostcalls: hostcalls.length > 0 ? median(hostcalls) : undefined,
+    runMs: run.length > 0 ? median(run) : undefined,
+    vcpuMs: logged.length > 0 ? median(logged.map((l) => l.ms)) : undefined,
+    decisions: [...new Set(logged.map((l) => l.decision))].join(', ') || '—',
+  };
+}
 
 /**
  * `n` admitted visitors' access cookies: the round-trip pass's, or (the pass run alone) `n` fresh
@@ -106,7 +147,8 @@ function wasmLatencyReport(
   truncated: boolean,
   storeHttp: number,
   storeRedis: number,
-  hostStats: { tInst: number; ms: number }[] | undefined,
+  hostStats: readonly HostRequestStat[] | undefined,
+  classes: readonly ClassCensus[],
 ): { text: string; failed: boolean } {
   const stats = arms.map((arm) => ({ arm, p50: percentile([...arm.latencies].sort((a, b) => a - b), 50), mean: mean(arm.latencies) }));
   const base = stats[0];
@@ -126,10 +168,30 @@ function wasmLatencyReport(
     hostStats !== undefined && hostStats.length > 0
       ? ` The host's own timings of this run's ${hostStats.length} waiting-room requests (GET /__host/stats): median ${ms(median(hostStats.map((s) => s.ms)))} ms, of which ${ms(median(hostStats.map((s) => s.tInst)))} ms instantiating the wasm.`
       : '';
+  const admitted = stats[1];
+  const ratio = base !== undefined && admitted !== undefined ? admitted.mean / base.mean : NaN;
+  const censusRows = classes.map((c) => [
+    c.name,
+    c.hostcalls === undefined ? 'n/a' : String(c.hostcalls),
+    c.runMs === undefined ? 'n/a' : ms(c.runMs),
+    c.vcpuMs === undefined ? 'n/a' : String(c.vcpuMs),
+    c.decisions,
+  ]);
   const text = [
     `### Wasm latency on the Compute host: the stand-in's numbers, NOT Fastly's (concurrency ${run.concurrency}; ${run.warmup} warm-up then ${run.rounds} interleaved rounds × ${run.perRound} per arm)`,
     '',
     table(['arm', 'requests', 'p50 ms', 'mean ms', 'added p50', 'added mean'], ['l', 'r', 'r', 'r', 'r', 'r'], rows),
+    '',
+    `Admitted visitor vs the bare proxy wasm, this run: **${Number.isFinite(ratio) ? ratio.toFixed(2) : 'n/a'}×** the mean (target ≤ ${ADMITTED_RATIO_TARGET}×${
+      Number.isFinite(ratio) && ratio <= ADMITTED_RATIO_TARGET ? ', met' : ', NOT met'
+    }).`,
+    '',
+    `Per request class, ${CENSUS_REQUESTS} requests each sent one at a time after the run (medians):`,
+    '',
+    table(['class', 'hostcalls', 'wasm run ms (after instantiating)', 'engine vCPU ms (vCpuTime)', 'logged decisions'], ['l', 'r', 'r', 'r', 'l'], censusRows),
+    '',
+    'Hostcalls and run time are the host\'s (`GET /__host/stats`). The vCPU column is what `vCpuTime()` (fastly:compute) returned when the request wrote its log line; ' +
+      'the stand-in answers it with whole milliseconds of wall time since the request arrived, instantiation included, so it is a ceiling, not a CPU meter. The bare proxy writes no log.',
     '',
     `The host instantiates a fresh wasm for every request, so absolute numbers say nothing about Fastly; "added" is this arm minus the bare proxy wasm on the same host.${instantiate}` +
       ` Store requests during this run: ${storeHttp} HTTP / ${storeRedis} Redis, for ${expectedStore} waiting polls sent${storeOk ? ' — as expected.' : ' — MISMATCH.'}` +
@@ -188,8 +250,13 @@ async function runWasmLatency(arm: Arm): Promise<{ text: string; failed: boolean
   const store = countsBetween(before, await arm.snapshot());
   // The host's timings of this run's waiting-room requests: the last ones it served (concurrency 1).
   const appRequests = (result.arms[1]?.sent ?? 0) + (result.arms[2]?.sent ?? 0);
-  const hostStats = (await host.stats())?.slice(-appRequests);
-  return wasmLatencyReport(result.arms, result.truncated, store.http, store.redis, hostStats);
+  const appStats = (await host.stats())?.slice(-appRequests);
+  const costs = [
+    await census('bare proxy wasm', `${bare}${PATH}`, host.agent, accessCookies[0]!, bare, undefined),
+    await census('admitted (token check)', classes.page, host.agent, accessCookies[0]!, host.url, host.log),
+    await census('waiting poll (1 store trip)', classes.page, host.agent, waitingCookies[0]!, host.url, host.log),
+  ];
+  return wasmLatencyReport(result.arms, result.truncated, store.http, store.redis, appStats, costs);
 }
 
 export function latencyPass(): Pass {

@@ -52,10 +52,22 @@ export class RequestLogKeeper implements TroubleSource {
   /** The host's own error lines (a Compute host's stderr: a wasm trap, a backend error), the first ones. */
   readonly #hostLines: string[] = [];
   #hostLinesSeen = 0;
+  /** The engine's vCPU time (`vcpu_ms`, the Fastly adapter's log field) of each record, in order. */
+  readonly #vcpu: { decision: string; ms: number }[] = [];
   constructor(readonly name: string) {}
   add(record: RequestLog): void {
     this.#logged++;
+    const vcpu = (record as { vcpu_ms?: unknown }).vcpu_ms;
+    if (typeof vcpu === 'number') this.#vcpu.push({ decision: record.decision, ms: vcpu });
     if (isTrouble(record)) this.#trouble.push(record);
+  }
+  /** How many records carried a vCPU time so far: a mark for vcpuSince. */
+  vcpuCount(): number {
+    return this.#vcpu.length;
+  }
+  /** The vCPU times logged since `mark`, with each request's decision. */
+  vcpuSince(mark: number): readonly { decision: string; ms: number }[] {
+    return this.#vcpu.slice(mark);
   }
   /** Requests so far that met a store failure. */
   troubleCount(): number {

@@ -145,12 +145,38 @@ export async function startCountingProxy(target: string): Promise<CountingProxy>
   };
 }
 
+/** One request as the stand-in's `GET /__host/stats` reports it. */
+export interface HostRequestStat {
+  readonly ms: number;
+  /** Instantiating the wasm. */
+  readonly tInst: number;
+  /** The wasm's run, instantiation included. */
+  readonly tRun?: number;
+  /** Every fastly_* hostcall the request made. */
+  readonly hostcalls?: number;
+}
+
+/** `GET /__host/stats` of a stand-in at `url` (undefined from a host that has no such path). */
+export async function hostStats(url: string): Promise<HostRequestStat[] | undefined> {
+  const agent = new http.Agent({ keepAlive: false });
+  try {
+    const reply = await send(agent, 'GET', `${url}/__host/stats`);
+    const parsed: unknown = JSON.parse(reply.body);
+    if (!Array.isArray(parsed)) return undefined;
+    return parsed.filter((e): e is HostRequestStat => typeof e === 'object' && e !== null && typeof e.tInst === 'number' && typeof e.ms === 'number');
+  } catch {
+    return undefined;
+  } finally {
+    agent.destroy();
+  }
+}
+
 export interface ComputeHostProcess {
   readonly url: string;
   /** The host's request log: its `wr_log :: {json}` lines on stdout. */
   readonly log: RequestLogKeeper;
   /** `GET /__host/stats` of the stand-in (undefined from a host that has no such path). */
-  stats(): Promise<{ tInst: number; ms: number }[] | undefined>;
+  stats(): Promise<HostRequestStat[] | undefined>;
   stop(): Promise<void>;
 }
 
@@ -245,21 +271,7 @@ export async function startComputeHost(name: string, fastlyCli: string, viceroyP
   return {
     url,
     log: requestLog,
-    async stats() {
-      const agent = new http.Agent({ keepAlive: false });
-      try {
-        const reply = await send(agent, 'GET', `${url}/__host/stats`);
-        const parsed: unknown = JSON.parse(reply.body);
-        if (!Array.isArray(parsed)) return undefined;
-        return parsed.filter(
-          (e): e is { tInst: number; ms: number } => typeof e === 'object' && e !== null && typeof e.tInst === 'number' && typeof e.ms === 'number',
-        );
-      } catch {
-        return undefined;
-      } finally {
-        agent.destroy();
-      }
-    },
+    stats: () => hostStats(url),
     stop,
   };
 }

@@ -702,6 +702,8 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
       const snapshot = JSON.stringify({ page_title: `check ${Date.now()}` });
       await coreCacheSettingsMemory.remember(snapshot);
       equal(await coreCacheSettingsMemory.recall(), snapshot, 'recalled snapshot');
+      equal(await coreCacheSettingsMemory.holds!(snapshot), true, 'holds the remembered snapshot (by its metadata)');
+      equal(await coreCacheSettingsMemory.holds!(`${snapshot} `), false, 'does not hold another snapshot');
     });
     await run.check("fastly:cache SimpleCache answers the second read from the POP's cache", async () => {
       const key = `engine-check-${Date.now()}-${Math.random()}`;

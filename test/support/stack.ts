@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Redis } from '@upstash/redis';
 import IORedis from 'ioredis';
+import { SETTINGS_ITEM } from '../../src/core/config';
 import type { FailureLimiter, RequestLog } from '../../src/core/ports';
 import { startDemoOrigin } from '../../src/node/demo-origin';
 import { freePort, startHost, type RunningServer } from '../../src/node/host';
@@ -158,11 +159,21 @@ export function localServerSection(originUrl: string, upstashUrl: string): strin
   ];
 }
 
+/** A Config Store's items for these settings: the one `settings` item, a JSON object (see SETTINGS_ITEM). */
+export function configStoreItems(settings: Record<string, string>): Record<string, string> {
+  return { [SETTINGS_ITEM]: JSON.stringify(settings) };
+}
+
 export interface WasmOptions {
   /** Path of Viceroy or a stand-in taking its command line. */
   readonly viceroyPath: string;
   readonly settings?: Record<string, string>;
   readonly secrets?: Record<string, string>;
+  /**
+   * The Config Store's items as given, instead of the `settings` item made from `settings` (the
+   * per-setting layout, a broken item); `settingsFor` gives the settings the stack needs.
+   */
+  readonly configItems?: (settings: Record<string, string>) => Record<string, string>;
   /** Entries of the KV Store `wr_templates`, served from bin/templates.json. */
   readonly templates?: Record<string, string>;
 }
@@ -171,7 +182,7 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
   const shared = await startShared();
   const dir = mkdtempSync(join(tmpdir(), 'wr-wasm-'));
   buildWasmInto(dir);
-  writeFileSync(join(dir, 'bin', 'config.json'), JSON.stringify(settingsFor(shared, options.settings ?? {})));
+  writeFileSync(join(dir, 'bin', 'config.json'), JSON.stringify((options.configItems ?? configStoreItems)(settingsFor(shared, options.settings ?? {}))));
   writeFileSync(join(dir, 'bin', 'secrets.json'), JSON.stringify({ ...BASE_SECRETS, ...options.secrets }));
   if (options.templates !== undefined) writeFileSync(join(dir, 'bin', 'templates.json'), JSON.stringify(options.templates));
   writeFileSync(
