@@ -2179,7 +2179,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
     it('start with the allow-key-locking shebang, touch only KEYS, and read no clock or randomness', () => {
       // Helpers whose first parameter is a key; their every call must pass a key bound from KEYS.
       const KEY_HELPERS = ['read_int', 'count_after', 'trim', 'zrem_many'];
-      const POLICY_KEYS = ['K_TAIL', 'K_CURSOR', 'K_PERIOD', 'K_ACTIVE', 'K_RESERVED', 'K_ADMITS', 'K_BATCHES', 'K_WAITS', 'K_CTL', 'K_WAITING', 'K_HISTORY'];
+      const POLICY_KEYS = ['K_TAIL', 'K_ACTIVE', 'K_RESERVED', 'K_ADMITS', 'K_WAITS', 'K_CTL', 'K_WAITING', 'K_HISTORY'];
       for (const { name, text } of STORE_SCRIPTS) {
         expect(text.split('\n')[0], name).toBe('#!lua flags=allow-key-locking');
         // Keys are bound once, from KEYS and nowhere else, in the order the store passes them.
@@ -2203,7 +2203,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
           const keys = name === 'admit' ? [...POLICY_KEYS, 'K_IDEM'] : POLICY_KEYS;
           expect(bound, name).toEqual(keys.map((key, i) => [key, `KEYS[${i + 1}]`]));
           // …and never reassigned.
-          expect(bindings, `${name}: K_* bound once`).toBe(name === 'admit' ? 5 : 4);
+          expect(bindings, `${name}: K_* bound once`).toBe(name === 'admit' ? 3 : 2);
         }
         const keyArgs = new Set([...keyNames, 'key', 'KEYS[1]', 'KEYS[2]']);
         const calls = [...text.matchAll(/redis\.p?call\(\s*'(\w+)'\s*,\s*([^,)]+)/g)];
@@ -2235,12 +2235,17 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await store.stats(q, T0, cap(1, 0))).toMatchObject({ tail: 0, cursor: 0, active: 0 });
       expect(await direct.keys(`${prefix}:*`)).toEqual([]);
       await store.join(q, at(P, 250), every(4));
-      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:admits`, `${base}:ctl`, `${base}:cursor`, `${base}:history`, `${base}:period`, `${base}:tail`]);
-      // The first run on an absent state wrote its generation (seed 0 + now + 1), and only that.
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen: String(at(P, 250) + 1) });
-      expect(await direct.mget(`${base}:tail`, `${base}:cursor`)).toEqual(['1', '4']);
-      // The period key holds the start (ms) of the period that admitted; the join's own ticket walked in.
-      expect(await direct.get(`${base}:period`)).toBe(String(at(P)));
+      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:admits`, `${base}:ctl`, `${base}:history`, `${base}:tail`]);
+      // The first run on an absent state wrote its generation (seed 0 + now + 1); ctl also holds the
+      // cursor, the start (ms) of the period that admitted (the join's own ticket walked in) and the
+      // minute whose history point is written, so one HMGET reads them all.
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({
+        gen: String(at(P, 250) + 1),
+        cursor: '4',
+        period: String(at(P)),
+        hist: String(Math.floor(at(P, 250) / 60_000) * 60_000),
+      });
+      expect(await direct.get(`${base}:tail`)).toBe('1');
       expect(await direct.zrange(`${base}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(at(P, 250))]);
       // A later step calls existing tickets with a claim deadline, and no admission entry until the claim.
       await joinMany(store, q, 5, at(P, 300), every(4));
@@ -2258,12 +2263,12 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await store.leave(c, 1, T0 + 1_000, policy, 0);
       // The slot 1 held is gone (an empty sorted set is no key); 2 is reserved.
       expect((await direct.keys(`${prefix}:{${c}}*`)).sort()).toEqual(
-        ['admits', 'ctl', 'cursor', 'history', 'reserved', 'tail', 'waits'].map((k) => `${cb}:${k}`),
+        ['admits', 'ctl', 'history', 'reserved', 'tail', 'waits'].map((k) => `${cb}:${k}`),
       );
       expect(await direct.zrange(`${cb}:reserved`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 11_000)]);
       expect(await direct.zrange(`${cb}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(T0), '2', String(T0 + 1_000)]);
       expect(await direct.zrange(`${cb}:waits`, 0, -1, 'WITHSCORES')).toEqual(['1:0', String(T0)]);
-      expect(await direct.hgetall(`${cb}:ctl`)).toEqual({ max_new_per_minute: '7', gen: String(T0 + 1) });
+      expect(await direct.hgetall(`${cb}:ctl`)).toEqual({ max_new_per_minute: '7', gen: String(T0 + 1), cursor: '2', hist: String(Math.floor(T0 / 60_000) * 60_000) });
       await store.claim(c, 2, T0 + 2_000, policy, 1_500);
       expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 2_000 + SESSION_MS)]);
       // The claim re-timed 2's admission from its call to its arrival.
@@ -2312,9 +2317,10 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       const policy = withEvent(randomly(OFF), MIN0 + 1_000, 7);
       await store.join(q, MIN0 + 500, policy);
       const gen = String(7 + MIN0 + 500 + 1);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen });
+      // The minute's history point is written (hist marks its minute); no cursor before the start.
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, hist: String(MIN0) });
       await store.join(q, MIN0 + 1_000, policy);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, hist: String(MIN0), ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['1', String(MIN0 + 500), '2', String(MIN0 + 1_000)]);
       await store.draw(q, 1, MIN0 + 2_000, policy, 0);
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['2', String(MIN0 + 1_000), '1', String(MIN0 + 2_000)]);
@@ -2333,9 +2339,9 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       // frozen event; the line's keys go.
       await store.control(q, { maxActive: 3 }, MIN0 + 3_700_000, policy);
       await store.reset(q, MIN0 + 3_700_001, policy);
-      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:ctl`, `${base}:cursor`, `${base}:tail`]);
-      expect(await direct.mget(`${base}:tail`, `${base}:cursor`)).toEqual(['2', '2']);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, max_active: '3', epoch: String(MIN0 + 3_700_001) });
+      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:ctl`, `${base}:tail`]);
+      expect(await direct.get(`${base}:tail`)).toBe('2');
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, cursor: '2', max_active: '3', epoch: String(MIN0 + 3_700_001) });
     });
 
     it('draws the same tickets as the memory store for the same seeds, in ZSET order (score, then member bytes)', async () => {
@@ -2382,7 +2388,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
 
     it('refuse a foreign caller\'s bad arguments inside Lua too, changing nothing', async () => {
       const q = randomQueue();
-      const keys = ['tail', 'cursor', 'period', 'active', 'reserved', 'admits', 'batches', 'waits', 'ctl', 'waiting', 'history'].map(
+      const keys = ['tail', 'active', 'reserved', 'admits', 'waits', 'ctl', 'waiting', 'history'].map(
         (k) => `wrt-x:{${q}}:${k}`,
       );
       const control = STORE_SCRIPTS.find((s) => s.name === 'control')!;

@@ -73,8 +73,6 @@ interface MemoryQueue {
    * call, re-timed to the claim when the reservation is claimed (see the header of scripts.ts).
    */
   readonly admits: Map<string, number>;
-  /** `<from>-<to>` → time (ms) of a rate-mode batch. */
-  readonly batches: Map<string, number>;
   /** `<ticket>:<waitedMs>` → time (ms). */
   readonly waits: Map<string, number>;
   /** Random method: ticket → last poll time (ms). */
@@ -389,7 +387,7 @@ export class MemoryQueueStore implements QueueStore {
     if (applied) {
       q.cursor = q.tail;
       q.lastPeriodStart = undefined;
-      for (const scores of [q.reserved, q.admits, q.batches, q.waits, q.waiting, q.history]) scores.clear();
+      for (const scores of [q.reserved, q.admits, q.waits, q.waiting, q.history]) scores.clear();
       removeUpTo(q.active, p.nowMs);
       q.event = undefined;
       q.epoch = p.nowMs;
@@ -450,7 +448,6 @@ function emptyQueue(): MemoryQueue {
     active: new Map(),
     reserved: new Map(),
     admits: new Map(),
-    batches: new Map(),
     waits: new Map(),
     waiting: new Map(),
     history: new Map(),
@@ -550,14 +547,6 @@ function admittedCounts(q: MemoryQueue, nowMs: number, callEntries: boolean): { 
       five += 1;
     }
   }
-  for (const [member, at] of q.batches) {
-    if (at <= nowMs - KEEP_MS) continue;
-    const range = /^(\d+)-(\d+)$/.exec(member);
-    if (range === null) continue;
-    const size = Number(range[2]) - Number(range[1]) + 1;
-    five += size;
-    if (at > nowMs - MINUTE_MS) minute += size;
-  }
   return { minute, five };
 }
 
@@ -644,7 +633,6 @@ function autoAdmit(r: Run, walkIn?: number): void {
   const target = Math.min(q.cursor + p.count, q.tail + p.count);
   if (target <= q.cursor) return;
   trim(q.admits, p.nowMs);
-  trim(q.batches, p.nowMs);
   let lastReserved = Math.min(target, q.tail);
   if (walkIn !== undefined && lastReserved === walkIn) lastReserved = walkIn - 1;
   if (lastReserved > q.cursor) callTickets(r, q.cursor + 1, lastReserved, false);
@@ -678,7 +666,6 @@ function expire(q: MemoryQueue, nowMs: number): number {
   }
   removeUpTo(q.active, nowMs);
   trim(q.admits, nowMs);
-  trim(q.batches, nowMs);
   trim(q.waits, nowMs);
   return lapsed;
 }

@@ -63,7 +63,7 @@
  *                                   caller's clock and Redis's. Only the two VIP scripts touch it.
  *   `${prefix}:{${queue}}:admit:<key>`  STRING, an explicit admit's idempotency key → the number it
  *                                   admitted, kept IDEMPOTENCY_MS (PX). Only the admit script
- *                                   touches it, as its KEYS[12].
+ *                                   touches it, as its KEYS[9].
  *
  * Modes: capacity mode while the effective `maxActive > 0 || maxNewPerMinute > 0`, else rate mode
  * (the period step, exactly as before thresholds existed). Figures are counted by score (a slot or
@@ -260,12 +260,9 @@ export class StoreArgumentError extends RangeError {
 
 export interface QueueKeys {
   readonly tail: string;
-  readonly cursor: string;
-  readonly period: string;
   readonly active: string;
   readonly reserved: string;
   readonly admits: string;
-  readonly batches: string;
   readonly waits: string;
   readonly ctl: string;
   readonly waiting: string;
@@ -290,12 +287,9 @@ export function buildQueueKeys(prefix: string, queue: string): QueueKeys {
   const base = `${prefix}:{${queue}}`;
   return {
     tail: `${base}:tail`,
-    cursor: `${base}:cursor`,
-    period: `${base}:period`,
     active: `${base}:active`,
     reserved: `${base}:reserved`,
     admits: `${base}:admits`,
-    batches: `${base}:batches`,
     waits: `${base}:waits`,
     ctl: `${base}:ctl`,
     waiting: `${base}:waiting`,
@@ -307,12 +301,9 @@ export function buildQueueKeys(prefix: string, queue: string): QueueKeys {
 export function policyKeys(keys: QueueKeys): string[] {
   return [
     keys.tail,
-    keys.cursor,
-    keys.period,
     keys.active,
     keys.reserved,
     keys.admits,
-    keys.batches,
     keys.waits,
     keys.ctl,
     keys.waiting,
@@ -713,19 +704,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'f1175bafc9d5efd6ec04b31c803a9b30c3419fef';
-export const POLL_SHA1 = '49bd17b5ae2ab33f2d246298c6d72f547153267d';
-export const CLAIM_SHA1 = 'ec1dc1b10cb22d4b353e45862a9acc7ea909e87b';
-export const TOUCH_SHA1 = '98c0fcc85b8c24f936c2e2c36f24208a9a6779ed';
-export const LEAVE_SHA1 = 'aa5643ee23ef6241ce3556e2550122e6498bddff';
-export const ADMIT_SHA1 = '538e5f502854553c95dcc626555f6103bbeca927';
-export const CONTROL_SHA1 = 'c3212d50682fd9a8d9fe2bc2a9523c98fe115c48';
-export const STATS_SHA1 = '4e7103f8ebe068e9d3cc4da099425d07a79e6a18';
-export const PEEK_SHA1 = '904d517423da8edf0c920a3730fa05b89debc1ea';
+export const JOIN_SHA1 = 'ff56a6973b5e30377114f0ad7bba86b3ef290952';
+export const POLL_SHA1 = '0d5d14e11371f53bb4309676fc9e2a363f93bdfa';
+export const CLAIM_SHA1 = 'cbc4bcf5f2ef0a11bd5d12c29a834741b99a6408';
+export const TOUCH_SHA1 = 'aee62c8e99d1f6845cd4c26868cb421309d4cc71';
+export const LEAVE_SHA1 = '2df9e1aedfbb6eef306ce2d423bfd5c74b9946a2';
+export const ADMIT_SHA1 = 'a66c585f3fc01d8b903a9ec8fbde9bcfb26d87c6';
+export const CONTROL_SHA1 = '03c641a19fd312a2ffe0af79196afb4516b74257';
+export const STATS_SHA1 = '20c3e03ac5f2d6e243e23374bfce991ed17db69a';
+export const PEEK_SHA1 = '6a6e3630522f741357a6fbc67221e9704d9e3e82';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'bc78e7e3e7c21e9830002b189ed1efb1bd953998';
-export const RESET_SHA1 = 'ad71d41cfe87c3875f754f6ae15dccb683c89b1f';
+export const DRAW_SHA1 = '28349e62c3be1788facad6488505600e7b120456';
+export const RESET_SHA1 = '93ab7c871f9260e443c7bf7de7436d22e517ebcb';
 export const HISTORY_SHA1 = '477f9424e713adddf354af016672c744b539c5b3';
 
 export interface StoreScript {

@@ -204,7 +204,7 @@ export class UpstashQueueStore implements QueueStore {
 
   async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
     const keys = buildQueueKeys(this.#prefix, queue);
-    const reply = parseReply(PEEK, await this.#run(PEEK, [keys.tail, keys.cursor], []), 2);
+    const reply = parseReply(PEEK, await this.#run(PEEK, [keys.tail, keys.ctl], []), 2);
     return { tail: reply.int(0), cursor: reply.int(1) };
   }
 

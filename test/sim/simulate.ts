@@ -545,9 +545,9 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
     waiting: number;
   }
   const snapshot = async (): Promise<Snapshot> => {
-    const [info, values] = await Promise.all([direct.info('commandstats'), direct.mget(keys.tail, keys.cursor)]);
-    const tail = Number(values[0] ?? 0);
-    const cursor = Number(values[1] ?? 0);
+    const [info, tailValue, cursorValue] = await Promise.all([direct.info('commandstats'), direct.get(keys.tail), direct.hget(keys.ctl, 'cursor')]);
+    const tail = Number(tailValue ?? 0);
+    const cursor = Number(cursorValue ?? 0);
     const wrapper = { join: sum(store.perSecond.join), poll: sum(store.perSecond.poll), admit: sum(store.perSecond.admit), peek: sum(store.perSecond.peek) };
     return { wrapper, fetch: fetchCounter.requests, redis: scriptCalls(info), waiting: Math.max(0, tail - cursor) };
   };

@@ -4,10 +4,10 @@
 --- Each ticket called gets a reservation (capacity mode and random: and an admission entry), even
 --- beyond the thresholds (explicit admits are the operator's decision; automatic admission then
 --- waits until the usage is back under them). Rate mode first hands lapsed calls on (FIFO: replaced,
---- random: redrawn), not counted in `admitted`. Works while paused. ARGV 12 count (>= 1); KEYS[12],
+--- random: redrawn), not counted in `admitted`. Works while paused. ARGV 12 count (>= 1); KEYS[9],
 --- optional, the idempotency key's store key (see IDEMPOTENT_REPLAY). Returns the state, then
 --- admitted and replayed (0/1).
--- wr admit: KEYS tail, cursor, period, active, reserved, admits, batches, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, idempotency; ARGV ..., count; returns {state..., admitted, replayed}
+-- wr admit: KEYS tail, active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, idempotency; ARGV ..., count; returns {state..., admitted, replayed}
 -- #include policy_header
 -- #include read_queue
 

@@ -6,7 +6,7 @@
 --- had already passed, or that this join's own step called, walks in (admitted now, claimed); random:
 --- a ticket drawn in this call is collected at once and reported claimed. Returns the state, then
 --- ticket and claimed (0/1). ARGV 12: the recovery window, ms ('' = none; see Recovery).
--- wr join: KEYS tail, cursor, period, active, reserved, admits, batches, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms; returns {state..., ticket, claimed}
+-- wr join: KEYS tail, active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms; returns {state..., ticket, claimed}
 -- #include policy_header
 
 if (ARGV[12] or '') ~= '' then RECOVER_MS = arg_int(12, 1) end
@@ -14,7 +14,7 @@ local ticket = redis.call('INCR', K_TAIL)
 prologue(ticket - 1)
 if RANDOM then redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket)) end
 local tail = ticket
-local cursor = read_int(K_CURSOR) or 0
+local cursor = ctl_int('cursor') or 0
 local paused, max_active, max_new = read_controls()
 local claimed = 0
 if max_active > 0 or max_new > 0 then
@@ -30,7 +30,7 @@ elseif RANDOM then
 else
   if not OPEN and cursor > ticket - 1 then
     cursor = ticket - 1
-    redis.call('SET', K_CURSOR, fmt(cursor))
+    set_ctl('cursor', fmt(cursor))
   end
   cursor = auto_admit(tail, cursor, paused, ticket)
   if ticket <= cursor then

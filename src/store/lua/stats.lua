@@ -1,7 +1,7 @@
 #!lua flags=allow-key-locking
 --- Read the figures, writing nothing. Returns the state, then reserved (live reservations), and the
 --- sum (ms) and count of the waits recorded in the last 300 s.
--- wr stats: KEYS tail, cursor, period, active, reserved, admits, batches, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms; returns {state..., reserved, wait_sum_ms, wait_count}
+-- wr stats: KEYS tail, active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms; returns {state..., reserved, wait_sum_ms, wait_count}
 -- #include policy_header
 
 GEN_READ_ONLY = true

@@ -21,7 +21,6 @@ local function expire()
   end
   redis.call('ZREMRANGEBYSCORE', K_ACTIVE, '-inf', fmt(NOW))
   trim(K_ADMITS)
-  trim(K_BATCHES)
   trim(K_WAITS)
 end
 local function free_slots(max_active, max_new)

@@ -22,6 +22,6 @@ local function draw_tickets(cursor, n)
     redis.call('ZADD', K_ADMITS, fmt(NOW), m)
     present = present - 1
   end
-  redis.call('SET', K_CURSOR, fmt(cursor + k))
+  set_ctl('cursor', fmt(cursor + k))
   return cursor + k
 end

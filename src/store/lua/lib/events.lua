@@ -4,16 +4,16 @@
 --- mode the visitors whose last poll is presenceMs old leave the draw.
 
 local function read_event()
-  local c = redis.call('HMGET', K_CTL, 'ev_start', 'ev_size', 'ev_seed', 'epoch')
+  local c = ctl()
   local size, seed = 0, 0
-  if EVENT_START > 0 and tonumber(c[1]) == EVENT_START then
-    size, seed = tonumber(c[2]) or 0, tonumber(c[3]) or 0
+  if EVENT_START > 0 and tonumber(c.ev_start or nil) == EVENT_START then
+    size, seed = tonumber(c.ev_size or nil) or 0, tonumber(c.ev_seed or nil) or 0
   end
-  return size, seed, tonumber(c[4]) or 0
+  return size, seed, tonumber(c.epoch or nil) or 0
 end
 local function prologue(tail_before)
-  if EVENT_START > 0 and NOW >= EVENT_START and tonumber(redis.call('HGET', K_CTL, 'ev_start')) ~= EVENT_START then
-    redis.call('HSET', K_CTL, 'ev_start', fmt(EVENT_START), 'ev_size', fmt(tail_before), 'ev_seed', fmt(SEED))
+  if EVENT_START > 0 and NOW >= EVENT_START and tonumber(ctl().ev_start or nil) ~= EVENT_START then
+    set_ctl('ev_start', fmt(EVENT_START), 'ev_size', fmt(tail_before), 'ev_seed', fmt(SEED))
   end
   if RANDOM then redis.call('ZREMRANGEBYSCORE', K_WAITING, '-inf', fmt(NOW - PRESENCE_MS)) end
 end

@@ -33,15 +33,6 @@ local function admitted_counts(call_entries)
   end
   minute = minute + live
   five = five + live
-  local rows = redis.call('ZRANGEBYSCORE', K_BATCHES, '(' .. fmt(NOW - KEEP_MS), '+inf', 'WITHSCORES')
-  for i = 1, #rows, 2 do
-    local from, to = string.match(rows[i], '^(%d+)-(%d+)$')
-    if from then
-      local size = tonumber(to) - tonumber(from) + 1
-      five = five + size
-      if tonumber(rows[i + 1]) > NOW - MINUTE_MS then minute = minute + size end
-    end
-  end
   return minute, five
 end
 -- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m,
@@ -59,10 +50,13 @@ local function read_state(tail, cursor, paused, max_active, max_new)
 end
 local function record_history(state)
   local minute = math.floor(NOW / MINUTE_MS) * MINUTE_MS
-  if redis.call('ZCOUNT', K_HISTORY, fmt(minute), fmt(minute)) > 0 then return end
+  -- ctl `hist` marks the minute already recorded: read with the controls, so the minute's other
+  -- runs pay nothing for the history.
+  if tonumber(ctl().hist) == minute then return end
   redis.call('ZREMRANGEBYSCORE', K_HISTORY, '-inf', fmt(NOW - HISTORY_MS))
   local waiting = state[11]
   if not RANDOM then waiting = math.max(0, state[1] - state[2]) end
   local member = {fmt(minute), fmt(state[1]), fmt(state[2]), fmt(waiting), fmt(state[6]), fmt(state[7])}
   redis.call('ZADD', K_HISTORY, fmt(minute), table.concat(member, ':'))
+  set_ctl('hist', fmt(minute))
 end

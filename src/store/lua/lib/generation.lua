@@ -9,11 +9,11 @@
 
 local GEN, GEN_READ_ONLY = 0, false
 local function ensure_gen(v)
-  local g = tonumber(v)
+  local g = tonumber(v or nil)
   if g then return g end
   if GEN_READ_ONLY then return 0 end
   g = ((SEED + NOW) % __MAX_SEED__) + 1
-  redis.call('HSET', K_CTL, 'gen', fmt(g))
+  set_ctl('gen', fmt(g))
   return g
 end
 local function foreign_gen(i)

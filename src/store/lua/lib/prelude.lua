@@ -1,11 +1,10 @@
---- Every key bound once from KEYS, and the policy from ARGV 1..11 (validated again: the TS side
+--- Every key bound once from KEYS (the cursor and the period are fields of ctl, read with the
+--- controls), and the policy from ARGV 1..11 (validated again: the TS side
 --- checks first, this only keeps a foreign caller from corrupting state). '%.0f' prints any integer
 --- below 2^53 exactly and never in exponent form.
 
-local K_TAIL, K_CURSOR, K_PERIOD = KEYS[1], KEYS[2], KEYS[3]
-local K_ACTIVE, K_RESERVED, K_ADMITS = KEYS[4], KEYS[5], KEYS[6]
-local K_BATCHES, K_WAITS, K_CTL = KEYS[7], KEYS[8], KEYS[9]
-local K_WAITING, K_HISTORY = KEYS[10], KEYS[11]
+local K_TAIL, K_ACTIVE, K_RESERVED, K_ADMITS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_WAITS, K_CTL, K_WAITING, K_HISTORY = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local MINUTE_MS, KEEP_MS, HISTORY_MS = __MINUTE_MS__, __KEEP_MS__, __HISTORY_MS__
 local function fmt(n) return string.format('%.0f', n) end
 local function arg_int(i, min, max)
@@ -40,11 +39,48 @@ local function read_override(v, configured)
 end
 -- #include generation
 
+-- The ctl hash, read once per run with one HMGET of every field a script needs (CTL_FIELDS), so
+-- the controls, the generation, the event's frozen pre-queue, the epoch and the history mark cost
+-- one command together. A run that writes one of these fields updates CTL too (set_ctl).
+local CTL_FIELDS = {'paused', 'max_active', 'max_new_per_minute', 'gen', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'cursor', 'period'}
+local CTL
+local function ctl()
+  if not CTL then
+    CTL = {}
+    local v = redis.call('HMGET', K_CTL, unpack(CTL_FIELDS))
+    for i, name in ipairs(CTL_FIELDS) do CTL[name] = v[i] or false end
+  end
+  return CTL
+end
+-- HSET with CTL kept in step (a pair list: name, value, ...).
+local function set_ctl(...)
+  local pairs_ = {...}
+  redis.call('HSET', K_CTL, unpack(pairs_))
+  if CTL then
+    for i = 1, #pairs_, 2 do CTL[pairs_[i]] = pairs_[i + 1] end
+  end
+end
+-- A numeric ctl field (cursor, period) as a number, nil when absent; anything else is a loud error.
+local function ctl_int(name)
+  local v = ctl()[name]
+  if not v then return nil end
+  local n = tonumber(v)
+  if not n then error('wr: field ' .. name .. ' of ' .. K_CTL .. ' does not hold a number') end
+  return n
+end
+local function del_ctl(...)
+  redis.call('HDEL', K_CTL, ...)
+  if CTL then
+    for _, name in ipairs({...}) do CTL[name] = false end
+  end
+end
+-- #include generation
+
 -- paused, effective max active, effective max new per minute; sets GEN (see GENERATION). Paused
 -- also while recovering (see RECOVERY).
 local function read_controls()
-  local c = redis.call('HMGET', K_CTL, 'paused', 'max_active', 'max_new_per_minute', 'gen', 'recover_until')
-  GEN = ensure_gen(c[4])
-  local max_active, max_new = read_override(c[2], CFG_MAX_ACTIVE), read_override(c[3], CFG_MAX_NEW)
-  return c[1] == '1' or recovering(tonumber(c[5]) or 0, max_active, max_new), max_active, max_new
+  local c = ctl()
+  GEN = ensure_gen(c.gen)
+  local max_active, max_new = read_override(c.max_active or nil, CFG_MAX_ACTIVE), read_override(c.max_new_per_minute or nil, CFG_MAX_NEW)
+  return c.paused == '1' or recovering(tonumber(c.recover_until) or 0, max_active, max_new), max_active, max_new
 end

@@ -18,7 +18,7 @@
 local function trim(key)
   redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(NOW - KEEP_MS))
 end
-local function call_tickets(from, to, call_entries)
+local function reserve_tickets(from, to, call_entries)
   local reserve, admit = {}, {}
   for t = from, to do
     reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
@@ -31,7 +31,10 @@ local function call_tickets(from, to, call_entries)
       reserve, admit = {}, {}
     end
   end
-  redis.call('SET', K_CURSOR, fmt(to))
+end
+local function call_tickets(from, to, call_entries)
+  reserve_tickets(from, to, call_entries)
+  set_ctl('cursor', fmt(to))
 end
 local function replace_lapsed(tail, cursor, paused)
   if paused or not OPEN then return cursor end
@@ -46,17 +49,22 @@ end
 local function auto_admit(tail, cursor, paused, walk_in)
   if paused or AUTO_COUNT <= 0 or not OPEN then return cursor end
   local start = math.floor(NOW / PERIOD_MS) * PERIOD_MS
-  local last = read_int(K_PERIOD)
+  local last = ctl_int('period')
   if last ~= nil and start <= last then return cursor end
-  redis.call('SET', K_PERIOD, fmt(start))
-  if RANDOM then return draw_tickets(cursor, AUTO_COUNT) end
+  if RANDOM then
+    set_ctl('period', fmt(start))
+    return draw_tickets(cursor, AUTO_COUNT)
+  end
   local target = math.min(cursor + AUTO_COUNT, tail + AUTO_COUNT)
-  if target <= cursor then return cursor end
+  if target <= cursor then
+    set_ctl('period', fmt(start))
+    return cursor
+  end
   trim(K_ADMITS)
-  trim(K_BATCHES)
   local last_reserved = math.min(target, tail)
   if walk_in and last_reserved == walk_in then last_reserved = walk_in - 1 end
-  if last_reserved > cursor then call_tickets(cursor + 1, last_reserved, false) end
-  redis.call('SET', K_CURSOR, fmt(target))
+  if last_reserved > cursor then reserve_tickets(cursor + 1, last_reserved, false) end
+  -- The period and the cursor in one write.
+  set_ctl('period', fmt(start), 'cursor', fmt(target))
   return target
 end

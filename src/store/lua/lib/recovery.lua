@@ -7,7 +7,7 @@ local RECOVER_MS = 0
 local function recovering(recover_until, max_active, max_new)
   if RECOVER_MS > 0 and recover_until == 0 and not GEN_READ_ONLY then
     recover_until = NOW + RECOVER_MS
-    redis.call('HSET', K_CTL, 'recover_until', fmt(recover_until))
+    set_ctl('recover_until', fmt(recover_until))
   end
   return NOW < recover_until and (max_active > 0 or max_new > 0)
 end
