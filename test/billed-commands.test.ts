@@ -45,36 +45,52 @@ describe('billed commands per request class (Upstash store, real redis-server)',
       await store.poll(warm, T0, policy);
       await store.claim(warm, 1, T0, policy, 0);
       await store.admit(warm, 1, T0, policy);
+      await store.stats(warm, T0, policy, { history: true });
     }
   });
 
   afterAll(async () => {
-    console.log(['| request | billed commands |', '| --- | --- |', ...rows].join('\n'));
+    console.log(['| request | billed commands | budget |', '| --- | ---: | ---: |', ...rows].join('\n'));
     direct?.disconnect();
     await bridge?.close();
     await server?.stop();
   });
 
-  const measure = async (label: string, run: () => Promise<unknown>): Promise<number> => {
+  /** `budget`: issue 13's ceiling for the class, asserted; none where the class has no budget yet. */
+  const measure = async (label: string, run: () => Promise<unknown>, budget?: number): Promise<number> => {
     const n = await billedCommands(direct, run);
-    rows.push(`| ${label} | ${n} |`);
+    rows.push(`| ${label} | ${n} | ${budget === undefined ? '—' : `≤ ${budget}`} |`);
+    if (budget !== undefined) expect(n, label).toBeLessThanOrEqual(budget);
     return n;
   };
 
-  it('rate mode', async () => {
+  it('rate mode: every class at or under its budget', async () => {
     const q = `r-${randomUUID().slice(0, 8)}`;
-    await measure('rate: join, first of the period (step, walk-in)', () => store.join(q, T0, RATE));
-    await measure('rate: join, walk-in (called before it existed)', () => store.join(q, T0 + 1, RATE));
+    // The queue's generation exists (the first run of a state writes it once: one HSET more).
+    await store.poll(q, T0 - 60_000, RATE);
+    await measure('rate: join, first of the period on an empty queue (the step, a walk-in)', () => store.join(q, T0, RATE), 4);
+    await measure('rate: join, walk-in (called before it existed)', () => store.join(q, T0 + 1, RATE), 3);
     for (let i = 0; i < 3; i += 1) await store.join(q, T0 + 2, RATE);
-    const quiet = await measure('rate: join, waiting, no live call', () => store.join(q, T0 + 3, RATE));
+    const quiet = await measure('rate: join, queued', () => store.join(q, T0 + 3, RATE), 3);
     for (let i = 0; i < 20; i += 1) await store.join(q, T0 + 4, RATE);
-    await measure('rate: poll (cache miss), period step', () => store.poll(q, T0 + 60_000, RATE));
-    await measure('rate: poll (cache miss), no step', () => store.poll(q, T0 + 60_001, RATE));
-    const busy = await measure('rate: join, waiting, 5 calls awaiting their claim', () => store.join(q, T0 + 60_002, RATE));
-    await measure('rate: claim of a called ticket', () => store.claim(q, 10, T0 + 60_003, RATE, 0));
-    await measure('rate: second claim of the same ticket', () => store.claim(q, 10, T0 + 60_004, RATE, 0));
-    await measure('rate: poll (cache miss), 4 lapsed calls replaced', () => store.poll(q, T0 + 70_001, RATE));
-    await measure('rate: admit 10', () => store.admit(q, 10, T0 + 70_002, RATE));
+    // The minute's first writing call but a join writes its history point, once a minute.
+    await measure("rate: poll, the minute's first (history point)", () => store.poll(q, T0 + 5, RATE));
+    await measure('rate: poll (cache miss), no step', () => store.poll(q, T0 + 6, RATE), 4);
+    // The next period starts at `step` (periods are aligned to the epoch), in the same minute.
+    const step = Math.ceil((T0 + 1) / 60_000) * 60_000;
+    await store.poll(q, step - 1, RATE);
+    // A 60-s period starts with a minute: its step and the minute's history point come together.
+    await measure("rate: poll (cache miss) that runs the period step and the minute's history point", () => store.poll(q, step + 1, RATE), 7);
+    await measure('rate: poll (cache miss), no step', () => store.poll(q, step + 2, RATE), 4);
+    const busy = await measure('rate: join, queued, 5 calls awaiting their claim', () => store.join(q, step + 3, RATE), 3);
+    await measure('rate: claim of a called ticket', () => store.claim(q, 10, step + 4, RATE, 0), 4);
+    await measure('rate: second claim of the same ticket', () => store.claim(q, 10, step + 5, RATE, 0), 4);
+    // 4 of the 5 calls lapse unclaimed (reservationMs 10 s): as many next tickets are called at once.
+    await measure('rate: poll (cache miss), 4 lapsed calls replaced', () => store.poll(q, step + 10_001, RATE), 5);
+    await measure('rate: admit 10 (no idempotency key)', () => store.admit(q, 10, step + 10_002, RATE), 4);
+    await measure('rate: admit 10 with an idempotency key', () => store.admit(q, 10, step + 10_003, RATE, 'bill-1'), 4);
+    await measure('rate: stats (figures only)', () => store.stats(q, step + 10_004, RATE), 3);
+    await measure('rate: the admin panel: stats with the history (the page, and each live poll)', () => store.stats(q, step + 10_005, RATE, { history: true }), 4);
     // Calls waiting for their claim cost a join nothing.
     expect(busy).toBe(quiet);
   });

@@ -108,7 +108,9 @@ describe('the admin console', () => {
     expect(live.chart).toMatch(/\d+ waiting now \(most \d+\)/);
     // An hour later the old minutes have left the chart.
     r.clock.advance(3_700_000);
+    // A join writes no point; a waiting visitor's poll (the state load) does.
     await r.handler(new Request(`${SITE}/`), CLIENT);
+    await r.store.poll('default', r.clock.now(), policy);
     const later = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { chart: string };
     expect(/<polyline class="waiting" points="([^"]+)"/.exec(later.chart)![1]!.split(' ').length).toBe(1);
   });

@@ -158,10 +158,16 @@ describe('polls on the real store with the per-POP cache', () => {
       // visitors called so far come through (a call nobody takes up would be handed on between steps).
       for (let second = 1; second <= 60; second++) {
         clock.advance(1000);
-        const called = cookies.slice(0, cursors.at(-1));
+        const called = cookies.slice(0, cursors.at(-1)).map((_, i) => i);
+        // Each visitor's browser keeps the cookie it is given (a renewed ticket, an access token),
+        // as a real one does: tickets expire after queue_timeout_seconds without a poll.
+        const go = async (popIndex: number, visitor: number): Promise<void> => {
+          const renewed = cookieFrom(await visit(pops[popIndex % popCount]!.handler, cookies[visitor]));
+          if (renewed !== undefined) cookies[visitor] = renewed;
+        };
         await Promise.all([
-          ...Array.from({ length: 20 }, (_, i) => visit(pops[(second * 7 + i) % popCount]!.handler, cookies[(second * 13 + i) % cookies.length])),
-          ...called.map((c, i) => visit(pops[i % popCount]!.handler, c)),
+          ...Array.from({ length: 20 }, (_, i) => go(second * 7 + i, (second * 13 + i) % cookies.length)),
+          ...called.map((visitor) => go(visitor, visitor)),
         ]);
         cursors.push((await store.peek('default')).cursor);
       }

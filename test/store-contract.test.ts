@@ -202,7 +202,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(first.ticket <= first.cursor).toBe(true);
       });
 
-      it('moves the cursor by count on the first call of a period only', async () => {
+      it('moves the cursor by count on the first poll of a period only; a join with people waiting leaves the step to the poll', async () => {
         const store = createStore();
         const q = randomQueue();
         await joinMany(store, q, 10);
@@ -213,8 +213,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
 
         expect(await store.poll(q, at(P + 1), every(2))).toMatchObject({ tail: 11, cursor: 4 });
         expect(await store.poll(q, at(P + 1, 1), every(2))).toMatchObject({ tail: 11, cursor: 4 });
-        // Skipped periods do not add up: the next call moves by one period's count.
-        expect(await store.join(q, at(P + 5), every(2))).toMatchObject({ ticket: 12, tail: 12, cursor: 6 });
+        // People wait: the join takes its ticket and nothing else (the step's calls need reservations).
+        expect(await store.join(q, at(P + 5), every(2))).toMatchObject({ ticket: 12, tail: 12, cursor: 4 });
+        // Skipped periods do not add up: the next step moves by one period's count.
+        expect(await store.poll(q, at(P + 5, 1), every(2))).toMatchObject({ tail: 12, cursor: 6 });
         expect(await admittedTickets(store, q)).toEqual(range(1, 6));
       });
 
@@ -286,10 +288,25 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(new Set(polls.map((s) => s.cursor))).toEqual(new Set([5]));
         expect(await store.peek(q)).toEqual({ tail: 100, cursor: 5 });
 
+        // Joins while people wait leave the step to the polls, which make it exactly once.
         const joins = await Promise.all(Array.from({ length: 50 }, (_, i) => store.join(q, at(P + 1, i), every(5))));
         expect(joins.map((r) => r.ticket).sort((a, b) => a - b)).toEqual(range(101, 150));
-        expect(new Set(joins.map((r) => r.cursor))).toEqual(new Set([10]));
+        expect(new Set(joins.map((r) => r.cursor))).toEqual(new Set([5]));
+        const later = await Promise.all(Array.from({ length: 200 }, (_, i) => store.poll(q, at(P + 1, 100 + i), every(5))));
+        expect(new Set(later.map((s) => s.cursor))).toEqual(new Set([10]));
         expect(await store.peek(q)).toEqual({ tail: 150, cursor: 10 });
+      });
+
+      it('steps once in a burst of concurrent joins on an empty queue: exactly the count walk in, the earliest tickets', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const joins = await Promise.all(Array.from({ length: 50 }, (_, i) => store.join(q, at(P, i), every(5))));
+        const walkedIn = joins.filter((r) => r.claimed).map((r) => r.ticket).sort((a, b) => a - b);
+        expect(walkedIn).toEqual(range(1, 5));
+        expect(joins.filter((r) => !r.claimed).every((r) => r.ticket > 5 && r.cursor === 5)).toBe(true);
+        expect(await store.peek(q)).toEqual({ tail: 50, cursor: 5 });
+        // Their calls count once somebody holds them: five tickets called, all held.
+        expect(await store.stats(q, at(P, 100), every(5))).toMatchObject({ admittedLastMinute: 5, admittedLast5Minutes: 5, reserved: 0 });
       });
     });
 
@@ -454,7 +471,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.stats(q, at(P + 1, 4), every(2))).toMatchObject({ active: 0, reserved: 3, avgWaitSeconds: null });
       });
 
-      it('counts the admissions of period steps, walk-ins and explicit admits, over 60 s and 300 s', async () => {
+      it('counts the tickets called by period steps, walk-ins and explicit admits, over 60 s and 300 s, by 5-s bucket', async () => {
         const store = createStore();
         const q = randomQueue();
         // The first visitor of a quiet queue: the step calls 1..3 ahead of the tail; 1 exists.
@@ -464,16 +481,35 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.join(q, at(P, 2), every(3))).toMatchObject({ ticket: 3, admittedLastMinute: 3 });
         expect(await store.join(q, at(P, 3), every(3))).toMatchObject({ ticket: 4, admittedLastMinute: 3 });
         await joinMany(store, q, 6, at(P, 4), every(3));
-        // The next period calls 4..6, all existing: each counts while its claim is due, then at its claim.
+        // The next period calls 4..6, all existing: calls count, claims add nothing.
         expect(await store.poll(q, at(P + 1), every(3))).toMatchObject({ tail: 10, cursor: 6, admittedLastMinute: 6 });
-        for (const t of [4, 5, 6]) expect(await store.claim(q, t, at(P + 1), every(3), 0)).toMatchObject({ admittedLastMinute: 6 });
-        expect(await store.admit(q, 2, at(P + 2), every(3))).toMatchObject({ cursor: 8, admitted: 2, admittedLastMinute: 8 });
-        for (const t of [7, 8]) expect(await store.claim(q, t, at(P + 2), every(3), 0)).toMatchObject({ admittedLastMinute: 8 });
-        // A minute after the first admissions they leave the minute but stay in the five minutes.
-        expect(await store.stats(q, at(P + 60, 2), every(3))).toMatchObject({ admittedLastMinute: 5, admittedLast5Minutes: 8 });
-        expect(await store.stats(q, at(P + 61), every(3))).toMatchObject({ admittedLastMinute: 2, admittedLast5Minutes: 8 });
-        expect(await store.stats(q, at(P + 300, 3), every(3))).toMatchObject({ admittedLastMinute: 0, admittedLast5Minutes: 5 });
-        expect(await store.stats(q, at(P + 302), every(3))).toMatchObject({ admittedLastMinute: 0, admittedLast5Minutes: 0 });
+        for (const t of [4, 5, 6]) expect(await store.claim(q, t, at(P + 1), every(3), 0)).toMatchObject({ claimed: true, admittedLastMinute: 6 });
+        // An explicit admit in a later bucket (P + 10 .. P + 14).
+        expect(await store.admit(q, 2, at(P + 10), every(3))).toMatchObject({ cursor: 8, admitted: 2, admittedLastMinute: 8 });
+        for (const t of [7, 8]) expect(await store.claim(q, t, at(P + 10), every(3), 0)).toMatchObject({ admittedLastMinute: 8 });
+        // A bucket counts while any of it is in the window: P's (P .. P + 4) until P + 65, the
+        // admit's until P + 75; in the five minutes until P + 305 and P + 315.
+        expect(await store.stats(q, at(P + 64, 999), every(3))).toMatchObject({ admittedLastMinute: 8, admittedLast5Minutes: 8 });
+        expect(await store.stats(q, at(P + 65), every(3))).toMatchObject({ admittedLastMinute: 2, admittedLast5Minutes: 8 });
+        expect(await store.stats(q, at(P + 75), every(3))).toMatchObject({ admittedLastMinute: 0, admittedLast5Minutes: 8 });
+        expect(await store.stats(q, at(P + 304, 999), every(3))).toMatchObject({ admittedLastMinute: 0, admittedLast5Minutes: 8 });
+        expect(await store.stats(q, at(P + 305), every(3))).toMatchObject({ admittedLastMinute: 0, admittedLast5Minutes: 2 });
+        expect(await store.stats(q, at(P + 315), every(3))).toMatchObject({ admittedLastMinute: 0, admittedLast5Minutes: 0 });
+      });
+
+      it('counts a call made ahead of the tail only once its ticket is held, and never past the cursor', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        // The step calls 1..10 ahead of the tail; two tickets are held.
+        await joinMany(store, q, 2, at(P), every(10));
+        expect(await store.stats(q, at(P, 10), every(10))).toMatchObject({ tail: 2, cursor: 10, admittedLastMinute: 2 });
+        // A bucket's calls are one range even when several runs call into it (a later step, an admit).
+        await joinMany(store, q, 12, at(P, 20), every(10));
+        // The next step calls 11..20, of which 11..14 exist; an admit finds nobody left to call.
+        expect(await store.poll(q, at(P + 1), every(10))).toMatchObject({ tail: 14, cursor: 20, admittedLastMinute: 14 });
+        expect(await store.admit(q, 5, at(P + 2), every(10))).toMatchObject({ admitted: 0, cursor: 20, admittedLastMinute: 14 });
+        // The next arrival walks in under that call, and counts.
+        expect(await store.join(q, at(P + 2, 1), every(10))).toMatchObject({ ticket: 15, claimed: true, admittedLastMinute: 15 });
       });
 
       it('pauses: no period step while paused (and the period is not used up); resuming runs it', async () => {
@@ -588,7 +624,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         );
       });
 
-      it('rate mode: two claims of one ticket count once; a holder back after its deadline is let in and counted', async () => {
+      it('rate mode: two claims of one ticket count once; a holder back after its deadline is let in', async () => {
         const store = createStore();
         const q = randomQueue();
         const policy: AdmissionPolicy = { ...OFF, reservationMs: 10_000 };
@@ -599,11 +635,12 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.claim(q, 1, T0 + 200, policy, 0)).toMatchObject({ claimed: true, admittedLastMinute: 2 });
         // 2 lapsed: 3 takes its admission.
         expect(await store.poll(q, T0 + 10_001, policy)).toMatchObject({ cursor: 3, admittedLastMinute: 2 });
-        // 2 comes back late: still let in (it waited its turn), counted as one more arrival.
-        expect(await store.claim(q, 2, T0 + 11_000, policy, 0)).toMatchObject({ claimed: true, cursor: 3, admittedLastMinute: 3 });
-        expect(await store.claim(q, 2, T0 + 11_001, policy, 0)).toMatchObject({ claimed: true, admittedLastMinute: 3 });
+        // 2 comes back late: still let in (it waited its turn). The figures count calls less lapsed
+        // ones, so its lapsed call no longer counts and the late claim adds nothing.
+        expect(await store.claim(q, 2, T0 + 11_000, policy, 0)).toMatchObject({ claimed: true, cursor: 3, admittedLastMinute: 2 });
+        expect(await store.claim(q, 2, T0 + 11_001, policy, 0)).toMatchObject({ claimed: true, admittedLastMinute: 2 });
         // 4 was never called.
-        expect(await store.claim(q, 4, T0 + 11_002, policy, 0)).toMatchObject({ claimed: false, admittedLastMinute: 3 });
+        expect(await store.claim(q, 4, T0 + 11_002, policy, 0)).toMatchObject({ claimed: false, admittedLastMinute: 2 });
       });
 
       it('rate mode: with nobody waiting a lapsed call is dropped, not banked for the next arrival', async () => {
@@ -1340,13 +1377,15 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const q = randomQueue();
         const policy = withEvent(rate({ count: 5, periodMs: 60_000 }), S);
         await joinMany(store, q, 4, S - 50_000, policy);
+        // The pre-queue waits, so the join leaves the period step to the first poll.
         expect(await store.join(q, S, { ...policy, seed: MAX_SEED })).toMatchObject({
           ticket: 5,
           tail: 5,
-          cursor: 5,
+          cursor: 0,
           eventSize: 4,
           eventSeed: MAX_SEED,
         });
+        expect(await store.poll(q, S + 1, policy)).toMatchObject({ tail: 5, cursor: 5, eventSize: 4, eventSeed: MAX_SEED });
       });
 
       it('freezes anew when the start is rescheduled', async () => {
@@ -1374,8 +1413,11 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         for (let i = 0; i < 3; i += 1) {
           expect(await store.stats(q, S + i, { ...policy, seed: 100 + i })).toMatchObject({ cursor: 0, eventSize: 0, eventSeed: 0 });
         }
+        // The first writing call at the start freezes the pre-queue; the poll after it steps.
         await store.join(q, S + 5, { ...policy, seed: 9 });
-        expect(await store.stats(q, S + 6, policy)).toMatchObject({ tail: 4, cursor: 2, eventSize: 3, eventSeed: 9 });
+        expect(await store.stats(q, S + 6, policy)).toMatchObject({ tail: 4, cursor: 0, eventSize: 3, eventSeed: 9 });
+        await store.poll(q, S + 7, { ...policy, seed: 10 });
+        expect(await store.stats(q, S + 8, policy)).toMatchObject({ tail: 4, cursor: 2, eventSize: 3, eventSeed: 9 });
       });
 
       it('random method: pre-queue joins enter the draw, nobody is drawn before the start, the present are drawn at it', async () => {
@@ -1643,7 +1685,23 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
     });
 
     describe('history', () => {
-      it("records one point per minute, the state the minute's first writing call returned, oldest first", async () => {
+      it('comes with the figures in one stats call when asked (the admin panel), exactly as history answers it', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 3, MIN0 + 1_000, OFF);
+        for (let i = 0; i < 3; i += 1) await store.poll(q, MIN0 + i * 60_000 + 5_000, OFF);
+        const plain = await store.stats(q, MIN0 + 180_001, OFF);
+        expect(plain.history).toBeUndefined();
+        const panel = await store.stats(q, MIN0 + 180_001, OFF, { history: true });
+        const { history, ...figures } = panel;
+        expect(figures).toEqual(plain);
+        expect(history).toEqual(await store.history(q, MIN0 + 180_001));
+        expect(history).toHaveLength(3);
+        // Nothing recorded yet: an empty history, not a missing one.
+        expect((await store.stats(randomQueue(), MIN0, OFF, { history: true })).history).toEqual([]);
+      });
+
+      it("records one point per minute, the state the minute's first writing call but a join returned, oldest first", async () => {
         const store = createStore();
         const q = randomQueue();
         const policy = cap(2, 0);
@@ -1656,8 +1714,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           admittedLastMinute: s.admittedLastMinute,
         });
         expect(await store.history(q, MIN0)).toEqual([]);
-        const s1 = await store.join(q, MIN0 + 5_000, policy);
+        // A join is the hottest call: it writes no point (minute 0 has none).
+        await store.join(q, MIN0 + 5_000, policy);
         await joinMany(store, q, 3, MIN0 + 6_000, policy);
+        expect(await store.history(q, MIN0 + 7_000)).toEqual([]);
         const s2 = await store.poll(q, MIN0 + 60_010, policy);
         await store.join(q, MIN0 + 61_000, policy);
         await store.stats(q, MIN0 + 120_000, policy);
@@ -1669,7 +1729,6 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const s7 = await store.draw(q, 5, MIN0 + 420_000, policy, 0);
         expect(s2.tail - s2.cursor).toBe(2);
         expect(await store.history(q, MIN0 + 420_001)).toEqual([
-          point(s1, MIN0),
           point(s2, MIN0 + 60_000),
           point(s4, MIN0 + 240_000),
           point(s5, MIN0 + 300_000),
@@ -1684,10 +1743,11 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const policy = randomly(OFF);
         expect(await store.join(q, MIN0 + 55_000, policy)).toMatchObject({ waiting: 1 });
         await joinMany(store, q, 2, MIN0 + 56_000, policy);
+        expect(await store.poll(q, MIN0 + 57_000, policy)).toMatchObject({ waiting: 3 });
         const s = await store.admit(q, 1, MIN0 + 60_000, randomly(OFF, 3));
         expect(s).toMatchObject({ tail: 3, cursor: 1, waiting: 2 });
         expect(await store.history(q, MIN0 + 60_001)).toEqual([
-          { atMs: MIN0, tail: 1, cursor: 0, waiting: 1, active: 0, admittedLastMinute: 0 },
+          { atMs: MIN0, tail: 3, cursor: 0, waiting: 3, active: 0, admittedLastMinute: 0 },
           { atMs: MIN0 + 60_000, tail: 3, cursor: 1, waiting: 2, active: 1, admittedLastMinute: 1 },
         ]);
       });
@@ -1871,10 +1931,22 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const results = await Promise.all(Array.from({ length: 20 }, () => store.admit(q, 1, T0 + 6, OFF, 'op-3')));
         expect(results.filter((r) => !r.replayed)).toHaveLength(1);
         expect(await store.peek(q)).toEqual({ tail: 10, cursor: 7 });
-        // Keys are forgotten after IDEMPOTENCY_MS (the in-memory store by its clock, Redis by PX).
         await expect(store.admit(q, 1, T0, OFF, 'bad key')).rejects.toBeInstanceOf(StoreArgumentError);
         await expect(store.admit(q, 1, T0, OFF, '')).rejects.toBeInstanceOf(StoreArgumentError);
         expect(await store.peek(q)).toEqual({ tail: 10, cursor: 7 });
+        // Keys are forgotten IDEMPOTENCY_MS after their admit (by the callers' clock, on both stores).
+        expect(await store.admit(q, 1, T0 + 1 + 600_000 - 1, OFF, 'op-1')).toMatchObject({ admitted: 3, replayed: true, cursor: 7 });
+        expect(await store.admit(q, 1, T0 + 1 + 600_000, OFF, 'op-1')).toMatchObject({ admitted: 1, replayed: false, cursor: 8 });
+      });
+
+      it('remembers the newest 128 keys: an older key admits again, a newer one replays', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 200, T0, OFF);
+        for (let i = 0; i < 130; i += 1) expect(await store.admit(q, 1, T0 + i, OFF, `k-${i}`)).toMatchObject({ replayed: false });
+        expect(await store.admit(q, 1, T0 + 200, OFF, 'k-2')).toMatchObject({ admitted: 1, replayed: true, cursor: 130 });
+        expect(await store.admit(q, 1, T0 + 201, OFF, 'k-129')).toMatchObject({ replayed: true, cursor: 130 });
+        expect(await store.admit(q, 1, T0 + 202, OFF, 'k-0')).toMatchObject({ admitted: 1, replayed: false, cursor: 131 });
       });
     });
 
@@ -2178,8 +2250,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
 
     it('start with the allow-key-locking shebang, touch only KEYS, and read no clock or randomness', () => {
       // Helpers whose first parameter is a key; their every call must pass a key bound from KEYS.
-      const KEY_HELPERS = ['read_int', 'count_after', 'trim', 'zrem_many'];
-      const POLICY_KEYS = ['K_TAIL', 'K_ACTIVE', 'K_RESERVED', 'K_ADMITS', 'K_WAITS', 'K_CTL', 'K_WAITING', 'K_HISTORY'];
+      const KEY_HELPERS = ['count_after', 'trim', 'zrem_many'];
+      const POLICY_KEYS = ['K_ACTIVE', 'K_RESERVED', 'K_ADMITS', 'K_WAITS', 'K_CTL', 'K_WAITING', 'K_HISTORY'];
       for (const { name, text } of STORE_SCRIPTS) {
         expect(text.split('\n')[0], name).toBe('#!lua flags=allow-key-locking');
         // Keys are bound once, from KEYS and nowhere else, in the order the store passes them.
@@ -2199,11 +2271,9 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
           expect(bindings, `${name}: K_HISTORY bound once`).toBe(1);
           expect(text, `${name}: no other KEYS`).not.toMatch(/KEYS\[(?!1\])/);
         } else if (name !== 'peek') {
-          // admit alone takes one more key: its idempotency key's.
-          const keys = name === 'admit' ? [...POLICY_KEYS, 'K_IDEM'] : POLICY_KEYS;
-          expect(bound, name).toEqual(keys.map((key, i) => [key, `KEYS[${i + 1}]`]));
+          expect(bound, name).toEqual(POLICY_KEYS.map((key, i) => [key, `KEYS[${i + 1}]`]));
           // …and never reassigned.
-          expect(bindings, `${name}: K_* bound once`).toBe(name === 'admit' ? 3 : 2);
+          expect(bindings, `${name}: K_* bound once`).toBe(2);
         }
         const keyArgs = new Set([...keyNames, 'key', 'KEYS[1]', 'KEYS[2]']);
         const calls = [...text.matchAll(/redis\.p?call\(\s*'(\w+)'\s*,\s*([^,)]+)/g)];
@@ -2235,25 +2305,28 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await store.stats(q, T0, cap(1, 0))).toMatchObject({ tail: 0, cursor: 0, active: 0 });
       expect(await direct.keys(`${prefix}:*`)).toEqual([]);
       await store.join(q, at(P, 250), every(4));
-      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:admits`, `${base}:ctl`, `${base}:history`, `${base}:tail`]);
-      // The first run on an absent state wrote its generation (seed 0 + now + 1); ctl also holds the
-      // cursor, the start (ms) of the period that admitted (the join's own ticket walked in) and the
-      // minute whose history point is written, so one HMGET reads them all.
+      // A walk-in join writes ctl alone: the first run on an absent state wrote its generation (seed
+      // 0 + now + 1); ctl also holds the tail, the cursor, the start (ms) of the period that
+      // admitted and that step's calls in their 5-s bucket, so one HMGET reads them all.
+      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:ctl`]);
+      const bucket = Math.floor(at(P, 250) / 5_000);
       expect(await direct.hgetall(`${base}:ctl`)).toEqual({
         gen: String(at(P, 250) + 1),
+        tail: '1',
         cursor: '4',
         period: String(at(P)),
-        hist: String(Math.floor(at(P, 250) / 60_000) * 60_000),
+        [`c${bucket % 61}`]: `${bucket * 5_000}:1:4:0`,
       });
-      expect(await direct.get(`${base}:tail`)).toBe('1');
-      expect(await direct.zrange(`${base}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(at(P, 250))]);
-      // A later step calls existing tickets with a claim deadline, and no admission entry until the claim.
+      // A later step calls existing tickets with a claim deadline; rate FIFO writes no admission
+      // entries (its figures are the call buckets), so claims only take the reservation out.
       await joinMany(store, q, 5, at(P, 300), every(4));
       await store.poll(q, at(P + 1), every(4));
       expect(await direct.zrange(`${base}:reserved`, 0, -1, 'WITHSCORES')).toEqual(
         ['5', '6'].flatMap((t) => [t, String(at(P + 1) + 30_000)]),
       );
-      expect(await direct.zcard(`${base}:admits`)).toBe(4);
+      await store.claim(q, 5, at(P + 1, 1), every(4), 0);
+      expect(await direct.zrange(`${base}:reserved`, 0, -1)).toEqual(['6']);
+      expect(await direct.exists(`${base}:admits`)).toBe(0);
 
       const c = randomQueue();
       const cb = `${prefix}:{${c}}`;
@@ -2263,12 +2336,12 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await store.leave(c, 1, T0 + 1_000, policy, 0);
       // The slot 1 held is gone (an empty sorted set is no key); 2 is reserved.
       expect((await direct.keys(`${prefix}:{${c}}*`)).sort()).toEqual(
-        ['admits', 'ctl', 'history', 'reserved', 'tail', 'waits'].map((k) => `${cb}:${k}`),
+        ['admits', 'ctl', 'history', 'reserved', 'waits'].map((k) => `${cb}:${k}`),
       );
       expect(await direct.zrange(`${cb}:reserved`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 11_000)]);
       expect(await direct.zrange(`${cb}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(T0), '2', String(T0 + 1_000)]);
       expect(await direct.zrange(`${cb}:waits`, 0, -1, 'WITHSCORES')).toEqual(['1:0', String(T0)]);
-      expect(await direct.hgetall(`${cb}:ctl`)).toEqual({ max_new_per_minute: '7', gen: String(T0 + 1), cursor: '2', hist: String(Math.floor(T0 / 60_000) * 60_000) });
+      expect(await direct.hgetall(`${cb}:ctl`)).toEqual({ max_new_per_minute: '7', gen: String(T0 + 1), tail: '2', cursor: '2', hist: String(Math.floor(T0 / 60_000) * 60_000) });
       await store.claim(c, 2, T0 + 2_000, policy, 1_500);
       expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 2_000 + SESSION_MS)]);
       // The claim re-timed 2's admission from its call to its arrival.
@@ -2317,15 +2390,15 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       const policy = withEvent(randomly(OFF), MIN0 + 1_000, 7);
       await store.join(q, MIN0 + 500, policy);
       const gen = String(7 + MIN0 + 500 + 1);
-      // The minute's history point is written (hist marks its minute); no cursor before the start.
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, hist: String(MIN0) });
+      // A join writes no history point; no cursor before the start.
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '1' });
       await store.join(q, MIN0 + 1_000, policy);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, hist: String(MIN0), ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['1', String(MIN0 + 500), '2', String(MIN0 + 1_000)]);
       await store.draw(q, 1, MIN0 + 2_000, policy, 0);
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['2', String(MIN0 + 1_000), '1', String(MIN0 + 2_000)]);
-      // The minute's first call: tail 1, cursor 0, 1 present, no slot, nobody admitted.
-      expect(await direct.zrange(`${base}:history`, 0, -1, 'WITHSCORES')).toEqual([`${MIN0}:1:0:1:0:0`, String(MIN0)]);
+      // The minute's first call but a join (the draw): tail 2, cursor 0, 2 present, no slot, nobody admitted.
+      expect(await direct.zrange(`${base}:history`, 0, -1, 'WITHSCORES')).toEqual([`${MIN0}:2:0:2:0:0`, String(MIN0)]);
       // A writing call removes lapsed presence; stats does not.
       await store.stats(q, MIN0 + 1_000 + PRESENCE_MS, policy);
       expect(await direct.zcard(`${base}:waiting`)).toBe(2);
@@ -2339,9 +2412,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       // frozen event; the line's keys go.
       await store.control(q, { maxActive: 3 }, MIN0 + 3_700_000, policy);
       await store.reset(q, MIN0 + 3_700_001, policy);
-      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:ctl`, `${base}:tail`]);
-      expect(await direct.get(`${base}:tail`)).toBe('2');
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, cursor: '2', max_active: '3', epoch: String(MIN0 + 3_700_001) });
+      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:ctl`]);
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', cursor: '2', max_active: '3', epoch: String(MIN0 + 3_700_001) });
     });
 
     it('draws the same tickets as the memory store for the same seeds, in ZSET order (score, then member bytes)', async () => {
@@ -2383,12 +2455,12 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
     it('uses the prefix "wr" by default', async () => {
       const q = randomQueue();
       await new UpstashQueueStore({ redis }).join(q, at(P), OFF);
-      expect(await direct.get(`wr:{${q}}:tail`)).toBe('1');
+      expect(await direct.hget(`wr:{${q}}:ctl`, 'tail')).toBe('1');
     });
 
     it('refuse a foreign caller\'s bad arguments inside Lua too, changing nothing', async () => {
       const q = randomQueue();
-      const keys = ['tail', 'active', 'reserved', 'admits', 'waits', 'ctl', 'waiting', 'history'].map(
+      const keys = ['active', 'reserved', 'admits', 'waits', 'ctl', 'waiting', 'history'].map(
         (k) => `wrt-x:{${q}}:${k}`,
       );
       const control = STORE_SCRIPTS.find((s) => s.name === 'control')!;

@@ -312,7 +312,7 @@ describe('a store that stops answering', () => {
     try {
       const r = room({ admit_per_period: '0' }, proxy.url);
       await r.round(range(1, 30));
-      const cursor = async () => Number((await direct.get('wr:{default}:cursor')) ?? 0);
+      const cursor = async () => Number((await direct.hget('wr:{default}:ctl', 'cursor')) ?? 0);
       const admit = (count: number, key: string) => r.api(`admit?count=${count}`, { headers: { 'idempotency-key': key } });
 
       // The store applies it but answers too late, for the first try and the retry alike.

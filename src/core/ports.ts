@@ -172,6 +172,13 @@ export interface QueueStats extends QueueState {
   readonly reserved: number;
   /** Mean wait from ticket to claimed slot over the last 300 s; null when nobody was measured. */
   readonly avgWaitSeconds: number | null;
+  /** The last hour's history, as `history` answers it: only when asked for (`StatsOptions.history`). */
+  readonly history?: readonly HistoryPoint[];
+}
+
+export interface StatsOptions {
+  /** Read the last hour's history in the same store call (the admin panel: figures and chart at once). */
+  readonly history?: boolean;
 }
 
 /**
@@ -228,8 +235,8 @@ export interface QueueStore {
   admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy, idempotencyKey?: string): Promise<AdmitResult>;
   /** Change runtime controls; they act at once and read back with the state. */
   control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
-  /** Read the figures without changing anything. */
-  stats(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueStats>;
+  /** Read the figures without changing anything; with `history`, the last hour's history too. */
+  stats(queue: string, nowMs: number, policy: AdmissionPolicy, options?: StatsOptions): Promise<QueueStats>;
   /**
    * Random method: a waiting visitor's poll (one call, never cached). Renews the ticket's presence,
    * runs admission (draws among the present visitors), and says where the ticket stands; in capacity

@@ -26,18 +26,22 @@ import type {
   QueueStore,
   ResetResult,
   RuntimeControl,
+  StatsOptions,
   VipCode,
   VipUse,
 } from '../core/ports';
 import {
   HISTORY_MS,
   IDEMPOTENCY_MS,
+  IDEMPOTENCY_KEEP,
   KEEP_MS,
   MAX_SEED,
   MINUTE_MS,
   assertAdmitCount,
   assertQueueName,
   averageWaitSeconds,
+  CALL_BUCKET_MS,
+  CALL_SLOTS,
   checkControl,
   checkGraceMs,
   checkIdempotencyKey,
@@ -79,6 +83,8 @@ interface MemoryQueue {
   readonly waiting: Map<number, number>;
   /** Minute start (ms) → the point recorded for it. */
   readonly history: Map<number, HistoryPoint>;
+  /** Rate FIFO: ctl's call buckets, slot → the bucket's start and the range it called (see `callsEntry`). */
+  readonly calls: Map<number, { readonly bucket: number; readonly from: number; readonly to: number; readonly lapsed: number }>;
   paused: boolean;
   /** Runtime overrides; undefined = the configured value. */
   maxActive: number | undefined;
@@ -154,14 +160,13 @@ export class MemoryQueueStore implements QueueStore {
     } else {
       // Before the start, calls made ahead of the tail are taken back: nobody held those tickets.
       if (!r.open && q.cursor > ticket - 1) q.cursor = ticket - 1;
-      autoAdmit(r, ticket);
-      if (ticket <= q.cursor) {
-        trim(q.admits, p.nowMs);
-        q.admits.set(String(ticket), p.nowMs);
-        claimed = true;
-      }
+      // The period step runs in a join only while nobody waits (see the join script).
+      if (q.cursor >= ticket - 1) autoAdmit(r, ticket);
+      // A walk-in writes nothing of its own: its call is counted in the call buckets.
+      claimed = ticket <= q.cursor;
     }
-    return { ...finish(r), ticket, claimed };
+    // No history point: the join script writes none.
+    return { ...readState(r), ticket, claimed };
   }
 
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -193,10 +198,9 @@ export class MemoryQueueStore implements QueueStore {
     } else if (r.random) {
       claimed = (q.reserved.get(ticket) ?? 0) > p.nowMs;
     } else {
-      replaceLapsed(r);
+      // Mirrors the claim script: the reservation goes, nothing else is written.
       claimed = ticket <= q.cursor;
-      const m = String(ticket);
-      if (claimed && (q.reserved.delete(ticket) || !q.admits.has(m))) q.admits.set(m, p.nowMs);
+      if (claimed) q.reserved.delete(ticket);
     }
     return { ...finish(r), claimed };
   }
@@ -275,7 +279,8 @@ export class MemoryQueueStore implements QueueStore {
     const r = begin(q, p);
     const capacity = isCapacity(r.e);
     const lapsed = capacity || r.random ? expire(q, p.nowMs) : 0;
-    // Lapsed calls handed on first are not counted in `admitted` (the script does the same).
+    // Random rate mode: lapsed draws drawn again first are not counted in `admitted` (the script
+    // does the same); rate FIFO leaves lapsed calls to the poll.
     let admitted = 0;
     if (r.open && r.random) {
       if (!capacity) redraw(r, lapsed);
@@ -283,13 +288,19 @@ export class MemoryQueueStore implements QueueStore {
       drawTickets(r, count);
       admitted = q.cursor - from;
     } else if (r.open) {
-      if (!capacity) replaceLapsed(r);
       const from = q.cursor;
       const target = Math.min(from + count, q.tail);
       if (target > from) callTickets(r, from + 1, target, capacity);
       admitted = q.cursor - from;
     }
-    if (idempotencyKey !== undefined) q.idempotency.set(idempotencyKey, { admitted, untilMs: p.nowMs + IDEMPOTENCY_MS });
+    if (idempotencyKey !== undefined) {
+      q.idempotency.set(idempotencyKey, { admitted, untilMs: p.nowMs + IDEMPOTENCY_MS });
+      // Mirrors IDEMPOTENT_RECORD: the newest IDEMPOTENCY_KEEP keys are kept.
+      for (const key of q.idempotency.keys()) {
+        if (q.idempotency.size <= IDEMPOTENCY_KEEP) break;
+        q.idempotency.delete(key);
+      }
+    }
     return { ...finish(r), admitted, replayed: false };
   }
 
@@ -307,13 +318,16 @@ export class MemoryQueueStore implements QueueStore {
     return finish(r);
   }
 
-  async stats(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueStats> {
+  async stats(queue: string, nowMs: number, policy: AdmissionPolicy, options?: StatsOptions): Promise<QueueStats> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     const q = this.#queues.get(queue) ?? emptyQueue();
     let sum = 0;
     let count = 0;
-    for (const [member, at] of q.waits) {
+    const run = begin(q, p, true);
+    // Mirrors the stats script: rate FIFO records no waits, so it reads none.
+    const waits = run.random || isCapacity(run.e) ? q.waits : new Map<string, number>();
+    for (const [member, at] of waits) {
       const waited = /:(\d+)$/.exec(member)?.[1];
       if (at > p.nowMs - KEEP_MS && waited !== undefined) {
         sum += Number(waited);
@@ -321,9 +335,10 @@ export class MemoryQueueStore implements QueueStore {
       }
     }
     return {
-      ...readState(begin(q, p, true)),
+      ...readState(run),
       reserved: countAfter(q.reserved, p.nowMs),
       avgWaitSeconds: averageWaitSeconds(sum, count),
+      ...(options?.history === true ? { history: await this.history(queue, nowMs) } : {}),
     };
   }
 
@@ -387,7 +402,7 @@ export class MemoryQueueStore implements QueueStore {
     if (applied) {
       q.cursor = q.tail;
       q.lastPeriodStart = undefined;
-      for (const scores of [q.reserved, q.admits, q.waits, q.waiting, q.history]) scores.clear();
+      for (const scores of [q.reserved, q.admits, q.waits, q.waiting, q.history, q.calls]) scores.clear();
       removeUpTo(q.active, p.nowMs);
       q.event = undefined;
       q.epoch = p.nowMs;
@@ -451,6 +466,7 @@ function emptyQueue(): MemoryQueue {
     waits: new Map(),
     waiting: new Map(),
     history: new Map(),
+    calls: new Map(),
     paused: false,
     maxActive: undefined,
     maxNewPerMinute: undefined,
@@ -528,16 +544,15 @@ function trim<K>(scores: Map<K, number>, nowMs: number): void {
 }
 
 /**
- * Mirrors `admitted_counts`: arrivals. Admission entries by score, except that every stored
- * reservation's call-time entry is taken out and each live reservation counts once instead, whatever
- * its call time (a lapsed one, still stored, not at all); plus rate-mode batch sizes.
+ * Mirrors `admitted_counts` (capacity mode, random method): arrivals. Admission entries by score,
+ * except that every stored reservation's call-time entry is taken out and each live reservation
+ * counts once instead, whatever its call time (a lapsed one, still stored, not at all).
  */
-function admittedCounts(q: MemoryQueue, nowMs: number, callEntries: boolean): { minute: number; five: number } {
+function admittedCounts(q: MemoryQueue, nowMs: number): { minute: number; five: number } {
   let minute = countAfter(q.admits, nowMs - MINUTE_MS);
   let five = countAfter(q.admits, nowMs - KEEP_MS);
   for (const [ticket, expiry] of q.reserved) {
-    // Rate FIFO calls write no call-time entry (see callTickets), so there is nothing to take out.
-    const at = callEntries ? q.admits.get(String(ticket)) : undefined;
+    const at = q.admits.get(String(ticket));
     if (at !== undefined) {
       if (at > nowMs - MINUTE_MS) minute -= 1;
       if (at > nowMs - KEEP_MS) five -= 1;
@@ -550,10 +565,42 @@ function admittedCounts(q: MemoryQueue, nowMs: number, callEntries: boolean): { 
   return { minute, five };
 }
 
+/**
+ * Mirrors `called_counts` (rate FIFO): the tickets called in the last 60 s and 300 s, by call
+ * bucket, counting only tickets that exist and are still called.
+ */
+function calledCounts(q: MemoryQueue, nowMs: number): { minute: number; five: number } {
+  const limit = Math.min(q.tail, q.cursor);
+  let minute = 0;
+  let five = 0;
+  for (const { bucket, from, to, lapsed } of q.calls.values()) {
+    if (bucket + CALL_BUCKET_MS <= nowMs - KEEP_MS) continue;
+    const n = Math.max(0, Math.min(to, limit) - from + 1) - lapsed;
+    five += n;
+    if (bucket + CALL_BUCKET_MS > nowMs - MINUTE_MS) minute += n;
+  }
+  return { minute: Math.max(0, minute), five: Math.max(0, five) };
+}
+
+/** Mirrors `calls_entry`: rate FIFO's calls from..to (none when from > to) and lapsed calls, merged into this bucket. */
+function recordCalls(q: MemoryQueue, nowMs: number, from: number, to: number, lapsed = 0): void {
+  const bucket = Math.floor(nowMs / CALL_BUCKET_MS) * CALL_BUCKET_MS;
+  const slot = Math.floor(nowMs / CALL_BUCKET_MS) % CALL_SLOTS;
+  const held = q.calls.get(slot);
+  if (held?.bucket === bucket) {
+    if (held.from <= held.to) {
+      if (from <= to) from = Math.min(from, held.from);
+      else [from, to] = [held.from, held.to];
+    }
+    lapsed += held.lapsed;
+  }
+  q.calls.set(slot, { bucket, from, to, lapsed });
+}
+
 function readState({ q, p, e, random }: Run): QueueState {
   const nowMs = p.nowMs;
   const callEntries = random || isCapacity(e);
-  const { minute, five } = admittedCounts(q, nowMs, callEntries);
+  const { minute, five } = callEntries ? admittedCounts(q, nowMs) : calledCounts(q, nowMs);
   const event = p.eventStartMs > 0 && q.event?.start === p.eventStartMs ? q.event : undefined;
   return {
     tail: q.tail,
@@ -561,8 +608,8 @@ function readState({ q, p, e, random }: Run): QueueState {
     paused: e.paused,
     maxActive: e.maxActive,
     maxNewPerMinute: e.maxNewPerMinute,
-    // A rate FIFO reservation is an admission to come, not a slot.
-    active: countAfter(q.active, nowMs) + (callEntries ? countAfter(q.reserved, nowMs) : 0),
+    // Rate FIFO holds no slots: an admitted visitor's token needs nothing from the store.
+    active: callEntries ? countAfter(q.active, nowMs) + countAfter(q.reserved, nowMs) : 0,
     admittedLastMinute: minute,
     admittedLast5Minutes: five,
     eventSize: event?.size ?? 0,
@@ -632,10 +679,10 @@ function autoAdmit(r: Run, walkIn?: number): void {
   }
   const target = Math.min(q.cursor + p.count, q.tail + p.count);
   if (target <= q.cursor) return;
-  trim(q.admits, p.nowMs);
   let lastReserved = Math.min(target, q.tail);
   if (walkIn !== undefined && lastReserved === walkIn) lastReserved = walkIn - 1;
-  if (lastReserved > q.cursor) callTickets(r, q.cursor + 1, lastReserved, false);
+  for (let t = q.cursor + 1; t <= lastReserved; t += 1) q.reserved.set(t, p.nowMs + p.reservationMs);
+  recordCalls(q, p.nowMs, q.cursor + 1, target);
   q.cursor = target;
 }
 
@@ -650,8 +697,11 @@ function replaceLapsed(r: Run): void {
       lapsed += 1;
     }
   }
-  const n = Math.min(lapsed, q.tail - q.cursor);
-  if (n >= 1) callTickets(r, q.cursor + 1, q.cursor + n, false);
+  if (lapsed === 0) return;
+  const n = Math.max(0, Math.min(lapsed, q.tail - q.cursor));
+  for (let t = q.cursor + 1; t <= q.cursor + n; t += 1) q.reserved.set(t, p.nowMs + p.reservationMs);
+  recordCalls(q, p.nowMs, q.cursor + 1, q.cursor + n, lapsed);
+  q.cursor += n;
 }
 
 /** Mirrors `expire`; returns how many reservations lapsed (the Lua `lapsed_calls`). */
@@ -679,7 +729,7 @@ function redraw(r: Run, lapsed: number): void {
 function freeSlots(q: MemoryQueue, nowMs: number, e: Effective): number {
   let free = Number.POSITIVE_INFINITY;
   if (e.maxActive > 0) free = e.maxActive - q.active.size - q.reserved.size;
-  if (e.maxNewPerMinute > 0) free = Math.min(free, e.maxNewPerMinute - admittedCounts(q, nowMs, true).minute);
+  if (e.maxNewPerMinute > 0) free = Math.min(free, e.maxNewPerMinute - admittedCounts(q, nowMs).minute);
   return free;
 }
 
@@ -689,6 +739,7 @@ function callTickets({ q, p }: Run, from: number, to: number, callEntries: boole
     q.reserved.set(t, p.nowMs + p.reservationMs);
     if (callEntries) q.admits.set(String(t), p.nowMs);
   }
+  if (!callEntries) recordCalls(q, p.nowMs, from, to);
   q.cursor = to;
 }
 

@@ -4,52 +4,56 @@
  * too, so both stores accept and reject exactly the same input.
  *
  * Key layout, per queue (the `{queue}` hash tag keeps a queue's keys in one slot on a cluster):
- *   `${prefix}:{${queue}}:tail`     last ticket handed out (absent = 0)
- *   `${prefix}:{${queue}}:cursor`   highest ticket called (absent = 0)
- *   `${prefix}:{${queue}}:period`   rate mode: start, in ms since the epoch, of the last period whose
- *                                   automatic admission ran (absent = never). A start time rather
- *                                   than a period index, so that changing `periodMs` cannot make the
- *                                   stored value look far in the future and stall admission.
+ *   `${prefix}:{${queue}}:ctl`      HASH, the queue's counters and controls, read by every policy
+ *                                   script with ONE HMGET (Upstash bills every command a script runs,
+ *                                   so what the hot scripts need lives in one hash) and written with
+ *                                   at most one HSET per run (see set_ctl/flush_ctl). Fields:
+ *                                   `tail`, the last ticket handed out (HINCRBY; absent = 0);
+ *                                   `cursor`, the highest ticket called (absent = 0); `period`, rate
+ *                                   mode: start (ms since the epoch) of the last period whose
+ *                                   automatic admission ran (absent = never; a start time rather than
+ *                                   a period index, so that changing `periodMs` cannot make it look
+ *                                   far in the future and stall admission); `paused` ("1" or
+ *                                   absent), `max_active`, `max_new_per_minute` (overrides; absent =
+ *                                   the configured value); the event's frozen pre-queue: `ev_start`
+ *                                   (the start it was frozen for), `ev_size`, `ev_seed` (see Events);
+ *                                   `epoch` (ms of the last reset; absent = 0, never); `gen`, the
+ *                                   generation (see Generations); `recover_until` (ms, see
+ *                                   Recovery); `hist`, the minute whose history point is written;
+ *                                   `c0`..`c60`, rate FIFO's calls per 5-s bucket of the last five
+ *                                   minutes (CALL_BUCKET_MS, CALL_SLOTS), each `<bucket start>:<first
+ *                                   called>:<last called>:<lapsed>`, reused round-robin (see
+ *                                   Figures); `idem`, the idempotency keys of recent admits, only
+ *                                   read by the admit script (see IDEMPOTENT_REPLAY).
  *   `${prefix}:{${queue}}:active`   capacity mode: ZSET ticket → slot expiry (ms). A slot is live
  *                                   while its expiry is > now.
  *   `${prefix}:{${queue}}:reserved` ZSET ticket → reservation expiry (ms), in every mode: a called
  *                                   (drawn) ticket's slot (capacity mode) or admission (rate mode),
  *                                   held for its holder for `reservationMs`: its claim deadline.
- *   `${prefix}:{${queue}}:admits`   ZSET member → admission time (ms), kept 300 s: the sliding-minute
- *                                   limit and the measured rate. Members: `<ticket>` for a ticket
- *                                   called or drawn (reserved, or walked in under rate mode), written
- *                                   at the call (rate FIFO: at the claim or the walk-in's join, none
- *                                   at the call); re-timed to the claim (or random rate mode's
+ *   `${prefix}:{${queue}}:admits`   capacity mode and the random method: ZSET member → admission
+ *                                   time (ms), kept 300 s: the sliding-minute limit and the measured
+ *                                   rate. Members: `<ticket>` for a ticket called or drawn, written
+ *                                   at the call; re-timed to the claim (or random rate mode's
  *                                   collection) when its reservation is taken up (the visitor's
  *                                   arrival; written anew if the 300 s trim took it), and removed
  *                                   again when its reservation lapses or is left unclaimed, which
- *                                   gives the per-minute budget back;
- *                                   `<ticket>@<now>[#k]` for a slot taken directly (a late claim
- *                                   after the reservation lapsed, or a returning holder), unique so
- *                                   that two admissions never collapse into one. The entry of a
- *                                   ticket still reserved is not counted by its score: see Figures.
- *   `${prefix}:{${queue}}:batches`  ZSET `<from>-<to>` → time (ms), kept 300 s: the range of tickets
- *                                   a rate-mode step called before calls had a claim deadline. No
- *                                   script writes it any more; the figures still count what an
- *                                   older version wrote until the 300-s trim takes it.
+ *                                   gives the per-minute budget back; `<ticket>@<now>[#k]` for a
+ *                                   slot taken directly (a late claim after the reservation lapsed,
+ *                                   or a returning holder), unique so that two admissions never
+ *                                   collapse into one. The entry of a ticket still reserved is not
+ *                                   counted by its score: see Figures. Rate FIFO writes none.
  *   `${prefix}:{${queue}}:waits`    ZSET `<ticket>:<waitedMs>` → time (ms), kept 300 s: how long
  *                                   each claimed slot's (or collected draw's) holder waited, for the
  *                                   average wait.
- *   `${prefix}:{${queue}}:ctl`      HASH of runtime controls: `paused` ("1" or absent),
- *                                   `max_active`, `max_new_per_minute` (overrides; absent = the
- *                                   configured value); the event's frozen pre-queue: `ev_start`
- *                                   (the start it was frozen for), `ev_size`, `ev_seed` (see
- *                                   Events); `epoch` (ms of the last reset; absent = 0, never);
- *                                   `gen`, the generation (see Generations); `recover_until` (ms,
- *                                   the recovery window after a lost state; see Recovery).
  *   `${prefix}:{${queue}}:waiting`  random method: ZSET ticket → last poll time (ms): the visitors
  *                                   taking part in draws. A member is present while its score is
  *                                   > now - presenceMs; every writing random-mode script first
  *                                   removes the others. A drawn ticket leaves it for good.
  *   `${prefix}:{${queue}}:history`  ZSET minute start (ms) → `<minute>:<tail>:<cursor>:<waiting>:
  *                                   <active>:<admitted_1m>`, one member per minute: the state the
- *                                   minute's first join, poll, claim, draw, admit or control
- *                                   returned (after its admission step). `waiting` is `tail -
+ *                                   minute's first poll, claim, draw, admit or control returned
+ *                                   (after its admission step); joins, the hottest call, write none,
+ *                                   so a minute in which nobody waited and nobody acted has no point. `waiting` is `tail -
  *                                   cursor` (at least 0) in FIFO, the present visitors in random.
  *                                   Members whose minute is <= now - HISTORY_MS are trimmed.
  *   `${prefix}:{${queue}}:vip:<hash>`  HASH, one per VIP access code; `<hash>` is the lower-case hex
@@ -61,23 +65,25 @@
  *                                   creation when it has none. The TTL is relative (PEXPIRE of
  *                                   `exp - now + keep`), so it needs no agreement between the
  *                                   caller's clock and Redis's. Only the two VIP scripts touch it.
- *   `${prefix}:{${queue}}:admit:<key>`  STRING, an explicit admit's idempotency key → the number it
- *                                   admitted, kept IDEMPOTENCY_MS (PX). Only the admit script
- *                                   touches it, as its KEYS[9].
  *
  * Modes: capacity mode while the effective `maxActive > 0 || maxNewPerMinute > 0`, else rate mode
  * (the period step, exactly as before thresholds existed). Figures are counted by score (a slot or
  * reservation whose expiry is <= now is not counted even before a script removes it), so `stats`
  * needs no writes and every script reports the same numbers.
  *
- * Figures: admissions are ARRIVALS. In capacity mode a visitor arrives when it claims its slot (a
- * walk-in at its join, a called ticket at its claim, a late claim or returning holder at that
- * claim), not when its ticket is called: the call only reserves. So `admittedLastMinute` = claims
- * whose claim time is in the last 60 s + live reservations (called, not yet claimed, WHATEVER their
- * call time: each is one arrival still to come, counted exactly once), and `admittedLast5Minutes`
- * the same over 300 s. Rate mode counts the same way: a FIFO call or a random draw is a
- * reservation, counted while live and then at its claim (collection); a walk-in counts at its join.
- * `maxNewPerMinute` keeps that minute figure <= the limit (explicit admits aside): a reservation is
+ * Figures. Rate FIFO counts CALLS, the pace of the line: the tickets called in the last 60 s (300
+ * s) less the calls that lapsed unclaimed, from ctl's 5-s call buckets (read with the controls, so
+ * the figures cost no command). A bucket counts while any of it is in the window, so the window
+ * edges are 5 s coarse; only tickets that exist and are still called count (at most min(tail,
+ * cursor)), so a call made before its ticket existed counts once somebody holds it, at its call's
+ * time. Claims and walk-ins write nothing for the figures; a late holder let in after its call lapsed
+ * is not counted again. Capacity mode and the random method count ARRIVALS exactly: a visitor
+ * arrives when it claims its slot (a walk-in at its join, a called ticket at its claim, a late
+ * claim or returning holder at that claim), not when its ticket is called: the call only reserves.
+ * So `admittedLastMinute` = claims whose claim time is in the last 60 s + live reservations
+ * (called, not yet claimed, WHATEVER their call time: each is one arrival still to come, counted
+ * exactly once), and `admittedLast5Minutes` the same over 300 s (random rate mode: a draw is a
+ * reservation, counted while live and then at its collection). `maxNewPerMinute` keeps that minute figure <= the limit (explicit admits aside): a reservation is
  * counted from its call until it becomes a claim (then counted at its claim time) or lapses (then
  * counted no more), so the visitors who actually arrive in ANY 60 s window never exceed the limit,
  * however long a reservation lasts.
@@ -86,14 +92,16 @@
  * after the store took the ticket — or who walked away must not use up an admission). A called
  * ticket holds a reservation until its claim deadline, `reservationMs` after the call (the handler
  * passes (refresh + cache) s + 5 s: the holder notices the call on its next poll once its POP's
- * cache expires). The holder's claim turns the reservation into an arrival (counted once per ticket:
- * two tabs count once). A reservation that lapses unclaimed gives its admission to the next ticket:
+ * cache expires). The holder's claim takes the reservation out (capacity mode and random: it
+ * becomes an arrival, counted once per ticket: two tabs count once). A reservation that lapses
+ * unclaimed gives its admission to the next ticket:
  *   - capacity mode: expire() frees the slot and its per-minute share, advance() calls as many next
  *     tickets as there is room, in one step (k phantoms called together lapse and are replaced
  *     together; k phantoms called one after another into one slot hold it k × reservationMs);
  *   - rate FIFO: replace_lapsed() calls one next waiting ticket per lapsed call, at once, in the
- *     poll, claim, admit and control scripts (not the join: a join pays nothing for calls awaiting
- *     their claim). An explicit admit of N therefore lets in N people who show up, given N waiting;
+ *     poll and control scripts (not the join, the claim or the admit: they pay nothing for calls
+ *     awaiting their claim; a waiting visitor's poll comes within a cache lifetime). An explicit
+ *     admit of N therefore lets in N people who show up, given N waiting;
  *   - random rate mode: redraw() draws as many again among the present visitors.
  * No banking, restated with the credit: a period step moves the cursor by at most the count and
  * never more than the count past the tail; a lapsed call's admission is spent at once on a ticket
@@ -103,8 +111,8 @@
  * for nothing) and replaces them when admission may run again; random rate mode drops them.
  * FIFO order: a lapsed ticket is skipped, never admitted ahead of an earlier waiting ticket, since
  * replacements are the next tickets after the cursor. A skipped holder who comes back after its
- * deadline: rate mode lets it in (its turn came; it already waited) and counts one more arrival, so
- * admissions can exceed the rate by the number of such late holders; capacity mode lets it take a
+ * deadline: rate mode lets it in (its turn came; it already waited), so admissions can exceed the
+ * rate by the number of such late holders; capacity mode lets it take a
  * slot only if there is room (take_slot), else it waits at the front. Walk-ins (a ticket called by
  * or before its own join) are claimed at the join: if that join's answer is lost, a rate-mode
  * walk-in uses one of its period's admissions, and a capacity-mode walk-in holds its slot until the
@@ -200,7 +208,6 @@ import HISTORY_FILE from './lua/history.lua';
 import PEEK_FILE from './lua/peek.lua';
 import CREATE_VIP_FILE from './lua/create_vip.lua';
 import USE_VIP_FILE from './lua/use_vip.lua';
-import READ_INT_LUA from './lua/lib/read_int.lua';
 import RECOVERY_LUA from './lua/lib/recovery.lua';
 import GENERATION_LUA from './lua/lib/generation.lua';
 import PRELUDE_LUA from './lua/lib/prelude.lua';
@@ -231,6 +238,15 @@ export const MINUTE_MS = 60_000;
 /** How long admissions and waits are kept: the window of `admittedLast5Minutes` and `avgWaitSeconds`, ms. */
 export const KEEP_MS = 300_000;
 
+/**
+ * Rate FIFO counts its calls per bucket of this length, in CALL_SLOTS fields of ctl reused
+ * round-robin: the figures' window edges are this coarse, ms.
+ */
+export const CALL_BUCKET_MS = 5_000;
+
+/** Enough buckets to cover KEEP_MS and the bucket in progress. */
+export const CALL_SLOTS = KEEP_MS / CALL_BUCKET_MS + 1;
+
 /** How long the per-minute history is kept, ms (one hour). */
 export const HISTORY_MS = 3_600_000;
 
@@ -242,6 +258,9 @@ export const MAX_SEED = 281_474_976_710_655;
 
 /** How long an explicit admit's idempotency key remembers its result, ms (10 minutes). */
 export const IDEMPOTENCY_MS = 600_000;
+
+/** How many admits' idempotency keys ctl keeps at most (the newest): a retry comes within seconds. */
+export const IDEMPOTENCY_KEEP = 128;
 
 /** Idempotency keys the stores accept: the same pattern the admin API checks. */
 export { IDEMPOTENCY_KEY_PATTERN };
@@ -259,7 +278,6 @@ export class StoreArgumentError extends RangeError {
 }
 
 export interface QueueKeys {
-  readonly tail: string;
   readonly active: string;
   readonly reserved: string;
   readonly admits: string;
@@ -286,7 +304,6 @@ export function buildQueueKeys(prefix: string, queue: string): QueueKeys {
   assertQueueName(queue);
   const base = `${prefix}:{${queue}}`;
   return {
-    tail: `${base}:tail`,
     active: `${base}:active`,
     reserved: `${base}:reserved`,
     admits: `${base}:admits`,
@@ -300,7 +317,6 @@ export function buildQueueKeys(prefix: string, queue: string): QueueKeys {
 /** KEYS of every policy script, in the order the Lua binds them to `K_*`. */
 export function policyKeys(keys: QueueKeys): string[] {
   return [
-    keys.tail,
     keys.active,
     keys.reserved,
     keys.admits,
@@ -508,12 +524,6 @@ export function checkIdempotencyKey(key: string): string {
   return key;
 }
 
-/** The store key of an explicit admit's idempotency key, under its queue's hash tag. */
-export function idempotencyStoreKey(prefix: string, queue: string, key: string): string {
-  assertKeyPrefix(prefix);
-  assertQueueName(queue);
-  return `${prefix}:{${queue}}:admit:${checkIdempotencyKey(key)}`;
-}
 
 /** join's recovery window, ms: undefined or 0 for none, else an integer >= 1. */
 export function checkRecoverMs(recoverMs: number | undefined): number {
@@ -660,17 +670,19 @@ export function averageWaitSeconds(sumMs: number, count: number): number | null 
 const LUA_CONSTANTS = {
   MINUTE_MS,
   KEEP_MS,
+  CALL_BUCKET_MS,
+  CALL_SLOTS,
   HISTORY_MS,
   MAX_SEED,
   STATE_LENGTH,
   IDEMPOTENCY_MS,
+  IDEMPOTENCY_KEEP,
   VIP_MAX_USES,
   VIP_KEEP_EXPIRED_MS,
   VIP_TTL_MS,
 } as const;
 
 const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
-  read_int: READ_INT_LUA,
   recovery: RECOVERY_LUA,
   generation: GENERATION_LUA,
   prelude: PRELUDE_LUA,
@@ -704,19 +716,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'ff56a6973b5e30377114f0ad7bba86b3ef290952';
-export const POLL_SHA1 = '0d5d14e11371f53bb4309676fc9e2a363f93bdfa';
-export const CLAIM_SHA1 = 'cbc4bcf5f2ef0a11bd5d12c29a834741b99a6408';
-export const TOUCH_SHA1 = 'aee62c8e99d1f6845cd4c26868cb421309d4cc71';
-export const LEAVE_SHA1 = '2df9e1aedfbb6eef306ce2d423bfd5c74b9946a2';
-export const ADMIT_SHA1 = 'a66c585f3fc01d8b903a9ec8fbde9bcfb26d87c6';
-export const CONTROL_SHA1 = '03c641a19fd312a2ffe0af79196afb4516b74257';
-export const STATS_SHA1 = '20c3e03ac5f2d6e243e23374bfce991ed17db69a';
-export const PEEK_SHA1 = '6a6e3630522f741357a6fbc67221e9704d9e3e82';
+export const JOIN_SHA1 = 'bcc75f9a2cac72bd8f0d199fcf8ca6bbff9d53de';
+export const POLL_SHA1 = 'e3430baf776a30ea94f294b4f09177c4bf7b8406';
+export const CLAIM_SHA1 = 'dee17f61bfbe5c215c7d9bec3f836c7b9913deda';
+export const TOUCH_SHA1 = 'd1e565fb8d71365aad9d048e622bef37f283bb4e';
+export const LEAVE_SHA1 = '03c7f1a49e46f0994c18bf66de871be4495a2e74';
+export const ADMIT_SHA1 = '558dc5bb0d4bd3037a50188b2808391299ce7696';
+export const CONTROL_SHA1 = '038f008ddc943bdc00b4d5ddf78d935c9ddb58e8';
+export const STATS_SHA1 = '61958e31e62cf2a3d8326a6e624bea165c40fa60';
+export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '28349e62c3be1788facad6488505600e7b120456';
-export const RESET_SHA1 = '93ab7c871f9260e443c7bf7de7436d22e517ebcb';
+export const DRAW_SHA1 = '765ca4ff48f1b5d9430cfe9ee4f8ceb62cd0c569';
+export const RESET_SHA1 = 'cac1efc8f10ab77d3697fa65c7a16b27d7ee09fa';
 export const HISTORY_SHA1 = '477f9424e713adddf354af016672c744b539c5b3';
 
 export interface StoreScript {

@@ -28,6 +28,7 @@ import type {
   QueueStore,
   ResetResult,
   RuntimeControl,
+  StatsOptions,
   VipCode,
   VipUse,
 } from '../core/ports';
@@ -67,7 +68,7 @@ import {
   checkWaitedMs,
   controlArgv,
   generationArg,
-  idempotencyStoreKey,
+  checkIdempotencyKey,
   policyArgv,
   policyKeys,
   vipCreateArgv,
@@ -153,10 +154,10 @@ export class UpstashQueueStore implements QueueStore {
 
   async admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy, idempotencyKey?: string): Promise<AdmitResult> {
     const keys = this.#keys(queue);
-    if (idempotencyKey !== undefined) keys.push(idempotencyStoreKey(this.#prefix, queue, idempotencyKey));
+    const key = idempotencyKey === undefined ? '' : checkIdempotencyKey(idempotencyKey);
     const checked = checkPolicy(nowMs, policy);
     assertAdmitCount(count);
-    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count)]), STATE_LENGTH + 2);
+    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count), key]), STATE_LENGTH + 2);
     return { ...toState(ADMIT, reply), admitted: reply.int(STATE_LENGTH), replayed: reply.flag(STATE_LENGTH + 1) };
   }
 
@@ -167,14 +168,19 @@ export class UpstashQueueStore implements QueueStore {
     return toState(CONTROL, parseReply(CONTROL, await this.#run(CONTROL, keys, argv), STATE_LENGTH));
   }
 
-  async stats(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueStats> {
+  async stats(queue: string, nowMs: number, policy: AdmissionPolicy, options?: StatsOptions): Promise<QueueStats> {
     const keys = this.#keys(queue);
-    const argv = policyArgv(checkPolicy(nowMs, policy));
-    const reply = parseReply(STATS, await this.#run(STATS, keys, argv), STATE_LENGTH + 3);
+    const withHistory = options?.history === true;
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), withHistory ? '1' : ''];
+    const raw = await this.#run(STATS, keys, argv);
+    // The figures, then (asked for) the history members: one script run for the admin panel.
+    const figures = Array.isArray(raw) && withHistory ? raw.slice(0, STATE_LENGTH + 3) : raw;
+    const reply = parseReply(STATS, figures, STATE_LENGTH + 3);
     return {
       ...toState(STATS, reply),
       reserved: reply.int(STATE_LENGTH),
       avgWaitSeconds: averageWaitSeconds(reply.int(STATE_LENGTH + 1), reply.int(STATE_LENGTH + 2)),
+      ...(withHistory ? { history: parseHistory((raw as unknown[]).slice(STATE_LENGTH + 3)) } : {}),
     };
   }
 
@@ -204,7 +210,7 @@ export class UpstashQueueStore implements QueueStore {
 
   async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
     const keys = buildQueueKeys(this.#prefix, queue);
-    const reply = parseReply(PEEK, await this.#run(PEEK, [keys.tail, keys.ctl], []), 2);
+    const reply = parseReply(PEEK, await this.#run(PEEK, [keys.ctl], []), 2);
     return { tail: reply.int(0), cursor: reply.int(1) };
   }
 

@@ -598,7 +598,7 @@ export function billedReport(rows: readonly BilledRow[]): PassReport {
       `excluding the harness's own commands: ${[...HARNESS_COMMANDS].map((c) => c.toUpperCase()).join(', ')} (INFO: each snapshot and ` +
       'the connections\' ready checks; SCRIPT: the SCRIPT LOADs that warm the script cache; CLIENT: what the Redis clients send on ' +
       'connecting). Two snapshots in a row are checked to count nothing. A first call on a cold script cache is billed for the ' +
-      'NOSCRIPT answer as well as for the EVAL. No billed budgets are set yet (the column is ready for them).',
+      'NOSCRIPT answer as well as for the EVAL. Budgets are per request on average over the class; a class over its budget fails the run.',
     '',
   ].join('\n');
   return { text, failures: over.map((row) => `${row.pass}, ${row.arm}, ${row.label}: ${row.counts.billed} billed commands for ${row.requests} requests, over ${row.billedBudget} per request`), billed: [] };

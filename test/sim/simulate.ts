@@ -441,9 +441,9 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
   }
   let modelledJoins = 0;
   if (!sc.realJoins) {
-    // MODELLED burst: the tickets 1..burstSize are taken at once (one INCRBY, not a store call);
+    // MODELLED burst: the tickets 1..burstSize are taken at once (one HINCRBY of ctl's tail, not a store call);
     // each visitor "arrives" at its arrival tick already holding its ticket.
-    await direct.incrby(keys.tail, burstSize);
+    await direct.hincrby(keys.ctl, 'tail', burstSize);
     modelledJoins = burstSize;
     for (let v = 0; v < burstSize; v++) {
       ticket[v] = v + 1;
@@ -545,7 +545,7 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
     waiting: number;
   }
   const snapshot = async (): Promise<Snapshot> => {
-    const [info, tailValue, cursorValue] = await Promise.all([direct.info('commandstats'), direct.get(keys.tail), direct.hget(keys.ctl, 'cursor')]);
+    const [info, tailValue, cursorValue] = await Promise.all([direct.info('commandstats'), direct.hget(keys.ctl, 'tail'), direct.hget(keys.ctl, 'cursor')]);
     const tail = Number(tailValue ?? 0);
     const cursor = Number(cursorValue ?? 0);
     const wrapper = { join: sum(store.perSecond.join), poll: sum(store.perSecond.poll), admit: sum(store.perSecond.admit), peek: sum(store.perSecond.peek) };
@@ -685,7 +685,7 @@ async function calibrate(shared: Shared): Promise<Calibration> {
   const clock = new ManualClock(SALE_OPENS_MS);
   const config = parseConfig(source({ ...shared.baseSettings, state_cache_seconds: '60', admit_per_period: '0' }));
   const handler = createHandler({ config, secrets: shared.secrets, store: shared.store, origin: ORIGIN, logger: new PopLog(), clock, cache: new MemoryStateCache(clock) });
-  await shared.direct.incrby(buildQueueKeys(DEFAULT_KEY_PREFIX, config.queueName).tail, 10);
+  await shared.direct.hincrby(buildQueueKeys(DEFAULT_KEY_PREFIX, config.queueName).ctl, 'tail', 10);
   const iat = Math.floor(SALE_OPENS_MS / 1000);
   const token = await signToken(shared.secrets.keyRing, { q: config.queueName, k: 'w', t: 5, iat, exp: iat + config.queueTimeoutSeconds });
   const client: ClientInfo = { address: '203.0.113.250', pop: 'CAL' };

@@ -41,7 +41,7 @@ export function defineEndToEnd(stack: () => Stack): void {
       expect(response.headers.get('cache-control')).toBe('no-store');
       expect(await response.text()).toContain('Your place in line');
       expect(v.claims).toMatchObject({ q: 'default', k: 'w', t: 1 });
-      expect(await stack().direct.get('wr:{default}:tail')).toBe('1');
+      expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe('1');
     });
 
     it('a returning visitor keeps the ticket and takes no new one', async () => {
@@ -50,7 +50,7 @@ export function defineEndToEnd(stack: () => Stack): void {
       await visitor().get('/');
       for (let i = 0; i < 3; i++) await v.get('/');
       expect(v.claims['t']).toBe(1);
-      expect(await stack().direct.get('wr:{default}:tail')).toBe('2');
+      expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe('2');
     });
 
     it('the admin lets N in from the page and exactly the first N tickets reach the origin', async () => {
@@ -136,7 +136,7 @@ export function defineEndToEnd(stack: () => Stack): void {
       expect(scriptCalls(await stack().direct.info('commandstats'))).toBe(before);
       // A path that only looks like it is still queued.
       expect(reachedOrigin(await fetch(`${stack().url}/robots.txt.bak`))).toBe(false);
-      expect(await stack().direct.get('wr:{default}:tail')).toBe('1');
+      expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe('1');
     });
   });
 
@@ -216,13 +216,13 @@ export function defineEndToEnd(stack: () => Stack): void {
   describe('bad admin input', () => {
     it('gets a 400 saying why and changes nothing in Redis', async () => {
       for (const v of Array.from({ length: 3 }, visitor)) await v.get('/');
-      const before = await stack().direct.mget('wr:{default}:tail', 'wr:{default}:cursor');
+      const before = await stack().direct.hmget('wr:{default}:ctl', 'tail', 'cursor');
       for (const count of ['', 'abc', '-5', '0', '2.5', '1e6', '1000001', '%00']) {
         const response = await admitByApi(count);
         expect(response.status, count).toBe(400);
         expect((await response.json()).error, count).toMatch(/count/);
       }
-      expect(await stack().direct.mget('wr:{default}:tail', 'wr:{default}:cursor')).toEqual(before);
+      expect(await stack().direct.hmget('wr:{default}:ctl', 'tail', 'cursor')).toEqual(before);
     });
   });
 
@@ -582,7 +582,7 @@ export function definePathScenarios(stack: () => Stack): void {
     expect(response.status).toBe(200);
     expect(response.body).toContain('Your place in line');
     expect(String(response.headers['set-cookie'])).toMatch(/^waiting_room=/);
-    expect(await stack().direct.get('wr:{default}:tail')).toBe('1');
+    expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe('1');
   });
 
   it.each(['/__WR/admin', '/%5F%5Fwr/admin', '/__wr;x/admin', '/static/..%2f__wr/admin'])('%s is our 404, never forwarded', async (path) => {

@@ -3,12 +3,14 @@
 --- moves by up to count, never past the tail; random: min(count, present) visitors are drawn.
 --- Each ticket called gets a reservation (capacity mode and random: and an admission entry), even
 --- beyond the thresholds (explicit admits are the operator's decision; automatic admission then
---- waits until the usage is back under them). Rate mode first hands lapsed calls on (FIFO: replaced,
---- random: redrawn), not counted in `admitted`. Works while paused. ARGV 12 count (>= 1); KEYS[9],
---- optional, the idempotency key's store key (see IDEMPOTENT_REPLAY). Returns the state, then
---- admitted and replayed (0/1).
--- wr admit: KEYS tail, active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, idempotency; ARGV ..., count; returns {state..., admitted, replayed}
+--- waits until the usage is back under them). Random rate mode first draws again for draws that
+--- lapsed, not counted in `admitted`; rate FIFO leaves lapsed calls to the poll. Works while paused.
+--- ARGV 12 count (>= 1), 13 the idempotency key ('' = none; see IDEMPOTENT_REPLAY). Returns the
+--- state, then admitted and replayed (0/1).
+-- wr admit: KEYS active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, count, idempotency_key; returns {state..., admitted, replayed}
 -- #include policy_header
+CTL_FIELDS[#CTL_FIELDS + 1] = 'idem'
+defer_ctl()
 -- #include read_queue
 
 local count = arg_int(12, 1)
@@ -22,7 +24,6 @@ if OPEN and RANDOM then
   cursor = draw_tickets(cursor, count)
   admitted = cursor - before
 elseif OPEN then
-  if not capacity then cursor = replace_lapsed(tail, cursor, paused) end
   local target = math.min(cursor + count, tail)
   if target > cursor then
     call_tickets(cursor + 1, target, capacity)
@@ -34,4 +35,5 @@ local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
 state[14] = admitted
 -- #include idempotent_record
+flush_ctl()
 return state

@@ -2,15 +2,19 @@
 --- Take the next ticket and run admission (before the event's start: nothing is admitted). Random
 --- method: the ticket joins the draw first. Capacity mode: a ticket called (drawn) in this call, or
 --- (FIFO) one called before it existed, claims its slot at once (a walk-in, wait 0). Rate mode: the
---- period step (no replacement of lapsed calls: that is left to the poll); FIFO: a ticket the cursor
---- had already passed, or that this join's own step called, walks in (admitted now, claimed); random:
---- a ticket drawn in this call is collected at once and reported claimed. Returns the state, then
---- ticket and claimed (0/1). ARGV 12: the recovery window, ms ('' = none; see Recovery).
--- wr join: KEYS tail, active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms; returns {state..., ticket, claimed}
+--- period step (no replacement of lapsed calls: that is left to the poll; FIFO: only while nobody
+--- waits); FIFO: a ticket the cursor had already passed, or that this join's own step called, walks
+--- in (admitted now, claimed); random: a ticket drawn in this call is collected at once and
+--- reported claimed. Writes no history point. Rate FIFO costs three billed commands (EVALSHA,
+--- HINCRBY, HMGET), four with its step. Returns the state, then ticket and claimed (0/1). ARGV 12:
+--- the recovery window, ms ('' = none; see Recovery).
+-- wr join: KEYS active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms; returns {state..., ticket, claimed}
 -- #include policy_header
+defer_ctl()
 
 if (ARGV[12] or '') ~= '' then RECOVER_MS = arg_int(12, 1) end
-local ticket = redis.call('INCR', K_TAIL)
+local ticket = redis.call('HINCRBY', K_CTL, 'tail', 1)
+if CTL then CTL.tail = fmt(ticket) end
 prologue(ticket - 1)
 if RANDOM then redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket)) end
 local tail = ticket
@@ -32,16 +36,18 @@ else
     cursor = ticket - 1
     set_ctl('cursor', fmt(cursor))
   end
-  cursor = auto_admit(tail, cursor, paused, ticket)
-  if ticket <= cursor then
-    -- Called before it existed, or by this join's own step: it walks in, and arrives now.
-    trim(K_ADMITS)
-    redis.call('ZADD', K_ADMITS, fmt(NOW), fmt(ticket))
-    claimed = 1
-  end
+  -- The period step runs in a join only while nobody waits: its calls are then walk-ins, written
+  -- with the period in one HSET. With people waiting it is the poll's, whose calls need
+  -- reservations (a waiting visitor polls every refresh, so a period's step is not missed).
+  if cursor >= ticket - 1 then cursor = auto_admit(tail, cursor, paused, ticket) end
+  -- Called before it existed, or by this join's own step: it walks in. Its call is counted in
+  -- ctl's call buckets (see called_counts), so the walk-in writes nothing of its own.
+  if ticket <= cursor then claimed = 1 end
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
-record_history(state)
+-- No history point: a join is the hottest call; the minute's first poll, claim, draw, admit or
+-- control writes it.
 state[14] = ticket
 state[15] = claimed
+flush_ctl()
 return state

@@ -1,7 +1,7 @@
 #!lua flags=allow-key-locking
 --- Read the figures, writing nothing. Returns the state, then reserved (live reservations), and the
---- sum (ms) and count of the waits recorded in the last 300 s.
--- wr stats: KEYS tail, active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms; returns {state..., reserved, wait_sum_ms, wait_count}
+--- sum (ms) and count of the waits recorded in the last 300 s; with ARGV 12 '1', the history members.
+-- wr stats: KEYS active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, with_history; returns {state..., reserved, wait_sum_ms, wait_count, history member...}
 -- #include policy_header
 
 GEN_READ_ONLY = true
@@ -10,7 +10,10 @@ GEN_READ_ONLY = true
 local state = read_state(tail, cursor, paused, max_active, max_new)
 state[14] = count_after(K_RESERVED, NOW)
 local sum, n = 0, 0
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_WAITS, '(' .. fmt(NOW - KEEP_MS), '+inf')) do
+-- Waits are recorded where a slot is claimed or a draw collected: rate FIFO has none to read.
+local waits = {}
+if capacity or RANDOM then waits = redis.call('ZRANGEBYSCORE', K_WAITS, '(' .. fmt(NOW - KEEP_MS), '+inf') end
+for _, m in ipairs(waits) do
   local waited = tonumber(string.match(m, ':(%d+)$'))
   if waited then
     sum = sum + waited
@@ -19,4 +22,9 @@ for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_WAITS, '(' .. fmt(NOW - KEEP_MS
 end
 state[15] = sum
 state[16] = n
+-- ARGV 12 '1': the last hour's history points follow, as the history script returns them (strings),
+-- so the admin panel reads its figures and its chart in one run.
+if ARGV[12] == '1' then
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_HISTORY, '(' .. fmt(NOW - HISTORY_MS), '+inf')) do state[#state + 1] = m end
+end
 return state

@@ -29,7 +29,7 @@ local function free_slots(max_active, max_new)
     free = max_active - redis.call('ZCARD', K_ACTIVE) - redis.call('ZCARD', K_RESERVED)
   end
   if max_new > 0 then
-    local minute = admitted_counts(true)
+    local minute = admitted_counts()
     free = math.min(free, max_new - minute)
   end
   return free

@@ -7,20 +7,14 @@
 local function count_after(key, min_exclusive)
   return redis.call('ZCOUNT', key, '(' .. fmt(min_exclusive), '+inf')
 end
-local function admitted_counts(call_entries)
+local function admitted_counts()
   local minute = count_after(K_ADMITS, NOW - MINUTE_MS)
   local five = count_after(K_ADMITS, NOW - KEEP_MS)
   local members, live = {}, 0
-  if call_entries then
-    local reserved = redis.call('ZRANGE', K_RESERVED, 0, -1, 'WITHSCORES')
-    for i = 1, #reserved, 2 do
-      members[#members + 1] = reserved[i]
-      if tonumber(reserved[i + 1]) > NOW then live = live + 1 end
-    end
-  else
-    -- Rate FIFO calls write no entry at the call (see call_tickets): nothing to take out, so the
-    -- live ones are counted without reading them (an admit of thousands stays cheap to count).
-    live = count_after(K_RESERVED, NOW)
+  local reserved = redis.call('ZRANGE', K_RESERVED, 0, -1, 'WITHSCORES')
+  for i = 1, #reserved, 2 do
+    members[#members + 1] = reserved[i]
+    if tonumber(reserved[i + 1]) > NOW then live = live + 1 end
   end
   for i = 1, #members, 500 do
     for _, s in ipairs(redis.call('ZMSCORE', K_ADMITS, unpack(members, i, math.min(i + 499, #members)))) do
@@ -35,14 +29,38 @@ local function admitted_counts(call_entries)
   five = five + live
   return minute, five
 end
+-- Rate FIFO: the tickets called in the last 60 s and 300 s less the calls that lapsed unclaimed,
+-- from the call buckets read with ctl (no command): a bucket counts while any of it is in the
+-- window, and only tickets that exist and are still called (at most min(tail, cursor)), so a call
+-- made before its ticket existed counts once somebody holds that ticket.
+local function called_counts(tail, cursor)
+  local limit = math.min(tail, cursor)
+  local minute, five = 0, 0
+  local c = ctl()
+  for i = 0, CALL_SLOTS - 1 do
+    local b, from, to, lapsed = string.match(c['c' .. i] or '', '^(%d+):(%d+):(%d+):(%d+)$')
+    b = tonumber(b)
+    if b and b + CALL_BUCKET_MS > NOW - KEEP_MS then
+      local n = math.max(0, math.min(tonumber(to), limit) - tonumber(from) + 1) - tonumber(lapsed)
+      five = five + n
+      if b + CALL_BUCKET_MS > NOW - MINUTE_MS then minute = minute + n end
+    end
+  end
+  -- A lapse can be counted in the window after its call has left it.
+  return math.max(0, minute), math.max(0, five)
+end
 -- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m,
 --  event_size, event_seed, waiting, epoch, generation}
 local function read_state(tail, cursor, paused, max_active, max_new)
-  local call_entries = RANDOM or max_active > 0 or max_new > 0
-  local slots = count_after(K_ACTIVE, NOW)
-  -- A rate FIFO reservation is an admission to come, not a slot.
-  if call_entries then slots = slots + count_after(K_RESERVED, NOW) end
-  local minute, five = admitted_counts(call_entries)
+  local slots, minute, five = 0, 0, 0
+  if RANDOM or max_active > 0 or max_new > 0 then
+    slots = count_after(K_ACTIVE, NOW) + count_after(K_RESERVED, NOW)
+    minute, five = admitted_counts()
+  else
+    -- Rate FIFO holds no slots (an admitted visitor's token needs nothing from the store), and
+    -- counts its calls from ctl.
+    minute, five = called_counts(tail, cursor)
+  end
   local ev_size, ev_seed, epoch = read_event()
   local waiting = 0
   if RANDOM then waiting = count_after(K_WAITING, NOW - PRESENCE_MS) end

@@ -1,3 +1,8 @@
 
-if K_IDEM then redis.call('SET', K_IDEM, fmt(state[__STATE_LENGTH__ + 1]), 'PX', __IDEMPOTENCY_MS__) end
+if IDEM_KEY ~= '' then
+  local keep = {}
+  for i = math.max(1, #idem_kept - __IDEMPOTENCY_KEEP__ + 2), #idem_kept do keep[#keep + 1] = idem_kept[i] end
+  keep[#keep + 1] = IDEM_KEY .. '=' .. fmt(state[__STATE_LENGTH__ + 1]) .. '@' .. fmt(NOW + __IDEMPOTENCY_MS__)
+  set_ctl('idem', table.concat(keep, ';'))
+end
 state[__STATE_LENGTH__ + 2] = 0

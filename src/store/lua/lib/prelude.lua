@@ -1,11 +1,12 @@
---- Every key bound once from KEYS (the cursor and the period are fields of ctl, read with the
---- controls), and the policy from ARGV 1..11 (validated again: the TS side
+--- Every key bound once from KEYS (the tail, the cursor, the period and the calls of the last five
+--- minutes are fields of ctl, read with the controls), and the policy from ARGV 1..11 (validated again: the TS side
 --- checks first, this only keeps a foreign caller from corrupting state). '%.0f' prints any integer
 --- below 2^53 exactly and never in exponent form.
 
-local K_TAIL, K_ACTIVE, K_RESERVED, K_ADMITS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_WAITS, K_CTL, K_WAITING, K_HISTORY = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_ACTIVE, K_RESERVED, K_ADMITS, K_WAITS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_CTL, K_WAITING, K_HISTORY = KEYS[5], KEYS[6], KEYS[7]
 local MINUTE_MS, KEEP_MS, HISTORY_MS = __MINUTE_MS__, __KEEP_MS__, __HISTORY_MS__
+local CALL_BUCKET_MS, CALL_SLOTS = __CALL_BUCKET_MS__, __CALL_SLOTS__
 local function fmt(n) return string.format('%.0f', n) end
 local function arg_int(i, min, max)
   max = max or 9007199254740991
@@ -29,7 +30,6 @@ local PRESENCE_MS = arg_int(11, RANDOM and 1 or 0)
 if AUTO_COUNT > 0 and PERIOD_MS < 1 then error('wr: ARGV[3] must be >= 1 when ARGV[2] > 0') end
 -- Admission may run: no event, or its start has come.
 local OPEN = EVENT_START == 0 or NOW >= EVENT_START
--- #include read_int
 
 local function read_override(v, configured)
   if not v then return configured end
@@ -37,12 +37,18 @@ local function read_override(v, configured)
   if not n then error('wr: key ' .. K_CTL .. ' holds a non-numeric threshold') end
   return n
 end
--- #include generation
 
 -- The ctl hash, read once per run with one HMGET of every field a script needs (CTL_FIELDS), so
 -- the controls, the generation, the event's frozen pre-queue, the epoch and the history mark cost
 -- one command together. A run that writes one of these fields updates CTL too (set_ctl).
-local CTL_FIELDS = {'paused', 'max_active', 'max_new_per_minute', 'gen', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'cursor', 'period'}
+local CTL_FIELDS = {'paused', 'max_active', 'max_new_per_minute', 'gen', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'tail', 'cursor', 'period'}
+-- Rate FIFO: the tickets called in each CALL_BUCKET_MS bucket of the last five minutes, one field
+-- per bucket, reused round-robin (see calls_entry and called_counts).
+local CALL_FIELDS = {}
+for i = 0, CALL_SLOTS - 1 do
+  CALL_FIELDS[#CALL_FIELDS + 1] = 'c' .. i
+  CTL_FIELDS[#CTL_FIELDS + 1] = 'c' .. i
+end
 local CTL
 local function ctl()
   if not CTL then
@@ -52,13 +58,24 @@ local function ctl()
   end
   return CTL
 end
--- HSET with CTL kept in step (a pair list: name, value, ...).
+-- Writes to ctl, with CTL kept in step (a pair list: name, value, ...). A script that called
+-- defer_ctl() collects them and writes them all with one HSET in flush_ctl(), which it calls before
+-- every return: the step, the generation, the history mark and an admit's record cost one command.
+local PENDING
 local function set_ctl(...)
   local pairs_ = {...}
-  redis.call('HSET', K_CTL, unpack(pairs_))
-  if CTL then
-    for i = 1, #pairs_, 2 do CTL[pairs_[i]] = pairs_[i + 1] end
+  local c = ctl()
+  for i = 1, #pairs_, 2 do c[pairs_[i]] = pairs_[i + 1] end
+  if PENDING then
+    for i = 1, #pairs_ do PENDING[#PENDING + 1] = pairs_[i] end
+  else
+    redis.call('HSET', K_CTL, unpack(pairs_))
   end
+end
+local function defer_ctl() PENDING = PENDING or {} end
+local function flush_ctl()
+  if PENDING and #PENDING > 0 then redis.call('HSET', K_CTL, unpack(PENDING)) end
+  PENDING = nil
 end
 -- A numeric ctl field (cursor, period) as a number, nil when absent; anything else is a loud error.
 local function ctl_int(name)

@@ -32,18 +32,40 @@ local function reserve_tickets(from, to, call_entries)
     end
   end
 end
+-- Rate FIFO: the calls from..to (none when from > to) made now and the calls that lapsed
+-- unclaimed now, as the ctl field of this bucket and its value `<bucket start>:<first called>:<last
+-- called>:<lapsed>` (calls only move the cursor up, so a bucket's calls are one range). The figures
+-- count them (see called_counts); two values, so it goes last in a set_ctl call.
+local function calls_entry(from, to, lapsed)
+  local bucket = math.floor(NOW / CALL_BUCKET_MS) * CALL_BUCKET_MS
+  local field = 'c' .. fmt(math.floor(NOW / CALL_BUCKET_MS) % CALL_SLOTS)
+  local b, f, t, l = string.match(ctl()[field] or '', '^(%d+):(%d+):(%d+):(%d+)$')
+  if tonumber(b) == bucket then
+    f, t = tonumber(f), tonumber(t)
+    if f <= t then
+      if from <= to then from = math.min(from, f) else from, to = f, t end
+    end
+    lapsed = lapsed + tonumber(l)
+  end
+  return field, fmt(bucket) .. ':' .. fmt(from) .. ':' .. fmt(to) .. ':' .. fmt(lapsed)
+end
 local function call_tickets(from, to, call_entries)
   reserve_tickets(from, to, call_entries)
-  set_ctl('cursor', fmt(to))
+  if call_entries then set_ctl('cursor', fmt(to)) else set_ctl('cursor', fmt(to), calls_entry(from, to, 0)) end
 end
 local function replace_lapsed(tail, cursor, paused)
   if paused or not OPEN then return cursor end
-  local lapsed = redis.call('ZCOUNT', K_RESERVED, '-inf', fmt(NOW))
+  -- One command whether or not any lapsed: the removal answers how many it removed.
+  local lapsed = redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
   if lapsed == 0 then return cursor end
-  redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
   local n = math.min(lapsed, tail - cursor)
-  if n < 1 then return cursor end
-  call_tickets(cursor + 1, cursor + n, false)
+  -- The lapsed calls are taken out of the figures, and the replacements counted, in one write.
+  if n < 1 then
+    set_ctl(calls_entry(cursor + 1, cursor, lapsed))
+    return cursor
+  end
+  reserve_tickets(cursor + 1, cursor + n, false)
+  set_ctl('cursor', fmt(cursor + n), calls_entry(cursor + 1, cursor + n, lapsed))
   return cursor + n
 end
 local function auto_admit(tail, cursor, paused, walk_in)
@@ -60,11 +82,10 @@ local function auto_admit(tail, cursor, paused, walk_in)
     set_ctl('period', fmt(start))
     return cursor
   end
-  trim(K_ADMITS)
   local last_reserved = math.min(target, tail)
   if walk_in and last_reserved == walk_in then last_reserved = walk_in - 1 end
   if last_reserved > cursor then reserve_tickets(cursor + 1, last_reserved, false) end
-  -- The period and the cursor in one write.
-  set_ctl('period', fmt(start), 'cursor', fmt(target))
+  -- The period, the cursor and the calls in one write.
+  set_ctl('period', fmt(start), 'cursor', fmt(target), calls_entry(cursor + 1, target, 0))
   return target
 end

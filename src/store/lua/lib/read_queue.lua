@@ -1,5 +1,5 @@
 
-local tail = read_int(K_TAIL) or 0
+local tail = ctl_int('tail') or 0
 local cursor = ctl_int('cursor') or 0
 local paused, max_active, max_new = read_controls()
 local capacity = max_active > 0 or max_new > 0

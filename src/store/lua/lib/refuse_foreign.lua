@@ -5,5 +5,6 @@
 if foreign_gen(14) then
   local state = read_state(tail, cursor, paused, max_active, max_new)
   for i, v in ipairs({__ARGS__}) do state[__STATE_LENGTH__ + i] = v end
+  flush_ctl()
   return state
 end
