@@ -2250,8 +2250,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
 
     it('start with the allow-key-locking shebang, touch only KEYS, and read no clock or randomness', () => {
       // Helpers whose first parameter is a key; their every call must pass a key bound from KEYS.
-      const KEY_HELPERS = ['count_after', 'trim', 'zrem_many'];
-      const POLICY_KEYS = ['K_ACTIVE', 'K_RESERVED', 'K_ADMITS', 'K_WAITS', 'K_CTL', 'K_WAITING', 'K_HISTORY'];
+      const KEY_HELPERS = ['count_after', 'trim', 'zrem_many', 'read_history'];
+      const POLICY_KEYS = ['K_ACTIVE', 'K_RESERVED', 'K_ADMITS', 'K_WAITS', 'K_CTL', 'K_WAITING'];
       for (const { name, text } of STORE_SCRIPTS) {
         expect(text.split('\n')[0], name).toBe('#!lua flags=allow-key-locking');
         // Keys are bound once, from KEYS and nowhere else, in the order the store passes them.
@@ -2267,8 +2267,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
           expect(bindings, `${name}: K_VIP bound once`).toBe(1);
           expect(text, `${name}: no other KEYS`).not.toMatch(/KEYS\[(?!1\])/);
         } else if (name === 'history') {
-          expect(bound, name).toEqual([['K_HISTORY', 'KEYS[1]']]);
-          expect(bindings, `${name}: K_HISTORY bound once`).toBe(1);
+          expect(bound, name).toEqual([['K_CTL', 'KEYS[1]']]);
+          expect(bindings, `${name}: K_CTL bound once`).toBe(1);
           expect(text, `${name}: no other KEYS`).not.toMatch(/KEYS\[(?!1\])/);
         } else if (name !== 'peek') {
           expect(bound, name).toEqual(POLICY_KEYS.map((key, i) => [key, `KEYS[${i + 1}]`]));
@@ -2336,12 +2336,21 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await store.leave(c, 1, T0 + 1_000, policy, 0);
       // The slot 1 held is gone (an empty sorted set is no key); 2 is reserved.
       expect((await direct.keys(`${prefix}:{${c}}*`)).sort()).toEqual(
-        ['admits', 'ctl', 'history', 'reserved', 'waits'].map((k) => `${cb}:${k}`),
+        ['admits', 'ctl', 'reserved', 'waits'].map((k) => `${cb}:${k}`),
       );
       expect(await direct.zrange(`${cb}:reserved`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 11_000)]);
       expect(await direct.zrange(`${cb}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(T0), '2', String(T0 + 1_000)]);
       expect(await direct.zrange(`${cb}:waits`, 0, -1, 'WITHSCORES')).toEqual(['1:0', String(T0)]);
-      expect(await direct.hgetall(`${cb}:ctl`)).toEqual({ max_new_per_minute: '7', gen: String(T0 + 1), tail: '2', cursor: '2', hist: String(Math.floor(T0 / 60_000) * 60_000) });
+      // The control wrote the minute's history point into ctl's slot of its minute.
+      const minute = Math.floor(T0 / 60_000) * 60_000;
+      expect(await direct.hgetall(`${cb}:ctl`)).toEqual({
+        max_new_per_minute: '7',
+        gen: String(T0 + 1),
+        tail: '2',
+        cursor: '2',
+        hist: String(minute),
+        [`h${(minute / 60_000) % 60}`]: `${minute}:0:0:0:0:0`,
+      });
       await store.claim(c, 2, T0 + 2_000, policy, 1_500);
       expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 2_000 + SESSION_MS)]);
       // The claim re-timed 2's admission from its call to its arrival.
@@ -2398,16 +2407,21 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await store.draw(q, 1, MIN0 + 2_000, policy, 0);
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['2', String(MIN0 + 1_000), '1', String(MIN0 + 2_000)]);
       // The minute's first call but a join (the draw): tail 2, cursor 0, 2 present, no slot, nobody admitted.
-      expect(await direct.zrange(`${base}:history`, 0, -1, 'WITHSCORES')).toEqual([`${MIN0}:2:0:2:0:0`, String(MIN0)]);
+      // The point lives in ctl's slot of its minute.
+      const slot = (minute: number): string => `h${Math.floor(minute / 60_000) % 60}`;
+      expect(await direct.hget(`${base}:ctl`, slot(MIN0))).toBe(`${MIN0}:2:0:2:0:0`);
       // A writing call removes lapsed presence; stats does not.
       await store.stats(q, MIN0 + 1_000 + PRESENCE_MS, policy);
       expect(await direct.zcard(`${base}:waiting`)).toBe(2);
       await store.poll(q, MIN0 + 1_000 + PRESENCE_MS, policy);
       expect(await direct.zrange(`${base}:waiting`, 0, -1)).toEqual(['1']);
-      // The history is trimmed when written: an hour of minutes stays.
+      // An hour of minute slots, reused round-robin: minutes 60 and 61 took the slots of 0 and 1.
       for (let i = 1; i <= 61; i += 1) await store.poll(q, MIN0 + i * 60_000, OFF);
-      expect(await direct.zcard(`${base}:history`)).toBe(60);
-      expect(await direct.zrange(`${base}:history`, 0, 0, 'WITHSCORES')).toEqual([`${MIN0 + 120_000}:2:0:2:0:0`, String(MIN0 + 120_000)]);
+      const fields = await direct.hgetall(`${base}:ctl`);
+      expect(Object.keys(fields).filter((f) => /^h\d+$/.test(f))).toHaveLength(60);
+      expect(fields[slot(MIN0 + 120_000)]).toBe(`${MIN0 + 120_000}:2:0:2:0:0`);
+      expect(fields[slot(MIN0)]?.startsWith(`${MIN0 + 3_600_000}:`)).toBe(true);
+      expect((await store.history(q, MIN0 + 61 * 60_000 + 1)).map((p) => p.atMs)).toEqual(range(2, 61).map((i) => MIN0 + i * 60_000));
       // Reset keeps the tail (the cursor moves up to it) and ctl, with the epoch and without the
       // frozen event; the line's keys go.
       await store.control(q, { maxActive: 3 }, MIN0 + 3_700_000, policy);

@@ -24,7 +24,15 @@
  *                                   minutes (CALL_BUCKET_MS, CALL_SLOTS), each `<bucket start>:<first
  *                                   called>:<last called>:<lapsed>`, reused round-robin (see
  *                                   Figures); `idem`, the idempotency keys of recent admits, only
- *                                   read by the admit script (see IDEMPOTENT_REPLAY).
+ *                                   read by the admit script (see IDEMPOTENT_REPLAY); `h0`..`h59`,
+ *                                   the per-minute history of the last hour: slot `h<minute index
+ *                                   mod 60>` holds `<minute>:<tail>:<cursor>:<waiting>:<active>:
+ *                                   <admitted_1m>`, the state the minute's first poll, claim, draw,
+ *                                   admit or control returned (after its admission step), written
+ *                                   with the run's other ctl fields; joins, the hottest call, write
+ *                                   none. `waiting` is `tail - cursor` (at least 0) in FIFO, the
+ *                                   present visitors in random. Read (history, stats) only: the
+ *                                   slots whose minute is > now - HISTORY_MS, oldest first.
  *   `${prefix}:{${queue}}:active`   capacity mode: ZSET ticket → slot expiry (ms). A slot is live
  *                                   while its expiry is > now.
  *   `${prefix}:{${queue}}:reserved` ZSET ticket → reservation expiry (ms), in every mode: a called
@@ -49,13 +57,6 @@
  *                                   taking part in draws. A member is present while its score is
  *                                   > now - presenceMs; every writing random-mode script first
  *                                   removes the others. A drawn ticket leaves it for good.
- *   `${prefix}:{${queue}}:history`  ZSET minute start (ms) → `<minute>:<tail>:<cursor>:<waiting>:
- *                                   <active>:<admitted_1m>`, one member per minute: the state the
- *                                   minute's first poll, claim, draw, admit or control returned
- *                                   (after its admission step); joins, the hottest call, write none,
- *                                   so a minute in which nobody waited and nobody acted has no point. `waiting` is `tail -
- *                                   cursor` (at least 0) in FIFO, the present visitors in random.
- *                                   Members whose minute is <= now - HISTORY_MS are trimmed.
  *   `${prefix}:{${queue}}:vip:<hash>`  HASH, one per VIP access code; `<hash>` is the lower-case hex
  *                                   SHA-256 the caller made of the code (the store never sees a
  *                                   code). Fields: `left` (uses left; kept at 0 once used up, so a
@@ -221,6 +222,7 @@ import READ_QUEUE_LUA from './lua/lib/read_queue.lua';
 import REFUSE_FOREIGN_LUA from './lua/lib/refuse_foreign.lua';
 import IDEMPOTENT_REPLAY_LUA from './lua/lib/idempotent_replay.lua';
 import IDEMPOTENT_RECORD_LUA from './lua/lib/idempotent_record.lua';
+import HISTORY_READ_LUA from './lua/lib/history_read.lua';
 import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
 
 /** @default key prefix for every store key. */
@@ -249,6 +251,9 @@ export const CALL_SLOTS = KEEP_MS / CALL_BUCKET_MS + 1;
 
 /** How long the per-minute history is kept, ms (one hour). */
 export const HISTORY_MS = 3_600_000;
+
+/** ctl's history slots: one per minute of HISTORY_MS, reused round-robin. */
+export const HISTORY_SLOTS = HISTORY_MS / MINUTE_MS;
 
 /** @default presence window of the random method when the policy has none, ms. */
 export const DEFAULT_PRESENCE_MS = 30_000;
@@ -284,7 +289,6 @@ export interface QueueKeys {
   readonly waits: string;
   readonly ctl: string;
   readonly waiting: string;
-  readonly history: string;
 }
 
 export function assertQueueName(queue: string): void {
@@ -310,7 +314,6 @@ export function buildQueueKeys(prefix: string, queue: string): QueueKeys {
     waits: `${base}:waits`,
     ctl: `${base}:ctl`,
     waiting: `${base}:waiting`,
-    history: `${base}:history`,
   };
 }
 
@@ -323,7 +326,6 @@ export function policyKeys(keys: QueueKeys): string[] {
     keys.waits,
     keys.ctl,
     keys.waiting,
-    keys.history,
   ];
 }
 
@@ -673,6 +675,7 @@ const LUA_CONSTANTS = {
   CALL_BUCKET_MS,
   CALL_SLOTS,
   HISTORY_MS,
+  HISTORY_SLOTS,
   MAX_SEED,
   STATE_LENGTH,
   IDEMPOTENCY_MS,
@@ -696,6 +699,7 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
   refuse_foreign: REFUSE_FOREIGN_LUA,
   idempotent_replay: IDEMPOTENT_REPLAY_LUA,
   idempotent_record: IDEMPOTENT_RECORD_LUA,
+  history_read: HISTORY_READ_LUA,
   vip_prelude: VIP_PRELUDE_LUA,
 };
 
@@ -716,20 +720,20 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'bcc75f9a2cac72bd8f0d199fcf8ca6bbff9d53de';
-export const POLL_SHA1 = 'e3430baf776a30ea94f294b4f09177c4bf7b8406';
-export const CLAIM_SHA1 = 'dee17f61bfbe5c215c7d9bec3f836c7b9913deda';
-export const TOUCH_SHA1 = 'd1e565fb8d71365aad9d048e622bef37f283bb4e';
-export const LEAVE_SHA1 = '03c7f1a49e46f0994c18bf66de871be4495a2e74';
-export const ADMIT_SHA1 = '558dc5bb0d4bd3037a50188b2808391299ce7696';
-export const CONTROL_SHA1 = '038f008ddc943bdc00b4d5ddf78d935c9ddb58e8';
-export const STATS_SHA1 = '61958e31e62cf2a3d8326a6e624bea165c40fa60';
+export const JOIN_SHA1 = 'c26daac412727a155b5b2bb6a15c9843982df892';
+export const POLL_SHA1 = 'eb0f4bd710f9e5312dd682bdc2f09e1f3c5851ee';
+export const CLAIM_SHA1 = '97b6099ed99cdbbaed9fccf0f8f88d02df2710cb';
+export const TOUCH_SHA1 = 'c3471df5a33fa157b80cf83457c97751d905eb8f';
+export const LEAVE_SHA1 = '766dc8f58c5f6b00ca3df6af9ecbb3661b8250a1';
+export const ADMIT_SHA1 = '1e0a2f4d075f6ca73d9647981f9acebf911f09fc';
+export const CONTROL_SHA1 = '43db62b95aad06ad8a55f3cfe33c133067aefed7';
+export const STATS_SHA1 = '4842145b5560ce9772e6185df7e5fcd0f1961e13';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '765ca4ff48f1b5d9430cfe9ee4f8ceb62cd0c569';
-export const RESET_SHA1 = 'cac1efc8f10ab77d3697fa65c7a16b27d7ee09fa';
-export const HISTORY_SHA1 = '477f9424e713adddf354af016672c744b539c5b3';
+export const DRAW_SHA1 = '0b28aa922af9c0214ad62853414872cc001df829';
+export const RESET_SHA1 = 'd082d3d79a8301a92c21769014b0272f460ea3dc';
+export const HISTORY_SHA1 = 'c01ffc5374a835e2721dda54a6a20287bbbe2c22';
 
 export interface StoreScript {
   readonly name:

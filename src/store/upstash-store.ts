@@ -196,7 +196,7 @@ export class UpstashQueueStore implements QueueStore {
   }
 
   async history(queue: string, nowMs: number): Promise<readonly HistoryPoint[]> {
-    const key = buildQueueKeys(this.#prefix, queue).history;
+    const key = buildQueueKeys(this.#prefix, queue).ctl;
     const reply = await this.#run(HISTORY, [key], [String(checkNowMs(nowMs))]);
     return parseHistory(reply);
   }

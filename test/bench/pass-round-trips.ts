@@ -29,8 +29,8 @@ const COUNT_PER_CLASS: Readonly<Record<ArmName, number>> = { node: 200, wasm: 50
 /**
  * Round trips allowed per request, and `billedBudget`, billed commands per request (what Upstash
  * bills: the script and every command inside it), on average over the class's requests: a join 3
- * (EVALSHA, HINCRBY of the tail, HMGET of ctl); a cache-miss poll 4 (3, plus the minute's history
- * point now and then); an admit 4 (3 + the ZADD of its reservations; the idempotency key rides on
+ * (EVALSHA, HINCRBY of the tail, HMGET of ctl); a cache-miss poll 4 (3, and the minute's history
+ * point, one HSET, once a minute); an admit 4 (3 + the ZADD of its reservations; the idempotency key rides on
  * ctl); a called visitor's poll and claim 4 + 4; an admitted visitor nothing.
  */
 const CLASS_BUDGETS: readonly { label: string; budget: number; billedBudget?: number }[] = [

@@ -16,16 +16,30 @@
  * virtual instant (requests of a tick run concurrently and are all awaited before the clock moves),
  * and the real time a store call takes counts as no virtual time at all.
  *
- * Store commands are counted independently, three ways, and compared second by second:
+ * Store round trips are counted independently, three ways, and compared second by second:
  *   - a counting wrapper around the QueueStore the handlers use (calls by method);
  *   - HTTP requests the Upstash client sends to the bridge (a wrapper around the global `fetch`,
  *     which `@upstash/redis` calls once per request attempt, retries included);
  *   - EVALSHA/EVAL calls that Redis itself executed (INFO commandstats deltas).
- * Upstash bills per command, and each store call is one EVALSHA, so those are the billed commands.
+ * Beside them, what Upstash bills: every command Redis ran, the script call itself plus each
+ * `redis.call` inside it (the sum of `calls` and `rejected_calls` over every `cmdstat_*` line of INFO
+ * commandstats), less the simulation's own commands: INFO, CLIENT, SCRIPT and FLUSHALL by name (the
+ * store never sends them), and the few data commands it sends itself (HGET for the snapshots, HINCRBY
+ * for a modelled burst), counted as it sends them and subtracted.
+ *
+ * The billed cost of one store call of each kind is measured alone on the same Redis (INFO deltas
+ * around single calls), and used for what cannot be run: the cache-off polls of the large sizes,
+ * and the section "beyond one database".
  *
  * Real versus modelled depends on the size; the printed report says which, size by size.
+ *
+ * `npm run simulate` runs every size (about 3 minutes on 2 cores); `npm run simulate -- --quick`
+ * the smallest and the largest (about a minute and a half); `-- --sizes=1000,100000` (or
+ * WR_SIM_SIZES=1000,100000) the sizes given. Every run ends with the surge check and the plan
+ * "beyond one database", from its largest size.
  */
 import { table } from '../support/markdown-table';
+import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { Redis } from '@upstash/redis';
@@ -47,8 +61,12 @@ import { startRedisServer, type RedisServer } from '../support/redis-server';
 // ---------------------------------------------------------------------------------------------
 // Parameters (every loop below is bounded by these)
 
-/** "At least this many waiting" sizes. */
-const SIZES = [1_000, 10_000, 100_000, 1_000_000] as const;
+/** "At least this many waiting" sizes (a full run: about 3 minutes on 2 cores). */
+const ALL_SIZES: readonly number[] = [1_000, 10_000, 100_000, 1_000_000];
+/** `--quick`: the smallest size (all real) and the largest (modelled burst): about a minute and a half. */
+const QUICK_SIZES: readonly number[] = [1_000, 1_000_000];
+/** The sizes of this run: ALL_SIZES, QUICK_SIZES (`--quick`) or `--sizes=1000,100000` (or WR_SIM_SIZES); set in main. */
+let SIZES: readonly number[] = ALL_SIZES;
 /** Simulated POPs, each with its own cache and handler. */
 const POPS = 40;
 /** Queues (the store keys a POP caches): this simulation runs one. */
@@ -80,7 +98,7 @@ const AUTO_ADMIT_PERIOD_S = 10;
 const ORIGIN_ADMIT_COUNT = 200;
 const ORIGIN_ADMIT_EVERY_S = 10;
 const ORIGIN_ADMIT_OFFSET_S = 5;
-/** Up to this size the burst is real joins through the handlers; above, one INCRBY of the tail. */
+/** Up to this size the burst is real joins through the handlers; above, one HINCRBY of the tail. */
 const REAL_JOINS_UP_TO = 10_000;
 /** Up to this size every poll goes through a full handler; above, see HANDLER_POLLS_PER_POP_TICK. */
 const FULL_HANDLER_UP_TO = 10_000;
@@ -104,8 +122,26 @@ const USD_PER_100K_COMMANDS = 0.2;
 const COMMANDS_PER_S_CAP = 10_000;
 /** The Fastly starter kit makes two store calls per poll (the issue's numbers). */
 const STARTER_KIT_CALLS_PER_POLL = 2;
+/**
+ * The starter kit's billed commands, from issue 13's measurement of it on the same bridge: a poll
+ * 2-5 (its low end here, so the kit's column is a lower bound), a queued join 3, an admit 1.
+ */
+const STARTER_KIT_BILLED = { poll: 2, join: 3, admit: 1 } as const;
+/** Each kind of store call is measured alone this many times (median used). */
+const UNIT_SAMPLES = 10;
+/**
+ * The surge check: a queue of this many (modelled, as above FULL_HANDLER_UP_TO) with its polls and
+ * admissions, plus real joins through the handlers at the rate computed to reach the cap, over
+ * SURGE_WINDOW_S measured seconds.
+ */
+const SURGE_QUEUE = 10_000;
+const SURGE_WINDOW_S = 3;
+/** Beyond one database: the arrival rates to plan for, the database counts and block sizes shown. */
+const PLAN_ARRIVALS_PER_S: readonly number[] = [5_000, 10_000, 30_000, 100_000];
+const PLAN_DATABASES: readonly number[] = [1, 2, 4, 8];
+const PLAN_BLOCKS: readonly number[] = [1, 10, 100, 1_000];
 /** The whole run is abandoned (and everything stopped) past this. */
-const WATCHDOG_MS = 240_000;
+const WATCHDOG_MS = 420_000;
 const SEED = 20_261_127;
 /** Block length of the over-time table. */
 const SERIES_BLOCK_S = 10;
@@ -174,18 +210,99 @@ async function runLimited(tasks: readonly (() => Promise<void>)[], limit: number
   if (failure !== undefined) throw failure;
 }
 
-/** Sum of EVALSHA/EVAL (and their _RO forms) calls in an INFO commandstats reply. */
-function scriptCalls(commandstats: string): number {
-  let total = 0;
-  for (const match of commandstats.matchAll(/cmdstat_(?:evalsha|eval|evalsha_ro|eval_ro):calls=(\d+)/g)) total += Number(match[1]);
-  return total;
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length === 0 ? NaN : sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Counting in Redis: script calls (round trips) and billed commands
+
+const SCRIPT_COMMANDS: ReadonlySet<string> = new Set(['evalsha', 'eval', 'evalsha_ro', 'eval_ro']);
+/**
+ * Commands only the simulation's own connections send, never the store (which sends nothing but
+ * EVALSHA and EVAL, src/store/upstash-store.ts, and whose scripts run none of these): INFO (every
+ * snapshot, and each ioredis connection's ready check, the bridge's included), CLIENT (what ioredis
+ * sends on connecting), SCRIPT (test/bench/harness.ts's SCRIPT LOAD; none here) and FLUSHALL (before
+ * each run). The data commands the simulation sends itself are counted by `Direct` instead.
+ */
+const HARNESS_COMMANDS: ReadonlySet<string> = new Set(['info', 'client', 'script', 'flushall']);
+
+interface RedisCounts {
+  /** EVALSHA/EVAL (and _RO) calls: store round trips as Redis saw them. */
+  readonly scripts: number;
+  /** What Upstash bills: every command Redis ran, those inside scripts included, less the simulation's own. */
+  readonly billed: number;
+}
+
+/** From one INFO commandstats reply: script calls, and calls + rejected_calls of every command but HARNESS_COMMANDS. */
+function parseCommandstats(info: string): { scripts: number; all: number } {
+  let scripts = 0;
+  let all = 0;
+  for (const line of info.split(/\r?\n/)) {
+    // Redis 7 names subcommands `script|load`, `client|setinfo`.
+    const match = /^cmdstat_([^:|]+)(?:\|[^:]*)?:(.*)$/.exec(line);
+    if (match === null) continue;
+    const command = match[1] ?? '';
+    let calls = 0;
+    for (const field of (match[2] ?? '').split(',')) {
+      const [key, value] = field.split('=');
+      if (key === 'calls' || key === 'rejected_calls') calls += Number(value ?? 0);
+    }
+    if (SCRIPT_COMMANDS.has(command)) scripts += calls;
+    if (!HARNESS_COMMANDS.has(command)) all += calls;
+  }
+  return { scripts, all };
+}
+
+/**
+ * The simulation's own connection to Redis. Every data command it sends goes through here and is
+ * counted as it is sent, so that `counts()` can take them out of the billed figure: callers await
+ * their own commands before asking for counts (the snapshots do), so the count is exact.
+ */
+class Direct {
+  #own = 0;
+  constructor(readonly redis: IORedis) {}
+  /** Data commands sent so far (measured out of `billed`). */
+  get own(): number {
+    return this.#own;
+  }
+  hget(key: string, field: string): Promise<string | null> {
+    this.#own++;
+    return this.redis.hget(key, field);
+  }
+  hincrby(key: string, field: string, by: number): Promise<number> {
+    this.#own++;
+    return this.redis.hincrby(key, field, by);
+  }
+  flushall(): Promise<unknown> {
+    return this.redis.flushall();
+  }
+  async counts(): Promise<RedisCounts> {
+    const own = this.#own;
+    const { scripts, all } = parseCommandstats(await this.redis.info('commandstats'));
+    return { scripts, billed: all - own };
+  }
+}
+
+/** Two snapshots in a row, and two around one of the simulation's own HGETs, must count nothing. */
+async function checkSnapshots(direct: Direct): Promise<void> {
+  const a = await direct.counts();
+  const b = await direct.counts();
+  await direct.hget('simulate:probe', 'x');
+  const c = await direct.counts();
+  if (b.scripts !== a.scripts || b.billed !== a.billed || c.scripts !== b.scripts || c.billed !== b.billed) {
+    throw new Error(`snapshots count themselves (${JSON.stringify([a, b, c])}): the simulation's own commands are not all measured out`);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Counting: the store wrapper and the fetch wrapper
 
-type Method = 'join' | 'poll' | 'admit' | 'peek';
-const METHODS: readonly Method[] = ['join', 'poll', 'admit', 'peek'];
+/** `admit`: explicit admits, and the calls this simulation never makes (touch, leave, control, reset, VIP); `peek`: reads. */
+type Method = 'join' | 'poll' | 'claim' | 'admit' | 'peek';
+const METHODS: readonly Method[] = ['join', 'poll', 'claim', 'admit', 'peek'];
 
 /** Counts every store call by method and by virtual second, then passes it to the real store. */
 class CountingStore implements QueueStore {
@@ -196,7 +313,8 @@ class CountingStore implements QueueStore {
     private readonly clock: Clock,
     private readonly slots: number,
   ) {
-    this.perSecond = { join: new Array<number>(slots).fill(0), poll: new Array<number>(slots).fill(0), admit: new Array<number>(slots).fill(0), peek: new Array<number>(slots).fill(0) };
+    this.perSecond = { join: [], poll: [], claim: [], admit: [], peek: [] };
+    for (const m of METHODS) this.perSecond[m] = new Array<number>(slots).fill(0);
   }
   #count(method: Method): void {
     const slot = Math.floor((this.clock.now() - SALE_OPENS_MS) / 1000) + PRE_S;
@@ -219,11 +337,12 @@ class CountingStore implements QueueStore {
     this.#count('peek');
     return this.inner.peek(queue);
   }
-  // Rate mode (this simulation) makes none of these calls; they are counted all the same.
+  /** A called visitor claims its admission (rate mode too: its call is then not handed on). */
   claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<ClaimResult> {
-    this.#count('admit');
+    this.#count('claim');
     return this.inner.claim(queue, ticket, nowMs, policy, waitedMs, generation);
   }
+  // Rate mode (this simulation) makes none of these calls; they are counted all the same.
   touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number, generation?: number): Promise<boolean> {
     this.#count('admit');
     return this.inner.touch(queue, ticket, nowMs, policy, untilMs, generation);
@@ -334,10 +453,12 @@ interface Scenario {
   readonly size: number;
   readonly cacheOn: boolean;
   readonly windowS: number;
-  /** The burst as real joins through the handlers (else one INCRBY of the tail). */
+  /** The burst as real joins through the handlers (else one HINCRBY of the tail). */
   readonly realJoins: boolean;
   /** Every poll through a full handler (else HANDLER_POLLS_PER_POP_TICK per POP per tick). */
   readonly fullHandler: boolean;
+  /** Real joins through the handlers, this many per second on top of the trickle, during the measured window only. */
+  readonly surgePerS?: number;
 }
 
 interface SecondStats {
@@ -345,11 +466,14 @@ interface SecondStats {
   waiting: number;
   join: number;
   poll: number;
+  claim: number;
   admit: number;
   peek: number;
   wrapper: number;
   fetch: number;
   redis: number;
+  /** Billed commands (INFO commandstats, all commands, less the simulation's own). */
+  billed: number;
 }
 
 interface RunResult {
@@ -357,7 +481,7 @@ interface RunResult {
   /** One entry per second of the measured window. */
   readonly seconds: SecondStats[];
   /** The pre-window (burst) totals. */
-  readonly burst: { joins: number; wrapper: number; fetch: number; redis: number; modelledJoins: number };
+  readonly burst: { joins: number; wrapper: number; fetch: number; redis: number; billed: number; peakBilledPerS: number; modelledJoins: number };
   handlerPolls: number;
   directPolls: number;
   directMisses: number;
@@ -372,7 +496,7 @@ interface RunResult {
 
 interface Shared {
   readonly store: QueueStore;
-  readonly direct: IORedis;
+  readonly direct: Direct;
   readonly secrets: Readonly<Secrets>;
   readonly baseSettings: Record<string, string>;
   readonly deadline: number;
@@ -412,7 +536,8 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
   const shares = popShares();
   const burstSize = sc.size + BURST_MARGIN;
   const trickleSize = TRICKLE_PER_S * (PRE_S + sc.windowS);
-  const capacity = burstSize + trickleSize;
+  const surgeSize = Math.round((sc.surgePerS ?? 0) * sc.windowS);
+  const capacity = burstSize + trickleSize + surgeSize;
   const ticket = new Float64Array(capacity);
   const arrivalTick = new Int32Array(capacity);
   const popOf = new Uint8Array(capacity);
@@ -439,6 +564,11 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
     arrivalTick[v] = startTick + Math.floor((j * TICKS_PER_S) / TRICKLE_PER_S);
     popOf[v] = pickPop(shares, random());
   }
+  for (let j = 0; j < surgeSize; j++) {
+    const v = burstSize + trickleSize + j;
+    arrivalTick[v] = Math.floor((j * TICKS_PER_S) / sc.surgePerS!);
+    popOf[v] = pickPop(shares, random());
+  }
   let modelledJoins = 0;
   if (!sc.realJoins) {
     // MODELLED burst: the tickets 1..burstSize are taken at once (one HINCRBY of ctl's tail, not a store call);
@@ -458,7 +588,7 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
   const result: RunResult = {
     scenario: sc,
     seconds: [],
-    burst: { joins: 0, wrapper: 0, fetch: 0, redis: 0, modelledJoins },
+    burst: { joins: 0, wrapper: 0, fetch: 0, redis: 0, billed: 0, peakBilledPerS: 0, modelledJoins },
     handlerPolls: 0,
     directPolls: 0,
     directMisses: 0,
@@ -514,16 +644,17 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
   };
 
   const directPoll = async (v: number, pop: Pop, tick: number, nowMs: number): Promise<void> => {
-    result.directPolls++;
     const { value, hit } = await pop.cache.getOrLoad(cacheKey, config.stateCacheSeconds, () => store.poll(config.queueName, nowMs, auto));
     if (!hit) result.directMisses++;
     if (ticket[v]! <= value.cursor) {
-      state[v] = ADMITTED;
-      result.admittedVisitors++;
-      cookies.delete(v);
-    } else {
-      schedule(v, nextPollTick(tick));
+      // Called: like every called visitor it claims its admission (one store call), so this poll
+      // goes through the full handler (a cache hit, then the claim). Unclaimed calls would lapse
+      // and be handed on by the store, letting in more than the rate.
+      await handlerPoll(v, pop, tick);
+      return;
     }
+    result.directPolls++;
+    schedule(v, nextPollTick(tick));
   };
 
   const originAdmit = async (): Promise<void> => {
@@ -542,14 +673,17 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
     wrapper: Record<Method, number>;
     fetch: number;
     redis: number;
+    billed: number;
     waiting: number;
   }
   const snapshot = async (): Promise<Snapshot> => {
-    const [info, tailValue, cursorValue] = await Promise.all([direct.info('commandstats'), direct.hget(keys.ctl, 'tail'), direct.hget(keys.ctl, 'cursor')]);
-    const tail = Number(tailValue ?? 0);
-    const cursor = Number(cursorValue ?? 0);
-    const wrapper = { join: sum(store.perSecond.join), poll: sum(store.perSecond.poll), admit: sum(store.perSecond.admit), peek: sum(store.perSecond.peek) };
-    return { wrapper, fetch: fetchCounter.requests, redis: scriptCalls(info), waiting: Math.max(0, tail - cursor) };
+    // The HGETs are awaited before the INFO, so that `counts` measures them out exactly.
+    const tail = Number((await direct.hget(keys.ctl, 'tail')) ?? 0);
+    const cursor = Number((await direct.hget(keys.ctl, 'cursor')) ?? 0);
+    const counts = await direct.counts();
+    const wrapper = { join: 0, poll: 0, claim: 0, admit: 0, peek: 0 };
+    for (const m of METHODS) wrapper[m] = sum(store.perSecond[m]);
+    return { wrapper, fetch: fetchCounter.requests, redis: counts.scripts, billed: counts.billed, waiting: Math.max(0, tail - cursor) };
   };
 
   const snapshots: Snapshot[] = [];
@@ -606,6 +740,8 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
   result.burst.wrapper = total(windowStart) - total(first);
   result.burst.fetch = windowStart.fetch - first.fetch;
   result.burst.redis = windowStart.redis - first.redis;
+  result.burst.billed = windowStart.billed - first.billed;
+  for (let s = 0; s < PRE_S; s++) result.burst.peakBilledPerS = Math.max(result.burst.peakBilledPerS, snapshots[s + 1]!.billed - snapshots[s]!.billed);
   for (let s = 0; s < sc.windowS; s++) {
     const a = snapshots[PRE_S + s]!;
     const z = snapshots[PRE_S + s + 1]!;
@@ -615,11 +751,13 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
       waiting: a.waiting,
       join: store.perSecond.join[slot]!,
       poll: store.perSecond.poll[slot]!,
+      claim: store.perSecond.claim[slot]!,
       admit: store.perSecond.admit[slot]!,
       peek: store.perSecond.peek[slot]!,
       wrapper: total(z) - total(a),
       fetch: z.fetch - a.fetch,
       redis: z.redis - a.redis,
+      billed: z.billed - a.billed,
     });
   }
   for (const pop of pops) {
@@ -633,6 +771,100 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Billed commands per store call, measured alone
+
+type UnitKey = 'joinWalkIn' | 'joinQueued' | 'poll' | 'pollStep' | 'pollMinute' | 'claim' | 'admit' | 'admitNoKey';
+
+interface UnitRow {
+  readonly key: UnitKey;
+  readonly label: string;
+  readonly billed: number[];
+  readonly scripts: number[];
+}
+
+interface UnitCosts {
+  readonly rows: readonly UnitRow[];
+  /** The median billed commands of one call of this kind (NaN when none was measured). */
+  cost(key: UnitKey): number;
+}
+
+const UNIT_LABELS: Record<UnitKey, string> = {
+  joinWalkIn: 'join, walks in (nobody waiting, within the period\'s calls)',
+  joinQueued: 'join, queued (people waiting)',
+  poll: 'poll (a POP\'s cache miss), no period step',
+  pollStep: 'poll, first of a period: the step calls the period\'s tickets',
+  pollMinute: 'poll, first of a minute and of a period (step + history point)',
+  claim: 'claim of a called ticket',
+  admit: `admit ${ORIGIN_ADMIT_COUNT} with an idempotency key (the origin admit: the handler always sends one)`,
+  admitNoKey: `admit ${ORIGIN_ADMIT_COUNT} without an idempotency key (a direct store call; not made here)`,
+};
+
+/**
+ * Each kind of store call the simulation makes, run alone on the same Redis through the same client
+ * and bridge, with the simulation's settings (rate mode, FIFO, automatic admission
+ * AUTO_ADMIT_PER_PERIOD per AUTO_ADMIT_PERIOD_S s): INFO commandstats before and after each call.
+ * The scripts are warm (main loads them first), so no NOSCRIPT miss is counted.
+ */
+async function measureUnitCosts(shared: Shared): Promise<UnitCosts> {
+  const { store, direct } = shared;
+  await direct.flushall();
+  const policy = admissionPolicy(parseConfig(source(shared.baseSettings)));
+  const rows = new Map<UnitKey, UnitRow>();
+  const record = (key: UnitKey, billed: number, scripts: number): void => {
+    let row = rows.get(key);
+    if (row === undefined) rows.set(key, (row = { key, label: UNIT_LABELS[key], billed: [], scripts: [] }));
+    row.billed.push(billed);
+    row.scripts.push(scripts);
+  };
+  /** Runs one call alone; `classify` says, from its answer, which kind it turned out to be (undefined: not recorded). */
+  const measure = async <T>(run: () => Promise<T>, classify: (answer: T) => UnitKey | undefined): Promise<T> => {
+    const before = await direct.counts();
+    const answer = await run();
+    const after = await direct.counts();
+    const key = classify(answer);
+    if (key !== undefined) record(key, after.billed - before.billed, after.scripts - before.scripts);
+    return answer;
+  };
+  const T = SALE_OPENS_MS;
+  const P = AUTO_ADMIT_PERIOD_S * 1000;
+  const joined = (r: JoinResult): UnitKey => (r.ticket <= r.cursor ? 'joinWalkIn' : 'joinQueued');
+
+  const q = 'unit-costs';
+  await store.poll(q, T, policy); // the state exists (its generation is written once) and the period's step ran
+  for (let i = 0; i < UNIT_SAMPLES; i++) await measure(() => store.join(q, T + 1 + i, policy), joined);
+  // Past the period's calls: from here on people wait.
+  for (let i = 0; i < 2 * AUTO_ADMIT_PER_PERIOD; i++) await store.join(q, T + 100, policy);
+  for (let i = 0; i < UNIT_SAMPLES; i++) await measure(() => store.join(q, T + 200 + i, policy), joined);
+  // Enough waiting for every step and admit below to call its full count, as in the simulation.
+  for (let i = 0; i < 3 * AUTO_ADMIT_PER_PERIOD + 6 * ORIGIN_ADMIT_COUNT; i++) await store.join(q, T + 250, policy);
+  for (let i = 0; i < UNIT_SAMPLES; i++) await measure(() => store.poll(q, T + 300 + i, policy), () => 'poll');
+  // Three period steps (10, 20, 30 s: before any of their calls could lapse); after each, claims.
+  let claims = 0;
+  for (let period = 1; period <= 3; period++) {
+    const before = await store.peek(q);
+    const stepped = await measure(() => store.poll(q, T + period * P + 1, policy), (r) => (r.cursor - before.cursor === AUTO_ADMIT_PER_PERIOD ? 'pollStep' : undefined));
+    for (let i = 0; i < Math.ceil(UNIT_SAMPLES / 3) && claims < UNIT_SAMPLES; i++, claims++) {
+      await measure(() => store.claim(q, stepped.cursor - i, T + period * P + 2 + i, policy, 0, stepped.generation), (r) => (r.claimed ? 'claim' : undefined));
+    }
+  }
+  for (let i = 0; i < 3; i++) {
+    await measure(() => store.admit(q, ORIGIN_ADMIT_COUNT, T + 3 * P + 100 + i, policy, `unit-${i}`), (r) => (r.admitted === ORIGIN_ADMIT_COUNT ? 'admit' : undefined));
+    await measure(() => store.admit(q, ORIGIN_ADMIT_COUNT, T + 3 * P + 200 + i, policy), (r) => (r.admitted === ORIGIN_ADMIT_COUNT ? 'admitNoKey' : undefined));
+  }
+  // The first poll of a minute (its period's too), on queues of their own so that no call made above lapses first.
+  for (let i = 0; i < 3; i++) {
+    const m = `unit-minute-${i}`;
+    await store.poll(m, T + 50_000, policy);
+    for (let j = 0; j < 2 * AUTO_ADMIT_PER_PERIOD + 50; j++) await store.join(m, T + 50_001, policy);
+    const before = await store.peek(m);
+    await measure(() => store.poll(m, T + 60_001, policy), (r) => (r.cursor - before.cursor === AUTO_ADMIT_PER_PERIOD ? 'pollMinute' : undefined));
+  }
+  await direct.flushall();
+  const ordered = (Object.keys(UNIT_LABELS) as UnitKey[]).flatMap((k) => rows.get(k) ?? []);
+  return { rows: ordered, cost: (key) => median(rows.get(key)?.billed ?? []) };
+}
+
+// ---------------------------------------------------------------------------------------------
 // Reporting
 
 interface Summary {
@@ -640,34 +872,74 @@ interface Summary {
   readonly waitingMax: number;
   readonly pollsPerS: number;
   readonly joinsPerS: number;
+  /** Admissions: claims plus explicit admit calls (the round-trip formula's term). */
   readonly admitsPerS: number;
+  readonly claimsPerS: number;
+  readonly admitCallsPerS: number;
   readonly commandsPerS: number;
   readonly peakCommandsPerS: number;
+  readonly billedPerS: number;
+  readonly peakBilledPerS: number;
   readonly storePollsPerS: number;
-  /** The no-cache design's commands per second from this run's polls (1 per poll + joins + admits). */
+  /** The no-cache design's round trips per second from this run's polls (1 per poll + joins + claims + admits). */
   readonly computedNoCache: { avg: number; peak: number };
   readonly computedKit: { avg: number; peak: number };
+  /** The same, billed: this run's billed commands with every poll a store poll at its measured cost. */
+  readonly computedNoCacheBilled: { avg: number; peak: number };
+  /** The starter kit, billed (STARTER_KIT_BILLED: a lower bound). */
+  readonly computedKitBilled: { avg: number; peak: number };
+  /** Billed commands less the arrivals' share (joins x a queued join's measured cost): the state-load and admission terms. */
+  readonly nonArrivalBilled: { avg: number; peak: number };
   readonly agreeSeconds: number;
 }
 
-function summarize(r: RunResult): Summary {
+function avgPeak(values: readonly number[]): { avg: number; peak: number } {
+  return { avg: sum(values) / values.length, peak: Math.max(...values) };
+}
+
+function summarize(r: RunResult, units: UnitCosts): Summary {
   const s = r.seconds;
   const w = s.length;
-  const perSecondNoCache = s.map((x) => x.polls + x.join + x.admit + x.peek);
-  const perSecondKit = s.map((x) => STARTER_KIT_CALLS_PER_POLL * x.polls + x.join + x.admit + x.peek);
+  const cPoll = units.cost('poll');
+  const cJoin = units.cost('joinQueued');
   return {
     waitingMin: Math.min(...s.map((x) => x.waiting)),
     waitingMax: Math.max(...s.map((x) => x.waiting)),
     pollsPerS: sum(s.map((x) => x.polls)) / w,
     joinsPerS: sum(s.map((x) => x.join)) / w,
-    admitsPerS: sum(s.map((x) => x.admit)) / w,
+    admitsPerS: sum(s.map((x) => x.admit + x.claim)) / w,
+    claimsPerS: sum(s.map((x) => x.claim)) / w,
+    admitCallsPerS: sum(s.map((x) => x.admit)) / w,
     commandsPerS: sum(s.map((x) => x.redis)) / w,
     peakCommandsPerS: Math.max(...s.map((x) => x.redis)),
+    billedPerS: sum(s.map((x) => x.billed)) / w,
+    peakBilledPerS: Math.max(...s.map((x) => x.billed)),
     storePollsPerS: sum(s.map((x) => x.poll)) / w,
-    computedNoCache: { avg: sum(perSecondNoCache) / w, peak: Math.max(...perSecondNoCache) },
-    computedKit: { avg: sum(perSecondKit) / w, peak: Math.max(...perSecondKit) },
+    computedNoCache: avgPeak(s.map((x) => x.polls + x.join + x.claim + x.admit + x.peek)),
+    computedKit: avgPeak(s.map((x) => STARTER_KIT_CALLS_PER_POLL * x.polls + x.join + x.claim + x.admit + x.peek)),
+    computedNoCacheBilled: avgPeak(s.map((x) => x.billed + (x.polls - x.poll) * cPoll)),
+    computedKitBilled: avgPeak(s.map((x) => STARTER_KIT_BILLED.poll * x.polls + STARTER_KIT_BILLED.join * x.join + STARTER_KIT_BILLED.admit * (x.claim + x.admit))),
+    nonArrivalBilled: avgPeak(s.map((x) => x.billed - x.join * cJoin)),
     agreeSeconds: s.filter((x) => x.wrapper === x.fetch && x.fetch === x.redis).length,
   };
+}
+
+/**
+ * Billed commands per second from the measured unit costs: arrivals x a queued join, claims x a
+ * claim, admit calls x an admit, POPs x queues / lifetime x a poll, plus the period step's and the
+ * minute's extra once per period and per minute.
+ */
+function billedFormula(c: Summary, units: UnitCosts, ttl: number): number {
+  const step = units.cost('pollStep') - units.cost('poll');
+  const minute = units.cost('pollMinute') - units.cost('pollStep');
+  return (
+    c.joinsPerS * units.cost('joinQueued') +
+    c.claimsPerS * units.cost('claim') +
+    c.admitCallsPerS * units.cost('admit') +
+    ((POPS * QUEUES) / ttl) * units.cost('poll') +
+    step / AUTO_ADMIT_PERIOD_S +
+    minute / 60
+  );
 }
 
 interface Calibration {
@@ -699,36 +971,94 @@ async function calibrate(shared: Shared): Promise<Calibration> {
   return { polls: CALIBRATION_POLLS, cpuUs: (used.user + used.system) / CALIBRATION_POLLS, wallUs };
 }
 
-function report(cacheRuns: readonly RunResult[], noCacheRuns: readonly RunResult[], ttl: number, totalMs: number, calibration: Calibration | undefined): boolean {
+/** The arrivals one database takes under the cap, from a run's measured non-arrival terms and a join's measured cost. */
+interface OneDatabase {
+  /** The run the state-load and admission terms come from. */
+  readonly from: RunResult;
+  readonly joinCost: number;
+  readonly nonArrival: { avg: number; peak: number };
+  /** (cap - the non-arrival terms' peak second) / a join's cost: arrivals per second that keep every second under the cap. */
+  readonly arrivalsPerS: number;
+  /** The same with the terms' average. */
+  readonly arrivalsPerSAtAverage: number;
+}
+
+function oneDatabase(run: RunResult, units: UnitCosts): OneDatabase {
+  const c = summarize(run, units);
+  const joinCost = units.cost('joinQueued');
+  return {
+    from: run,
+    joinCost,
+    nonArrival: c.nonArrivalBilled,
+    arrivalsPerS: Math.floor((COMMANDS_PER_S_CAP - c.nonArrivalBilled.peak) / joinCost),
+    arrivalsPerSAtAverage: Math.floor((COMMANDS_PER_S_CAP - c.nonArrivalBilled.avg) / joinCost),
+  };
+}
+
+interface ReportInput {
+  readonly cacheRuns: readonly RunResult[];
+  readonly noCacheRuns: readonly RunResult[];
+  readonly surge: RunResult | undefined;
+  readonly units: UnitCosts;
+  readonly ttl: number;
+  readonly totalMs: number;
+  readonly calibration: Calibration | undefined;
+}
+
+function report(input: ReportInput): boolean {
+  const { cacheRuns, noCacheRuns, surge, units, ttl, totalMs, calibration } = input;
   const out: string[] = [];
   const say = (line = ''): void => {
     out.push(line);
   };
   let ok = true;
+  const summary = (r: RunResult): Summary => summarize(r, units);
+  const cJoin = units.cost('joinQueued');
+  const cPoll = units.cost('poll');
+  const fmtCost = (n: number): string => (Number.isInteger(n) ? String(n) : n.toFixed(1));
 
   const noCacheBySize = new Map(noCacheRuns.filter((r) => r.scenario.windowS === WINDOW_S).map((r) => [r.scenario.size, r]));
   const spot = noCacheRuns.find((r) => r.scenario.windowS !== WINDOW_S);
 
-  say('# Flash-sale simulation: store commands per second against the number waiting');
+  say('# Flash-sale simulation: store round trips and billed commands per second against the number waiting');
   say();
   say(`${POPS} POPs (Zipf-like shares, s=${POP_SKEW}), ${QUEUES} queue, state_cache_seconds=${ttl} (the setting's value), refresh_seconds=20 ± ${JITTER_S} s jitter,`);
   say(`burst of (size + ${BURST_MARGIN}) visitors over ${BURST_S} s, from ${PRE_S} s before the window, then ${TRICKLE_PER_S} new arrivals/s throughout;`);
-  say(`automatic admission ${AUTO_ADMIT_PER_PERIOD} per ${AUTO_ADMIT_PERIOD_S} s (inside the poll/join scripts: no extra command) and an origin admit of`);
-  say(`${ORIGIN_ADMIT_COUNT} every ${ORIGIN_ADMIT_EVERY_S} s through POST /__wr/api/admit (one command each). Measured window: ${WINDOW_S} simulated s, in ${TICK_MS} ms ticks.`);
-  say(`Formula: store commands/s = arrivals/s + admissions/s + POPs x queues / cache lifetime (+ active sessions / refresh interval: not yet a term, 0 here).`);
+  say(`rate mode, FIFO: automatic admission ${AUTO_ADMIT_PER_PERIOD} per ${AUTO_ADMIT_PERIOD_S} s (inside the poll/join scripts: no extra round trip), an origin admit of`);
+  say(`${ORIGIN_ADMIT_COUNT} every ${ORIGIN_ADMIT_EVERY_S} s through POST /__wr/api/admit (one round trip each), and one claim per called visitor. Measured window:`);
+  say(`${WINDOW_S} simulated s, in ${TICK_MS} ms ticks. Sizes run: ${SIZES.map(fmtInt).join(', ')}${SIZES.length < ALL_SIZES.length ? ` (of ${ALL_SIZES.map(fmtInt).join(', ')})` : ''}.`);
+  say('Round trips/s = arrivals/s + admissions/s + POPs x queues / cache lifetime (+ active sessions / refresh interval: not yet a term, 0 here).');
+  say('Billed commands/s = the same terms, each times what one such call is billed (the script plus every command inside it; measured below).');
   say();
 
-  // Main table.
+  // Unit costs.
+  say('## Billed commands per store call, measured alone (INFO commandstats delta around one call, same Redis, client and bridge)');
+  say();
+  say(
+    table(
+      ['store call (rate mode, FIFO)', 'calls measured', 'billed: median (min-max)', 'round trips each'],
+      ['l', 'r', 'r', 'r'],
+      units.rows.map((row) => [
+        row.label,
+        String(row.billed.length),
+        `${fmtCost(median(row.billed))} (${Math.min(...row.billed)}-${Math.max(...row.billed)})`,
+        row.scripts.every((n) => n === 1) ? '1' : `${Math.min(...row.scripts)}-${Math.max(...row.scripts)}`,
+      ]),
+    ),
+  );
+  say('The medians are used where a figure is computed: the WITHOUT-cache and formula columns, and "beyond one database".');
+  say();
+
+  // Round trips.
   const mainRows: string[][] = [];
+  const billedRows: string[][] = [];
   const costRows: string[][] = [];
   for (const r of cacheRuns) {
     const size = r.scenario.size;
-    const c = summarize(r);
+    const c = summary(r);
     const predicted = c.joinsPerS + c.admitsPerS + (POPS * QUEUES) / ttl;
     const measuredRun = noCacheBySize.get(size);
-    const measured = measuredRun === undefined ? undefined : summarize(measuredRun);
-    // The cost and cap columns use the measurement where there is one, else the computation.
-    const nc = measured ? { avg: measured.commandsPerS, peak: measured.peakCommandsPerS } : c.computedNoCache;
+    const measured = measuredRun === undefined ? undefined : summary(measuredRun);
     if (c.commandsPerS > predicted + 1e-9) ok = false;
     if (c.waitingMin < size) ok = false;
     mainRows.push([
@@ -741,17 +1071,29 @@ function report(cacheRuns: readonly RunResult[], noCacheRuns: readonly RunResult
       `${fmtRate(c.computedNoCache.avg)} (${fmtInt(c.computedNoCache.peak)})`,
       `${fmtRate(c.computedKit.avg)} (${fmtInt(c.computedKit.peak)})`,
     ]);
+    billedRows.push([
+      `>= ${fmtInt(size)}`,
+      fmtRate(c.pollsPerS),
+      `${fmtRate(c.billedPerS)} (${fmtInt(c.peakBilledPerS)})`,
+      (c.billedPerS / c.commandsPerS).toFixed(2),
+      fmtRate(billedFormula(c, units, ttl)),
+      measured ? `${fmtRate(measured.billedPerS)} (${fmtInt(measured.peakBilledPerS)})` : 'not run',
+      `${fmtRate(c.computedNoCacheBilled.avg)} (${fmtInt(c.computedNoCacheBilled.peak)})`,
+      `${fmtRate(c.computedKitBilled.avg)} (${fmtInt(c.computedKitBilled.peak)})`,
+    ]);
+    // The cost and cap columns use the measurement where there is one, else the computation.
+    const nc = measured ? { avg: measured.billedPerS, peak: measured.peakBilledPerS } : c.computedNoCacheBilled;
     costRows.push([
       `>= ${fmtInt(size)}`,
-      fmtUsd(usdPerHour(c.commandsPerS)),
-      capText(c.peakCommandsPerS),
+      fmtUsd(usdPerHour(c.billedPerS)),
+      capText(c.peakBilledPerS),
       `${fmtUsd(usdPerHour(nc.avg))}${measured ? '' : ' (computed)'}`,
       capText(nc.peak),
-      fmtUsd(usdPerHour(c.computedKit.avg)),
-      capText(c.computedKit.peak),
+      fmtUsd(usdPerHour(c.computedKitBilled.avg)),
+      capText(c.computedKitBilled.peak),
     ]);
   }
-  say('## Store commands per second, side by side (window average, peak second in brackets)');
+  say('## Store round trips per second (script calls), side by side (window average, peak second in brackets)');
   say();
   say(
     table(
@@ -761,15 +1103,29 @@ function report(cacheRuns: readonly RunResult[], noCacheRuns: readonly RunResult
     ),
   );
   say('waiting = tail - cursor in Redis, sampled every second. polls/s is a little above waiting / 20: a visitor let in keeps polling until its');
-  say('next poll tells it so. WITHOUT computed = 1 command per poll + joins + admits, second by second, from the WITH-cache run\'s own polls');
-  say('(the same seeded visitors); starter kit = 2 per poll + joins + admits. Where WITHOUT is also measured, the two can be compared.');
+  say('next poll tells it so. WITHOUT computed = 1 round trip per poll + joins + claims + admits, second by second, from the WITH-cache run\'s own');
+  say('polls (the same seeded visitors); starter kit = 2 per poll + the same. Where WITHOUT is also measured, the two can be compared.');
   say();
-  say(`## Upstash cost ($${USD_PER_100K_COMMANDS.toFixed(2)} per 100k commands) per hour at the window's average, and the ${fmtInt(COMMANDS_PER_S_CAP)} commands/s cap (peak second)`);
+  say('## Billed commands per second (what Upstash bills: every command Redis ran, those inside scripts included; window average, peak second in brackets)');
   say();
-  say(table(['waiting', 'WITH cache $/h', 'under cap', 'WITHOUT cache $/h', 'under cap', 'starter kit $/h', 'under cap'], ['l', 'r', 'l', 'r', 'l', 'r', 'l'], costRows));
+  say(
+    table(
+      ['waiting', 'polls/s', 'WITH cache: measured', 'billed per round trip', 'formula (unit costs)', 'WITHOUT cache: measured', 'WITHOUT: computed', 'starter kit: modelled (at least)'],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+      billedRows,
+    ),
+  );
+  say(`formula = joins x ${fmtCost(cJoin)} + claims x ${fmtCost(units.cost('claim'))} + admit calls x ${fmtCost(units.cost('admit'))} + POPs x queues / lifetime x ${fmtCost(cPoll)}`);
+  say(`  + the period step's extra (${fmtCost(units.cost('pollStep') - cPoll)}) once per ${AUTO_ADMIT_PERIOD_S} s + the minute's extra (${fmtCost(units.cost('pollMinute') - units.cost('pollStep'))}) once per 60 s, with this run's joins, claims and admit calls.`);
+  say(`WITHOUT computed = the WITH-cache run's billed commands, second by second, with every poll a store poll at ${fmtCost(cPoll)} (the measured median).`);
+  say(`Starter kit = ${STARTER_KIT_BILLED.poll} per poll (the low end of issue 13's 2-5), ${STARTER_KIT_BILLED.join} per join, ${STARTER_KIT_BILLED.admit} per admission: a lower bound.`);
+  say();
+  say(`## Upstash cost in billed commands ($${USD_PER_100K_COMMANDS.toFixed(2)} per 100k) per hour at the window's average, and the ${fmtInt(COMMANDS_PER_S_CAP)} commands/s cap (peak second)`);
+  say();
+  say(table(['waiting', 'WITH cache $/h', 'under cap', 'WITHOUT cache $/h', 'under cap', 'starter kit $/h (at least)', 'under cap'], ['l', 'r', 'l', 'r', 'l', 'r', 'l'], costRows));
   say();
 
-  say(`## Over time: store commands/s in each ${SERIES_BLOCK_S} s block of the window (measured)`);
+  say(`## Over time: billed commands/s in each ${SERIES_BLOCK_S} s block of the window (measured; round trips/s in brackets)`);
   say();
   const blocks = Math.ceil(WINDOW_S / SERIES_BLOCK_S);
   say(
@@ -780,7 +1136,7 @@ function report(cacheRuns: readonly RunResult[], noCacheRuns: readonly RunResult
         `${r.scenario.cacheOn ? 'with' : 'without'} cache, >= ${fmtInt(r.scenario.size)}`,
         ...Array.from({ length: blocks }, (_, b) => {
           const part = r.seconds.slice(b * SERIES_BLOCK_S, (b + 1) * SERIES_BLOCK_S);
-          return fmtRate(sum(part.map((x) => x.redis)) / part.length);
+          return `${fmtRate(sum(part.map((x) => x.billed)) / part.length)} (${fmtRate(sum(part.map((x) => x.redis)) / part.length)})`;
         }),
       ]),
     ),
@@ -788,57 +1144,70 @@ function report(cacheRuns: readonly RunResult[], noCacheRuns: readonly RunResult
   say();
 
   // The formula's terms.
-  say('## The formula, term by term (with the cache; measured, per second)');
+  say('## The formula, term by term (with the cache; measured round trips per second, and what they are billed at the unit costs)');
   say();
   say(
     table(
-      ['waiting', 'arrivals (joins)', 'admissions (admit calls)', 'cache misses (polls)', 'POPs x queues / lifetime', 'total', 'formula'],
-      ['l', 'r', 'r', 'r', 'r', 'r', 'r'],
+      ['waiting', 'arrivals (joins)', 'claims', 'admit calls', 'cache misses (polls)', 'POPs x queues / lifetime', 'round trips', 'formula', 'billed', 'billed formula'],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
       cacheRuns.map((r) => {
-        const c = summarize(r);
+        const c = summary(r);
         return [
           `>= ${fmtInt(r.scenario.size)}`,
-          c.joinsPerS.toFixed(1),
-          c.admitsPerS.toFixed(2),
-          c.storePollsPerS.toFixed(1),
+          `${c.joinsPerS.toFixed(1)} (${fmtRate(c.joinsPerS * cJoin)})`,
+          `${c.claimsPerS.toFixed(1)} (${fmtRate(c.claimsPerS * units.cost('claim'))})`,
+          `${c.admitCallsPerS.toFixed(2)} (${fmtRate(c.admitCallsPerS * units.cost('admit'))})`,
+          `${c.storePollsPerS.toFixed(1)} (${fmtRate(c.storePollsPerS * cPoll)})`,
           `<= ${((POPS * QUEUES) / ttl).toFixed(1)}`,
           c.commandsPerS.toFixed(1),
           (c.joinsPerS + c.admitsPerS + (POPS * QUEUES) / ttl).toFixed(1),
+          c.billedPerS.toFixed(1),
+          billedFormula(c, units, ttl).toFixed(1),
         ];
       }),
     ),
   );
-  say('A POP makes at most one store call per cache lifetime, and fewer when it gets fewer polls than that (small crowds, small POPs).');
+  say('Each term: round trips per second (billed at the unit costs in brackets). A POP makes at most one store call per cache lifetime, and');
+  say('fewer when it gets fewer polls than that (small crowds, small POPs).');
   say();
 
   // Counting agreement.
-  say('## Counting: store wrapper vs HTTP requests to the bridge vs Redis INFO commandstats (EVALSHA+EVAL), measured window');
+  say('## Counting: store wrapper vs HTTP requests to the bridge vs Redis script calls (EVALSHA+EVAL), and billed commands, measured window');
   say();
   const countRows: string[][] = [];
-  for (const r of [...cacheRuns, ...noCacheRuns]) {
+  for (const r of [...cacheRuns, ...noCacheRuns, ...(surge ? [surge] : [])]) {
     const s = r.seconds;
     const wrapper = sum(s.map((x) => x.wrapper));
     const fetches = sum(s.map((x) => x.fetch));
     const redis = sum(s.map((x) => x.redis));
+    const billed = sum(s.map((x) => x.billed));
     const agree = s.filter((x) => x.wrapper === x.fetch && x.fetch === x.redis).length;
     if (wrapper !== redis || fetches !== redis || agree !== s.length) ok = false;
+    const name =
+      r === surge
+        ? `surge check: >= ${fmtInt(r.scenario.size)}, +${fmtInt(r.scenario.surgePerS ?? 0)} joins/s (${r.scenario.windowS} s)`
+        : `${r.scenario.cacheOn ? 'with' : 'without'} cache, >= ${fmtInt(r.scenario.size)}${r.scenario.windowS === WINDOW_S ? '' : ` (first ${r.scenario.windowS} s)`}`;
     countRows.push([
-      `${r.scenario.cacheOn ? 'with' : 'without'} cache, >= ${fmtInt(r.scenario.size)}${r.scenario.windowS === WINDOW_S ? '' : ` (first ${r.scenario.windowS} s)`}`,
-      `${fmtInt(wrapper)} (j ${fmtInt(sum(s.map((x) => x.join)))} / p ${fmtInt(sum(s.map((x) => x.poll)))} / a ${fmtInt(sum(s.map((x) => x.admit)))})`,
+      name,
+      `${fmtInt(wrapper)} (j ${fmtInt(sum(s.map((x) => x.join)))} / p ${fmtInt(sum(s.map((x) => x.poll)))} / c ${fmtInt(sum(s.map((x) => x.claim)))} / a ${fmtInt(sum(s.map((x) => x.admit)))})`,
       fmtInt(fetches),
       fmtInt(redis),
       `${agree}/${s.length}`,
-      `${fmtInt(r.burst.wrapper)} / ${fmtInt(r.burst.fetch)} / ${fmtInt(r.burst.redis)}`,
+      fmtInt(billed),
+      (billed / redis).toFixed(2),
+      `${fmtInt(r.burst.wrapper)} / ${fmtInt(r.burst.fetch)} / ${fmtInt(r.burst.redis)} / ${fmtInt(r.burst.billed)}`,
       `${(r.wallMs / 1000).toFixed(1)} s`,
     ]);
   }
   say(
     table(
-      ['run', 'store wrapper (join/poll/admit)', 'bridge HTTP', 'Redis EVALSHA+EVAL', 'seconds agreeing', 'pre-window: wrapper/HTTP/Redis', 'wall time'],
-      ['l', 'r', 'r', 'r', 'r', 'r', 'r'],
+      ['run', 'store wrapper (join/poll/claim/admit)', 'bridge HTTP', 'Redis EVALSHA+EVAL', 'seconds agreeing', 'Redis billed', 'billed per round trip', 'pre-window: wrapper/HTTP/Redis/billed', 'wall time'],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
       countRows,
     ),
   );
+  say('Billed: calls + rejected_calls summed over every cmdstat_* line, less INFO, CLIENT, SCRIPT, FLUSHALL and the HGETs/HINCRBY the simulation');
+  say('sends itself (counted as sent; two snapshots in a row, and two around one such HGET, were checked to count nothing).');
   say();
 
   // Cache behaviour.
@@ -864,7 +1233,8 @@ function report(cacheRuns: readonly RunResult[], noCacheRuns: readonly RunResult
       }),
     ),
   );
-  say('(polls and admissions over the whole simulated time, burst included; "unavailable" = store call failed or timed out)');
+  say('(polls and admissions over the whole simulated time, burst included; "unavailable" = store call failed or timed out; a called visitor\'s');
+  say('poll always goes through the full handler, which claims its admission)');
   say();
 
   // The burst.
@@ -872,42 +1242,132 @@ function report(cacheRuns: readonly RunResult[], noCacheRuns: readonly RunResult
   say();
   say(
     table(
-      ['waiting', 'joins before the window', 'how', 'joins/s during the burst', 'under cap', 'their cost'],
-      ['l', 'r', 'l', 'r', 'l', 'r'],
+      ['waiting', 'joins before the window', 'how', 'joins/s during the burst', 'billed/s during the burst', 'under cap', 'their cost'],
+      ['l', 'r', 'l', 'r', 'r', 'l', 'r'],
       cacheRuns.map((r) => {
         const joins = r.burst.modelledJoins + r.burst.joins;
         const rate = (r.scenario.size + BURST_MARGIN) / BURST_S + TRICKLE_PER_S;
+        const modelled = r.burst.modelledJoins > 0;
+        const billedRate = modelled ? rate * cJoin : r.burst.peakBilledPerS;
+        const billed = modelled ? joins * cJoin : r.burst.billed;
         return [
           `>= ${fmtInt(r.scenario.size)}`,
           fmtInt(joins),
-          r.burst.modelledJoins > 0
-            ? `burst MODELLED: 1 INCRBY of ${fmtInt(r.burst.modelledJoins)}; ${fmtInt(r.burst.joins)} real trickle joins`
+          modelled
+            ? `burst MODELLED: 1 HINCRBY of ${fmtInt(r.burst.modelledJoins)}; ${fmtInt(r.burst.joins)} real trickle joins`
             : `all ${fmtInt(r.burst.joins)} REAL joins, counted 3 ways`,
           fmtRate(rate),
-          capText(rate),
-          `$${((joins / 100_000) * USD_PER_100K_COMMANDS).toFixed(3)}`,
+          modelled ? `${fmtInt(billedRate)} (computed: x ${fmtCost(cJoin)})` : `${fmtInt(billedRate)} (measured, peak second)`,
+          capText(billedRate),
+          `$${((billed / 100_000) * USD_PER_100K_COMMANDS).toFixed(3)}${modelled ? ' (computed)' : ''}`,
         ];
       }),
     ),
   );
   const largest = SIZES[SIZES.length - 1]!;
-  say(`Every arrival is one join command, cache or not: ${fmtInt(largest)} arrivals within ${BURST_S} s exceed the cap on arrivals alone;`);
-  say(`they fit under it only when spread over at least ${fmtInt(largest / COMMANDS_PER_S_CAP)} s (or admitted through a pre-queue that is not modelled here).`);
+  say(`Every arrival is one join (${fmtCost(cJoin)} billed commands), cache or not: ${fmtInt(largest)} arrivals within ${BURST_S} s need ${fmtInt((largest * cJoin) / BURST_S)} billed/s;`);
+  say(`under the cap they must be spread over at least ${fmtInt((largest * cJoin) / COMMANDS_PER_S_CAP)} s, or the sale needs more than one database (below).`);
   say();
 
   if (spot !== undefined) {
-    const s = summarize(spot);
+    const s = summary(spot);
     const c = cacheRuns.find((r) => r.scenario.size === spot.scenario.size);
-    say(`## Spot check of the computed WITHOUT-cache column: >= ${fmtInt(spot.scenario.size)} waiting, cache off, first ${spot.scenario.windowS} s of the window measured for real`);
+    say(`## Spot check of the computed WITHOUT-cache columns: >= ${fmtInt(spot.scenario.size)} waiting, cache off, first ${spot.scenario.windowS} s of the window measured for real`);
     say();
-    say(`measured: ${fmtRate(s.commandsPerS)} commands/s (peak second ${fmtInt(s.peakCommandsPerS)}) for ${fmtRate(s.pollsPerS)} polls/s over seconds 0-${spot.scenario.windowS};`);
+    say(`measured: ${fmtRate(s.commandsPerS)} round trips/s (peak second ${fmtInt(s.peakCommandsPerS)}) and ${fmtRate(s.billedPerS)} billed/s (peak ${fmtInt(s.peakBilledPerS)}) for ${fmtRate(s.pollsPerS)} polls/s over seconds 0-${spot.scenario.windowS};`);
     if (c !== undefined) {
       const same = c.seconds.slice(0, spot.scenario.windowS);
-      const computed = sum(same.map((x) => x.polls + x.join + x.admit + x.peek)) / same.length;
+      const computed = sum(same.map((x) => x.polls + x.join + x.claim + x.admit + x.peek)) / same.length;
+      const computedBilled = sum(same.map((x) => x.billed + (x.polls - x.poll) * cPoll)) / same.length;
       const pollsPerS = sum(same.map((x) => x.polls)) / same.length;
-      say(`computed as in the WITHOUT column, from the WITH-cache run's polls in the same seconds: ${fmtRate(computed)} commands/s for ${fmtRate(pollsPerS)} polls/s`);
-      say(`(${((100 * (s.commandsPerS - computed)) / computed).toFixed(1)}% apart; over its whole window that run computes ${fmtRate(summarize(c).computedNoCache.avg)}).`);
+      say(`computed as in the WITHOUT columns, from the WITH-cache run's polls in the same seconds: ${fmtRate(computed)} round trips/s and ${fmtRate(computedBilled)} billed/s for`);
+      say(`${fmtRate(pollsPerS)} polls/s (${((100 * (s.commandsPerS - computed)) / computed).toFixed(1)}% and ${((100 * (s.billedPerS - computedBilled)) / computedBilled).toFixed(1)}% apart).`);
     }
+    say();
+  }
+
+  // Beyond one database.
+  const biggest = cacheRuns[cacheRuns.length - 1];
+  if (biggest !== undefined) {
+    const one = oneDatabase(biggest, units);
+    const shares = popShares();
+    const share = (k: number): number => shares[k]! - (k === 0 ? 0 : shares[k - 1]!);
+    const busiest = share(0);
+    const quietest = share(POPS - 1);
+    const room = COMMANDS_PER_S_CAP - one.nonArrival.peak;
+    say('## Beyond one database');
+    say();
+    say('MEASURED: a queued join is billed ' + `${fmtCost(one.joinCost)} commands (above); the state-load and admission terms, i.e. everything but the arrivals (a run's`);
+    say(`billed commands less its joins x ${fmtCost(one.joinCost)}), come to ${fmtRate(one.nonArrival.avg)}/s on average and ${fmtRate(one.nonArrival.peak)} in the peak second in the >= ${fmtInt(biggest.scenario.size)}`);
+    say(`run (${POPS} POPs, ${QUEUES} queue, ${ttl} s cache, ${fmtRate(summary(biggest).claimsPerS)} claims/s and ${fmtRate(summary(biggest).admitCallsPerS)} admit calls/s).`);
+    say(`COMPUTED from those: one database takes (${fmtInt(COMMANDS_PER_S_CAP)} - ${fmtRate(one.nonArrival.peak)}) / ${fmtCost(one.joinCost)} = ${fmtInt(one.arrivalsPerS)} arrivals/s with every second under the cap`);
+    say(`(${fmtInt(one.arrivalsPerSAtAverage)} at the terms' average). The terms grow with POPs x queues / lifetime x ${fmtCost(cPoll)} and admissions/s x ${fmtCost(units.cost('claim'))}: with 100 POPs and`);
+    say(`200 admissions/s they would be about ${fmtInt((100 / ttl) * cPoll + 200 * units.cost('claim'))}/s, leaving room for ${fmtInt((COMMANDS_PER_S_CAP - (100 / ttl) * cPoll - 200 * units.cost('claim')) / one.joinCost)} arrivals/s.`);
+    if (surge !== undefined) {
+      const s = surge.seconds;
+      const joins = avgPeak(s.map((x) => x.join));
+      const billed = avgPeak(s.map((x) => x.billed));
+      const redis = avgPeak(s.map((x) => x.redis));
+      say(`MEASURED check: a queue of >= ${fmtInt(surge.scenario.size)} with its polls, claims and admits, plus ${fmtInt(surge.scenario.surgePerS ?? 0)} extra real joins/s through the handlers for`);
+      say(`${surge.scenario.windowS} s: ${fmtRate(joins.avg)} joins/s, ${fmtRate(redis.avg)} round trips/s, billed ${fmtInt(billed.avg)}/s on average and ${fmtInt(billed.peak)} in the peak second`);
+      say(`(${capText(billed.peak) === 'yes' ? 'under' : 'OVER'} the cap; per second: ${s.map((x) => fmtInt(x.billed)).join(', ')}).`);
+    }
+    say();
+    say('Two ways past it. Both COMPUTED from the measured costs above: neither is built (the store has one queue per database and');
+    say('takes tickets one at a time), and blocks would need store and edge changes.');
+    say();
+    say(`- **Several databases** (N queues, one per database; each arrival goes to one, e.g. by a hash of its address): each database has`);
+    say(`  its own cap and its own terms, so the figure is N x ${fmtInt(one.arrivalsPerS)} (each POP caches N states: N x ${POPS} / ${ttl} s loads, spread over the N`);
+    say('  databases). Billed per arrival is unchanged. What it breaks: FIFO holds within each database only; the admission rate is split');
+    say('  N ways, so two visitors arriving together may wait differently, by however much the N lines differ; the operator admits, pauses');
+    say('  and reads figures per database (N admit calls).');
+    say(`- **Ticket blocks** (a POP takes B numbers with one run of the join script, HINCRBY of B instead of 1, and hands them out itself):`);
+    say(`  billed per arrival ${fmtCost(one.joinCost)} / B, so the figure is B x ${fmtInt(one.arrivalsPerS)}. What it breaks: order between POPs within a block's fill time`);
+    say(`  (B / the POP's arrivals/s): a later visitor at a busy POP can get a lower number than an earlier one at a quiet POP. Here the busiest`);
+    say(`  POP has ${(100 * busiest).toFixed(1)}% of arrivals and the quietest ${(100 * quietest).toFixed(1)}%. A block that never fills must expire, leaving numbers nobody holds (the cursor`);
+    say('  passes them and admits nobody, unless the store learns to skip them), and a POP needs one counter shared by its instances: Fastly');
+    say('  Compute has no atomic per-POP counter (its cache collapses loads, it does not increment), so in practice a block is per instance,');
+    say('  which means more blocks, slower fill and more holes. Not measured.');
+    say();
+    const planRows = PLAN_ARRIVALS_PER_S.map((a) => {
+      const n = Math.ceil(a / one.arrivalsPerS);
+      const b = Math.max(1, Math.ceil((a * one.joinCost) / room));
+      const fill = (part: number): string => {
+        const ms = (1000 * b) / (a * part);
+        return b === 1 ? '0 (no block)' : ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${ms.toFixed(0)} ms`;
+      };
+      return [fmtInt(a), fmtInt(a * one.joinCost), String(n), String(b), fill(busiest), fill(quietest), fmtUsd(usdPerHour(a * one.joinCost)), fmtUsd(usdPerHour((a * one.joinCost) / b))];
+    });
+    say(
+      table(
+        ['arrivals/s', 'billed/s for the joins (1 database)', 'databases needed', 'or: block size needed', 'block fill time, busiest POP', 'quietest POP', '$/h of the joins', 'with those blocks'],
+        ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+        planRows,
+      ),
+    );
+    say(`Needed = the smallest N, or B, with arrivals x ${fmtCost(one.joinCost)} / B + ${fmtRate(one.nonArrival.peak)} <= ${fmtInt(COMMANDS_PER_S_CAP)} (one database each). Fill time = B / (arrivals/s x the POP's share): the`);
+    say('window within which cross-POP order is not kept. Several databases cost the same per arrival; blocks cost 1/B.');
+    say();
+    say(
+      table(
+        ['option', ...PLAN_DATABASES.map((n) => `N=${n}`), ...PLAN_BLOCKS.filter((b) => b > 1).map((b) => `B=${fmtInt(b)}`)],
+        ['l', ...PLAN_DATABASES.map((): 'r' => 'r'), ...PLAN_BLOCKS.filter((b) => b > 1).map((): 'r' => 'r')],
+        [
+          [
+            'arrivals/s where it stops',
+            ...PLAN_DATABASES.map((n) => fmtInt(n * one.arrivalsPerS)),
+            ...PLAN_BLOCKS.filter((b) => b > 1).map((b) => fmtInt(Math.floor((room * b) / one.joinCost))),
+          ],
+          [
+            'billed per arrival',
+            ...PLAN_DATABASES.map(() => fmtCost(one.joinCost)),
+            ...PLAN_BLOCKS.filter((b) => b > 1).map((b) => (one.joinCost / b).toFixed(b >= 100 ? 3 : 2)),
+          ],
+        ],
+      ),
+    );
+    say(`At a block option's own limit every POP's block fills in 1 / (${fmtInt(one.arrivalsPerS)} x its share): ${((1000 / (one.arrivalsPerS * busiest))).toFixed(0)} ms at the busiest POP, ${((1000 / (one.arrivalsPerS * quietest))).toFixed(0)} ms at the`);
+    say('quietest, whatever B; below the limit, longer in proportion. The two combine (N databases of blocks: N x B x the figure).');
     say();
   }
 
@@ -916,11 +1376,14 @@ function report(cacheRuns: readonly RunResult[], noCacheRuns: readonly RunResult
   say();
   say('REAL at every size: redis-server (own port, 127.0.0.1) and its Lua execution; the Upstash REST bridge (src/node/upstash-bridge.ts);');
   say('  the `@upstash/redis` client with createUpstashClientOptions over HTTP; UpstashQueueStore and its scripts (join, poll with automatic');
-  say(`  admission, admit); ${POPS} createHandler(...) instances, each with its own MemoryStateCache; cookie signing and verification (jose);`);
-  say(`  the ${TRICKLE_PER_S}/s arrivals as joins through the handlers; the origin admits through POST /__wr/api/admit; the command counts (3 ways).`);
+  say(`  admission, claim, admit); ${POPS} createHandler(...) instances, each with its own MemoryStateCache; cookie signing and verification (jose);`);
+  say(`  the ${TRICKLE_PER_S}/s arrivals as joins through the handlers; every called visitor's claim through its POP's handler; the origin admits`);
+  say('  through POST /__wr/api/admit; the round-trip counts (3 ways) and the billed commands (INFO commandstats).');
   say('MODELLED at every size: the visitors (arrival times, POP choice, poll jitter: seeded), sockets (no HTTP between a visitor and its POP:');
   say('  a Request object is handed to the POP\'s handler), timing (a virtual clock in ticks; a store call takes no virtual time however long');
   say('  it really takes; the requests of one tick are concurrent). Active sessions after admission are not simulated (they cost no store call).');
+  say('COMPUTED (from measured per-call costs): the WITHOUT-cache columns above 10,000 waiting, the starter kit, the billed cost of a modelled');
+  say('  burst, and the options beyond one database.');
   say();
   say(
     table(
@@ -928,23 +1391,23 @@ function report(cacheRuns: readonly RunResult[], noCacheRuns: readonly RunResult
       ['l', 'l', 'l', 'l', 'l'],
       SIZES.map((size) => [
         `>= ${fmtInt(size)}`,
-        size <= REAL_JOINS_UP_TO ? 'REAL: joins via handler + store' : 'MODELLED: 1 INCRBY of the tail',
+        size <= REAL_JOINS_UP_TO ? 'REAL: joins via handler + store' : 'MODELLED: 1 HINCRBY of the tail',
         size <= FULL_HANDLER_UP_TO
           ? 'REAL: every poll via full handler + POP cache'
-          : `REAL: ${HANDLER_POLLS_PER_POP_TICK}/POP/tick via full handler, rest via the POP cache only`,
+          : `REAL: ${HANDLER_POLLS_PER_POP_TICK}/POP/tick and every called visitor via full handler, rest via the POP cache only`,
         size <= NO_CACHE_MEASURED_UP_TO
           ? 'MEASURED: every poll via handler + store'
           : spot !== undefined && spot.scenario.size === size
-            ? `COMPUTED (1/poll); MEASURED for ${spot.scenario.windowS} s`
-            : 'COMPUTED: 1 command per poll',
-        'MODELLED: 2 per poll',
+            ? `COMPUTED (1 store poll per poll); MEASURED for ${spot.scenario.windowS} s`
+            : 'COMPUTED: 1 store poll per poll',
+        'MODELLED: per-class counts of issue 13',
       ]),
     ),
   );
   say();
   say(`"via the POP cache only": above ${fmtInt(FULL_HANDLER_UP_TO)} waiting, ${HANDLER_POLLS_PER_POP_TICK === 1 ? 'the first poll' : `the first ${HANDLER_POLLS_PER_POP_TICK} polls`} of each POP in each ${TICK_MS} ms tick goes through the full`);
   say('handler and the rest call that POP\'s MemoryStateCache directly, with the handler\'s key and lifetime and store.poll as the load');
-  say('(the handler\'s own load also races the call against store_timeout_ms).');
+  say('(the handler\'s own load also races the call against store_timeout_ms); a visitor found called goes on through the full handler.');
   say('They can only hit (a handler poll came first at the same virtual instant); each one is checked, and a miss would reach the');
   say('store and be counted like any other call ("of which missed" above).');
   if (calibration !== undefined) {
@@ -952,15 +1415,15 @@ function report(cacheRuns: readonly RunResult[], noCacheRuns: readonly RunResult
       `Why: a full handler poll on a cache hit took ${calibration.cpuUs.toFixed(0)} us of CPU (${calibration.wallUs.toFixed(0)} us wall) here, measured at the end of this run over ` +
         `${fmtInt(calibration.polls)} polls;`,
     );
-    const biggest = cacheRuns[cacheRuns.length - 1];
-    if (biggest !== undefined) {
-      const polls = biggest.handlerPolls + biggest.directPolls;
+    const last = cacheRuns[cacheRuns.length - 1];
+    if (last !== undefined) {
+      const polls = last.handlerPolls + last.directPolls;
       say(`  all ${fmtInt(polls)} polls of the largest run through full handlers would have taken about ${fmtInt((polls * calibration.cpuUs) / 1e6)} s of CPU on their own.`);
     }
   }
-  say(`Wall time of the whole run: ${(totalMs / 1000).toFixed(1)} s.`);
+  say(`Wall time of the whole run: ${(totalMs / 1000).toFixed(1)} s (${process.version}, ${os.cpus().length} CPUs, ${new Date().toISOString().slice(0, 10)}).`);
   say();
-  say(ok ? 'RESULT: ok (counts agree in every second; with the cache, at or under the formula at every size; never fewer waiting than the size)' : 'RESULT: FAILED (see the tables)');
+  say(ok ? 'RESULT: ok (round trips agree 3 ways in every second; with the cache, at or under the formula at every size; never fewer waiting than the size)' : 'RESULT: FAILED (see the tables)');
   process.stdout.write(`${out.join('\n')}\n`);
   return ok;
 }
@@ -1034,6 +1497,16 @@ async function startBridgeWorker(redisUrl: string): Promise<BridgeWorker> {
 // ---------------------------------------------------------------------------------------------
 // Main
 
+/** The sizes asked for: `--quick`, `--sizes=1000,100000` or WR_SIM_SIZES; else all. */
+function chosenSizes(argv: readonly string[], env: string | undefined): readonly number[] {
+  if (argv.includes('--quick')) return QUICK_SIZES;
+  const given = argv.find((a) => a.startsWith('--sizes='))?.slice('--sizes='.length) ?? env;
+  if (given === undefined || given.trim() === '') return ALL_SIZES;
+  const sizes = given.split(',').map((t) => Number(t.trim().replace(/_/g, '')));
+  if (sizes.some((n) => !Number.isSafeInteger(n) || n < 1 || n > 1_000_000)) throw new Error(`--sizes: whole numbers from 1 to 1,000,000, comma-separated (got "${given}")`);
+  return [...new Set(sizes)].sort((a, b) => a - b);
+}
+
 async function main(): Promise<number> {
   const runStarted = Date.now();
   const deadline = runStarted + WATCHDOG_MS;
@@ -1056,6 +1529,7 @@ async function main(): Promise<number> {
   process.once('SIGTERM', onSignal);
 
   try {
+    SIZES = chosenSizes(process.argv.slice(2), process.env['WR_SIM_SIZES']);
     redisServer = await startRedisServer();
     bridge = await startBridgeWorker(redisServer.url);
     direct = new IORedis(redisServer.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
@@ -1070,7 +1544,10 @@ async function main(): Promise<number> {
     await store.join('warmup', SALE_OPENS_MS, warmAuto);
     await store.poll('warmup', SALE_OPENS_MS, warmAuto);
     await store.admit('warmup', 1, SALE_OPENS_MS, warmAuto);
+    await store.claim('warmup', 1, SALE_OPENS_MS, warmAuto, 0);
     await store.peek('warmup');
+    const own = new Direct(direct);
+    await checkSnapshots(own);
 
     const baseSettings: Record<string, string> = {
       queue_name: 'default',
@@ -1084,7 +1561,9 @@ async function main(): Promise<number> {
     const ttl = parseConfig(source(baseSettings)).stateCacheSeconds;
     if (ttl === 0) throw new Error('state_cache_seconds is 0: nothing to compare');
     const secrets = parseSecrets(source(BASE_SECRETS));
-    const shared: Shared = { store, direct, secrets, baseSettings, deadline };
+    const shared: Shared = { store, direct: own, secrets, baseSettings, deadline };
+    const units = await measureUnitCosts(shared);
+    log(`unit costs: ${units.rows.map((r) => `${r.key} ${median(r.billed)}`).join(', ')}`);
 
     const cacheRuns: RunResult[] = [];
     const noCacheRuns: RunResult[] = [];
@@ -1103,9 +1582,17 @@ async function main(): Promise<number> {
         log(`without cache, >= ${fmtInt(size)} waiting, first ${SPOT_WINDOW_S} s: ${(n.wallMs / 1000).toFixed(1)} s`);
       }
     }
+    // The surge check: joins at the rate computed to reach the cap with the largest run's other terms.
+    let surge: RunResult | undefined;
+    const largestRun = cacheRuns[cacheRuns.length - 1];
+    if (largestRun !== undefined) {
+      const surgePerS = Math.max(0, oneDatabase(largestRun, units).arrivalsPerS - TRICKLE_PER_S);
+      surge = await runScenario({ size: SURGE_QUEUE, cacheOn: true, windowS: SURGE_WINDOW_S, realJoins: false, fullHandler: false, surgePerS }, shared);
+      log(`surge check, +${fmtInt(surgePerS)} joins/s for ${SURGE_WINDOW_S} s: ${(surge.wallMs / 1000).toFixed(1)} s`);
+    }
     const calibration = await calibrate(shared);
     await stopAll();
-    return report(cacheRuns, noCacheRuns, ttl, Date.now() - runStarted, calibration) ? 0 : 1;
+    return report({ cacheRuns, noCacheRuns, surge, units, ttl, totalMs: Date.now() - runStarted, calibration }) ? 0 : 1;
   } catch (error) {
     log(`failed: ${error instanceof Error ? (error.stack ?? error.message) : messageOf(error)}`);
     return 1;

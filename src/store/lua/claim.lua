@@ -5,7 +5,7 @@
 --- in the header); random: when the ticket holds a live reservation (it is not collected: that is
 --- draw's job). ARGV 12 ticket, 13 waited ms, 14 the token's generation ('' = none; one of another
 --- generation is refused, see Generations). Returns the state, then claimed (0/1).
--- wr claim: KEYS active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, waited_ms, generation; returns {state..., claimed}
+-- wr claim: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, waited_ms, generation; returns {state..., claimed}
 -- #include policy_header
 defer_ctl()
 -- #include read_queue

@@ -2,7 +2,7 @@
 --- Change runtime controls, then run admission with them (resuming or raising a threshold calls
 --- tickets at once). ARGV 12 paused ('' keep, '0', '1'), 13 max active and 14 max new per minute
 --- ('' keep, 'del' back to configured, integer >= 0 override). Returns the state.
--- wr control: KEYS active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, paused, max_active, max_new_per_minute; returns {state...}
+-- wr control: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, paused, max_active, max_new_per_minute; returns {state...}
 -- #include policy_header
 
 local function check_threshold(i)

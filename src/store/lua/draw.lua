@@ -9,7 +9,7 @@
 --- waiting when issued and not called, unknown when above the tail. ARGV 12 ticket, 13 waited ms,
 --- 14 the token's generation (another generation's ticket is unknown, and nothing runs).
 --- Returns the state, then outcome (DRAW_OUTCOMES) and claimed (0/1).
--- wr draw: KEYS active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, waited_ms, generation; returns {state..., outcome, claimed}
+-- wr draw: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, waited_ms, generation; returns {state..., outcome, claimed}
 -- #include policy_header
 -- #include read_queue
 

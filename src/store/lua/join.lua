@@ -8,7 +8,7 @@
 --- reported claimed. Writes no history point. Rate FIFO costs three billed commands (EVALSHA,
 --- HINCRBY, HMGET), four with its step. Returns the state, then ticket and claimed (0/1). ARGV 12:
 --- the recovery window, ms ('' = none; see Recovery).
--- wr join: KEYS active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms; returns {state..., ticket, claimed}
+-- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms; returns {state..., ticket, claimed}
 -- #include policy_header
 defer_ctl()
 

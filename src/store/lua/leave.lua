@@ -5,7 +5,7 @@
 --- written but the prologue. ARGV 12 ticket, 13 grace ms, 14 the token's generation (another
 --- generation's holder frees only its own member). Returns {held}: whether a live slot or
 --- reservation was there.
--- wr leave: KEYS active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, grace_ms, generation; returns {held}
+-- wr leave: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, grace_ms, generation; returns {held}
 -- #include policy_header
 -- #include read_queue
 

@@ -7,7 +7,7 @@
 --- ARGV 12: the epoch the caller saw ('' = any). When it is given and is not the current epoch,
 --- nothing is written (the reset it asked for happened already, or somebody else reset since), so a
 --- retried reset applies once. Returns the state, then applied (0/1).
--- wr reset: KEYS active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, expected_epoch; returns {state..., applied}
+-- wr reset: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, expected_epoch; returns {state..., applied}
 -- #include policy_header
 
 local expected = ARGV[12] or ''
@@ -16,10 +16,11 @@ local epoch = tonumber(ctl().epoch) or 0
 local applied = 0
 if expected == '' or tonumber(expected) == epoch then
   local tail = ctl_int('tail') or 0
-  redis.call('DEL', K_RESERVED, K_ADMITS, K_WAITS, K_WAITING, K_HISTORY)
+  redis.call('DEL', K_RESERVED, K_ADMITS, K_WAITS, K_WAITING)
   if tail > 0 then set_ctl('cursor', fmt(tail)) else del_ctl('cursor') end
   redis.call('ZREMRANGEBYSCORE', K_ACTIVE, '-inf', fmt(NOW))
   del_ctl('ev_start', 'ev_size', 'ev_seed', 'hist', 'period', unpack(CALL_FIELDS))
+  del_ctl(unpack(HISTORY_FIELDS))
   set_ctl('epoch', fmt(NOW))
   applied = 1
 end

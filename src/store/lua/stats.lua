@@ -1,8 +1,9 @@
 #!lua flags=allow-key-locking
 --- Read the figures, writing nothing. Returns the state, then reserved (live reservations), and the
 --- sum (ms) and count of the waits recorded in the last 300 s; with ARGV 12 '1', the history members.
--- wr stats: KEYS active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, with_history; returns {state..., reserved, wait_sum_ms, wait_count, history member...}
+-- wr stats: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, with_history; returns {state..., reserved, wait_sum_ms, wait_count, history member...}
 -- #include policy_header
+-- #include history_read
 
 GEN_READ_ONLY = true
 -- #include read_queue
@@ -25,6 +26,6 @@ state[16] = n
 -- ARGV 12 '1': the last hour's history points follow, as the history script returns them (strings),
 -- so the admin panel reads its figures and its chart in one run.
 if ARGV[12] == '1' then
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', K_HISTORY, '(' .. fmt(NOW - HISTORY_MS), '+inf')) do state[#state + 1] = m end
+  for _, m in ipairs(read_history(K_CTL, NOW)) do state[#state + 1] = m end
 end
 return state

@@ -3,7 +3,7 @@
 --- whose new expiry is not in the future) answers 0 and no slot is ever created. Rate mode: 1.
 --- Neither freezes an event nor lapses presence. ARGV 12 ticket, 13 until ms, 14 the token's
 --- generation (another generation's holder is registered again, see Generations). Returns {held}.
--- wr touch: KEYS active, reserved, admits, waits, ctl, waiting, history; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, until_ms, generation; returns {held}
+-- wr touch: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, until_ms, generation; returns {held}
 -- #include policy_header
 
 local ticket = arg_int(12, 1)

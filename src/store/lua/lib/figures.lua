@@ -69,12 +69,12 @@ end
 local function record_history(state)
   local minute = math.floor(NOW / MINUTE_MS) * MINUTE_MS
   -- ctl `hist` marks the minute already recorded: read with the controls, so the minute's other
-  -- runs pay nothing for the history.
+  -- runs pay nothing for the history. The point goes to ctl's slot of its minute (an hour of
+  -- slots, reused round-robin; a read keeps the last hour's), in the run's one HSET.
   if tonumber(ctl().hist) == minute then return end
-  redis.call('ZREMRANGEBYSCORE', K_HISTORY, '-inf', fmt(NOW - HISTORY_MS))
   local waiting = state[11]
   if not RANDOM then waiting = math.max(0, state[1] - state[2]) end
   local member = {fmt(minute), fmt(state[1]), fmt(state[2]), fmt(waiting), fmt(state[6]), fmt(state[7])}
-  redis.call('ZADD', K_HISTORY, fmt(minute), table.concat(member, ':'))
-  set_ctl('hist', fmt(minute))
+  local slot = 'h' .. fmt(math.floor(NOW / MINUTE_MS) % __HISTORY_SLOTS__)
+  set_ctl('hist', fmt(minute), slot, table.concat(member, ':'))
 end

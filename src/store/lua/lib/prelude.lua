@@ -4,8 +4,8 @@
 --- below 2^53 exactly and never in exponent form.
 
 local K_ACTIVE, K_RESERVED, K_ADMITS, K_WAITS = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_CTL, K_WAITING, K_HISTORY = KEYS[5], KEYS[6], KEYS[7]
-local MINUTE_MS, KEEP_MS, HISTORY_MS = __MINUTE_MS__, __KEEP_MS__, __HISTORY_MS__
+local K_CTL, K_WAITING = KEYS[5], KEYS[6]
+local MINUTE_MS, KEEP_MS = __MINUTE_MS__, __KEEP_MS__
 local CALL_BUCKET_MS, CALL_SLOTS = __CALL_BUCKET_MS__, __CALL_SLOTS__
 local function fmt(n) return string.format('%.0f', n) end
 local function arg_int(i, min, max)
@@ -49,6 +49,9 @@ for i = 0, CALL_SLOTS - 1 do
   CALL_FIELDS[#CALL_FIELDS + 1] = 'c' .. i
   CTL_FIELDS[#CTL_FIELDS + 1] = 'c' .. i
 end
+-- The history's minute slots (see record_history): written, never read with the controls.
+local HISTORY_FIELDS = {}
+for i = 0, __HISTORY_SLOTS__ - 1 do HISTORY_FIELDS[#HISTORY_FIELDS + 1] = 'h' .. i end
 local CTL
 local function ctl()
   if not CTL then

@@ -1,0 +1,17 @@
+--- The last hour's history points from ctl's minute slots (`h0`..`h59`, see record_history),
+--- oldest first: one HMGET, the slots whose minute is > now - HISTORY_MS.
+
+local function read_history(key, now)
+  local fields = {}
+  for i = 0, __HISTORY_SLOTS__ - 1 do fields[#fields + 1] = 'h' .. i end
+  local points, minutes = {}, {}
+  for _, m in ipairs(redis.call('HMGET', key, unpack(fields))) do
+    local minute = m and tonumber(string.match(m, '^(%d+):'))
+    if minute and minute > now - __HISTORY_MS__ then
+      points[#points + 1] = m
+      minutes[m] = minute
+    end
+  end
+  table.sort(points, function(a, b) return minutes[a] < minutes[b] end)
+  return points
+end
