@@ -1914,6 +1914,23 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.join(r, T0 + 1, every(3), 10_000)).toMatchObject({ paused: false });
         await expect(store.join(r, T0 + 2, OFF, -5)).rejects.toBeInstanceOf(StoreArgumentError);
       });
+
+      it('with recoverIfNew, opens the window only in the join that finds the state absent, before it could walk in', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(5, 0);
+        // The state exists (this queue has a generation): recoverIfNew changes nothing.
+        expect(await store.join(q, T0, policy)).toMatchObject({ ticket: 1, claimed: true });
+        expect(await store.join(q, T0 + 1, policy, 10_000, true)).toMatchObject({ ticket: 2, claimed: true, paused: false });
+        // An absent state (another queue stands for a lost one here): the window opens in the very
+        // join that creates the generation, so the join itself is held.
+        const lost = randomQueue();
+        expect(await store.join(lost, T0 + 2, policy, 10_000, true)).toMatchObject({ ticket: 1, claimed: false, paused: true });
+        expect(await store.join(lost, T0 + 3, policy)).toMatchObject({ ticket: 2, claimed: false, paused: true });
+        expect(await store.poll(lost, T0 + 10_002, policy)).toMatchObject({ paused: false, cursor: 2, active: 2 });
+        // Without recoverIfNew a state found absent is a new queue: nothing held.
+        expect(await store.join(randomQueue(), T0, policy, undefined, true)).toMatchObject({ ticket: 1, claimed: true, paused: false });
+      });
     });
 
     describe('idempotent admits', () => {

@@ -204,9 +204,12 @@ export interface QueueStore {
    * Take the next ticket and run admission; in capacity mode a walk-in claims its slot in the same call.
    * `recoverMs`: the caller has just seen a token of a lost generation. The first such join of a
    * generation opens a recovery window of that length, in which capacity mode admits nobody new
-   * (reported as paused), so the lost state's holders refresh into the count first.
+   * (reported as paused), so the lost state's holders refresh into the count first. With
+   * `recoverIfNew`, the caller saw no such token but its POP has served this queue's state before:
+   * the window opens only if this join finds the state absent (then it was lost, not new), in the
+   * same call, before the join itself could walk in.
    */
-  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult>;
+  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean): Promise<JoinResult>;
   /** Run admission (expire lapsed slots, call tickets into free room, or the period step) and read the state. */
   poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
   /**

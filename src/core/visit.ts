@@ -215,7 +215,11 @@ export async function settle(ctx: HandlerContext, trace: Trace, state: QueueStat
  */
 export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number, lostState = false): Promise<Visit> {
   const { config, store, queue, random, policyNow, recoverMs, storeCall } = ctx;
-  const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), lostState ? recoverMs : undefined));
+  // Without a token of a lost state, a POP that served this queue before still knows a state the
+  // store finds absent was lost, not new: the store then holds capacity admissions from this very
+  // join on, so newcomers cannot fill the room of holders who have not refreshed yet.
+  const servedBefore = !lostState && (await servedThisQueue(ctx));
+  const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), lostState || servedBefore ? recoverMs : undefined, servedBefore));
   if (!joined.ok) return { kind: 'unavailable', ticket: undefined, cookie: undefined };
   const result = joined.value;
   const now = Math.floor(nowMs / 1000);
@@ -237,6 +241,23 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     return { kind: 'waiting', ticket: result.ticket, ahead: 0, front: true, draw: false, first: 1, state: result, cookie };
   }
   return settle(ctx, trace, result, result.ticket, now, undefined, nowMs);
+}
+
+/** How long a POP remembers that it served a queue (see servedThisQueue), seconds. */
+export const SERVED_MEMORY_SECONDS = 6 * 3600;
+
+/**
+ * Whether this POP served the queue within SERVED_MEMORY_SECONDS, marking it served from now on: a
+ * marker in the POP's cache, one cache call and no store call. A cache that fails says no (the
+ * recovery then waits for a token of the lost state, as before).
+ */
+async function servedThisQueue(ctx: HandlerContext): Promise<boolean> {
+  try {
+    const { hit } = await ctx.cache.getOrLoad(`${ctx.cacheKey}:served`, SERVED_MEMORY_SECONDS, async () => true);
+    return hit;
+  } catch {
+    return false;
+  }
 }
 
 /** The random method: what a draw said about a ticket still waiting, or called without room. */

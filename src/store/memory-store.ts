@@ -133,14 +133,16 @@ export class MemoryQueueStore implements QueueStore {
   /** queue → code hash → code. Apart from the queues' state, as the VIP keys are in Redis. */
   readonly #vips = new Map<string, Map<string, MemoryVip>>();
 
-  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult> {
+  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean): Promise<JoinResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     const recover = checkRecoverMs(recoverMs);
     const q = this.#queue(queue);
-    // Mirrors RECOVERY: the first evidence of a lost state in this generation opens the window.
+    // Mirrors RECOVERY: the first evidence of a lost state in this generation opens the window;
+    // with recoverIfNew, only a state this join finds absent is that evidence.
+    const created = q.generation === 0;
     ensureGeneration(q, p);
-    if (recover > 0 && q.recoverUntil === 0) q.recoverUntil = p.nowMs + recover;
+    if (recover > 0 && q.recoverUntil === 0 && (recoverIfNew !== true || created)) q.recoverUntil = p.nowMs + recover;
     q.tail += 1;
     const ticket = q.tail;
     prologue(q, p, ticket - 1);

@@ -720,19 +720,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'c26daac412727a155b5b2bb6a15c9843982df892';
-export const POLL_SHA1 = 'eb0f4bd710f9e5312dd682bdc2f09e1f3c5851ee';
-export const CLAIM_SHA1 = '97b6099ed99cdbbaed9fccf0f8f88d02df2710cb';
-export const TOUCH_SHA1 = 'c3471df5a33fa157b80cf83457c97751d905eb8f';
-export const LEAVE_SHA1 = '766dc8f58c5f6b00ca3df6af9ecbb3661b8250a1';
-export const ADMIT_SHA1 = '1e0a2f4d075f6ca73d9647981f9acebf911f09fc';
-export const CONTROL_SHA1 = '43db62b95aad06ad8a55f3cfe33c133067aefed7';
-export const STATS_SHA1 = '4842145b5560ce9772e6185df7e5fcd0f1961e13';
+export const JOIN_SHA1 = 'a5c1a14ca2806dd855122ab276b686ec6762854c';
+export const POLL_SHA1 = '27ca2a0be6284824defc9103b9ea1cd6ddecf905';
+export const CLAIM_SHA1 = '3494e58ee904ce020d8e21d42901352e95c1b12a';
+export const TOUCH_SHA1 = '94d9ac976c32909403ed8fac01bb81ef0ea74754';
+export const LEAVE_SHA1 = 'c5f34b684b89c4fd7131e114124e5f11f083f700';
+export const ADMIT_SHA1 = 'f9d011b70d905a54914878ad41d31f0fc361143b';
+export const CONTROL_SHA1 = 'dfa38832bafa086af16c478c79a6e32cd623ce34';
+export const STATS_SHA1 = '704a377c9d88488c764caaa90e27783b058df33e';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '0b28aa922af9c0214ad62853414872cc001df829';
-export const RESET_SHA1 = 'd082d3d79a8301a92c21769014b0272f460ea3dc';
+export const DRAW_SHA1 = '4a3971530675769f8c3f36bf219eca60bd46e7e2';
+export const RESET_SHA1 = '1985755716ab403ef50060203675a175b3d64228';
 export const HISTORY_SHA1 = 'c01ffc5374a835e2721dda54a6a20287bbbe2c22';
 
 export interface StoreScript {

@@ -115,10 +115,10 @@ export class UpstashQueueStore implements QueueStore {
     this.#prefix = prefix;
   }
 
-  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult> {
+  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean): Promise<JoinResult> {
     const keys = this.#keys(queue);
     const recover = checkRecoverMs(recoverMs);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), recover === 0 ? '' : String(recover)];
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), recover === 0 ? '' : String(recover), recoverIfNew === true ? 'new' : ''];
     const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 2);
     const state = toState(JOIN, reply);
     const ticket = reply.int(STATE_LENGTH);

@@ -321,9 +321,9 @@ class CountingStore implements QueueStore {
     if (slot < 0 || slot >= this.slots) throw new Error(`store call outside the simulated time (slot ${slot})`);
     this.perSecond[method][slot]! += 1;
   }
-  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number): Promise<JoinResult> {
+  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean): Promise<JoinResult> {
     this.#count('join');
-    return this.inner.join(queue, nowMs, policy, recoverMs);
+    return this.inner.join(queue, nowMs, policy, recoverMs, recoverIfNew);
   }
   poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
     this.#count('poll');

@@ -52,6 +52,11 @@ export async function startRedisServer(extraArgs: (port: number) => string[] = (
   throw lastError;
 }
 
+/** A fresh redis-server on `port` (one that was stopped, to play a restart with its data gone). */
+export function startRedisServerOnPort(port: number): Promise<RedisServer> {
+  return startOnce(port, []);
+}
+
 async function startOnce(port: number, extraArgs: string[]): Promise<RedisServer> {
   const redisArgs = ['--port', String(port), '--bind', HOST, '--save', '', '--appendonly', 'no', ...extraArgs];
   const child = SETPRIV

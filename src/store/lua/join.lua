@@ -7,12 +7,16 @@
 --- in (admitted now, claimed); random: a ticket drawn in this call is collected at once and
 --- reported claimed. Writes no history point. Rate FIFO costs three billed commands (EVALSHA,
 --- HINCRBY, HMGET), four with its step. Returns the state, then ticket and claimed (0/1). ARGV 12:
---- the recovery window, ms ('' = none; see Recovery).
--- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms; returns {state..., ticket, claimed}
+--- the recovery window, ms ('' = none; see Recovery); ARGV 13 'new': open it only if this run finds
+--- the state absent (the caller's POP served it before, so it was lost), '' = open it (a token of a
+--- lost generation is the evidence).
+-- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms, recover_when; returns {state..., ticket, claimed}
 -- #include policy_header
 defer_ctl()
 
-if (ARGV[12] or '') ~= '' then RECOVER_MS = arg_int(12, 1) end
+if (ARGV[12] or '') ~= '' then
+  if ARGV[13] == 'new' then RECOVER_IF_NEW_MS = arg_int(12, 1) else RECOVER_MS = arg_int(12, 1) end
+end
 local ticket = redis.call('HINCRBY', K_CTL, 'tail', 1)
 if CTL then CTL.tail = fmt(ticket) end
 prologue(ticket - 1)

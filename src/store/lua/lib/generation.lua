@@ -7,13 +7,14 @@
 --- foreign_member: the slot member of such a token's holder, distinct from every ticket of this
 --- generation (tickets are plain numbers), so the holder is counted without taking anybody's slot.
 
-local GEN, GEN_READ_ONLY = 0, false
+local GEN, GEN_READ_ONLY, GEN_CREATED = 0, false, false
 local function ensure_gen(v)
   local g = tonumber(v or nil)
   if g then return g end
   if GEN_READ_ONLY then return 0 end
   g = ((SEED + NOW) % __MAX_SEED__) + 1
   set_ctl('gen', fmt(g))
+  GEN_CREATED = true
   return g
 end
 local function foreign_gen(i)

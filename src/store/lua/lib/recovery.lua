@@ -2,9 +2,13 @@
 --- was lost (join's ARGV 12). The first such run of a generation opens the window (recover_until in
 --- ctl, read with the controls' HMGET); while it is open, capacity mode admits nobody new, as if
 --- paused, so the holders of the lost state can register their slots again before any room is given.
+--- RECOVER_IF_NEW_MS > 0 (join's ARGV 13 'new'): the caller's POP has served this queue's state
+--- before, so a state this run finds absent was lost, not new: the window opens in the same run
+--- that creates the generation, before any newcomer can walk in.
 
-local RECOVER_MS = 0
+local RECOVER_MS, RECOVER_IF_NEW_MS = 0, 0
 local function recovering(recover_until, max_active, max_new)
+  if RECOVER_IF_NEW_MS > 0 and GEN_CREATED then RECOVER_MS = RECOVER_IF_NEW_MS end
   if RECOVER_MS > 0 and recover_until == 0 and not GEN_READ_ONLY then
     recover_until = NOW + RECOVER_MS
     set_ctl('recover_until', fmt(recover_until))
