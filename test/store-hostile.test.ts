@@ -193,6 +193,15 @@ describe('the store loses its state', () => {
     console.info(`store lost, newcomers first: on the site per second: ${onSite.join(', ')}`);
   });
 
+  it('capacity with lost_state_sign = cookie: an emptied store is taken for a new queue until a cookie of the old one shows', async () => {
+    const r = room({ max_active: '20', activity_refresh_seconds: '5', lost_state_sign: 'cookie' });
+    expect((await r.round(range(1, 20))).passed).toEqual(range(1, 20));
+    await direct.flushall();
+    r.clock.advance(1_000);
+    // Emptied on purpose between events: the next visitors walk straight in.
+    expect((await r.round(range(101, 105))).passed).toEqual(range(101, 105));
+  });
+
   it('rate: "admit N" lets in at most N people, and old waiting visitors rejoin behind those who arrived first', async () => {
     const r = room({ admit_per_period: '0', state_cache_seconds: '0' });
     const old = range(1, 40);

@@ -176,6 +176,15 @@ export interface Config {
    */
   readonly storeFailure: 'hold' | 'pass';
   /**
+   * What tells capacity mode that the store lost its state, so that it holds new admissions until
+   * the old holders have refreshed into the count: `cookie`, only a visitor's cookie of the lost
+   * generation; `pop`, also a POP that served the queue finding its state absent (the first such
+   * join, before it could walk in). `cookie` suits a deployment that empties its store on purpose
+   * between events while the edge still remembers the queue.
+   * @default "pop"
+   */
+  readonly lostStateSign: 'cookie' | 'pop';
+  /**
    * Timeout of one store call, in milliseconds.
    * @default 1000
    */
@@ -307,6 +316,7 @@ export const CONFIG_KEYS = [
   'json_paths',
   'hold_status',
   'store_failure',
+  'lost_state_sign',
   'store_timeout_ms',
   'store_retries',
   'upstash_url',
@@ -535,6 +545,7 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     jsonPaths: r.parsed('json_paths', '', parsePathPatterns, []),
     holdStatus: Number(r.oneOf('hold_status', '200', ['200', '429', '503'])) as 200 | 429 | 503,
     storeFailure: r.oneOf('store_failure', 'hold', ['hold', 'pass']),
+    lostStateSign: r.oneOf('lost_state_sign', 'pop', ['cookie', 'pop']),
     storeTimeoutMs: r.integer('store_timeout_ms', 1000, 50, 30_000),
     storeRetries: r.integer('store_retries', 1, 0, 3),
     upstashUrl: checkUrl(r, 'upstash_url'),

@@ -218,9 +218,10 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   // Without a token of a lost state, a POP that served this queue before still knows a state the
   // store finds absent was lost, not new: the store then holds capacity admissions from this very
   // join on, so newcomers cannot fill the room of holders who have not refreshed yet.
-  const servedBefore = !lostState && (await servedThisQueue(ctx));
+  const servedBefore = !lostState && config.lostStateSign === 'pop' && (await servedThisQueue(ctx));
   const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), lostState || servedBefore ? recoverMs : undefined, servedBefore));
   if (!joined.ok) return { kind: 'unavailable', ticket: undefined, cookie: undefined };
+  if (!servedBefore && config.lostStateSign === 'pop') await markServed(ctx);
   const result = joined.value;
   const now = Math.floor(nowMs / 1000);
   if (result.claimed) {
@@ -246,17 +247,32 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
 /** How long a POP remembers that it served a queue (see servedThisQueue), seconds. */
 export const SERVED_MEMORY_SECONDS = 6 * 3600;
 
+/** Thrown by the marker's loader: a lookup that must not mark. */
+class NotServed extends Error {}
+
 /**
- * Whether this POP served the queue within SERVED_MEMORY_SECONDS, marking it served from now on: a
- * marker in the POP's cache, one cache call and no store call. A cache that fails says no (the
- * recovery then waits for a token of the lost state, as before).
+ * Whether this POP served the queue (a store answer to one of its joins) within
+ * SERVED_MEMORY_SECONDS: a marker in the POP's cache, one cache call and no store call. Looking
+ * does not mark (concurrent first joins must not take each other for earlier service); a cache
+ * that fails says no, and the recovery then waits for a cookie of the lost state.
  */
 async function servedThisQueue(ctx: HandlerContext): Promise<boolean> {
   try {
-    const { hit } = await ctx.cache.getOrLoad(`${ctx.cacheKey}:served`, SERVED_MEMORY_SECONDS, async () => true);
-    return hit;
+    await ctx.cache.getOrLoad(`${ctx.cacheKey}:served`, SERVED_MEMORY_SECONDS, async (): Promise<boolean> => {
+      throw new NotServed();
+    });
+    return true;
   } catch {
     return false;
+  }
+}
+
+/** Marks this POP as having served the queue, after a join the store answered. */
+async function markServed(ctx: HandlerContext): Promise<void> {
+  try {
+    await ctx.cache.getOrLoad(`${ctx.cacheKey}:served`, SERVED_MEMORY_SECONDS, async () => true);
+  } catch {
+    // A cache that fails marks nothing: the cookie of a lost state still tells the store.
   }
 }
 
