@@ -28,6 +28,26 @@ describe('MemoryStateCache', () => {
     expect(await cache.getOrLoad('other', 2, load)).toEqual({ value: 3, hit: false });
   });
 
+  it('peeks without loading or waiting: the fresh value, else nothing', async () => {
+    const clock = new ManualClock();
+    const cache = new MemoryStateCache(clock);
+    expect(await cache.peek('k')).toBeUndefined();
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => (release = r));
+    const loading = cache.getOrLoad('k', 2, async () => {
+      await gate;
+      return 'state';
+    });
+    // A load under way is not waited for.
+    expect(await cache.peek('k')).toBeUndefined();
+    release();
+    await loading;
+    expect(await cache.peek('k')).toBe('state');
+    clock.advance(2_000);
+    expect(await cache.peek('k')).toBeUndefined();
+    expect(cache.loads).toBe(1);
+  });
+
   it('collapses concurrent misses into one load', async () => {
     const cache = new MemoryStateCache(new ManualClock());
     let loads = 0;

@@ -1931,6 +1931,32 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         // Without recoverIfNew a state found absent is a new queue: nothing held.
         expect(await store.join(randomQueue(), T0, policy, undefined, true)).toMatchObject({ ticket: 1, claimed: true, paused: false });
       });
+
+      it('with a floor above the ticket in the same generation (a rolled-back store), starts a new generation above the floor', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(5, 0);
+        const first = await store.join(q, T0, policy);
+        await joinMany(store, q, 3, T0 + 1, policy);
+        const gen = first.generation;
+        // A floor the store is at or above, or of another generation, changes nothing.
+        expect(await store.join(q, T0 + 2, policy, 10_000, true, { tail: 4, generation: gen })).toMatchObject({ ticket: 5, generation: gen, paused: false });
+        expect(await store.join(q, T0 + 3, policy, 10_000, true, { tail: 90, generation: gen + 1 })).toMatchObject({ ticket: 6, generation: gen });
+        // The POP saw tail 40 in this generation: ticket 7 would be a number handed out before.
+        const healed = await store.join(q, T0 + 4, policy, 10_000, true, { tail: 40, generation: gen });
+        // The numbers below the floor are nobody's now: the cursor moves up to it.
+        expect(healed).toMatchObject({ ticket: 41, tail: 41, cursor: 40, claimed: false, paused: true });
+        expect(healed.generation).not.toBe(gen);
+        expect(await store.join(q, T0 + 5, policy)).toMatchObject({ ticket: 42, generation: healed.generation, paused: true });
+        // Tickets of the old generation are refused (their numbers may be held twice).
+        expect(await store.claim(q, 1, T0 + 6, policy, 0, gen)).toMatchObject({ claimed: false });
+        // Without a window the generation still changes; rate mode holds nobody.
+        const r = randomQueue();
+        const r1 = await store.join(r, T0, every(3));
+        expect(await store.join(r, T0 + 1, every(3), undefined, undefined, { tail: 9, generation: r1.generation })).toMatchObject({ ticket: 10, paused: false });
+        await expect(store.join(r, T0 + 2, OFF, undefined, undefined, { tail: -1, generation: 1 })).rejects.toBeInstanceOf(StoreArgumentError);
+        await expect(store.join(r, T0 + 2, OFF, undefined, undefined, { tail: 1, generation: 0 })).rejects.toBeInstanceOf(StoreArgumentError);
+      });
     });
 
     describe('idempotent admits', () => {

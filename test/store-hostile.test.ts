@@ -105,7 +105,12 @@ function room(settings: Record<string, string>, url = bridge.url) {
     const headers = { authorization: `Bearer ${API_TOKEN}`, ...(init.headers as Record<string, string> | undefined) };
     return built.handler(new Request(`http://shop.test/__wr/api/${path}`, { method: 'POST', ...init, headers }), CLIENT);
   }
-  return { clock, logger, view, round, holders, waitingTicket, api };
+  /** The claims of visitor `v`'s cookie, unverified (for assertions). */
+  function token(v: number): Record<string, unknown> | undefined {
+    const c = jar.get(v);
+    return c === undefined ? undefined : payloadOf(c);
+  }
+  return { clock, logger, view, round, holders, waitingTicket, token, api };
 }
 
 const range = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
@@ -200,6 +205,41 @@ describe('the store loses its state', () => {
     r.clock.advance(1_000);
     // Emptied on purpose between events: the next visitors walk straight in.
     expect((await r.round(range(101, 105))).passed).toEqual(range(101, 105));
+  });
+
+  it('rate: a rolled-back store (a failover that kept the generation) hands out no number twice, and "admit N" lets in N', async () => {
+    const r = room({ admit_per_period: '0', state_cache_seconds: '2' });
+    const old = range(1, 10);
+    await r.round(old);
+    // Their polls fill the POP's cache: it has seen tail 10.
+    r.clock.advance(500);
+    await r.round(old);
+    const oldGen = r.token(1)!['gen'];
+    // The last five joins never reached the replica that took over: the tail is back at 5.
+    await direct.hset('wr:{default}:ctl', 'tail', '5');
+    const newcomers = range(11, 15);
+    const arrivals = await r.round(newcomers);
+    expect(arrivals.statuses.every((status) => status < 500)).toBe(true);
+    // The first join saw it (its ticket was at or below the tail the POP had seen): a new
+    // generation, numbers above 10, none of them an old visitor's.
+    const fresh = newcomers.map((v) => r.token(v)!);
+    expect(fresh.map((p) => p['t'])).toEqual(range(11, 15));
+    expect(new Set(fresh.map((p) => p['gen'])).size).toBe(1);
+    expect(fresh[0]!['gen']).not.toBe(oldGen);
+    // Once the POP's cache holds the new state, the old visitors rejoin behind the newcomers.
+    r.clock.advance(2_500);
+    const again = await r.round(old);
+    expect(again.statuses.every((status) => status < 500)).toBe(true);
+    const all = [...newcomers, ...old];
+    const numbers = all.map((v) => `${String(r.token(v)!['gen'])}:${String(r.token(v)!['t'])}`);
+    expect(new Set(numbers).size).toBe(numbers.length);
+    const response = await r.api('admit?count=6');
+    expect(((await response.json()) as { admitted: number }).admitted).toBe(6);
+    r.clock.advance(2_500);
+    const after = await r.round(all);
+    expect(after.passed).toEqual([...newcomers, 1]);
+    const held = r.holders(all);
+    expect(new Set(held).size).toBe(held.length);
   });
 
   it('rate: "admit N" lets in at most N people, and old waiting visitors rejoin behind those who arrived first', async () => {

@@ -176,6 +176,12 @@ export interface QueueStats extends QueueState {
   readonly history?: readonly HistoryPoint[];
 }
 
+/** What a POP last saw of a queue's state (see QueueStore.join). */
+export interface StateFloor {
+  readonly tail: number;
+  readonly generation: number;
+}
+
 export interface StatsOptions {
   /** Read the last hour's history in the same store call (the admin panel: figures and chart at once). */
   readonly history?: boolean;
@@ -207,9 +213,13 @@ export interface QueueStore {
    * (reported as paused), so the lost state's holders refresh into the count first. With
    * `recoverIfNew`, the caller saw no such token but its POP has served this queue's state before:
    * the window opens only if this join finds the state absent (then it was lost, not new), in the
-   * same call, before the join itself could walk in.
+   * same call, before the join itself could walk in. `floor`: the tail and generation the caller's
+   * POP last saw; a ticket at or below it in that generation means the store was rolled back (a
+   * failover to a replica that missed the latest writes): the join then starts a new generation,
+   * voiding every ticket of the old one, numbers go on above the floor, and `recoverMs` (if given)
+   * opens the recovery window.
    */
-  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean): Promise<JoinResult>;
+  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean, floor?: StateFloor): Promise<JoinResult>;
   /** Run admission (expire lapsed slots, call tickets into free room, or the period step) and read the state. */
   poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
   /**
@@ -280,6 +290,8 @@ export interface StateCache {
    * caches nothing and its error reaches every caller that waited for it.
    */
   getOrLoad<T>(key: string, ttlSeconds: number, load: () => Promise<T>): Promise<{ readonly value: T; readonly hit: boolean }>;
+  /** The value cached under `key` while it is fresh, else undefined: a lookup that never loads or waits. */
+  peek<T>(key: string): Promise<T | undefined>;
 }
 
 /**

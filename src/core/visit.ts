@@ -219,7 +219,14 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   // store finds absent was lost, not new: the store then holds capacity admissions from this very
   // join on, so newcomers cannot fill the room of holders who have not refreshed yet.
   const servedBefore = !lostState && config.lostStateSign === 'pop' && (await servedThisQueue(ctx));
-  const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), lostState || servedBefore ? recoverMs : undefined, servedBefore));
+  // What this POP last saw of the state (its cache, no store call): a ticket at or below that tail
+  // in that generation means the store was rolled back (see QueueStore.join's floor).
+  const seen = await cachedState(ctx);
+  const floor = seen !== undefined && seen.generation > 0 ? { tail: seen.tail, generation: seen.generation } : undefined;
+  // A POP holding a state served the queue: with the pop sign, an absent or rolled-back state opens
+  // the window in this join; a cookie of the lost state opens it whatever the store finds.
+  const onSign = !lostState && config.lostStateSign === 'pop' && (servedBefore || floor !== undefined);
+  const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), lostState || onSign ? recoverMs : undefined, onSign, floor));
   if (!joined.ok) return { kind: 'unavailable', ticket: undefined, cookie: undefined };
   if (!servedBefore && config.lostStateSign === 'pop') await markServed(ctx);
   const result = joined.value;
@@ -247,8 +254,15 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
 /** How long a POP remembers that it served a queue (see servedThisQueue), seconds. */
 export const SERVED_MEMORY_SECONDS = 6 * 3600;
 
-/** Thrown by the marker's loader: a lookup that must not mark. */
-class NotServed extends Error {}
+/** The queue state in this POP's cache while it is fresh, without loading it (no store call). */
+async function cachedState(ctx: HandlerContext): Promise<QueueState | undefined> {
+  if (ctx.config.stateCacheSeconds === 0) return undefined;
+  try {
+    return await ctx.cache.peek<QueueState>(ctx.cacheKey);
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * Whether this POP served the queue (a store answer to one of its joins) within
@@ -258,10 +272,7 @@ class NotServed extends Error {}
  */
 async function servedThisQueue(ctx: HandlerContext): Promise<boolean> {
   try {
-    await ctx.cache.getOrLoad(`${ctx.cacheKey}:served`, SERVED_MEMORY_SECONDS, async (): Promise<boolean> => {
-      throw new NotServed();
-    });
-    return true;
+    return (await ctx.cache.peek<boolean>(`${ctx.cacheKey}:served`)) === true;
   } catch {
     return false;
   }

@@ -123,6 +123,11 @@ export const simpleCacheStateCache: StateCache = {
     });
     return { value: JSON.parse(await entry.text()) as T, hit: !loaded };
   },
+  async peek<T>(key: string) {
+    // A plain lookup: no transaction, so it never waits on another request's load.
+    const entry = SimpleCache.get(key);
+    return entry === null ? undefined : (JSON.parse(await entry.text()) as T);
+  },
 };
 
 /**

@@ -18,6 +18,11 @@ export class MemoryStateCache implements StateCache {
 
   constructor(private readonly clock: Clock) {}
 
+  async peek<T>(key: string): Promise<T | undefined> {
+    const entry = this.#entries.get(key);
+    return entry !== undefined && entry.expiresAt > this.clock.now() ? (entry.value as T) : undefined;
+  }
+
   async getOrLoad<T>(key: string, ttlSeconds: number, load: () => Promise<T>): Promise<{ value: T; hit: boolean }> {
     const entry = this.#entries.get(key);
     if (entry !== undefined && entry.expiresAt > this.clock.now()) return { value: entry.value as T, hit: true };

@@ -26,6 +26,7 @@ import type {
   QueueStore,
   ResetResult,
   RuntimeControl,
+  StateFloor,
   StatsOptions,
   VipCode,
   VipUse,
@@ -45,6 +46,7 @@ import {
   checkControl,
   checkGraceMs,
   checkIdempotencyKey,
+  checkFloor,
   checkRecoverMs,
   checkNowMs,
   checkPolicy,
@@ -133,10 +135,11 @@ export class MemoryQueueStore implements QueueStore {
   /** queue → code hash → code. Apart from the queues' state, as the VIP keys are in Redis. */
   readonly #vips = new Map<string, Map<string, MemoryVip>>();
 
-  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean): Promise<JoinResult> {
+  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean, floor?: StateFloor): Promise<JoinResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
     const recover = checkRecoverMs(recoverMs);
+    const f = checkFloor(floor);
     const q = this.#queue(queue);
     // Mirrors RECOVERY: the first evidence of a lost state in this generation opens the window;
     // with recoverIfNew, only a state this join finds absent is that evidence.
@@ -144,8 +147,18 @@ export class MemoryQueueStore implements QueueStore {
     ensureGeneration(q, p);
     if (recover > 0 && q.recoverUntil === 0 && (recoverIfNew !== true || created)) q.recoverUntil = p.nowMs + recover;
     q.tail += 1;
-    const ticket = q.tail;
+    let ticket = q.tail;
     prologue(q, p, ticket - 1);
+    // Mirrors the join script's rollback rule: a new generation, numbers on above the floor.
+    if (f !== undefined && f.generation === q.generation && ticket <= f.tail) {
+      let g = ((p.seed + p.nowMs) % MAX_SEED) + 1;
+      if (g === q.generation) g = (g % MAX_SEED) + 1;
+      q.generation = g;
+      q.tail = f.tail + 1;
+      q.cursor = Math.max(q.cursor, f.tail);
+      ticket = q.tail;
+      if (recover > 0) q.recoverUntil = p.nowMs + recover;
+    }
     if (p.method === 'random') q.waiting.set(ticket, p.nowMs);
     const r = begin(q, p);
     let claimed = false;

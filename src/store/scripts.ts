@@ -193,7 +193,7 @@
  * itself lives in src/store/lua (one file per script, shared parts in lua/lib; see lua-compose.ts).
  */
 
-import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type RuntimeControl } from '../core/ports';
+import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type RuntimeControl, type StateFloor } from '../core/ports';
 import { composeLua } from './lua-compose';
 import JOIN_FILE from './lua/join.lua';
 import POLL_FILE from './lua/poll.lua';
@@ -528,6 +528,15 @@ export function checkIdempotencyKey(key: string): string {
 
 
 /** join's recovery window, ms: undefined or 0 for none, else an integer >= 1. */
+/** join's floor: undefined, or a tail >= 0 and a generation >= 1, both safe integers. */
+export function checkFloor(floor: StateFloor | undefined): StateFloor | undefined {
+  if (floor === undefined) return undefined;
+  if (!isSafeCount(floor?.tail, 0) || !isSafeCount(floor.generation, 1)) {
+    throw new StoreArgumentError(`invalid floor ${JSON.stringify(floor)}: expected a tail >= 0 and a generation >= 1`);
+  }
+  return floor;
+}
+
 export function checkRecoverMs(recoverMs: number | undefined): number {
   if (recoverMs === undefined || recoverMs === 0) return 0;
   if (!isSafeCount(recoverMs, 1)) throw new StoreArgumentError(`invalid recoverMs ${String(recoverMs)}: expected an integer >= 1`);
@@ -720,7 +729,7 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'a5c1a14ca2806dd855122ab276b686ec6762854c';
+export const JOIN_SHA1 = '3446719723f1b5409f436f79e93c5de50a4b9282';
 export const POLL_SHA1 = '27ca2a0be6284824defc9103b9ea1cd6ddecf905';
 export const CLAIM_SHA1 = '3494e58ee904ce020d8e21d42901352e95c1b12a';
 export const TOUCH_SHA1 = '94d9ac976c32909403ed8fac01bb81ef0ea74754';

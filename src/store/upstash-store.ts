@@ -28,6 +28,7 @@ import type {
   QueueStore,
   ResetResult,
   RuntimeControl,
+  StateFloor,
   StatsOptions,
   VipCode,
   VipUse,
@@ -61,6 +62,7 @@ import {
   checkGraceMs,
   checkNowMs,
   checkPolicy,
+  checkFloor,
   checkRecoverMs,
   checkTicket,
   checkUntilMs,
@@ -115,10 +117,17 @@ export class UpstashQueueStore implements QueueStore {
     this.#prefix = prefix;
   }
 
-  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean): Promise<JoinResult> {
+  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean, floor?: StateFloor): Promise<JoinResult> {
     const keys = this.#keys(queue);
     const recover = checkRecoverMs(recoverMs);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), recover === 0 ? '' : String(recover), recoverIfNew === true ? 'new' : ''];
+    const f = checkFloor(floor);
+    const argv = [
+      ...policyArgv(checkPolicy(nowMs, policy)),
+      recover === 0 ? '' : String(recover),
+      recoverIfNew === true ? 'new' : '',
+      f === undefined ? '' : String(f.tail),
+      f === undefined ? '' : String(f.generation),
+    ];
     const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 2);
     const state = toState(JOIN, reply);
     const ticket = reply.int(STATE_LENGTH);

@@ -718,6 +718,11 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
       equal(second.hit, true, 'second read is a hit');
       equal(loads, 1, 'loads');
       equal(second.value.cursor, 3, 'cached cursor');
+      // A peek reads the entry without a transaction; an absent key is undefined, never a load.
+      const peeked = await simpleCacheStateCache.peek<{ cursor: number }>(key);
+      equal(peeked?.cursor, 3, 'peeked cursor');
+      equal(await simpleCacheStateCache.peek(`${key}-absent`), undefined, 'peek of an absent key');
+      equal(loads, 1, 'loads after the peeks');
     });
     await run.check('handler: a store that does not answer in time holds the visitor (timeout, request time)', async () => {
       const slow = createHandler({ config, secrets, store: new SilentStore(), origin, logger, clock: { now: () => Date.now() }, cache });

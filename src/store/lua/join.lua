@@ -9,14 +9,19 @@
 --- HINCRBY, HMGET), four with its step. Returns the state, then ticket and claimed (0/1). ARGV 12:
 --- the recovery window, ms ('' = none; see Recovery); ARGV 13 'new': open it only if this run finds
 --- the state absent (the caller's POP served it before, so it was lost), '' = open it (a token of a
---- lost generation is the evidence).
--- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms, recover_when; returns {state..., ticket, claimed}
+--- lost generation is the evidence). ARGV 14, 15: the tail and generation the caller's POP last saw
+--- ('' = none): a ticket at or below that tail in that generation means the store was rolled back.
+-- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms, recover_when, floor_tail, floor_gen; returns {state..., ticket, claimed}
 -- #include policy_header
 defer_ctl()
 
+local RECOVER_WINDOW = 0
 if (ARGV[12] or '') ~= '' then
-  if ARGV[13] == 'new' then RECOVER_IF_NEW_MS = arg_int(12, 1) else RECOVER_MS = arg_int(12, 1) end
+  RECOVER_WINDOW = arg_int(12, 1)
+  if ARGV[13] == 'new' then RECOVER_IF_NEW_MS = RECOVER_WINDOW else RECOVER_MS = RECOVER_WINDOW end
 end
+local FLOOR_TAIL, FLOOR_GEN
+if (ARGV[14] or '') ~= '' then FLOOR_TAIL, FLOOR_GEN = arg_int(14, 0), arg_int(15, 1) end
 local ticket = redis.call('HINCRBY', K_CTL, 'tail', 1)
 if CTL then CTL.tail = fmt(ticket) end
 prologue(ticket - 1)
@@ -24,6 +29,24 @@ if RANDOM then redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket)) end
 local tail = ticket
 local cursor = ctl_int('cursor') or 0
 local paused, max_active, max_new = read_controls()
+-- Rolled back (see Generations): the caller's POP saw this generation with a tail of at least this
+-- ticket, so the store lost its latest writes but kept the generation, and numbers are being handed
+-- out twice. A new generation voids every ticket of the old one; numbers go on above the floor
+-- (those below it are nobody's now, so the cursor moves up to it and no call is spent on them), and
+-- capacity mode holds new admissions for the window while the old holders register again.
+if FLOOR_TAIL and FLOOR_GEN == GEN and ticket <= FLOOR_TAIL then
+  local g = ((SEED + NOW) % __MAX_SEED__) + 1
+  if g == GEN then g = g % __MAX_SEED__ + 1 end
+  GEN = g
+  ticket = FLOOR_TAIL + 1
+  tail = ticket
+  cursor = math.max(cursor, FLOOR_TAIL)
+  set_ctl('gen', fmt(g), 'tail', fmt(ticket), 'cursor', fmt(cursor))
+  if RECOVER_WINDOW > 0 then
+    RECOVER_MS = RECOVER_WINDOW
+    paused = recovering(0, max_active, max_new) or paused
+  end
+end
 local claimed = 0
 if max_active > 0 or max_new > 0 then
   expire()
