@@ -46,6 +46,7 @@ import { createHttpOrigin, readLocalConfig } from '../../src/platform/node';
 import { STORE_SCRIPTS } from '../../src/store/scripts';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
 import { table } from '../support/markdown-table';
+import { parseCommandstats } from '../support/command-stats';
 import { startRedisServer } from '../support/redis-server';
 import { configStoreItems, localServerSection } from '../support/stack';
 import { RequestLogKeeper, type TroubleSource } from './trouble';
@@ -104,7 +105,6 @@ export async function counted(snapshot: Snapshot, task: () => Promise<unknown>):
   return countsBetween(before, await snapshot());
 }
 
-const SCRIPT_COMMANDS: ReadonlySet<string> = new Set(['evalsha', 'eval', 'evalsha_ro', 'eval_ro']);
 /**
  * Commands the harness sends itself, never the waiting room (whose store sends nothing but EVALSHA
  * and EVAL, src/store/upstash-store.ts, and whose scripts cannot run these): INFO (every snapshot,
@@ -115,21 +115,7 @@ const HARNESS_COMMANDS: ReadonlySet<string> = new Set(['info', 'script', 'client
 
 /** From one INFO commandstats: the script commands Redis executed, and the commands Upstash would bill. */
 async function redisCounts(redis: IORedis): Promise<{ redis: number; billed: number }> {
-  const info = await redis.info('commandstats');
-  let scripts = 0;
-  let billed = 0;
-  for (const line of info.split(/\r?\n/)) {
-    const match = /^cmdstat_([^:|]+)(?:\|[^:]*)?:(.*)$/.exec(line);
-    if (match === null) continue;
-    const command = match[1] ?? '';
-    let calls = 0;
-    for (const field of (match[2] ?? '').split(',')) {
-      const [key, value] = field.split('=');
-      if (key === 'calls' || key === 'rejected_calls') calls += Number(value ?? 0);
-    }
-    if (SCRIPT_COMMANDS.has(command)) scripts += calls;
-    if (!HARNESS_COMMANDS.has(command)) billed += calls;
-  }
+  const { scripts, billed } = parseCommandstats(await redis.info('commandstats'), HARNESS_COMMANDS);
   return { redis: scripts, billed };
 }
 

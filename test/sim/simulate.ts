@@ -57,6 +57,7 @@ import { buildQueueKeys, DEFAULT_KEY_PREFIX } from '../../src/store/scripts';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
 import { API_TOKEN, BASE_SECRETS, cookieFrom, ManualClock, payloadOf, source } from '../support/fixtures';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
+import { parseCommandstats as parseStats } from '../support/command-stats';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters (every loop below is bounded by these)
@@ -219,7 +220,6 @@ function median(values: readonly number[]): number {
 // ---------------------------------------------------------------------------------------------
 // Counting in Redis: script calls (round trips) and billed commands
 
-const SCRIPT_COMMANDS: ReadonlySet<string> = new Set(['evalsha', 'eval', 'evalsha_ro', 'eval_ro']);
 /**
  * Commands only the simulation's own connections send, never the store (which sends nothing but
  * EVALSHA and EVAL, src/store/upstash-store.ts, and whose scripts run none of these): INFO (every
@@ -238,22 +238,8 @@ interface RedisCounts {
 
 /** From one INFO commandstats reply: script calls, and calls + rejected_calls of every command but HARNESS_COMMANDS. */
 function parseCommandstats(info: string): { scripts: number; all: number } {
-  let scripts = 0;
-  let all = 0;
-  for (const line of info.split(/\r?\n/)) {
-    // Redis 7 names subcommands `script|load`, `client|setinfo`.
-    const match = /^cmdstat_([^:|]+)(?:\|[^:]*)?:(.*)$/.exec(line);
-    if (match === null) continue;
-    const command = match[1] ?? '';
-    let calls = 0;
-    for (const field of (match[2] ?? '').split(',')) {
-      const [key, value] = field.split('=');
-      if (key === 'calls' || key === 'rejected_calls') calls += Number(value ?? 0);
-    }
-    if (SCRIPT_COMMANDS.has(command)) scripts += calls;
-    if (!HARNESS_COMMANDS.has(command)) all += calls;
-  }
-  return { scripts, all };
+  const { scripts, billed } = parseStats(info, HARNESS_COMMANDS);
+  return { scripts, all: billed };
 }
 
 /**
