@@ -215,20 +215,21 @@ export async function settle(ctx: HandlerContext, trace: Trace, state: QueueStat
  */
 export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number, lostState = false): Promise<Visit> {
   const { config, store, queue, random, policyNow, recoverMs, storeCall } = ctx;
-  // Without a token of a lost state, a POP that served this queue before still knows a state the
-  // store finds absent was lost, not new: the store then holds capacity admissions from this very
-  // join on, so newcomers cannot fill the room of holders who have not refreshed yet.
-  const servedBefore = !lostState && config.lostStateSign === 'pop' && (await servedThisQueue(ctx));
   // What this POP last saw of the state (its cache, no store call): a ticket at or below that tail
   // in that generation means the store was rolled back (see QueueStore.join's floor).
   const seen = await cachedState(ctx);
   const floor = seen !== undefined && seen.generation > 0 ? { tail: seen.tail, generation: seen.generation } : undefined;
-  // A POP holding a state served the queue: with the pop sign, an absent or rolled-back state opens
-  // the window in this join; a cookie of the lost state opens it whatever the store finds.
-  const onSign = !lostState && config.lostStateSign === 'pop' && (servedBefore || floor !== undefined);
-  const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), lostState || onSign ? recoverMs : undefined, onSign, floor));
+  // Without a cookie of a lost state, a POP that served this queue (it holds a state, or its
+  // marker says a join was answered here) still knows a state the store finds absent or rolled
+  // back was lost: with the pop sign the store then holds capacity admissions from this very join
+  // on, so newcomers cannot fill the room of holders who have not refreshed yet. A cookie of the
+  // lost state opens the window whatever the store finds.
+  const popSign = !lostState && config.lostStateSign === 'pop';
+  const marked = popSign && floor === undefined && (await servedThisQueue(ctx));
+  const servedBefore = popSign && (floor !== undefined || marked);
+  const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), lostState || servedBefore ? recoverMs : undefined, servedBefore, floor));
   if (!joined.ok) return { kind: 'unavailable', ticket: undefined, cookie: undefined };
-  if (!servedBefore && config.lostStateSign === 'pop') await markServed(ctx);
+  if (config.lostStateSign === 'pop' && !marked) await markServed(ctx);
   const result = joined.value;
   const now = Math.floor(nowMs / 1000);
   if (result.claimed) {

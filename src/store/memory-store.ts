@@ -151,9 +151,7 @@ export class MemoryQueueStore implements QueueStore {
     prologue(q, p, ticket - 1);
     // Mirrors the join script's rollback rule: a new generation, numbers on above the floor.
     if (f !== undefined && f.generation === q.generation && ticket <= f.tail) {
-      let g = ((p.seed + p.nowMs) % MAX_SEED) + 1;
-      if (g === q.generation) g = (g % MAX_SEED) + 1;
-      q.generation = g;
+      q.generation = freshGeneration(p, q.generation);
       q.tail = f.tail + 1;
       q.cursor = Math.max(q.cursor, f.tail);
       ticket = q.tail;
@@ -519,7 +517,13 @@ function begin(q: MemoryQueue, p: CheckedPolicy, readOnly = false): Run {
 
 /** Mirrors `ensure_gen`: the first writing run on an absent state gives it a generation. */
 function ensureGeneration(q: MemoryQueue, p: CheckedPolicy): void {
-  if (q.generation === 0) q.generation = ((p.seed + p.nowMs) % MAX_SEED) + 1;
+  if (q.generation === 0) q.generation = freshGeneration(p, 0);
+}
+
+/** Mirrors `fresh_gen`: a generation from the seed and time, never `avoid`. */
+function freshGeneration(p: CheckedPolicy, avoid: number): number {
+  const g = ((p.seed + p.nowMs) % MAX_SEED) + 1;
+  return g === avoid ? (g % MAX_SEED) + 1 : g;
 }
 
 /** Mirrors `foreign_gen`: a token's generation that is given and is not the store's. */
@@ -696,7 +700,7 @@ function autoAdmit(r: Run, walkIn?: number): void {
   if (target <= q.cursor) return;
   let lastReserved = Math.min(target, q.tail);
   if (walkIn !== undefined && lastReserved === walkIn) lastReserved = walkIn - 1;
-  for (let t = q.cursor + 1; t <= lastReserved; t += 1) q.reserved.set(t, p.nowMs + p.reservationMs);
+  reserveTickets(q, p, q.cursor + 1, lastReserved);
   recordCalls(q, p.nowMs, q.cursor + 1, target);
   q.cursor = target;
 }
@@ -714,7 +718,7 @@ function replaceLapsed(r: Run): void {
   }
   if (lapsed === 0) return;
   const n = Math.max(0, Math.min(lapsed, q.tail - q.cursor));
-  for (let t = q.cursor + 1; t <= q.cursor + n; t += 1) q.reserved.set(t, p.nowMs + p.reservationMs);
+  reserveTickets(q, p, q.cursor + 1, q.cursor + n);
   recordCalls(q, p.nowMs, q.cursor + 1, q.cursor + n, lapsed);
   q.cursor += n;
 }
@@ -748,12 +752,17 @@ function freeSlots(q: MemoryQueue, nowMs: number, e: Effective): number {
   return free;
 }
 
-/** Mirrors `call_tickets`: `callEntries` also writes each call's admission entry (capacity, random). */
-function callTickets({ q, p }: Run, from: number, to: number, callEntries: boolean): void {
+/** Mirrors `reserve_tickets`: from..to hold a reservation until their claim deadline; `callEntries` also writes each call's admission entry (capacity, random). */
+function reserveTickets(q: MemoryQueue, p: CheckedPolicy, from: number, to: number, callEntries = false): void {
   for (let t = from; t <= to; t += 1) {
     q.reserved.set(t, p.nowMs + p.reservationMs);
     if (callEntries) q.admits.set(String(t), p.nowMs);
   }
+}
+
+/** Mirrors `call_tickets`: reserve from..to and move the cursor; rate FIFO counts the calls. */
+function callTickets({ q, p }: Run, from: number, to: number, callEntries: boolean): void {
+  reserveTickets(q, p, from, to, callEntries);
   if (!callEntries) recordCalls(q, p.nowMs, from, to);
   q.cursor = to;
 }

@@ -729,19 +729,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = '3446719723f1b5409f436f79e93c5de50a4b9282';
-export const POLL_SHA1 = '27ca2a0be6284824defc9103b9ea1cd6ddecf905';
-export const CLAIM_SHA1 = '3494e58ee904ce020d8e21d42901352e95c1b12a';
-export const TOUCH_SHA1 = '94d9ac976c32909403ed8fac01bb81ef0ea74754';
-export const LEAVE_SHA1 = 'c5f34b684b89c4fd7131e114124e5f11f083f700';
-export const ADMIT_SHA1 = 'f9d011b70d905a54914878ad41d31f0fc361143b';
-export const CONTROL_SHA1 = 'dfa38832bafa086af16c478c79a6e32cd623ce34';
-export const STATS_SHA1 = '704a377c9d88488c764caaa90e27783b058df33e';
+export const JOIN_SHA1 = 'e80303c6efb7772211bcb5b77d28d716ded49674';
+export const POLL_SHA1 = '874dffe63103bd30ece15d2d5ad2b3e7d673f262';
+export const CLAIM_SHA1 = 'bc8edb6e4d2f8a5ff8d2140823c98fc8a048925d';
+export const TOUCH_SHA1 = '9524be95637bf2e13993ecef8f6d2b4e2a36127b';
+export const LEAVE_SHA1 = '1ff4d95d98f5c0dda7fd53bfdd7020a1918bb6b4';
+export const ADMIT_SHA1 = 'ffacc612b8d35216218be7ed9600931eb161d874';
+export const CONTROL_SHA1 = 'c3beacd9c9c45d4f1d761a64eac1b74cb1d139a0';
+export const STATS_SHA1 = '0135301f3d088828abcf20f7967ed898ef169dc5';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '4a3971530675769f8c3f36bf219eca60bd46e7e2';
-export const RESET_SHA1 = '1985755716ab403ef50060203675a175b3d64228';
+export const DRAW_SHA1 = '3d0b2efb231880e56245cf026bb4f5b96fe1c874';
+export const RESET_SHA1 = '6429e920aaf4377eb726f074fdc603a5818ba0fb';
 export const HISTORY_SHA1 = 'c01ffc5374a835e2721dda54a6a20287bbbe2c22';
 
 export interface StoreScript {

@@ -35,8 +35,7 @@ local paused, max_active, max_new = read_controls()
 -- (those below it are nobody's now, so the cursor moves up to it and no call is spent on them), and
 -- capacity mode holds new admissions for the window while the old holders register again.
 if FLOOR_TAIL and FLOOR_GEN == GEN and ticket <= FLOOR_TAIL then
-  local g = ((SEED + NOW) % __MAX_SEED__) + 1
-  if g == GEN then g = g % __MAX_SEED__ + 1 end
+  local g = fresh_gen(GEN)
   GEN = g
   ticket = FLOOR_TAIL + 1
   tail = ticket

@@ -8,11 +8,17 @@
 --- generation (tickets are plain numbers), so the holder is counted without taking anybody's slot.
 
 local GEN, GEN_READ_ONLY, GEN_CREATED = 0, false, false
+-- A generation made of SEED and NOW, never `avoid`.
+local function fresh_gen(avoid)
+  local g = ((SEED + NOW) % __MAX_SEED__) + 1
+  if g == avoid then g = g % __MAX_SEED__ + 1 end
+  return g
+end
 local function ensure_gen(v)
   local g = tonumber(v or nil)
   if g then return g end
   if GEN_READ_ONLY then return 0 end
-  g = ((SEED + NOW) % __MAX_SEED__) + 1
+  g = fresh_gen(0)
   set_ctl('gen', fmt(g))
   GEN_CREATED = true
   return g
