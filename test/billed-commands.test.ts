@@ -21,6 +21,8 @@ const RATE: AdmissionPolicy = {
   sessionMs: 600_000,
   reservationMs: 10_000,
 };
+/** Every join the handler makes carries a key (see JoinOptions.joinKey): measured the same way. */
+const keyed = (): { joinKey: string } => ({ joinKey: randomUUID().replace(/-/g, '').slice(0, 16) });
 const CAPACITY: AdmissionPolicy = { ...RATE, auto: { count: 0, periodMs: 1_000 }, thresholds: { maxActive: 5, maxNewPerMinute: 0 } };
 
 describe('billed commands per request class (Upstash store, real redis-server)', () => {
@@ -68,11 +70,13 @@ describe('billed commands per request class (Upstash store, real redis-server)',
     const q = `r-${randomUUID().slice(0, 8)}`;
     // The queue's generation exists (the first run of a state writes it once: one HSET more).
     await store.poll(q, T0 - 60_000, RATE);
-    await measure('rate: join, first of the period on an empty queue (the step, a walk-in)', () => store.join(q, T0, RATE), 4);
-    await measure('rate: join, walk-in (called before it existed)', () => store.join(q, T0 + 1, RATE), 3);
-    for (let i = 0; i < 3; i += 1) await store.join(q, T0 + 2, RATE);
-    const quiet = await measure('rate: join, queued', () => store.join(q, T0 + 3, RATE), 3);
-    for (let i = 0; i < 20; i += 1) await store.join(q, T0 + 4, RATE);
+    const firstKey = keyed();
+    await measure('rate: join, first of the period on an empty queue (the step, a walk-in)', () => store.join(q, T0, RATE, firstKey), 3);
+    await measure('rate: join retried with its key (its answer was lost): the same ticket', () => store.join(q, T0 + 1, RATE, firstKey), 3);
+    await measure('rate: join, walk-in (called before it existed)', () => store.join(q, T0 + 1, RATE, keyed()), 3);
+    for (let i = 0; i < 3; i += 1) await store.join(q, T0 + 2, RATE, keyed());
+    const quiet = await measure('rate: join, queued', () => store.join(q, T0 + 3, RATE, keyed()), 3);
+    for (let i = 0; i < 20; i += 1) await store.join(q, T0 + 4, RATE, keyed());
     // The minute's first writing call but a join writes its history point, once a minute.
     await measure("rate: poll, the minute's first (its history point: one HSET)", () => store.poll(q, T0 + 5, RATE), 4);
     await measure('rate: poll (cache miss), no step', () => store.poll(q, T0 + 6, RATE), 4);
@@ -82,7 +86,7 @@ describe('billed commands per request class (Upstash store, real redis-server)',
     // A 60-s period starts with a minute: its step and the minute's history point come together.
     await measure("rate: poll (cache miss) that runs the period step and the minute's history point", () => store.poll(q, step + 1, RATE), 5);
     await measure('rate: poll (cache miss), no step', () => store.poll(q, step + 2, RATE), 4);
-    const busy = await measure('rate: join, queued, 5 calls awaiting their claim', () => store.join(q, step + 3, RATE), 3);
+    const busy = await measure('rate: join, queued, 5 calls awaiting their claim', () => store.join(q, step + 3, RATE, keyed()), 3);
     await measure('rate: claim of a called ticket', () => store.claim(q, 10, step + 4, RATE, 0), 4);
     await measure('rate: second claim of the same ticket', () => store.claim(q, 10, step + 5, RATE, 0), 4);
     // 4 of the 5 calls lapse unclaimed (reservationMs 10 s): as many next tickets are called at once.
@@ -97,9 +101,11 @@ describe('billed commands per request class (Upstash store, real redis-server)',
 
   it('capacity mode', async () => {
     const q = `c-${randomUUID().slice(0, 8)}`;
-    await measure('capacity: join, walk-in', () => store.join(q, T0, CAPACITY));
-    for (let i = 0; i < 10; i += 1) await store.join(q, T0 + 1, CAPACITY);
-    await measure('capacity: join, waiting', () => store.join(q, T0 + 2, CAPACITY));
+    const walkInKey = keyed();
+    await measure('capacity: join, walk-in', () => store.join(q, T0, CAPACITY, walkInKey));
+    await measure('capacity: join retried with its key: the same walk-in, its slot renewed', () => store.join(q, T0 + 1, CAPACITY, walkInKey));
+    for (let i = 0; i < 10; i += 1) await store.join(q, T0 + 1, CAPACITY, keyed());
+    await measure('capacity: join, waiting', () => store.join(q, T0 + 2, CAPACITY, keyed()));
     await store.leave(q, 1, T0 + 3, CAPACITY, 0);
     await measure('capacity: poll (cache miss)', () => store.poll(q, T0 + 4, CAPACITY));
     await measure('capacity: claim of a called ticket', () => store.claim(q, 6, T0 + 5, CAPACITY, 0));

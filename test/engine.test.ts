@@ -58,7 +58,7 @@ const SHARED_CHECKS = [
   'handler: once admitted, the same cookie reaches the origin and gets an access cookie',
   'handler: an access cookie passes with a failing store and makes no store call',
   'handler: a forged cookie gets a new ticket and never reaches the origin',
-  'handler: a failing store holds a new visitor (no 5xx, no cookie)',
+  'handler: a failing store holds a new visitor (no 5xx, no ticket: only its join key)',
   'handler: admin state over Basic auth (atob, constant-time compare)',
   'handler: the origin admit API reads a streamed JSON body',
 ];

@@ -372,13 +372,19 @@ describe('when the store fails', () => {
       expect(waiting.ticket).toBe(2);
       const n = await r.handler(get('/'), CLIENT);
       expect(n.status).toBe(200);
-      expect(cookieFrom(n)).toBeUndefined();
+      // No ticket: the cookie keeps only the key of the join that got no answer.
+      const pending = cookieFrom(n)!;
+      expect(payloadOf(pending)).toMatchObject({ k: 'w', t: 0, p: expect.stringMatching(/^[0-9a-f]{16}$/) });
       expect(r.logger.last).toMatchObject({ decision: 'unavailable', store_error: expect.stringMatching(mode === 'hang' ? /timeout/ : /error/) });
       // The store comes back: the waiting visitor still holds ticket 2.
       r.store.mode = 'ok';
       await admitNow(r, 1);
       await waiting.visit();
       expect(waiting.kind).toBe('a');
+      // The new visitor asks again with its key; the store never took a ticket for it: the next one.
+      const retried = await r.handler(get('/', pending), CLIENT);
+      expect(payloadOf(cookieFrom(retried)!)).toMatchObject({ k: 'w', t: 3 });
+      expect(r.logger.last).toMatchObject({ decision: 'waiting', reason: 'join_retried', ticket: 3 });
     });
   }
 

@@ -1,7 +1,9 @@
 /**
  * Joins that time out: the store takes the ticket but its answer comes after the handler gave up,
- * so the visitor never gets the cookie. Through the handler, the real Upstash store and the REST
- * bridge on a real redis-server: "admit N" must still let in N visitors who show up, in order.
+ * so the visitor never gets its ticket. Through the handler, the real Upstash store and the REST
+ * bridge on a real redis-server: "admit N" must still let in N visitors who show up, in order; and
+ * a visitor who comes back gets the ticket its lost join took (its join key), not a second one, so
+ * a walk-in's seat is its own and not a phantom's.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from '@upstash/redis';
@@ -74,15 +76,17 @@ describe('tickets lost to a join timeout do not consume admissions', () => {
     // Load the scripts first: a NOSCRIPT miss must not be what makes a join late.
     await inner.join('warm-up', clock.now(), admissionPolicy(config));
 
-    // 30 arrivals; every third join answers too late: the visitor is held without a ticket.
+    // 30 arrivals; every third join answers too late: the visitor is held without a ticket (its
+    // cookie keeps only the join's key), and here never comes back.
     const holders = new Map<number, string>();
     for (let i = 1; i <= 30; i += 1) {
       store.late = i % 3 === 0;
       const response = await visit();
       const cookie = cookieFrom(response);
-      if (store.late) expect(cookie).toBeUndefined();
       // A join late for another reason (a busy machine) makes one more phantom: the same case.
-      if (cookie !== undefined) holders.set(payloadOf(cookie)['t'] as number, cookie);
+      const ticket = cookie === undefined ? 0 : (payloadOf(cookie)['t'] as number);
+      if (store.late) expect(ticket).toBe(0);
+      if (ticket > 0) holders.set(ticket, cookie!);
     }
     store.late = false;
     // Let the late answers land: the store did take every ticket.
@@ -108,5 +112,69 @@ describe('tickets lost to a join timeout do not consume admissions', () => {
     // Exactly 10 people let in, the 10 earliest who held a ticket; no lost ticket took an admission.
     expect(admitted.sort((a, b) => a - b)).toEqual(real.slice(0, 10));
     expect(await store.stats('default', clock.now(), admissionPolicy(config))).toMatchObject({ reserved: 0, admittedLastMinute: 10 });
+  });
+
+  it('capacity mode: a visitor whose join answer was lost comes back to the ticket that join took; the seats are all real people', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 10, 25, 12, 0, 0));
+    const inner = new UpstashQueueStore({ redis: new Redis(createUpstashClientOptions({ url: bridge.url, token: TOKEN, retries: 0 })), keyPrefix: 'wr-retry' });
+    const store = new LateJoins(inner, 3 * STORE_TIMEOUT_MS);
+    const settings = { ...BASE_SETTINGS, max_active: '5', state_cache_seconds: '1', refresh_seconds: '2' };
+    const handlerWith = (timeoutMs: number): Handler =>
+      createHandler({
+        config: parseConfig(source({ ...settings, store_timeout_ms: String(timeoutMs) })),
+        secrets: parseSecrets(source(BASE_SECRETS)),
+        store,
+        origin: new RecordingOrigin(),
+        logger: new MemoryLogger(),
+        clock,
+        cache: new MemoryStateCache(clock),
+      });
+    const joining = handlerWith(STORE_TIMEOUT_MS);
+    const retrying = handlerWith(10_000);
+    const policy = admissionPolicy(parseConfig(source(settings)));
+    const request = (cookie?: string) => new Request('https://shop.example/', { headers: cookie ? { cookie: `waiting_room=${cookie}` } : {} });
+    await inner.join('warm-up', clock.now(), policy);
+
+    // Ten arrivals at a room of five; every second join answers too late.
+    const pending: string[] = [];
+    const tickets = new Map<number, Record<string, unknown>>();
+    for (let i = 1; i <= 10; i += 1) {
+      store.late = i % 2 === 0;
+      const cookie = cookieFrom(await joining(request(), { address: `198.51.100.${i}`, pop: 'SIM' }));
+      expect(cookie).toBeDefined();
+      const claims = payloadOf(cookie!);
+      if (claims['t'] === 0) {
+        // No ticket, only the key of the join that got no answer.
+        expect(store.late).toBe(true);
+        expect(claims).toMatchObject({ k: 'w', p: expect.stringMatching(/^[0-9a-f]{16}$/) });
+        pending.push(cookie!);
+      } else {
+        tickets.set(claims['t'] as number, claims);
+      }
+    }
+    store.late = false;
+    await sleep(4 * STORE_TIMEOUT_MS);
+    // The store took all ten tickets; the first five hold the seats, two of them for visitors who did not hear.
+    expect(await store.peek('default')).toEqual({ tail: 10, cursor: 5 });
+    expect(pending).toHaveLength(5);
+
+    // They come back: each gets the ticket its lost join took, and no new ticket is taken.
+    clock.advance(2_000);
+    for (const cookie of pending) {
+      const claims = payloadOf(cookieFrom(await retrying(request(cookie), { address: '198.51.100.200', pop: 'SIM' }))!);
+      expect(claims['t']).toBeGreaterThan(0);
+      expect(tickets.has(claims['t'] as number)).toBe(false);
+      tickets.set(claims['t'] as number, claims);
+    }
+    expect([...tickets.keys()].sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(await store.peek('default')).toEqual({ tail: 10, cursor: 5 });
+    // Tickets 1..5 are in (the late walk-ins included, with their seats), 6..10 wait: five seats,
+    // five people with an access token, no seat held by nobody.
+    for (let t = 1; t <= 10; t += 1) expect(tickets.get(t)!['k'], `ticket ${t}`).toBe(t <= 5 ? 'a' : 'w');
+    expect(await store.stats('default', clock.now(), policy)).toMatchObject({ active: 5, reserved: 0, admittedLastMinute: 5 });
+    // A second retry with the same key changes nothing either.
+    const again = payloadOf(cookieFrom(await retrying(request(pending[0]), { address: '198.51.100.200', pop: 'SIM' }))!);
+    expect(again['t']).toBe(2);
+    expect(await store.peek('default')).toEqual({ tail: 10, cursor: 5 });
   });
 });

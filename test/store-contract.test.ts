@@ -438,6 +438,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.join(q, at(P), every(2))).toEqual({
           ticket: 1,
           claimed: true,
+          replayed: false,
           tail: 1,
           cursor: 2,
           paused: false,
@@ -717,6 +718,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.join(q, T0, policy)).toEqual({
           ticket: 1,
           claimed: true,
+          replayed: false,
           tail: 1,
           cursor: 1,
           paused: false,
@@ -1888,6 +1890,101 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
       });
     });
 
+    describe('join keys: a join whose answer was lost, retried', () => {
+      /** A fresh join key; `slot` fixes its first three hex digits (the ring slot it lands in). */
+      const key = (slot?: string): string => (slot ?? '') + randomUUID().replace(/-/g, '').slice(0, 16 - (slot?.length ?? 0));
+
+      it('answers the ticket the key took, takes nothing new, and a new key gets the next number', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const k1 = key();
+        await joinMany(store, q, 2, at(P), OFF);
+        expect(await store.join(q, at(P, 1), OFF, { joinKey: k1 })).toMatchObject({ ticket: 3, tail: 3, claimed: false, replayed: false });
+        expect(await store.join(q, at(P, 2), OFF, { joinKey: k1 })).toMatchObject({ ticket: 3, tail: 3, claimed: false, replayed: true });
+        expect(await store.join(q, at(P, 3), OFF, { joinKey: key() })).toMatchObject({ ticket: 4, tail: 4, replayed: false });
+        // Still the same ticket at the end of the ten minutes, a new one after.
+        expect(await store.join(q, at(P, 1) + 599_999, OFF, { joinKey: k1 })).toMatchObject({ ticket: 3, replayed: true });
+        expect(await store.join(q, at(P, 1) + 600_000, OFF, { joinKey: k1 })).toMatchObject({ ticket: 5, replayed: false });
+      });
+
+      it('capacity mode: a walk-in retried keeps its one slot, counted once; the room stays exact', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(2, 0);
+        const k1 = key();
+        expect(await store.join(q, T0, policy, { joinKey: k1 })).toMatchObject({ ticket: 1, claimed: true, active: 1, admittedLastMinute: 1 });
+        // The answer was lost; the retry is the same visitor: still in, still one slot, one arrival.
+        expect(await store.join(q, T0 + 1_000, policy, { joinKey: k1 })).toMatchObject({ ticket: 1, claimed: true, replayed: true, active: 1, admittedLastMinute: 1 });
+        expect(await store.join(q, T0 + 2_000, policy, { joinKey: k1 })).toMatchObject({ ticket: 1, claimed: true, active: 1, tail: 1 });
+        // So the second seat is still free for somebody else, and the third visitor waits.
+        expect(await store.join(q, T0 + 3_000, policy, { joinKey: key() })).toMatchObject({ ticket: 2, claimed: true, active: 2 });
+        const third = key();
+        expect(await store.join(q, T0 + 4_000, policy, { joinKey: third })).toMatchObject({ ticket: 3, claimed: false, active: 2 });
+        // A queued ticket retried is still queued (the caller settles it as any waiting ticket).
+        expect(await store.join(q, T0 + 5_000, policy, { joinKey: third })).toMatchObject({ ticket: 3, claimed: false, replayed: true, active: 2, tail: 3 });
+        // The retried walk-in's slot was renewed by its retry: it outlives the other walk-in's.
+        // (its first expiry was T0 + SESSION_MS, its last renewal T0 + 2 s).
+        expect(await store.poll(q, T0 + 1_500 + SESSION_MS, policy)).toMatchObject({ cursor: 2, active: 2 });
+        // When it lapses, its seat goes to the next ticket, which is reserved for it.
+        expect(await store.poll(q, T0 + 2_500 + SESSION_MS, policy)).toMatchObject({ cursor: 3, active: 2 });
+      });
+
+      it('rate mode: a walk-in retried stays admitted and is counted once', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const k1 = key();
+        const first = await store.join(q, at(P), every(3), { joinKey: k1 });
+        expect(first).toMatchObject({ ticket: 1, claimed: true, replayed: false });
+        const again = await store.join(q, at(P, 10), every(3), { joinKey: k1 });
+        expect(again).toMatchObject({ ticket: 1, claimed: true, replayed: true, cursor: first.cursor, admittedLastMinute: first.admittedLastMinute });
+        // The period's other two calls are still there for the next two visitors, not a third.
+        expect(await store.join(q, at(P, 20), every(3), { joinKey: key() })).toMatchObject({ ticket: 2, claimed: true });
+        expect(await store.join(q, at(P, 30), every(3), { joinKey: key() })).toMatchObject({ ticket: 3, claimed: true });
+        expect(await store.join(q, at(P, 40), every(3), { joinKey: key() })).toMatchObject({ ticket: 4, claimed: false });
+      });
+
+      it('random method: a retried ticket is the same one, still in the draw', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = randomly(OFF);
+        const k1 = key();
+        expect(await store.join(q, at(P), policy, { joinKey: k1 })).toMatchObject({ ticket: 1, waiting: 1 });
+        await store.join(q, at(P, 1), policy);
+        // Presence renewed by the retry: still in the draw after the first join's presence would lapse.
+        expect(await store.join(q, at(P, 9_000), policy, { joinKey: k1 })).toMatchObject({ ticket: 1, replayed: true, waiting: 2, tail: 2 });
+        expect(await store.stats(q, at(P, 15_000), policy)).toMatchObject({ waiting: 1 });
+        expect(await store.draw(q, 1, at(P, 15_000), policy, 0)).toMatchObject({ outcome: 'waiting' });
+      });
+
+      it('forgets a key after a reset, and when a later key lands in its slot of the ring', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const k1 = key('abc');
+        expect(await store.join(q, at(P), OFF, { joinKey: k1 })).toMatchObject({ ticket: 1 });
+        const state = await store.stats(q, at(P, 1), OFF);
+        await store.reset(q, at(P, 2), OFF, state.epoch);
+        // The reset voided ticket 1: the retry gets a new number, never ticket 1 again.
+        expect(await store.join(q, at(P, 3), OFF, { joinKey: k1 })).toMatchObject({ ticket: 2, replayed: false });
+        expect(await store.join(q, at(P, 4), OFF, { joinKey: k1 })).toMatchObject({ ticket: 2, replayed: true });
+        // Another key in slot abc overwrites the entry; a key in another slot does not.
+        expect(await store.join(q, at(P, 5), OFF, { joinKey: key('abd') })).toMatchObject({ ticket: 3 });
+        expect(await store.join(q, at(P, 6), OFF, { joinKey: k1 })).toMatchObject({ ticket: 2, replayed: true });
+        expect(await store.join(q, at(P, 7), OFF, { joinKey: key('abc') })).toMatchObject({ ticket: 4 });
+        expect(await store.join(q, at(P, 8), OFF, { joinKey: k1 })).toMatchObject({ ticket: 5, replayed: false });
+      });
+
+      it('refuses a malformed key, changing nothing', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await store.join(q, at(P), OFF);
+        for (const bad of ['ABCDEF0123456789', 'abc', 'abcdef01234567890', 'abcdef012345678g', '', ' abcdef012345678']) {
+          if (bad === '') continue;
+          await expect(store.join(q, at(P, 1), OFF, { joinKey: bad })).rejects.toBeInstanceOf(StoreArgumentError);
+        }
+        expect(await store.peek(q)).toEqual({ tail: 1, cursor: 0 });
+      });
+    });
+
     describe('recovery after a lost state', () => {
       it('holds new admissions in capacity mode for the window the first evidence opens, once per generation', async () => {
         const store = createStore();
@@ -1896,10 +1993,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         // A brand-new queue admits at once: nothing says a state was lost.
         expect(await store.join(q, T0, policy)).toMatchObject({ ticket: 1, claimed: true, paused: false });
         // A visitor from a lost generation rejoins: the window opens, nobody new walks in.
-        expect(await store.join(q, T0 + 1, policy, 10_000)).toMatchObject({ ticket: 2, claimed: false, paused: true, active: 1 });
+        expect(await store.join(q, T0 + 1, policy, { recoverMs: 10_000 })).toMatchObject({ ticket: 2, claimed: false, paused: true, active: 1 });
         expect(await store.join(q, T0 + 2, policy)).toMatchObject({ ticket: 3, claimed: false, paused: true });
         // A later rejoin does not stretch it; an old holder refreshes into the count meanwhile.
-        expect(await store.join(q, T0 + 5_000, policy, 10_000)).toMatchObject({ ticket: 4, claimed: false, paused: true });
+        expect(await store.join(q, T0 + 5_000, policy, { recoverMs: 10_000 })).toMatchObject({ ticket: 4, claimed: false, paused: true });
         expect(await store.touch(q, 9, T0 + 6_000, policy, Number.MAX_SAFE_INTEGER, 12_345)).toBe(true);
         expect(await store.stats(q, T0 + 9_999, policy)).toMatchObject({ paused: true, active: 2 });
         // Explicit admits still work while it is open.
@@ -1907,12 +2004,12 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         // At its end the room left (5 - 1 seated - 1 old holder - 1 reserved = 2) is handed out, and
         // the window never opens again in this generation (the house is full, not paused).
         expect(await store.poll(q, T0 + 10_001, policy)).toMatchObject({ paused: false, cursor: 4, active: 5 });
-        expect(await store.join(q, T0 + 10_002, policy, 10_000)).toMatchObject({ ticket: 5, claimed: false, paused: false });
+        expect(await store.join(q, T0 + 10_002, policy, { recoverMs: 10_000 })).toMatchObject({ ticket: 5, claimed: false, paused: false });
         // Rate mode has no slots to count: nothing is held.
         const r = randomQueue();
         await joinMany(store, r, 2, T0, OFF);
-        expect(await store.join(r, T0 + 1, every(3), 10_000)).toMatchObject({ paused: false });
-        await expect(store.join(r, T0 + 2, OFF, -5)).rejects.toBeInstanceOf(StoreArgumentError);
+        expect(await store.join(r, T0 + 1, every(3), { recoverMs: 10_000 })).toMatchObject({ paused: false });
+        await expect(store.join(r, T0 + 2, OFF, { recoverMs: -5 })).rejects.toBeInstanceOf(StoreArgumentError);
       });
 
       it('with recoverIfNew, opens the window only in the join that finds the state absent, before it could walk in', async () => {
@@ -1921,15 +2018,15 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const policy = cap(5, 0);
         // The state exists (this queue has a generation): recoverIfNew changes nothing.
         expect(await store.join(q, T0, policy)).toMatchObject({ ticket: 1, claimed: true });
-        expect(await store.join(q, T0 + 1, policy, 10_000, true)).toMatchObject({ ticket: 2, claimed: true, paused: false });
+        expect(await store.join(q, T0 + 1, policy, { recoverMs: 10_000, recoverIfNew: true })).toMatchObject({ ticket: 2, claimed: true, paused: false });
         // An absent state (another queue stands for a lost one here): the window opens in the very
         // join that creates the generation, so the join itself is held.
         const lost = randomQueue();
-        expect(await store.join(lost, T0 + 2, policy, 10_000, true)).toMatchObject({ ticket: 1, claimed: false, paused: true });
+        expect(await store.join(lost, T0 + 2, policy, { recoverMs: 10_000, recoverIfNew: true })).toMatchObject({ ticket: 1, claimed: false, paused: true });
         expect(await store.join(lost, T0 + 3, policy)).toMatchObject({ ticket: 2, claimed: false, paused: true });
         expect(await store.poll(lost, T0 + 10_002, policy)).toMatchObject({ paused: false, cursor: 2, active: 2 });
         // Without recoverIfNew a state found absent is a new queue: nothing held.
-        expect(await store.join(randomQueue(), T0, policy, undefined, true)).toMatchObject({ ticket: 1, claimed: true, paused: false });
+        expect(await store.join(randomQueue(), T0, policy, { recoverIfNew: true })).toMatchObject({ ticket: 1, claimed: true, paused: false });
       });
 
       it('with a floor above the ticket in the same generation (a rolled-back store), starts a new generation above the floor', async () => {
@@ -1940,10 +2037,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         await joinMany(store, q, 3, T0 + 1, policy);
         const gen = first.generation;
         // A floor the store is at or above, or of another generation, changes nothing.
-        expect(await store.join(q, T0 + 2, policy, 10_000, true, { tail: 4, generation: gen })).toMatchObject({ ticket: 5, generation: gen, paused: false });
-        expect(await store.join(q, T0 + 3, policy, 10_000, true, { tail: 90, generation: gen + 1 })).toMatchObject({ ticket: 6, generation: gen });
+        expect(await store.join(q, T0 + 2, policy, { recoverMs: 10_000, recoverIfNew: true, floor: { tail: 4, generation: gen } })).toMatchObject({ ticket: 5, generation: gen, paused: false });
+        expect(await store.join(q, T0 + 3, policy, { recoverMs: 10_000, recoverIfNew: true, floor: { tail: 90, generation: gen + 1 } })).toMatchObject({ ticket: 6, generation: gen });
         // The POP saw tail 40 in this generation: ticket 7 would be a number handed out before.
-        const healed = await store.join(q, T0 + 4, policy, 10_000, true, { tail: 40, generation: gen });
+        const healed = await store.join(q, T0 + 4, policy, { recoverMs: 10_000, recoverIfNew: true, floor: { tail: 40, generation: gen } });
         // The numbers below the floor are nobody's now: the cursor moves up to it.
         expect(healed).toMatchObject({ ticket: 41, tail: 41, cursor: 40, claimed: false, paused: true });
         expect(healed.generation).not.toBe(gen);
@@ -1953,9 +2050,9 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         // Without a window the generation still changes; rate mode holds nobody.
         const r = randomQueue();
         const r1 = await store.join(r, T0, every(3));
-        expect(await store.join(r, T0 + 1, every(3), undefined, undefined, { tail: 9, generation: r1.generation })).toMatchObject({ ticket: 10, paused: false });
-        await expect(store.join(r, T0 + 2, OFF, undefined, undefined, { tail: -1, generation: 1 })).rejects.toBeInstanceOf(StoreArgumentError);
-        await expect(store.join(r, T0 + 2, OFF, undefined, undefined, { tail: 1, generation: 0 })).rejects.toBeInstanceOf(StoreArgumentError);
+        expect(await store.join(r, T0 + 1, every(3), { floor: { tail: 9, generation: r1.generation } })).toMatchObject({ ticket: 10, paused: false });
+        await expect(store.join(r, T0 + 2, OFF, { floor: { tail: -1, generation: 1 } })).rejects.toBeInstanceOf(StoreArgumentError);
+        await expect(store.join(r, T0 + 2, OFF, { floor: { tail: 1, generation: 0 } })).rejects.toBeInstanceOf(StoreArgumentError);
       });
     });
 
@@ -2712,7 +2809,9 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
 
     it('accepts integers sent as numbers or as numeric strings, and reads each script\'s extras', async () => {
       const q = randomQueue();
-      expect(await newStore(replying([...STATE.map(String), '7', 1])).join(q, at(P), OFF)).toEqual({ ...STATE_OBJECT, ticket: 7, claimed: true });
+      expect(await newStore(replying([...STATE.map(String), '7', 1, 0])).join(q, at(P), OFF)).toEqual({ ...STATE_OBJECT, ticket: 7, claimed: true, replayed: false });
+      // A replayed join answers an earlier ticket (at most the tail).
+      expect(await newStore(replying([...STATE, 3, 0, '1'])).join(q, at(P), OFF)).toEqual({ ...STATE_OBJECT, ticket: 3, claimed: false, replayed: true });
       expect(await newStore(replying(STATE)).poll(q, at(P), OFF)).toEqual(STATE_OBJECT);
       expect(await newStore(replying([...STATE, '0'])).claim(q, 1, T0, cap(1, 0), 0)).toEqual({ ...STATE_OBJECT, claimed: false });
       expect(await newStore(replying([...STATE, 2, 0])).admit(q, 1, at(P), OFF)).toEqual({ ...STATE_OBJECT, admitted: 2, replayed: false });
@@ -2744,9 +2843,13 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
     });
 
     it.each<[string, unknown]>([
-      ['claimed 2', [...STATE, 7, 2]],
+      ['claimed 2', [...STATE, 7, 2, 0]],
       ['claimed missing', [...STATE, 7]],
-      ['a ticket other than the tail', [...STATE, 6, 1]],
+      ['replayed missing', [...STATE, 7, 1]],
+      ['replayed 2', [...STATE, 7, 1, 2]],
+      ['a new ticket other than the tail', [...STATE, 6, 1, 0]],
+      ['a replayed ticket above the tail', [...STATE, 8, 1, 1]],
+      ['ticket 0', [...STATE, 0, 0, 1]],
     ])('throws StoreReplyError on a join reply with %s', async (_label, reply) => {
       await expect(newStore(replying(reply)).join(randomQueue(), at(P), OFF)).rejects.toBeInstanceOf(StoreReplyError);
     });

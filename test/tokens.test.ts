@@ -118,6 +118,23 @@ describe('verifyToken', () => {
     }
   });
 
+  it('carries a pending join\'s key on a waiting token of no ticket, and only there', async () => {
+    const pending = { q: 'default', k: 'w' as const, t: 0, iat: IAT, exp: IAT + 60, p: '0123456789abcdef' };
+    expect(await verifyToken(ring, await signToken(ring, pending), 'default', NOW, VISITOR)).toEqual({ ok: true, claims: pending });
+    const bad: [Record<string, unknown>, Buffer][] = [
+      [{ ...pending, t: 7 }, WAITING_1],
+      [{ ...pending, k: 'a' }, ACCESS_1],
+      [{ ...pending, p: '0123456789ABCDEF' }, WAITING_1],
+      [{ ...pending, p: '0123' }, WAITING_1],
+      [{ ...pending, p: 1234 }, WAITING_1],
+      [{ ...pending, j: IAT }, WAITING_1],
+    ];
+    for (const [payload, secret] of bad) {
+      const forged = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload, secret });
+      expect(await verifyToken(ring, forged, 'default', NOW, VISITOR), JSON.stringify(payload)).toEqual({ ok: false, reason: 'bad_claims' });
+    }
+  });
+
   it.each(['', 'abc', 'a.b', 'a.b.c', '...', '%%%.%%%.%%%', 'x'.repeat(5000)])('treats %j as malformed', async (junk) => {
     const result = await verifyToken(ring, junk, 'default', NOW, VISITOR);
     expect(result).toMatchObject({ ok: false });

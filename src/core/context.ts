@@ -8,7 +8,7 @@ import type { Config, Secrets } from './config';
 import { serializeCookie } from './cookies';
 import { negotiateLocale, type Locale } from './i18n';
 import type { Branding } from './pages';
-import type { AdmissionPolicy, Clock, FailureLimiter, Logger, Origin, QueueOverview, QueueStore, StateCache, TemplateSource } from './ports';
+import { JOIN_KEEP_SECONDS, type AdmissionPolicy, type Clock, type FailureLimiter, type Logger, type Origin, type QueueOverview, type QueueStore, type StateCache, type TemplateSource } from './ports';
 import { callStore, type StoreOutcome } from './store-call';
 import { signToken, type TokenClaims } from './tokens';
 import type { Trace } from './types';
@@ -46,6 +46,8 @@ export interface Extra {
   readonly f?: number | undefined;
   readonly g?: number | undefined;
   readonly gen?: number | undefined;
+  /** A pending join's key (waiting tokens of ticket 0 only: see TokenClaims.p). */
+  readonly p?: string | undefined;
 }
 
 export interface HandlerContext extends Pick<HandlerDeps, 'config' | 'secrets' | 'store' | 'origin' | 'logger' | 'clock' | 'cache'> {
@@ -126,6 +128,8 @@ export function createContext(deps: HandlerDeps): HandlerContext {
     if (kind === 'a' && extra.s !== undefined && config.sessionMaxSeconds > 0) {
       lifetime = Math.max(0, Math.min(lifetime, extra.s + config.sessionMaxSeconds - iat));
     }
+    // A pending join is worth keeping only while the store remembers its key.
+    if (extra.p !== undefined) lifetime = Math.min(lifetime, JOIN_KEEP_SECONDS);
     const claims: TokenClaims = {
       q: queue,
       k: kind,
@@ -138,6 +142,7 @@ export function createContext(deps: HandlerDeps): HandlerContext {
       ...(extra.f !== undefined && { f: extra.f }),
       ...(extra.g !== undefined && extra.g !== 0 && { g: extra.g }),
       ...(extra.gen !== undefined && extra.gen !== 0 && { gen: extra.gen }),
+      ...(extra.p !== undefined && { p: extra.p }),
     };
     return serializeCookie(config.cookieName, await signToken(secrets.keyRing, claims), { maxAge: lifetime });
   }

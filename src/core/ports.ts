@@ -93,10 +93,34 @@ export interface QueueState {
 }
 
 export interface JoinResult extends QueueState {
-  /** The ticket just taken: unique and contiguous across all callers. */
+  /** The ticket just taken (unique and contiguous across all callers), or, replayed, the one its key took before. */
   readonly ticket: number;
-  /** Capacity mode only: the ticket was called and its slot claimed in the same call (a walk-in). */
+  /** The ticket was called and claimed in the same call (a walk-in; capacity mode: with its slot). */
   readonly claimed: boolean;
+  /** The join's key had taken this ticket already (a retry of a join whose answer was lost): nothing new was taken. */
+  readonly replayed: boolean;
+}
+
+/** A join key (JoinOptions.joinKey): 16 lower-case hex digits, 64 random bits. */
+export const JOIN_KEY_PATTERN = /^[0-9a-f]{16}$/;
+
+/** How long the store answers a retried join with its ticket, and a pending join's cookie lives, s. */
+export const JOIN_KEEP_SECONDS = 600;
+
+/** What a join may be told besides the policy (see QueueStore.join). */
+export interface JoinOptions {
+  /** The recovery window to open when this join brings the first evidence of a lost state, ms. */
+  readonly recoverMs?: number;
+  /** Open it only if this join finds the state absent (the caller's POP served it before). */
+  readonly recoverIfNew?: boolean;
+  /** The tail and generation the caller's POP last saw: a ticket at or below it means a rollback. */
+  readonly floor?: StateFloor;
+  /**
+   * 64 random bits as 16 lower-case hex digits, made by the caller for this visitor's join and
+   * sent again by the visitor whose join got no answer: a join whose key the store recorded within
+   * the last 10 minutes (same epoch and generation) answers that ticket again instead of a new one.
+   */
+  readonly joinKey?: string;
 }
 
 export interface ClaimResult extends QueueState {
@@ -208,7 +232,7 @@ export type VipUse =
 export interface QueueStore {
   /**
    * Take the next ticket and run admission; in capacity mode a walk-in claims its slot in the same call.
-   * `recoverMs`: the caller has just seen a token of a lost generation. The first such join of a
+   * Options (JoinOptions): `recoverMs`: the caller has just seen a token of a lost generation. The first such join of a
    * generation opens a recovery window of that length, in which capacity mode admits nobody new
    * (reported as paused), so the lost state's holders refresh into the count first. With
    * `recoverIfNew`, the caller saw no such token but its POP has served this queue's state before:
@@ -217,9 +241,10 @@ export interface QueueStore {
    * POP last saw; a ticket at or below it in that generation means the store was rolled back (a
    * failover to a replica that missed the latest writes): the join then starts a new generation,
    * voiding every ticket of the old one, numbers go on above the floor, and `recoverMs` (if given)
-   * opens the recovery window.
+   * opens the recovery window. `joinKey`: a retry of a join whose answer was lost gets the same
+   * ticket (`replayed`), so a ticket nobody received is not spent on the retry's new one.
    */
-  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean, floor?: StateFloor): Promise<JoinResult>;
+  join(queue: string, nowMs: number, policy: AdmissionPolicy, options?: JoinOptions): Promise<JoinResult>;
   /** Run admission (expire lapsed slots, call tickets into free room, or the period step) and read the state. */
   poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState>;
   /**

@@ -11,6 +11,7 @@
  * caller forgets to check.
  */
 import { decodeJwt, jwtVerify, SignJWT, errors as joseErrors, type JWTHeaderParameters } from 'jose';
+import { JOIN_KEY_PATTERN } from './ports';
 
 /** What a derived key signs; part of the derivation label, so never rename one (it would log everybody out). */
 export type KeyPurpose = 'waiting' | 'access' | 'admin-form' | 'bypass';
@@ -60,6 +61,11 @@ export interface TokenClaims {
    * state, numbers restart under a new generation, and this tells an old ticket from a new one.
    */
   readonly gen?: number;
+  /**
+   * A waiting token without a ticket (`t` 0): the key of the visitor's join that got no answer
+   * from the store, sent again with its next join so that it gets the ticket that join took.
+   */
+  readonly p?: string;
 }
 
 export type VerifyFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'expired' | 'bad_claims' | 'wrong_queue' | 'wrong_kind';
@@ -257,10 +263,16 @@ function classifyFailure(error: unknown): VerifyFailure {
 }
 
 function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
-  const { q, k, t, iat, exp, j, s, r, f, g, gen } = payload;
+  const { q, k, t, iat, exp, j, s, r, f, g, gen, p } = payload;
   if (typeof q !== 'string') return undefined;
   if (!isTokenKind(k)) return undefined;
   if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
+  // A pending join (`p`): a waiting token of no ticket, and nothing else.
+  if (p !== undefined) {
+    if (k !== 'w' || t !== 0 || typeof p !== 'string' || !JOIN_KEY_PATTERN.test(p)) return undefined;
+    if ([j, s, r, f, g, gen].some((v) => v !== undefined)) return undefined;
+    return { q, k, t, iat, exp, p };
+  }
   const optional = { j, s, r, f, g, gen };
   const claims: Record<string, number> = {};
   for (const [name, value] of Object.entries(optional)) {

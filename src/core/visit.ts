@@ -105,7 +105,9 @@ export async function readToken(ctx: HandlerContext, request: Request, nowMs: nu
 }
 
 function rank(claims: TokenClaims): number {
-  return claims.k === 'a' ? -1 : claims.t;
+  if (claims.k === 'a') return -1;
+  // A pending join holds no ticket yet: any ticket is better.
+  return claims.p !== undefined ? Number.MAX_SAFE_INTEGER : claims.t;
 }
 
 function record(trace: Trace, state: QueueState, ticket: number): void {
@@ -213,7 +215,7 @@ export async function settle(ctx: HandlerContext, trace: Trace, state: QueueStat
  * its state was lost: capacity mode then holds new admissions for one activity refresh interval
  * (see `recoverMs`), while the lost state's holders register their slots again.
  */
-export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number, lostState = false): Promise<Visit> {
+export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number, lostState = false, pendingKey?: string): Promise<Visit> {
   const { config, store, queue, random, policyNow, recoverMs, storeCall } = ctx;
   // What this POP last saw of the state (its cache, no store call): a ticket at or below that tail
   // in that generation means the store was rolled back (see QueueStore.join's floor).
@@ -227,14 +229,22 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   const popSign = !lostState && config.lostStateSign === 'pop';
   const marked = popSign && floor === undefined && (await servedThisQueue(ctx));
   const servedBefore = popSign && (floor !== undefined || marked);
-  const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), lostState || servedBefore ? recoverMs : undefined, servedBefore, floor));
-  if (!joined.ok) return { kind: 'unavailable', ticket: undefined, cookie: undefined };
+  // The join's key: the one of this visitor's join that got no answer (the store may have taken a
+  // ticket for it all the same, and then gives that one again), else a new one.
+  const joinKey = pendingKey ?? newJoinKey();
+  const options = { recoverMs: lostState || servedBefore ? recoverMs : undefined, recoverIfNew: servedBefore, floor, joinKey };
+  const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), options));
+  if (!joined.ok) {
+    // The visitor keeps the key, so its next request asks for the same ticket (see JoinOptions.joinKey).
+    return { kind: 'unavailable', ticket: undefined, cookie: await ctx.issue('w', 0, nowMs, { p: joinKey }) };
+  }
   if (config.lostStateSign === 'pop' && !marked) await markServed(ctx);
   const result = joined.value;
+  if (result.replayed) trace.reason = 'join_replayed';
   const now = Math.floor(nowMs / 1000);
   if (result.claimed) {
     record(trace, result, result.ticket);
-    trace.reason = 'walk_in';
+    trace.reason = result.replayed ? 'walk_in_replayed' : 'walk_in';
     const slot = isCapacityMode(result);
     return { kind: 'admitted', ticket: result.ticket, slot, cookie: await admittedCookie(ctx, result.ticket, now, nowMs, slot, result.generation) };
   }
@@ -250,6 +260,13 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     return { kind: 'waiting', ticket: result.ticket, ahead: 0, front: true, draw: false, first: 1, state: result, cookie };
   }
   return settle(ctx, trace, result, result.ticket, now, undefined, nowMs);
+}
+
+/** A join key: 64 bits from the platform's cryptographic generator, as 16 lower-case hex digits. */
+function newJoinKey(): string {
+  const bytes = new Uint8Array(8);
+  crypto.getRandomValues(bytes);
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
 /** How long a POP remembers that it served a queue (see servedThisQueue), seconds. */
@@ -362,6 +379,12 @@ export async function visit(ctx: HandlerContext, request: Request, trace: Trace,
   const nowMs = clock.now();
   const token = await readToken(ctx, request, nowMs, trace);
   if (token?.k === 'a') return accessVisit(ctx, trace, token, nowMs, takeTicket);
+  if (token?.p !== undefined) {
+    // A join that got no answer: this one asks again with its key.
+    if (!takeTicket) return { kind: 'none' };
+    trace.reason = 'join_retried';
+    return newVisit(ctx, trace, nowMs, false, token.p);
+  }
   if (token !== undefined) {
     const joined = token.j ?? token.iat;
     if (random) return drawVisit(ctx, trace, token, joined, nowMs, takeTicket);

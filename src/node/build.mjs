@@ -3,7 +3,9 @@
 //   node src/node/build.mjs fastly [--out DIR]  bin/main.wasm (+ the local_server files from devconfig.json)
 //   node src/node/build.mjs engine-checks  bin/engine-checks.wasm: checks that run inside the engine at build time
 //   node src/node/build.mjs engine-checks-fail  the same with a check that must fail (a control)
+//   node src/node/build.mjs pins           rewrites the scripts' SHA-1 pins in src/store/scripts.ts after a Lua edit
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -96,6 +98,27 @@ function writeLocalServerFiles() {
   writeFileSync(resolve(bin, 'local-secrets.json'), `${JSON.stringify(dev.dev_secrets ?? {}, null, 2)}\n`);
 }
 
+// Composes every script as the store sends it and writes each one's SHA-1 over its `<NAME>_SHA1`
+// literal; the contract suite still checks each pin against SCRIPT LOAD.
+async function pinScripts() {
+  const out = resolve(bin, 'scripts-for-pins.mjs');
+  await build({ absWorkingDir: root, entryPoints: ['src/store/scripts.ts'], outfile: out, bundle: true, platform: 'node', format: 'esm', loader: textLoaders, logLevel: 'warning' });
+  const scripts = await import(`${out}?${Date.now()}`);
+  const file = resolve(root, 'src/store/scripts.ts');
+  let text = readFileSync(file, 'utf8');
+  for (const value of Object.values(scripts)) {
+    if (value === null || typeof value !== 'object' || typeof value.text !== 'string' || typeof value.sha1 !== 'string') continue;
+    const constant = `${value.name.toUpperCase()}_SHA1`;
+    const sha1 = createHash('sha1').update(value.text).digest('hex');
+    const pattern = new RegExp(`(export const ${constant} = ')[0-9a-f]{40}(')`);
+    if (!pattern.test(text)) throw new Error(`no ${constant} literal in src/store/scripts.ts`);
+    if (value.sha1 !== sha1) console.log(`${constant}: ${value.sha1} -> ${sha1}`);
+    text = text.replace(pattern, `$1${sha1}$2`);
+  }
+  writeFileSync(file, text);
+  rmSync(out);
+}
+
 const target = process.argv[2];
 if (target === 'node') {
   await buildNode();
@@ -107,7 +130,9 @@ if (target === 'node') {
   const entry = target === 'engine-checks' ? 'test/engine/checks.ts' : 'test/engine/failing-check.ts';
   await bundleForEngine(entry, `bin/${target}.js`);
   compileWasm(`bin/${target}.js`, `bin/${target}.wasm`, ['--enable-experimental-top-level-await']);
+} else if (target === 'pins') {
+  await pinScripts();
 } else {
-  console.error('usage: node src/node/build.mjs node|fastly|engine-checks|engine-checks-fail');
+  console.error('usage: node src/node/build.mjs node|fastly|engine-checks|engine-checks-fail|pins');
   process.exit(2);
 }

@@ -20,13 +20,13 @@ import type {
   ClaimResult,
   DrawResult,
   HistoryPoint,
+  JoinOptions,
   JoinResult,
   QueueState,
   QueueStats,
   QueueStore,
   ResetResult,
   RuntimeControl,
-  StateFloor,
   StatsOptions,
   VipCode,
   VipUse,
@@ -35,6 +35,8 @@ import {
   HISTORY_MS,
   IDEMPOTENCY_MS,
   IDEMPOTENCY_KEEP,
+  JOIN_KEEP_MS,
+  JOIN_SLOT_DIGITS,
   KEEP_MS,
   MAX_SEED,
   MINUTE_MS,
@@ -47,6 +49,7 @@ import {
   checkGraceMs,
   checkIdempotencyKey,
   checkFloor,
+  checkJoinKey,
   checkRecoverMs,
   checkNowMs,
   checkPolicy,
@@ -101,6 +104,18 @@ interface MemoryQueue {
   recoverUntil: number;
   /** Explicit admits' idempotency keys → the count that admit let in, and when the key is forgotten (ms). */
   readonly idempotency: Map<string, { readonly admitted: number; readonly untilMs: number }>;
+  /** ctl's join ring (see scripts.ts, Joins): slot → the latest join whose key falls in it. */
+  readonly joins: Map<number, JoinEntry>;
+}
+
+/** One entry of the join ring: a key, the ticket it took, when, in which life of the queue, and whether it walked in. */
+interface JoinEntry {
+  readonly key: string;
+  readonly ticket: number;
+  readonly atMs: number;
+  readonly epoch: number;
+  readonly generation: number;
+  readonly claimed: boolean;
 }
 
 /** One VIP code: the fields of its Redis hash, and when its TTL would remove the key. */
@@ -135,17 +150,24 @@ export class MemoryQueueStore implements QueueStore {
   /** queue → code hash → code. Apart from the queues' state, as the VIP keys are in Redis. */
   readonly #vips = new Map<string, Map<string, MemoryVip>>();
 
-  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean, floor?: StateFloor): Promise<JoinResult> {
+  async join(queue: string, nowMs: number, policy: AdmissionPolicy, options: JoinOptions = {}): Promise<JoinResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
-    const recover = checkRecoverMs(recoverMs);
-    const f = checkFloor(floor);
+    const recover = checkRecoverMs(options.recoverMs);
+    const f = checkFloor(options.floor);
+    const key = checkJoinKey(options.joinKey);
     const q = this.#queue(queue);
     // Mirrors RECOVERY: the first evidence of a lost state in this generation opens the window;
     // with recoverIfNew, only a state this join finds absent is that evidence.
     const created = q.generation === 0;
     ensureGeneration(q, p);
-    if (recover > 0 && q.recoverUntil === 0 && (recoverIfNew !== true || created)) q.recoverUntil = p.nowMs + recover;
+    if (recover > 0 && q.recoverUntil === 0 && (options.recoverIfNew !== true || created)) q.recoverUntil = p.nowMs + recover;
+    // Mirrors join_ring: a retry of a join whose answer was lost gets its ticket again.
+    const slot = key === '' ? undefined : joinSlot(key);
+    const entry = slot === undefined ? undefined : q.joins.get(slot);
+    if (entry !== undefined && entry.key === key && Math.abs(p.nowMs - entry.atMs) < JOIN_KEEP_MS && entry.epoch === q.epoch && entry.generation === q.generation) {
+      return replayJoin(q, p, entry);
+    }
     q.tail += 1;
     let ticket = q.tail;
     prologue(q, p, ticket - 1);
@@ -178,8 +200,9 @@ export class MemoryQueueStore implements QueueStore {
       // A walk-in writes nothing of its own: its call is counted in the call buckets.
       claimed = ticket <= q.cursor;
     }
+    if (slot !== undefined) q.joins.set(slot, { key, ticket, atMs: p.nowMs, epoch: q.epoch, generation: q.generation, claimed });
     // No history point: the join script writes none.
-    return { ...readState(r), ticket, claimed };
+    return { ...readState(r), ticket, claimed, replayed: false };
   }
 
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -488,6 +511,7 @@ function emptyQueue(): MemoryQueue {
     generation: 0,
     recoverUntil: 0,
     idempotency: new Map(),
+    joins: new Map(),
   };
 }
 
@@ -513,6 +537,29 @@ function effective(q: MemoryQueue, p: CheckedPolicy): Effective {
 function begin(q: MemoryQueue, p: CheckedPolicy, readOnly = false): Run {
   if (!readOnly) ensureGeneration(q, p);
   return { q, p, e: effective(q, p), open: isOpen(p), random: p.method === 'random', rng: createDrawRng(p.seed) };
+}
+
+/** The join ring's slot of a key: its first JOIN_SLOT_DIGITS hex digits (see scripts.ts, Joins). */
+function joinSlot(key: string): number {
+  return Number.parseInt(key.slice(0, JOIN_SLOT_DIGITS), 16);
+}
+
+/** Mirrors replay_join: the ticket again; a walk-in stays claimed (capacity: its slot renewed or taken again). */
+function replayJoin(q: MemoryQueue, p: CheckedPolicy, entry: JoinEntry): JoinResult {
+  prologue(q, p, q.tail);
+  const r = begin(q, p);
+  let claimed = false;
+  if (entry.claimed) {
+    if (isCapacity(r.e)) {
+      expire(q, p.nowMs);
+      claimed = takeSlot(r, entry.ticket, 0);
+    } else {
+      claimed = true;
+    }
+  } else if (r.random && q.waiting.has(entry.ticket)) {
+    q.waiting.set(entry.ticket, p.nowMs);
+  }
+  return { ...readState(r), ticket: entry.ticket, claimed, replayed: true };
 }
 
 /** Mirrors `ensure_gen`: the first writing run on an absent state gives it a generation. */

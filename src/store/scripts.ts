@@ -23,8 +23,9 @@
  *                                   `c0`..`c60`, rate FIFO's calls per 5-s bucket of the last five
  *                                   minutes (CALL_BUCKET_MS, CALL_SLOTS), each `<bucket start>:<first
  *                                   called>:<last called>:<lapsed>`, reused round-robin (see
- *                                   Figures); `idem`, the idempotency keys of recent admits, only
- *                                   read by the admit script (see IDEMPOTENT_REPLAY); `h0`..`h59`,
+ *                                   Figures); `j0`..`j4095`, the join ring (see Joins); `idem`,
+ *                                   the idempotency keys of recent admits, only read by the admit
+ *                                   script (see IDEMPOTENT_REPLAY); `h0`..`h59`,
  *                                   the per-minute history of the last hour: slot `h<minute index
  *                                   mod 60>` holds `<minute>:<tail>:<cursor>:<waiting>:<active>:
  *                                   <admitted_1m>`, the state the minute's first poll, claim, draw,
@@ -115,9 +116,21 @@
  * deadline: rate mode lets it in (its turn came; it already waited), so admissions can exceed the
  * rate by the number of such late holders; capacity mode lets it take a
  * slot only if there is room (take_slot), else it waits at the front. Walk-ins (a ticket called by
- * or before its own join) are claimed at the join: if that join's answer is lost, a rate-mode
- * walk-in uses one of its period's admissions, and a capacity-mode walk-in holds its slot until the
- * session's inactivity timeout, as any visitor who leaves without saying so.
+ * or before its own join) are claimed at the join. If that join's answer is lost, its retry gets
+ * the same ticket (see Joins): the walk-in's admission or slot goes to the visitor who asked for it.
+ * One who never comes back is a visitor who left without saying so: a rate-mode walk-in used one
+ * of its period's admissions, a capacity-mode one holds its slot until the inactivity timeout.
+ *
+ * Joins: the caller gives each join a key (join's ARGV 16: 64 random bits in hex), and the visitor
+ * whose join got no answer carries it in a cookie to its next request. ctl's join ring (`j0`..
+ * `j4095`, the slot named by the key's first JOIN_SLOT_DIGITS hex digits) holds `<key>:<ticket>:
+ * <ms>:<epoch>:<generation>:<claimed>` for the slot's latest join; a join whose key it holds, in the
+ * same epoch and generation and within JOIN_KEEP_MS, takes no ticket: it answers that one again
+ * (`replayed`), a claimed walk-in still claimed (capacity: its slot renewed). The entry is written
+ * and read with the run's other ctl fields, so keys cost no command. A later join whose key falls in
+ * the same slot overwrites the entry (after n joins an entry survives with probability
+ * (1 - 1/4096)^n: 88% after 500); its retry then takes a new ticket, as without a key, and the
+ * lost one is a phantom that admission skips (above).
  *
  * Events (both methods): with an event start S > 0 in the policy and now < S, no script admits
  * anybody: no period step (the period key is not consumed), no call into free room, no walk-in, no
@@ -189,11 +202,11 @@
  *
  * The SHA-1 of each script is pinned as a literal so that EVALSHA needs no hashing at the edge; a
  * test asserts each pin equals both node:crypto's SHA-1 and `SCRIPT LOAD`. If you edit a script,
- * recompute its pin (`sha1(text)`) and update the literal: the contract test will tell you. The Lua
+ * `npm run pin-scripts` rewrites the literals (the contract test tells you when one is stale). The Lua
  * itself lives in src/store/lua (one file per script, shared parts in lua/lib; see lua-compose.ts).
  */
 
-import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type RuntimeControl, type StateFloor } from '../core/ports';
+import { IDEMPOTENCY_KEY_PATTERN, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type RuntimeControl, type StateFloor } from '../core/ports';
 import { composeLua } from './lua-compose';
 import JOIN_FILE from './lua/join.lua';
 import POLL_FILE from './lua/poll.lua';
@@ -222,6 +235,7 @@ import READ_QUEUE_LUA from './lua/lib/read_queue.lua';
 import REFUSE_FOREIGN_LUA from './lua/lib/refuse_foreign.lua';
 import IDEMPOTENT_REPLAY_LUA from './lua/lib/idempotent_replay.lua';
 import IDEMPOTENT_RECORD_LUA from './lua/lib/idempotent_record.lua';
+import JOIN_RING_LUA from './lua/lib/join_ring.lua';
 import HISTORY_READ_LUA from './lua/lib/history_read.lua';
 import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
 
@@ -266,6 +280,15 @@ export const IDEMPOTENCY_MS = 600_000;
 
 /** How many admits' idempotency keys ctl keeps at most (the newest): a retry comes within seconds. */
 export const IDEMPOTENCY_KEEP = 128;
+
+/** How long ctl's join ring answers a retried join with its ticket, ms (10 minutes). */
+export const JOIN_KEEP_MS = JOIN_KEEP_SECONDS * 1000;
+
+/** The join ring has 16^JOIN_SLOT_DIGITS slots (4,096), picked by a key's first hex digits. */
+export const JOIN_SLOT_DIGITS = 3;
+
+/** Join keys the stores accept (64 random bits in hex, made by the handler). */
+export { JOIN_KEY_PATTERN };
 
 /** Idempotency keys the stores accept: the same pattern the admin API checks. */
 export { IDEMPOTENCY_KEY_PATTERN };
@@ -527,7 +550,13 @@ export function checkIdempotencyKey(key: string): string {
 }
 
 
-/** join's recovery window, ms: undefined or 0 for none, else an integer >= 1. */
+/** join's key: undefined, or JOIN_KEY_PATTERN. */
+export function checkJoinKey(key: string | undefined): string {
+  if (key === undefined) return '';
+  if (typeof key !== 'string' || !JOIN_KEY_PATTERN.test(key)) throw new StoreArgumentError('invalid join key: expected 16 lower-case hex digits');
+  return key;
+}
+
 /** join's floor: undefined, or a tail >= 0 and a generation >= 1, both safe integers. */
 export function checkFloor(floor: StateFloor | undefined): StateFloor | undefined {
   if (floor === undefined) return undefined;
@@ -537,6 +566,7 @@ export function checkFloor(floor: StateFloor | undefined): StateFloor | undefine
   return floor;
 }
 
+/** join's recovery window, ms: undefined or 0 for none, else an integer >= 1. */
 export function checkRecoverMs(recoverMs: number | undefined): number {
   if (recoverMs === undefined || recoverMs === 0) return 0;
   if (!isSafeCount(recoverMs, 1)) throw new StoreArgumentError(`invalid recoverMs ${String(recoverMs)}: expected an integer >= 1`);
@@ -689,6 +719,8 @@ const LUA_CONSTANTS = {
   STATE_LENGTH,
   IDEMPOTENCY_MS,
   IDEMPOTENCY_KEEP,
+  JOIN_KEEP_MS,
+  JOIN_SLOT_DIGITS,
   VIP_MAX_USES,
   VIP_KEEP_EXPIRED_MS,
   VIP_TTL_MS,
@@ -708,6 +740,7 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
   refuse_foreign: REFUSE_FOREIGN_LUA,
   idempotent_replay: IDEMPOTENT_REPLAY_LUA,
   idempotent_record: IDEMPOTENT_RECORD_LUA,
+  join_ring: JOIN_RING_LUA,
   history_read: HISTORY_READ_LUA,
   vip_prelude: VIP_PRELUDE_LUA,
 };
@@ -729,7 +762,7 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'e80303c6efb7772211bcb5b77d28d716ded49674';
+export const JOIN_SHA1 = 'c753822f9fc5d533455f7405d317d4e6c2dcfce8';
 export const POLL_SHA1 = '874dffe63103bd30ece15d2d5ad2b3e7d673f262';
 export const CLAIM_SHA1 = 'bc8edb6e4d2f8a5ff8d2140823c98fc8a048925d';
 export const TOUCH_SHA1 = '9524be95637bf2e13993ecef8f6d2b4e2a36127b';

@@ -22,13 +22,13 @@ import type {
   ClaimResult,
   DrawResult,
   HistoryPoint,
+  JoinOptions,
   JoinResult,
   QueueState,
   QueueStats,
   QueueStore,
   ResetResult,
   RuntimeControl,
-  StateFloor,
   StatsOptions,
   VipCode,
   VipUse,
@@ -63,6 +63,7 @@ import {
   checkNowMs,
   checkPolicy,
   checkFloor,
+  checkJoinKey,
   checkRecoverMs,
   checkTicket,
   checkUntilMs,
@@ -117,23 +118,25 @@ export class UpstashQueueStore implements QueueStore {
     this.#prefix = prefix;
   }
 
-  async join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean, floor?: StateFloor): Promise<JoinResult> {
+  async join(queue: string, nowMs: number, policy: AdmissionPolicy, options: JoinOptions = {}): Promise<JoinResult> {
     const keys = this.#keys(queue);
-    const recover = checkRecoverMs(recoverMs);
-    const f = checkFloor(floor);
+    const recover = checkRecoverMs(options.recoverMs);
+    const f = checkFloor(options.floor);
     const argv = [
       ...policyArgv(checkPolicy(nowMs, policy)),
       recover === 0 ? '' : String(recover),
-      recoverIfNew === true ? 'new' : '',
+      options.recoverIfNew === true ? 'new' : '',
       f === undefined ? '' : String(f.tail),
       f === undefined ? '' : String(f.generation),
+      checkJoinKey(options.joinKey),
     ];
-    const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 2);
+    const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 3);
     const state = toState(JOIN, reply);
     const ticket = reply.int(STATE_LENGTH);
-    // The ticket is the tail the same script just incremented.
-    if (ticket !== state.tail || ticket < 1) throw new StoreReplyError(JOIN.name, reply.raw);
-    return { ...state, ticket, claimed: reply.flag(STATE_LENGTH + 1) };
+    const replayed = reply.flag(STATE_LENGTH + 2);
+    // A new ticket is the tail the same script just incremented; a replayed one is at most the tail.
+    if (ticket < 1 || (replayed ? ticket > state.tail : ticket !== state.tail)) throw new StoreReplyError(JOIN.name, reply.raw);
+    return { ...state, ticket, claimed: reply.flag(STATE_LENGTH + 1), replayed };
   }
 
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {

@@ -662,12 +662,16 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
     equal((await store.peek('default')).tail, 2, 'store tail');
   });
 
-  await run.check('handler: a failing store holds a new visitor (no 5xx, no cookie)', async () => {
+  await run.check('handler: a failing store holds a new visitor (no 5xx, no ticket: only its join key)', async () => {
     const before = failing.calls;
     const response = await handleWithFailingStore(get('/tickets/final'), CLIENT);
     equal(response.status, 200, 'status');
     equal(failing.calls, before + 1, 'store calls');
-    equal(setCookies(response).length, 0, 'Set-Cookie count');
+    const cookies = setCookies(response);
+    equal(cookies.length, 1, 'Set-Cookie count');
+    const pending = payloadOf(cookieValue(cookies[0], cookieName));
+    equal(pending['t'], 0, 'ticket in the cookie');
+    assert(/^[0-9a-f]{16}$/.test(String(pending['p'])), `the cookie keeps the join key (crypto.getRandomValues): ${String(pending['p'])}`);
     assert((await response.text()).includes('Checking your place'), 'the page does not say it is checking the place');
     equal(lastLog().decision, 'unavailable', 'log decision');
     equal(lastLog().store_error, 'error: store is down', 'log store_error');

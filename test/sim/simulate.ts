@@ -46,7 +46,7 @@ import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
 import { parseConfig, parseSecrets, type Config, type Secrets } from '../../src/core/config';
 import { createHandler, type Handler } from '../../src/core/handler';
-import type { AdmissionPolicy, AdmitResult, ClaimResult, ClientInfo, Clock, DrawResult, HistoryPoint, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, ResetResult, RuntimeControl, StateFloor, VipCode, VipUse } from '../../src/core/ports';
+import type { AdmissionPolicy, AdmitResult, ClaimResult, ClientInfo, Clock, DrawResult, HistoryPoint, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, ResetResult, RuntimeControl, JoinOptions, VipCode, VipUse } from '../../src/core/ports';
 import { admissionPolicy } from '../../src/core/handler';
 import { seededRandom } from '../support/seeded-random';
 import { nextWorkerMessage } from '../support/worker-message';
@@ -307,9 +307,9 @@ class CountingStore implements QueueStore {
     if (slot < 0 || slot >= this.slots) throw new Error(`store call outside the simulated time (slot ${slot})`);
     this.perSecond[method][slot]! += 1;
   }
-  join(queue: string, nowMs: number, policy: AdmissionPolicy, recoverMs?: number, recoverIfNew?: boolean, floor?: StateFloor): Promise<JoinResult> {
+  join(queue: string, nowMs: number, policy: AdmissionPolicy, options?: JoinOptions): Promise<JoinResult> {
     this.#count('join');
-    return this.inner.join(queue, nowMs, policy, recoverMs, recoverIfNew, floor);
+    return this.inner.join(queue, nowMs, policy, options);
   }
   poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
     this.#count('poll');

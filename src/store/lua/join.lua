@@ -5,15 +5,21 @@
 --- period step (no replacement of lapsed calls: that is left to the poll; FIFO: only while nobody
 --- waits); FIFO: a ticket the cursor had already passed, or that this join's own step called, walks
 --- in (admitted now, claimed); random: a ticket drawn in this call is collected at once and
---- reported claimed. Writes no history point. Rate FIFO costs three billed commands (EVALSHA,
---- HINCRBY, HMGET), four with its step. Returns the state, then ticket and claimed (0/1). ARGV 12:
+--- reported claimed. Writes no history point. ARGV 12:
 --- the recovery window, ms ('' = none; see Recovery); ARGV 13 'new': open it only if this run finds
 --- the state absent (the caller's POP served it before, so it was lost), '' = open it (a token of a
 --- lost generation is the evidence). ARGV 14, 15: the tail and generation the caller's POP last saw
 --- ('' = none): a ticket at or below that tail in that generation means the store was rolled back.
--- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms, recover_when, floor_tail, floor_gen; returns {state..., ticket, claimed}
+--- ARGV 16: the join key ('' = none; see Joins in the header): a join whose key ctl's join ring
+--- holds (same epoch and generation, under JOIN_KEEP_MS old) is a retry of one whose answer was
+--- lost, and gets that ticket again instead of a new one. The tail, the ring entry and the rest of
+--- ctl's changes go in the run's one HSET, so a rate FIFO join costs three billed commands (EVALSHA,
+--- HMGET, HSET), its period step included. Returns the state, then ticket, claimed (0/1) and
+--- replayed (0/1).
+-- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms, recover_when, floor_tail, floor_gen, join_key; returns {state..., ticket, claimed, replayed}
 -- #include policy_header
 defer_ctl()
+-- #include join_ring
 
 local RECOVER_WINDOW = 0
 if (ARGV[12] or '') ~= '' then
@@ -22,13 +28,15 @@ if (ARGV[12] or '') ~= '' then
 end
 local FLOOR_TAIL, FLOOR_GEN
 if (ARGV[14] or '') ~= '' then FLOOR_TAIL, FLOOR_GEN = arg_int(14, 0), arg_int(15, 1) end
-local ticket = redis.call('HINCRBY', K_CTL, 'tail', 1)
-if CTL then CTL.tail = fmt(ticket) end
+local paused, max_active, max_new = read_controls()
+local replay = join_replay()
+if replay then return replay_join(replay, paused, max_active, max_new) end
+local ticket = (ctl_int('tail') or 0) + 1
+set_ctl('tail', fmt(ticket))
 prologue(ticket - 1)
 if RANDOM then redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket)) end
 local tail = ticket
 local cursor = ctl_int('cursor') or 0
-local paused, max_active, max_new = read_controls()
 -- Rolled back (see Generations): the caller's POP saw this generation with a tail of at least this
 -- ticket, so the store lost its latest writes but kept the generation, and numbers are being handed
 -- out twice. A new generation voids every ticket of the old one; numbers go on above the floor
@@ -75,5 +83,7 @@ local state = read_state(tail, cursor, paused, max_active, max_new)
 -- control writes it.
 state[14] = ticket
 state[15] = claimed
+state[16] = 0
+join_record(ticket, claimed)
 flush_ctl()
 return state
