@@ -104,6 +104,8 @@ interface MemoryQueue {
   recoverUntil: number;
   /** Explicit admits' idempotency keys → the count that admit let in, and when the key is forgotten (ms). */
   readonly idempotency: Map<string, { readonly admitted: number; readonly untilMs: number }>;
+  /** ctl `fig`: the figures the last writing run counted (capacity mode and random), for joins that do no admission work. */
+  figures: { readonly active: number; readonly minute: number; readonly five: number } | undefined;
   /** ctl's join ring (see scripts.ts, Joins): slot → the latest join whose key falls in it. */
   readonly joins: Map<number, JoinEntry>;
 }
@@ -143,6 +145,8 @@ interface Run {
   readonly random: boolean;
   /** One stream per call, as `rng_state` is per script run. */
   readonly rng: { nextRank(n: number): number };
+  /** A stats run (the Lua GEN_READ_ONLY): writes nothing, not even the figures it counted. */
+  readonly readOnly: boolean;
 }
 
 export class MemoryQueueStore implements QueueStore {
@@ -182,7 +186,14 @@ export class MemoryQueueStore implements QueueStore {
     if (p.method === 'random') q.waiting.set(ticket, p.nowMs);
     const r = begin(q, p);
     let claimed = false;
-    if (isCapacity(r.e)) {
+    // Mirrors the join script: with others waiting ahead (or nobody to admit now), capacity mode
+    // leaves the admission step to the poll and reports the remembered figures.
+    const queued = isCapacity(r.e) && (r.e.paused || !r.open || q.cursor < ticket - 1);
+    if (queued) {
+      claimed = false;
+    } else if (isCapacity(r.e) && !r.random) {
+      claimed = walkIn(r, ticket);
+    } else if (isCapacity(r.e)) {
       expire(q, p.nowMs);
       advance(r);
       claimed = takeSlot(r, ticket, 0);
@@ -202,7 +213,7 @@ export class MemoryQueueStore implements QueueStore {
     }
     if (slot !== undefined) q.joins.set(slot, { key, ticket, atMs: p.nowMs, epoch: q.epoch, generation: q.generation, claimed });
     // No history point: the join script writes none.
-    return { ...readState(r), ticket, claimed, replayed: false };
+    return { ...readState(r, queued), ticket, claimed, replayed: false };
   }
 
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -512,6 +523,7 @@ function emptyQueue(): MemoryQueue {
     recoverUntil: 0,
     idempotency: new Map(),
     joins: new Map(),
+    figures: undefined,
   };
 }
 
@@ -536,7 +548,7 @@ function effective(q: MemoryQueue, p: CheckedPolicy): Effective {
 /** A run's context, read after the run's control changes (as READ_QUEUE is). */
 function begin(q: MemoryQueue, p: CheckedPolicy, readOnly = false): Run {
   if (!readOnly) ensureGeneration(q, p);
-  return { q, p, e: effective(q, p), open: isOpen(p), random: p.method === 'random', rng: createDrawRng(p.seed) };
+  return { q, p, e: effective(q, p), open: isOpen(p), random: p.method === 'random', rng: createDrawRng(p.seed), readOnly };
 }
 
 /** The join ring's slot of a key: its first JOIN_SLOT_DIGITS hex digits (see scripts.ts, Joins). */
@@ -663,10 +675,16 @@ function recordCalls(q: MemoryQueue, nowMs: number, from: number, to: number, la
   q.calls.set(slot, { bucket, from, to, lapsed });
 }
 
-function readState({ q, p, e, random }: Run): QueueState {
+/** Mirrors `read_state`; `remembered`: a join that did no admission work reports ctl `fig` when there is one. */
+function readState({ q, p, e, random, readOnly }: Run, remembered = false): QueueState {
   const nowMs = p.nowMs;
   const callEntries = random || isCapacity(e);
-  const { minute, five } = callEntries ? admittedCounts(q, nowMs) : calledCounts(q, nowMs);
+  let figures = remembered && callEntries ? q.figures : undefined;
+  if (figures === undefined && callEntries) {
+    figures = { active: countAfter(q.active, nowMs) + countAfter(q.reserved, nowMs), ...admittedCounts(q, nowMs) };
+    if (!readOnly) q.figures = figures;
+  }
+  const { minute, five } = figures ?? calledCounts(q, nowMs);
   const event = p.eventStartMs > 0 && q.event?.start === p.eventStartMs ? q.event : undefined;
   return {
     tail: q.tail,
@@ -675,7 +693,7 @@ function readState({ q, p, e, random }: Run): QueueState {
     maxActive: e.maxActive,
     maxNewPerMinute: e.maxNewPerMinute,
     // Rate FIFO holds no slots: an admitted visitor's token needs nothing from the store.
-    active: callEntries ? countAfter(q.active, nowMs) + countAfter(q.reserved, nowMs) : 0,
+    active: figures?.active ?? 0,
     admittedLastMinute: minute,
     admittedLast5Minutes: five,
     eventSize: event?.size ?? 0,
@@ -771,7 +789,8 @@ function replaceLapsed(r: Run): void {
 }
 
 /** Mirrors `expire`; returns how many reservations lapsed (the Lua `lapsed_calls`). */
-function expire(q: MemoryQueue, nowMs: number): number {
+/** Mirrors `expire`; `keepOld`: the trims of admits and waits are left to a later run (a join). */
+function expire(q: MemoryQueue, nowMs: number, keepOld = false): number {
   let lapsed = 0;
   for (const [ticket, expiry] of q.reserved) {
     if (expiry <= nowMs) {
@@ -781,9 +800,22 @@ function expire(q: MemoryQueue, nowMs: number): number {
     }
   }
   removeUpTo(q.active, nowMs);
+  if (keepOld) return lapsed;
   trim(q.admits, nowMs);
   trim(q.waits, nowMs);
   return lapsed;
+}
+
+/** Mirrors `walk_in`: FIFO capacity mode, nobody waiting ahead: the join's ticket takes its slot if both thresholds leave room. */
+function walkIn(r: Run, ticket: number): boolean {
+  const { q, p, e } = r;
+  expire(q, p.nowMs, true);
+  if (freeSlots(q, p.nowMs, e) < 1) return false;
+  q.admits.set(String(ticket), p.nowMs);
+  q.active.set(ticket, p.nowMs + p.sessionMs);
+  q.waits.set(`${ticket}:0`, p.nowMs);
+  q.cursor = ticket;
+  return true;
 }
 
 /** Mirrors `redraw`: random rate mode draws again as many as lapsed uncollected in this call. */

@@ -23,7 +23,10 @@
  *                                   `c0`..`c60`, rate FIFO's calls per 5-s bucket of the last five
  *                                   minutes (CALL_BUCKET_MS, CALL_SLOTS), each `<bucket start>:<first
  *                                   called>:<last called>:<lapsed>`, reused round-robin (see
- *                                   Figures); `j0`..`j4095`, the join ring (see Joins); `idem`,
+ *                                   Figures); `fig`, capacity mode and random: `<active>:
+ *                                   <admitted_1m>:<admitted_5m>` as the last run that counted
+ *                                   them saw them (see Capacity joins); `j0`..`j4095`, the join
+ *                                   ring (see Joins); `idem`,
  *                                   the idempotency keys of recent admits, only read by the admit
  *                                   script (see IDEMPOTENT_REPLAY); `h0`..`h59`,
  *                                   the per-minute history of the last hour: slot `h<minute index
@@ -89,6 +92,14 @@
  * counted from its call until it becomes a claim (then counted at its claim time) or lapses (then
  * counted no more), so the visitors who actually arrive in ANY 60 s window never exceed the limit,
  * however long a reservation lasts.
+ *
+ * Capacity joins (FIFO): a join with others waiting ahead of it (cursor < ticket - 1), or while
+ * nobody may be admitted (paused, recovering, before the event's start), runs no admission step: the
+ * waiting visitors' polls do, as in rate mode. It takes its number and reports ctl `fig`, the
+ * figures the last counting run (any writing run but these joins) kept, so it costs what a rate
+ * join costs. A join with nobody ahead walks in when both thresholds leave room, straight to its
+ * slot (no reservation written and claimed in the same run; its arrival and a wait of 0 recorded).
+ * The random method's joins run admission as before (a join can be drawn at once).
  *
  * Claims in every mode (why: a ticket whose holder never got the cookie — a join that timed out
  * after the store took the ticket — or who walked away must not use up an admission). A called
@@ -762,19 +773,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'c753822f9fc5d533455f7405d317d4e6c2dcfce8';
-export const POLL_SHA1 = '874dffe63103bd30ece15d2d5ad2b3e7d673f262';
-export const CLAIM_SHA1 = 'bc8edb6e4d2f8a5ff8d2140823c98fc8a048925d';
-export const TOUCH_SHA1 = '9524be95637bf2e13993ecef8f6d2b4e2a36127b';
-export const LEAVE_SHA1 = '1ff4d95d98f5c0dda7fd53bfdd7020a1918bb6b4';
-export const ADMIT_SHA1 = 'ffacc612b8d35216218be7ed9600931eb161d874';
-export const CONTROL_SHA1 = 'c3beacd9c9c45d4f1d761a64eac1b74cb1d139a0';
-export const STATS_SHA1 = '0135301f3d088828abcf20f7967ed898ef169dc5';
+export const JOIN_SHA1 = '113dacad26dd7ac724a28016db4adfadae6288f9';
+export const POLL_SHA1 = '08c8d7bea3ac6246a2827efcf1c80cbdc6217a41';
+export const CLAIM_SHA1 = 'ad53d8d77e9963fc2f1fe1473ec7514a144e9aa3';
+export const TOUCH_SHA1 = 'c79f5d3590453f53b015032614a562367191cef9';
+export const LEAVE_SHA1 = '2b65e58667c95da3136c172bc055903c7db02de7';
+export const ADMIT_SHA1 = '6287a2e7c9393a503c02752ae8263368e3378503';
+export const CONTROL_SHA1 = '9ac43f3a08405ae202a15ef35dd6df533fee7498';
+export const STATS_SHA1 = 'a21f7176786302399af5fe50a9dccf4695479204';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '3d0b2efb231880e56245cf026bb4f5b96fe1c874';
-export const RESET_SHA1 = '6429e920aaf4377eb726f074fdc603a5818ba0fb';
+export const DRAW_SHA1 = '7d67166b163e09b6c99e166cec7d931eb411bfcb';
+export const RESET_SHA1 = '59af62a5248218b31b50bce85900e8ce1c187086';
 export const HISTORY_SHA1 = 'c01ffc5374a835e2721dda54a6a20287bbbe2c22';
 
 export interface StoreScript {

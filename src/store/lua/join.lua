@@ -55,7 +55,16 @@ if FLOOR_TAIL and FLOOR_GEN == GEN and ticket <= FLOOR_TAIL then
   end
 end
 local claimed = 0
-if max_active > 0 or max_new > 0 then
+-- Capacity mode with others waiting ahead (or nobody to be admitted now): the admission step is the
+-- poll's, as in rate mode; this join only takes its number (see read_state's `remembered`).
+local queued = (max_active > 0 or max_new > 0) and (paused or not OPEN or cursor < ticket - 1)
+local figures = queued and 'remembered' or nil
+if queued then
+  claimed = 0
+elseif (max_active > 0 or max_new > 0) and not RANDOM then
+  claimed, figures = walk_in(ticket, max_active, max_new)
+  if claimed == 1 then cursor = ticket end
+elseif max_active > 0 or max_new > 0 then
   expire()
   cursor = advance(tail, cursor, paused, max_active, max_new)
   claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, 0)
@@ -78,7 +87,7 @@ else
   -- ctl's call buckets (see called_counts), so the walk-in writes nothing of its own.
   if ticket <= cursor then claimed = 1 end
 end
-local state = read_state(tail, cursor, paused, max_active, max_new)
+local state = read_state(tail, cursor, paused, max_active, max_new, figures)
 -- No history point: a join is the hottest call; the minute's first poll, claim, draw, admit or
 -- control writes it.
 state[14] = ticket

@@ -12,7 +12,9 @@ local function zrem_many(key, members)
 end
 -- How many reservations this run's expire() removed: random rate mode redraws as many (see redraw).
 local lapsed_calls = 0
-local function expire()
+-- keep_old: leave the trims of admits and waits to a later run (a join: the trims are bookkeeping,
+-- the figures count by score).
+local function expire(keep_old)
   local lapsed = redis.call('ZRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
   lapsed_calls = lapsed_calls + #lapsed
   if #lapsed > 0 then
@@ -20,6 +22,7 @@ local function expire()
     zrem_many(K_ADMITS, lapsed)
   end
   redis.call('ZREMRANGEBYSCORE', K_ACTIVE, '-inf', fmt(NOW))
+  if keep_old then return end
   trim(K_ADMITS)
   trim(K_WAITS)
 end
@@ -99,4 +102,24 @@ local function collect(ticket, waited)
   redis.call('ZREM', K_RESERVED, m)
   redis.call('ZADD', K_ADMITS, fmt(NOW), m)
   redis.call('ZADD', K_WAITS, fmt(NOW), m .. ':' .. fmt(waited))
+end
+-- FIFO capacity mode, a join with nobody waiting ahead (its ticket is the next to call): it walks in
+-- when both thresholds leave room, straight to its slot (no reservation written and claimed in the
+-- same run), with its arrival and its wait of 0. Counts what read_state would (every stored slot
+-- and reservation is live after expire), so the run counts the figures once. Returns claimed (0/1)
+-- and the figures {active, admitted_1m, admitted_5m} after it.
+local function walk_in(ticket, max_active, max_new)
+  expire(true)
+  local slots = redis.call('ZCARD', K_ACTIVE) + redis.call('ZCARD', K_RESERVED)
+  local minute, five = admitted_counts()
+  local free = math.huge
+  if max_active > 0 then free = max_active - slots end
+  if max_new > 0 then free = math.min(free, max_new - minute) end
+  if free < 1 then return 0, {slots, minute, five} end
+  local m = fmt(ticket)
+  redis.call('ZADD', K_ADMITS, fmt(NOW), m)
+  redis.call('ZADD', K_ACTIVE, fmt(NOW + SESSION_MS), m)
+  redis.call('ZADD', K_WAITS, fmt(NOW), m .. ':0')
+  set_ctl('cursor', m)
+  return 1, {slots + 1, minute + 1, five + 1}
 end

@@ -50,12 +50,28 @@ local function called_counts(tail, cursor)
   return math.max(0, minute), math.max(0, five)
 end
 -- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m,
---  event_size, event_seed, waiting, epoch, generation}
-local function read_state(tail, cursor, paused, max_active, max_new)
+--  event_size, event_seed, waiting, epoch, generation}. Capacity mode and random: a writing run
+-- keeps the figures it counted in ctl `fig` (`<active>:<admitted_1m>:<admitted_5m>`, written with
+-- its other ctl fields, and only when they changed); a join that does no admission work (others
+-- wait ahead of it) passes `figures` 'remembered' and reports those instead of counting them again;
+-- a walk-in passes the figures it counted ({active, admitted_1m, admitted_5m}).
+local function read_state(tail, cursor, paused, max_active, max_new, figures)
   local slots, minute, five = 0, 0, 0
   if RANDOM or max_active > 0 or max_new > 0 then
-    slots = count_after(K_ACTIVE, NOW) + count_after(K_RESERVED, NOW)
-    minute, five = admitted_counts()
+    local a, m, f
+    if figures == 'remembered' then a, m, f = string.match(ctl().fig or '', '^(%d+):(%d+):(%d+)$') end
+    if a then
+      slots, minute, five = tonumber(a), tonumber(m), tonumber(f)
+    else
+      if type(figures) == 'table' then
+        slots, minute, five = figures[1], figures[2], figures[3]
+      else
+        slots = count_after(K_ACTIVE, NOW) + count_after(K_RESERVED, NOW)
+        minute, five = admitted_counts()
+      end
+      local fig = fmt(slots) .. ':' .. fmt(minute) .. ':' .. fmt(five)
+      if not GEN_READ_ONLY and ctl().fig ~= fig then set_ctl('fig', fig) end
+    end
   else
     -- Rate FIFO holds no slots (an admitted visitor's token needs nothing from the store), and
     -- counts its calls from ctl.
