@@ -112,4 +112,14 @@ describe('billed commands per request class (Upstash store, real redis-server)',
     await measure('capacity: poll (cache miss), lapsed reservation replaced', () => store.poll(q, T0 + 10_004, CAPACITY));
     await measure('capacity: admit 3', () => store.admit(q, 3, T0 + 10_005, CAPACITY));
   });
+
+  it('random method', async () => {
+    const q = `d-${randomUUID().slice(0, 8)}`;
+    const RANDOM: AdmissionPolicy = { ...RATE, method: 'random', seed: 1, presenceMs: 30_000 };
+    await store.join(q, T0, RANDOM, keyed());
+    await measure('random: join, first (nobody waiting: the period step draws it)', () => store.join(q, T0 + 1, RANDOM, keyed()));
+    for (let i = 0; i < 10; i += 1) await store.join(q, T0 + 2, RANDOM, keyed());
+    await measure('random: join, others waiting (the draws are the polls\')', () => store.join(q, T0 + 3, RANDOM, keyed()));
+    await measure('random: a waiting visitor\'s poll (a draw)', () => store.draw(q, 12, T0 + 4, RANDOM, 0));
+  });
 });

@@ -186,9 +186,9 @@ export class MemoryQueueStore implements QueueStore {
     if (p.method === 'random') q.waiting.set(ticket, p.nowMs);
     const r = begin(q, p);
     let claimed = false;
-    // Mirrors the join script: with others waiting ahead (or nobody to admit now), capacity mode
-    // leaves the admission step to the poll and reports the remembered figures.
-    const queued = isCapacity(r.e) && (r.e.paused || !r.open || q.cursor < ticket - 1);
+    // Mirrors the join script: with others waiting ahead (or nobody to admit now), capacity mode and
+    // the random method leave the admission step to the polls and report the remembered figures.
+    const queued = (isCapacity(r.e) || r.random) && (r.e.paused || !r.open || q.cursor < ticket - 1);
     if (queued) {
       claimed = false;
     } else if (isCapacity(r.e) && !r.random) {

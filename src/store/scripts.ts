@@ -93,13 +93,15 @@
  * counted no more), so the visitors who actually arrive in ANY 60 s window never exceed the limit,
  * however long a reservation lasts.
  *
- * Capacity joins (FIFO): a join with others waiting ahead of it (cursor < ticket - 1), or while
+ * Capacity and random joins: a join with others waiting ahead of it (cursor < ticket - 1), or while
  * nobody may be admitted (paused, recovering, before the event's start), runs no admission step: the
  * waiting visitors' polls do, as in rate mode. It takes its number and reports ctl `fig`, the
  * figures the last counting run (any writing run but these joins) kept, so it costs what a rate
  * join costs. A join with nobody ahead walks in when both thresholds leave room, straight to its
  * slot (no reservation written and claimed in the same run; its arrival and a wait of 0 recorded).
- * The random method's joins run admission as before (a join can be drawn at once).
+ * The random method's joins follow the same rule: with undrawn tickets ahead (cursor < ticket - 1)
+ * the draws are the waiting visitors' (each poll is a draw); a join with nobody ahead runs the step,
+ * and may be drawn at once.
  *
  * Claims in every mode (why: a ticket whose holder never got the cookie — a join that timed out
  * after the store took the ticket — or who walked away must not use up an admission). A called
@@ -773,7 +775,7 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = '113dacad26dd7ac724a28016db4adfadae6288f9';
+export const JOIN_SHA1 = 'c6948c07ba904b5dd68d37d734b50d65b65fda02';
 export const POLL_SHA1 = '08c8d7bea3ac6246a2827efcf1c80cbdc6217a41';
 export const CLAIM_SHA1 = 'ad53d8d77e9963fc2f1fe1473ec7514a144e9aa3';
 export const TOUCH_SHA1 = 'c79f5d3590453f53b015032614a562367191cef9';

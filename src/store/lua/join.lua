@@ -55,9 +55,10 @@ if FLOOR_TAIL and FLOOR_GEN == GEN and ticket <= FLOOR_TAIL then
   end
 end
 local claimed = 0
--- Capacity mode with others waiting ahead (or nobody to be admitted now): the admission step is the
--- poll's, as in rate mode; this join only takes its number (see read_state's `remembered`).
-local queued = (max_active > 0 or max_new > 0) and (paused or not OPEN or cursor < ticket - 1)
+-- Capacity mode or the random method with others waiting ahead (or nobody to be admitted now): the
+-- admission step is the polls' (random: the draws'), as in rate FIFO; this join only takes its
+-- number (see read_state's `figures`).
+local queued = (RANDOM or max_active > 0 or max_new > 0) and (paused or not OPEN or cursor < ticket - 1)
 local figures = queued and 'remembered' or nil
 if queued then
   claimed = 0
