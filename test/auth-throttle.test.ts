@@ -271,6 +271,7 @@ describe('several queues', () => {
         clock,
         cache: new MemoryStateCache(clock),
         authLimiter: new MemoryFailureLimiter(clock),
+        ticketLimiter: new MemoryFailureLimiter(clock),
       },
     );
     const state = (queue: string, authorization: string, client = GUESSER) =>

@@ -277,7 +277,7 @@ describe('the console with several queues', () => {
     const service = createService(
       source({ ...BASE_SETTINGS, store_timeout_ms: '100', queues: JSON.stringify([{ name: 'sale', paths: ['/sale/*'] }, { name: 'slow', paths: ['/slow/*'] }]) }),
       source(BASE_SECRETS),
-      { store, origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock) },
+      { store, origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock), ticketLimiter: new MemoryFailureLimiter(clock) },
     );
     const live = (await (await service.handler(adminGet('/__wr/admin/live?queue=sale'), CLIENT)).json()) as { queues: string };
     expect(live.queues).toContain('<code>slow</code></a>: figures unavailable');
@@ -288,7 +288,7 @@ describe('the console with several queues', () => {
     const service = createService(
       source({ ...BASE_SETTINGS, queues: JSON.stringify([{ name: 'sale', paths: ['/sale/*'], settings: { event_start: '2026-11-22T11:00:00Z' } }, { name: 'draw', paths: ['/draw/*'], settings: { queue_method: 'random' } }]) }),
       source(BASE_SECRETS),
-      { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock) },
+      { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock), ticketLimiter: new MemoryFailureLimiter(clock) },
     );
     for (let i = 0; i < 3; i++) await service.handler(new Request(`${SITE}/sale/x`), CLIENT);
     for (let i = 0; i < 2; i++) await service.handler(new Request(`${SITE}/draw/x`), CLIENT);

@@ -15,6 +15,7 @@ import {
   definePathScenarios,
   defineTemplateScenario,
   defineThrottleScenario,
+  defineTicketLimitScenario,
   eventSettings,
   PATH_SETTINGS,
   TEMPLATE_SETTINGS,
@@ -124,22 +125,22 @@ describe('Node host with bypass and queue path rules', () => {
   definePathScenarios(() => paths);
 });
 
-describe('Node host under password and token guessing', () => {
+describe('Node host under password and token guessing and a ticket flood', () => {
   let throttled: Stack;
   // The limiter's clock runs with the wall clock, and the test moves it on instead of waiting out
   // the penalty; everything else on this host keeps real time.
   let offsetMs = 0;
   beforeAll(async () => {
-    const limiter = new MemoryFailureLimiter({ now: () => Date.now() + offsetMs });
-    throttled = await startNodeStack(THROTTLE_SETTINGS, undefined, { authLimiter: limiter });
+    const clock = { now: () => Date.now() + offsetMs };
+    throttled = await startNodeStack(THROTTLE_SETTINGS, undefined, { authLimiter: new MemoryFailureLimiter(clock), ticketLimiter: new MemoryFailureLimiter(clock) });
   });
   afterAll(async () => {
     await throttled?.close();
   });
-  defineThrottleScenario(
-    () => throttled,
-    async (sinceMs, afterMs) => {
-      offsetMs = Math.max(offsetMs, sinceMs + afterMs - Date.now());
-    },
-  );
+  const passTime = async (sinceMs: number, afterMs: number): Promise<void> => {
+    offsetMs = Math.max(offsetMs, sinceMs + afterMs - Date.now());
+  };
+  const ticketsAgain = defineTicketLimitScenario(() => throttled);
+  defineThrottleScenario(() => throttled, passTime);
+  ticketsAgain(passTime);
 });

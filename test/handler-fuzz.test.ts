@@ -192,7 +192,7 @@ describe('what the waiting room writes itself', () => {
       origin: new OriginCalls(),
       logger: new MemoryLogger(),
       clock,
-      cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock),
+      cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock), ticketLimiter: new MemoryFailureLimiter(clock),
     });
     const c = { address: '192.0.2.1', pop: 'TST' };
     const answers = [
@@ -222,7 +222,7 @@ describe('the handler under fuzzed input', () => {
           origin,
           logger: new MemoryLogger(),
           clock,
-          cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock),
+          cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock), ticketLimiter: new MemoryFailureLimiter(clock),
         });
         const csrf = await csrfFrom(service.handler, { address: '192.0.2.1', pop: 'FUZ' });
         for (const r of requests) {

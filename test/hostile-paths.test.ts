@@ -220,7 +220,7 @@ describe('several queues', () => {
       origin,
       logger,
       clock,
-      cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock),
+      cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock), ticketLimiter: new MemoryFailureLimiter(clock),
     });
     return { handler: built.handler, origin, logger };
   }

@@ -20,7 +20,7 @@ class Memory implements SettingsMemory {
 }
 
 const clock = new ManualClock();
-const deps = { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock) };
+const deps = { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock), ticketLimiter: new MemoryFailureLimiter(clock) };
 const CLIENT = { address: '203.0.113.4', pop: 'TST' };
 
 describe('the last valid configuration', () => {

@@ -209,7 +209,7 @@ describe('a misspelt key in the queues document on a running service', () => {
     let snapshot: string | undefined;
     const memory: SettingsMemory = { recall: async () => snapshot, remember: async (s) => void (snapshot = s) };
     const clock = new ManualClock();
-    const deps = { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock) };
+    const deps = { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock), ticketLimiter: new MemoryFailureLimiter(clock) };
     await buildWithLastValid(source({ ...BASE_SETTINGS, page_title: 'Last good' }), source(BASE_SECRETS), deps, memory);
     const misspelt = source({ ...BASE_SETTINGS, queues: JSON.stringify([{ name: 'sale', settings: { max_activ: 20 } }]) });
     const built = await buildWithLastValid(misspelt, source(BASE_SECRETS), deps, memory);

@@ -105,7 +105,7 @@ describe('several queues in one service', () => {
       logger: new MemoryLogger(),
       clock,
       cache: new MemoryStateCache(clock),
-      authLimiter: new MemoryFailureLimiter(clock),
+      authLimiter: new MemoryFailureLimiter(clock), ticketLimiter: new MemoryFailureLimiter(clock),
     });
     return { ...built, origin, store, clock };
   }

@@ -22,7 +22,7 @@ class Memory implements SettingsMemory {
 }
 
 const clock = new ManualClock();
-const deps = { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock) };
+const deps = { store: new MemoryQueueStore(), origin: new RecordingOrigin(), logger: new MemoryLogger(), clock, cache: new MemoryStateCache(clock), authLimiter: new MemoryFailureLimiter(clock), ticketLimiter: new MemoryFailureLimiter(clock) };
 
 describe('the settings item', () => {
   it('is parsed and validated like the separate items', () => {

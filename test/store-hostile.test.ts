@@ -55,7 +55,8 @@ function room(settings: Record<string, string>, url = bridge.url) {
   const clock = new ManualClock();
   const logger = new MemoryLogger();
   const built = buildWaitingRoom({
-    settings: source({ ...BASE_SETTINGS, upstash_url: url, store_timeout_ms: '300', ...settings }),
+    // Every visitor here is one address (CLIENT): no per-client ticket limit.
+    settings: source({ ...BASE_SETTINGS, upstash_url: url, store_timeout_ms: '300', ticket_limit: '0', ...settings }),
     secrets: source(BASE_SECRETS),
     originUrl: origin.url,
     logger,

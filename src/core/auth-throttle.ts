@@ -63,14 +63,19 @@ export type SignIn =
 /** The key a client is counted and held under, for the log too. */
 export const UNKNOWN_CLIENT = 'unknown';
 
-/** A client's key: its IPv4 address, or its IPv6 /64 as `2001:db8:1:2::/64`. */
-export function clientKey(address: string | undefined): string {
+/**
+ * A client's key: its IPv4 address (or, with `ipv4Prefix` 24, its /24 as `192.0.2.0/24`), or its
+ * IPv6 /64 as `2001:db8:1:2::/64`.
+ */
+export function clientKey(address: string | undefined, ipv4Prefix: 24 | 32 = 32): string {
   if (address === undefined) return UNKNOWN_CLIENT;
   const ip = parseIp(address.trim());
   if (ip === undefined) return UNKNOWN_CLIENT;
   const b = ip.bytes;
   // Mapped IPv4 (`::ffff:a.b.c.d`) is how a dual-stack socket reports an IPv4 client.
-  if (b.subarray(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff) return `${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
+  if (b.subarray(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff) {
+    return ipv4Prefix === 24 ? `${b[12]}.${b[13]}.${b[14]}.0/24` : `${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
+  }
   const words: string[] = [];
   for (let i = 0; i < 8; i += 2) words.push((((b[i] ?? 0) << 8) | (b[i + 1] ?? 0)).toString(16));
   return `${words.join(':')}::/64`;

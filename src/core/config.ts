@@ -225,6 +225,31 @@ export interface Config {
    */
   readonly authPenaltyMinutes: number;
   /**
+   * New tickets one client may take within `ticket_window_seconds` in this queue (0: no limit). The
+   * request over it gets no ticket (a 429 with Retry-After, no store call) and holds the client for
+   * `ticket_penalty_minutes`; a client is its address (an IPv6 client its /64; see
+   * `client_ipv4_prefix`). Visitors with a ticket or an access token are never counted.
+   * @default 60
+   */
+  readonly ticketLimit: number;
+  /**
+   * The span over which a client's new tickets are counted, seconds: 10, 20, 30, 40, 50 or 60.
+   * @default 10
+   */
+  readonly ticketWindowSeconds: FailureWindow;
+  /**
+   * How long a client over `ticket_limit` gets no new ticket, whole minutes (1 – 60).
+   * @default 1
+   */
+  readonly ticketPenaltyMinutes: number;
+  /**
+   * How many leading bits of an IPv4 address make one client for `ticket_limit`: 32 (the address)
+   * or 24 (its /24, for bots that spread over a subnet; it also groups the visitors of a small
+   * network). IPv6 clients are always their /64.
+   * @default 32
+   */
+  readonly clientIpv4Prefix: 24 | 32;
+  /**
    * Title of the holding page.
    * @default "You are in line"
    */
@@ -324,6 +349,10 @@ export const CONFIG_KEYS = [
   'auth_failure_limit',
   'auth_failure_window_seconds',
   'auth_penalty_minutes',
+  'ticket_limit',
+  'ticket_window_seconds',
+  'ticket_penalty_minutes',
+  'client_ipv4_prefix',
   'page_title',
   'page_message',
   'page_logo_url',
@@ -555,6 +584,10 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     authFailureLimit: r.integer('auth_failure_limit', 10, 1, 100),
     authFailureWindowSeconds: Number(r.oneOf('auth_failure_window_seconds', '60', ['10', '20', '30', '40', '50', '60'])) as FailureWindow,
     authPenaltyMinutes: r.integer('auth_penalty_minutes', 5, 1, 60),
+    ticketLimit: r.integer('ticket_limit', 60, 0, 100_000),
+    ticketWindowSeconds: Number(r.oneOf('ticket_window_seconds', '10', ['10', '20', '30', '40', '50', '60'])) as FailureWindow,
+    ticketPenaltyMinutes: r.integer('ticket_penalty_minutes', 1, 1, 60),
+    clientIpv4Prefix: Number(r.oneOf('client_ipv4_prefix', '32', ['32', '24'])) as 24 | 32,
     pageTitle: r.string('page_title', 'You are in line', (v) => (v.length > 120 ? 'must be at most 120 characters' : undefined)),
     pageMessage: r.string(
       'page_message',

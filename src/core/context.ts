@@ -36,6 +36,11 @@ export interface HandlerDeps {
    * memory on the Node host). Without it failures are logged and nobody is held.
    */
   readonly authLimiter?: FailureLimiter | undefined;
+  /**
+   * Counts new tickets per client and holds clients over `ticket_limit` (the POP's Edge Rate
+   * Limiting on Fastly, memory on the Node host; see ticket-limit.ts). Without it nobody is limited.
+   */
+  readonly ticketLimiter?: FailureLimiter | undefined;
 }
 
 /** The claims a cookie may carry beyond the queue, kind, ticket and times. */

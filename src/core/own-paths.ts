@@ -30,6 +30,10 @@ export async function status(ctx: HandlerContext, request: Request, trace: Trace
     case 'none':
       body = { state: 'none', refresh_seconds: config.refreshSeconds };
       break;
+    case 'limited':
+      // Unreachable: the status endpoint takes no ticket, so it is never refused one.
+      body = { state: 'none', refresh_seconds: v.retryAfterSeconds };
+      break;
     default:
       body = statusBody(ctx, holdView(ctx, v, nowMs), request);
   }

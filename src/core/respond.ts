@@ -211,6 +211,23 @@ export async function pass(ctx: HandlerContext, request: Request, v: Extract<Vis
   return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
 }
 
+/**
+ * A new ticket refused to a client over `ticket_limit`: 429 with `Retry-After` (the penalty, an
+ * upper bound). A program gets the reason as JSON; a browser gets the "checking your place" page,
+ * which reloads when the penalty is over and then takes its ticket: it tells a bot nothing, and a
+ * person behind a busy shared address waits a minute rather than reading an error.
+ */
+export async function limitedResponse(ctx: HandlerContext, request: Request, path: string, retryAfterSeconds: number, locale: Locale, trace: Trace): Promise<Response> {
+  const retryAfter = String(retryAfterSeconds);
+  if (wantsJson(ctx, request, path)) {
+    return errorResponse(429, `too many new visitors from your address: no new place in line for up to ${retryAfterSeconds} s`, { 'retry-after': retryAfter });
+  }
+  const page = await holdingPage(ctx, blankHoldView('checking', ctx.clock.now(), retryAfterSeconds), undefined, locale, trace);
+  const headers = new Headers(page.headers);
+  headers.set('retry-after', retryAfter);
+  return new Response(page.body, { status: 429, headers });
+}
+
 /** What the status endpoint says of a held visitor: the view's figures and texts in its language. */
 export function statusBody(ctx: HandlerContext, view: HoldView, request: Request): Record<string, unknown> {
   const { localeOf } = ctx;

@@ -26,6 +26,11 @@ export interface ServiceDeps {
    */
   readonly authLimiter: FailureLimiter;
   /**
+   * Counts new tickets per client and holds clients over a queue's `ticket_limit` (keys carry the
+   * queue). Required, like authLimiter.
+   */
+  readonly ticketLimiter: FailureLimiter;
+  /**
    * How the secrets are read from their source: all at once and checked (parseSecrets, the
    * default), or as requests need them (parseSecretsOnDemand, on Fastly, where each is a lookup).
    */

@@ -18,9 +18,9 @@ export interface Trace {
   storeMs?: number;
   storeError?: string;
   cache?: 'hit' | 'miss';
-  /** The client's throttle key, on failed sign-ins and held clients (see auth-throttle.ts). */
+  /** The client's throttle key, on failed sign-ins, held clients and refused tickets (see auth-throttle.ts, ticket-limit.ts). */
   client?: string;
-  /** The client's address as the platform gave it, for the sign-in throttle; not logged. */
+  /** The client's address as the platform gave it, for the sign-in throttle and the ticket limit; not logged. */
   readonly from?: string | undefined;
 }
 
@@ -57,7 +57,9 @@ export type Visit =
   /** The store did not answer; `ticket` is known when the visitor already held one. */
   | { readonly kind: 'unavailable'; readonly ticket: number | undefined; readonly cookie: string | undefined }
   /** No valid token and none was to be taken (the status endpoint never takes a ticket). */
-  | { readonly kind: 'none' };
+  | { readonly kind: 'none' }
+  /** A new ticket refused: this client took more than `ticket_limit` (see ticket-limit.ts); no store call. */
+  | { readonly kind: 'limited'; readonly retryAfterSeconds: number };
   /** No valid token and none was to be taken (the status endpoint never takes a ticket). */
 
 /** Before the event's start, during it, or after its end. */

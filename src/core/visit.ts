@@ -16,6 +16,7 @@ import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
 import type { QueueState } from './ports';
 import { createShuffle } from './shuffle';
+import { allowNewTicket } from './ticket-limit';
 import type { StoreOutcome } from './store-call';
 import { sharedTokenCache } from './token-cache';
 import type { TokenClaims, TokenKind, VerifyFailure } from './tokens';
@@ -217,6 +218,9 @@ export async function settle(ctx: HandlerContext, trace: Trace, state: QueueStat
  */
 export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number, lostState = false, pendingKey?: string): Promise<Visit> {
   const { config, store, queue, random, policyNow, recoverMs, storeCall } = ctx;
+  // One client must not take the crowd's tickets: counted before the store is asked (no store call).
+  const allowance = await allowNewTicket(ctx.deps.ticketLimiter, config, trace.from, trace);
+  if (!allowance.ok) return { kind: 'limited', retryAfterSeconds: allowance.retryAfterSeconds };
   // What this POP last saw of the state (its cache, no store call): a ticket at or below that tail
   // in that generation means the store was rolled back (see QueueStore.join's floor).
   const seen = await cachedState(ctx);

@@ -38,6 +38,7 @@ async function main(): Promise<void> {
   const memoryStore = new MemoryQueueStore();
   // Kept across reloads of devconfig.json, as the store is: a new setting must not free a held guesser.
   const authLimiter = new MemoryFailureLimiter(systemClock);
+  const ticketLimiter = new MemoryFailureLimiter(systemClock);
   const configPath = findProjectFile('devconfig.json');
   // The store is chosen once at start (WR_STORE); a reload changes settings, not the store.
   const hostOptions = readLocalConfig(configPath).host;
@@ -80,6 +81,7 @@ async function main(): Promise<void> {
             })
         : memoryStore,
       authLimiter,
+      ticketLimiter,
       // Template overrides, as the KV Store wr_templates provides them on Fastly.
       templates: local.host.templatesDir === undefined ? undefined : directoryTemplateSource(local.host.templatesDir),
     });

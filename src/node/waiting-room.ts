@@ -26,6 +26,8 @@ export interface WaitingRoomOptions {
   readonly problems?: readonly ConfigProblem[];
   /** Failed sign-ins per client: by default counted in this process's memory, on `clock`. */
   readonly authLimiter?: FailureLimiter;
+  /** New tickets per client: by default counted in this process's memory, on `clock`. */
+  readonly ticketLimiter?: FailureLimiter;
 }
 
 export interface WaitingRoom {
@@ -49,6 +51,7 @@ export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       cache: options.cache ?? new MemoryStateCache(clock),
       templates: options.templates,
       authLimiter: options.authLimiter ?? new MemoryFailureLimiter(clock),
+      ticketLimiter: options.ticketLimiter ?? new MemoryFailureLimiter(clock),
     });
   } catch (error) {
     if (error instanceof ConfigError && found.length > 0) throw new ConfigError([...found, ...error.problems]);

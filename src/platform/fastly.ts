@@ -28,6 +28,8 @@ export const TEMPLATE_STORE = 'wr_templates';
 /** Edge Rate Limiting: the POP's count of failed sign-ins per client, and its holds. */
 export const AUTH_RATE_COUNTER = 'wr_auth_failures';
 export const AUTH_PENALTY_BOX = 'wr_auth_held';
+export const TICKET_RATE_COUNTER = 'wr_new_tickets';
+export const TICKET_PENALTY_BOX = 'wr_ticket_held';
 const DEFAULT_PREFIX = '/__wr/';
 
 /**
@@ -169,19 +171,24 @@ function forwardToOrigin(request: Request): Promise<Response> {
  * fails (ERL not enabled on the service) throws, and the core compares the credential unthrottled
  * and logs why.
  */
-export const edgeFailureLimiter: FailureLimiter = {
-  async isHeld(key) {
-    return new PenaltyBox(AUTH_PENALTY_BOX).has(key);
-  },
-  async countFailure(key, windowSeconds) {
-    const counter = new RateCounter(AUTH_RATE_COUNTER);
-    counter.increment(key, 1);
-    return counter.lookupCount(key, windowSeconds);
-  },
-  async hold(key, minutes) {
-    new PenaltyBox(AUTH_PENALTY_BOX).add(key, minutes);
-  },
-};
+function edgeLimiter(counterName: string, boxName: string): FailureLimiter {
+  return {
+    async isHeld(key) {
+      return new PenaltyBox(boxName).has(key);
+    },
+    async countFailure(key, windowSeconds) {
+      const counter = new RateCounter(counterName);
+      counter.increment(key, 1);
+      return counter.lookupCount(key, windowSeconds);
+    },
+    async hold(key, minutes) {
+      new PenaltyBox(boxName).add(key, minutes);
+    },
+  };
+}
+export const edgeFailureLimiter: FailureLimiter = edgeLimiter(AUTH_RATE_COUNTER, AUTH_PENALTY_BOX);
+/** New tickets per client (see ticket-limit.ts): the same Edge Rate Limiting, its own counter and box. */
+export const edgeTicketLimiter: FailureLimiter = edgeLimiter(TICKET_RATE_COUNTER, TICKET_PENALTY_BOX);
 
 const LAST_VALID_KEY = 'waiting-room:last-valid-settings';
 /** How long a POP remembers the last valid settings. */
@@ -272,6 +279,7 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
           cache: simpleCacheStateCache,
           templates: kvTemplateSource(),
           authLimiter: edgeFailureLimiter,
+          ticketLimiter: edgeTicketLimiter,
           readSecrets: parseSecretsOnDemand,
         },
         coreCacheSettingsMemory,

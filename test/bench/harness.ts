@@ -319,7 +319,8 @@ export async function startNodeArm(run: Run): Promise<{ arm: Arm; redisVersion: 
   const built = (spec: RoomSpec): { room: WaitingRoom; log: RequestLogKeeper } => {
     let entry = rooms.get(spec.variant);
     if (entry === undefined) {
-      const overrides: Record<string, string> = { ...spec.overrides, upstash_url: bridgeUrl };
+      // One load generator's address stands for thousands of visitors: no per-client ticket limit.
+      const overrides: Record<string, string> = { ticket_limit: '0', ...spec.overrides, upstash_url: bridgeUrl };
       const requestLog = new RequestLogKeeper(spec.nodeLogName);
       run.trouble.push(requestLog);
       const room = buildWaitingRoom({
@@ -457,7 +458,7 @@ export async function startWasmArm(
     const roomDir = join(dir, spec.variant);
     mkdirSync(join(roomDir, 'bin'), { recursive: true });
     copyFileSync(join(buildDir, 'main.wasm'), join(roomDir, 'bin', 'main.wasm'));
-    writeFileSync(join(roomDir, 'bin', 'config.json'), JSON.stringify(configStoreItems({ ...dev.config, ...spec.overrides, upstash_url: proxy.url })));
+    writeFileSync(join(roomDir, 'bin', 'config.json'), JSON.stringify(configStoreItems({ ...dev.config, ticket_limit: '0', ...spec.overrides, upstash_url: proxy.url })));
     writeFileSync(join(roomDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
     const name = spec.variant === MAIN_ROOM.variant ? 'waiting-room-bench' : `waiting-room-bench-${spec.variant}`;
     writeFileSync(join(roomDir, 'fastly.toml'), manifest(name, localServerSection(originUrl, proxy.url)));

@@ -4,7 +4,7 @@
  */
 import jws from 'jws';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, KEY_1, KEY_2, purposeKey } from './fixtures';
+import { ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, cookieFrom, KEY_1, KEY_2, payloadOf, purposeKey } from './fixtures';
 import { fetchFrom } from './from-address';
 import { rawRequest, sendRaw, startRecordingServer } from './raw-http';
 import { HttpVisitor, rawGet, type Stack } from './stack';
@@ -615,7 +615,67 @@ export function definePathScenarios(stack: () => Stack): void {
 }
 
 /** A small limit and the shortest hold Fastly's penalty box allows (one minute). */
-export const THROTTLE_SETTINGS: Record<string, string> = { auth_failure_limit: '4', auth_penalty_minutes: '1' };
+/** The sign-in throttle's and the ticket limit's settings, on one host (the compute host's penalty minute is waited out once for both). */
+export const THROTTLE_SETTINGS: Record<string, string> = {
+  auth_failure_limit: '4',
+  auth_penalty_minutes: '1',
+  ticket_limit: '3',
+  ticket_window_seconds: '10',
+  ticket_penalty_minutes: '1',
+};
+
+/**
+ * New tickets from one address over `ticket_limit` (3 in 10 s here), while another address joins at
+ * the same time. Defined in two parts around the sign-in throttle scenario, so that a host which
+ * must wait the penalty minute out waits it once: `defineTicketLimitScenario` holds the client, and
+ * returns the part that checks it gets tickets again after the penalty.
+ */
+export function defineTicketLimitScenario(stack: () => Stack): (passTime: (sinceMs: number, afterMs: number) => Promise<void>) => void {
+  const BOT = '127.0.0.4';
+  const PERSON = '127.0.0.5';
+  const join = (from: string, headers: Record<string, string> = {}) => fetchFrom(from, `${stack().url}/`, { headers });
+  const ticketOf = async (response: Response): Promise<number | undefined> => {
+    const cookie = cookieFrom(response);
+    return cookie === undefined ? undefined : (payloadOf(cookie)['t'] as number);
+  };
+  let heldSince = 0;
+
+  it('gives a client over the ticket limit no ticket and costs no store call, while another client joins as usual', async () => {
+    const first: number[] = [];
+    for (let i = 0; i < 3; i++) first.push((await ticketOf(await join(BOT)))!);
+    const refused = await join(BOT);
+    heldSince = Date.now();
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('60');
+    expect(cookieFrom(refused)).toBeUndefined();
+    // A flood from the held address at the same time as a person's first visit.
+    const [flood, person] = await Promise.all([Promise.all(Array.from({ length: 50 }, () => join(BOT, { accept: 'application/json' }))), join(PERSON)]);
+    expect(flood.map((r) => r.status)).toEqual(Array.from({ length: 50 }, () => 429));
+    expect(person.status).toBe(200);
+    const place = await ticketOf(person);
+    // The bot's three tickets came before the person's; none of its refused requests took one.
+    expect(place).toBe(Math.max(...first) + 1);
+    // No refused request took a number in the store: the tail is the person's ticket.
+    expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe(String(place));
+    await expect.poll(() => stack().logs().filter((l) => l.client === BOT && l.status === 429).length).toBe(51);
+    const lines = stack().logs().filter((l) => l.client === BOT);
+    expect(lines[0]).toMatchObject({ decision: 'ticket_limited', reason: 'ticket_limited: new ticket 4 in 10 s, over 3; held for 1 min' });
+    expect(lines.slice(1).every((l) => l.decision === 'ticket_limited' && l.reason?.startsWith('ticket_held'))).toBe(true);
+  });
+
+  return (passTime) => {
+    it('gives the held client a ticket again once the penalty is over', async () => {
+      await passTime(heldSince, 60_000);
+      // The compute host's holds end on its own clock, within a second of ours.
+      let status = 0;
+      for (let i = 0; i < 20 && status !== 200; i++) {
+        status = (await join(BOT)).status;
+        if (status !== 200) await new Promise((r) => setTimeout(r, 500));
+      }
+      expect(status).toBe(200);
+    }, 120_000);
+  };
+}
 
 /**
  * Guessing the admin password or the origin's token from one address, while other addresses sign

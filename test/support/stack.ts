@@ -87,7 +87,9 @@ function commonParts(shared: Shared, kind: HostKind, url: string, readLogs: () =
 }
 
 function settingsFor(shared: Shared, settings: Record<string, string>): Record<string, string> {
-  return { ...BASE_SETTINGS, upstash_url: shared.bridge.url, store_timeout_ms: '1000', ...settings };
+  // Every scenario's visitors come from loopback addresses, most from one: the per-client ticket
+  // limit is off unless a scenario sets it (the ticket-limit scenario does).
+  return { ...BASE_SETTINGS, upstash_url: shared.bridge.url, store_timeout_ms: '1000', ticket_limit: '0', ...settings };
 }
 
 /**
@@ -97,7 +99,7 @@ function settingsFor(shared: Shared, settings: Record<string, string>): Record<s
 export async function startNodeStack(
   settings: Record<string, string> = {},
   templates?: Record<string, string>,
-  options: { readonly authLimiter?: FailureLimiter } = {},
+  options: { readonly authLimiter?: FailureLimiter; readonly ticketLimiter?: FailureLimiter } = {},
 ): Promise<Stack> {
   const shared = await startShared();
   const logger = new MemoryLogger();
@@ -122,6 +124,7 @@ export async function startNodeStack(
       }),
     templates: templateDir === undefined ? undefined : directoryTemplateSource(templateDir),
     ...(options.authLimiter !== undefined && { authLimiter: options.authLimiter }),
+    ...(options.ticketLimiter !== undefined && { ticketLimiter: options.ticketLimiter }),
   });
   const room = await startHost(built.handler);
   const stop = async () => {

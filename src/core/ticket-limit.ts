@@ -1,0 +1,77 @@
+/**
+ * Per-client limits on new tickets: one client without cookies must not take the tickets of a
+ * crowd. Every request that would take a ticket (a visitor with no valid ticket or access token) is
+ * counted for its client before the store is asked; the one over `ticket_limit` within
+ * `ticket_window_seconds` holds the client for `ticket_penalty_minutes`, and a held client gets no
+ * ticket: a 429 with `Retry-After`, no store call. On Fastly the counting is the POP's Edge Rate
+ * Limiting (a `RateCounter` and a `PenaltyBox`, POP-local); on the Node host the same semantics in
+ * memory. Neither costs a store call.
+ *
+ * Choices:
+ * - A client is its address; an IPv6 client its /64 (one subscriber holds a whole /64); with
+ *   `client_ipv4_prefix = 24` an IPv4 client is its /24. Counted per queue: each queue has its
+ *   own limit, and a client's tickets in one queue do not use up its allowance in another.
+ * - Only requests that would take a ticket count: a waiting visitor's polls and an admitted
+ *   visitor's pages never do. A visitor asking again after a lost join answer (with its join key)
+ *   is a join and counts, as it must for a bot that replays that cookie.
+ * - A held client's requests are not counted again: the hold is what refuses them.
+ * - When the limiter fails, the ticket is given as if there were no limit, and the log says why:
+ *   an outage of a protection must not keep the crowd out.
+ * - The limit is per POP on Fastly (Edge Rate Limiting counts in each POP): a client spread over N
+ *   POPs gets N × the allowance, which a single bot client rarely is.
+ */
+import { clientKey } from './auth-throttle';
+import type { Config } from './config';
+import type { FailureLimiter } from './ports';
+
+export type TicketLimitSettings = Pick<Config, 'queueName' | 'ticketLimit' | 'ticketWindowSeconds' | 'ticketPenaltyMinutes' | 'clientIpv4Prefix'>;
+
+/** The log fields the limit fills in. */
+export interface TicketLimitTrace {
+  reason?: string;
+  client?: string;
+}
+
+/** May this client take a new ticket now? `retryAfterSeconds`: when it may ask again, at the latest. */
+export type TicketAllowance = { readonly ok: true } | { readonly ok: false; readonly retryAfterSeconds: number };
+
+const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
+/** The limiter's key for a client in a queue: the queue, then the client's key (see `clientKey`). */
+export function ticketClientKey(settings: TicketLimitSettings, address: string | undefined): string {
+  return `${settings.queueName}|${clientKey(address, settings.clientIpv4Prefix)}`;
+}
+
+/**
+ * Counts one new ticket for the client and says whether it may have it. Sets the log's reason and
+ * client key when it refuses, or when the limiter failed (then it allows).
+ */
+export async function allowNewTicket(
+  limiter: FailureLimiter | undefined,
+  settings: TicketLimitSettings,
+  address: string | undefined,
+  trace: TicketLimitTrace,
+): Promise<TicketAllowance> {
+  if (limiter === undefined || settings.ticketLimit === 0) return { ok: true };
+  const key = ticketClientKey(settings, address);
+  const client = clientKey(address, settings.clientIpv4Prefix);
+  const minutes = settings.ticketPenaltyMinutes;
+  const refused: TicketAllowance = { ok: false, retryAfterSeconds: minutes * 60 };
+  try {
+    if (await limiter.isHeld(key)) {
+      trace.reason = `ticket_held: over ${settings.ticketLimit} new tickets in ${settings.ticketWindowSeconds} s; no ticket for up to ${minutes} min`;
+      trace.client = client;
+      return refused;
+    }
+    const window = settings.ticketWindowSeconds;
+    const count = await limiter.countFailure(key, window);
+    if (count <= settings.ticketLimit) return { ok: true };
+    await limiter.hold(key, minutes);
+    trace.reason = `ticket_limited: new ticket ${count} in ${window} s, over ${settings.ticketLimit}; held for ${minutes} min`;
+    trace.client = client;
+    return refused;
+  } catch (error) {
+    trace.reason = `ticket limit unavailable: ${describe(error)}`;
+    return { ok: true };
+  }
+}
