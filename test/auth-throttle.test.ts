@@ -62,6 +62,9 @@ class FakeLimiter implements FailureLimiter {
     this.calls.push(`hold ${key} ${minutes}`);
     this.held = true;
   }
+  async countOf(): Promise<number> {
+    return this.failures;
+  }
 }
 
 describe('the sign-in guard', () => {

@@ -11,7 +11,7 @@ import { ticketClientKey } from '../src/core/ticket-limit';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
+import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
 
 const LIMITED = { ticket_limit: '5', ticket_window_seconds: '10', ticket_penalty_minutes: '1' };
 
@@ -32,7 +32,9 @@ function rig(settings: Record<string, string> = LIMITED, limiter?: FailureLimite
   });
   const visit = (address: string, cookie?: string, headers: Record<string, string> = {}) =>
     handler(new Request('https://shop.example/', { headers: { ...(cookie ? { cookie: `waiting_room=${cookie}` } : {}), ...headers } }), { address, pop: 'TEST' });
-  return { clock, store, logger, visit };
+  const admin = (path: string) =>
+    handler(new Request(`https://shop.example/__wr/${path}`, { headers: { authorization: `Basic ${btoa(`admin:${ADMIN_PASSWORD}`)}` } }), { address: '192.0.2.250', pop: 'TEST' });
+  return { clock, store, logger, visit, admin };
 }
 
 describe('per-client limit on new tickets', () => {
@@ -70,6 +72,29 @@ describe('per-client limit on new tickets', () => {
     expect((await r.visit('198.51.100.7')).status).toBe(429);
     r.clock.advance(1);
     expect(payloadOf(cookieFrom(await r.visit('198.51.100.7'))!)['t']).toBe(7);
+  });
+
+  it('shows the operator how many new tickets were refused in the last minute, without a store call for them', async () => {
+    const r = rig();
+    const state = async () => ((await (await r.admin('admin/state')).json()) as Record<string, unknown>)['tickets_refused_last_minute_here'];
+    expect(await state()).toBe(0);
+    for (let i = 0; i < 5; i++) await r.visit('198.51.100.7');
+    for (let i = 0; i < 12; i++) await r.visit('198.51.100.7');
+    r.clock.advance(20_000);
+    await Promise.all(Array.from({ length: 8 }, () => r.visit('2001:db8::1')));
+    // 12 + 3 refused, counted as they happened; the 10 given tickets are not.
+    expect(await state()).toBe(15);
+    const page = await (await r.admin('admin')).text();
+    expect(page).toMatch(/New tickets refused, last minute[^<]*<\/dt><dd data-figure="refused">15</);
+    const live = (await (await r.admin('admin/live')).json()) as { figures: Record<string, string>; state: Record<string, unknown> };
+    expect(live.figures['refused']).toBe('15');
+    expect(live.state['tickets_refused_last_minute_here']).toBe(15);
+    // A minute later the first twelve have left the window.
+    r.clock.advance(45_000);
+    expect(await state()).toBe(3);
+    // With no limit set the console says so.
+    const off = rig({ ticket_limit: '0' });
+    expect(await (await off.admin('admin')).text()).toMatch(/data-figure="refused">no limit set</);
   });
 
   it('never counts a visitor who holds a ticket or an access token', async () => {
@@ -130,6 +155,7 @@ describe('per-client limit on new tickets', () => {
       },
       countFailure: async () => 0,
       hold: async () => undefined,
+      countOf: async () => 0,
     };
     const r = rig({ ...LIMITED, ticket_limit: '1' }, broken);
     for (let i = 1; i <= 3; i++) expect(payloadOf(cookieFrom(await r.visit('198.51.100.7'))!)['t']).toBe(i);

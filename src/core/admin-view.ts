@@ -18,7 +18,8 @@ export function waitingCount(stats: QueueStats, config: Readonly<Config>): numbe
   return config.queueMethod === 'random' ? stats.waiting : Math.max(0, stats.tail - stats.cursor);
 }
 
-export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs: number): AdminFigures {
+/** `refused`: new tickets refused for the per-client limit in the last minute where this is served (null: unknown). */
+export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs: number, refused: number | null = null): AdminFigures {
   const waiting = waitingCount(stats, config);
   const estimate = estimateWait(waiting, stats, config);
   const phase = eventPhase(config, nowMs);
@@ -27,6 +28,7 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
     active: stats.maxActive > 0 ? `${formatCount(stats.active)} of ${formatCount(stats.maxActive)}` : formatCount(stats.active),
     admitted_last_minute: formatCount(stats.admittedLastMinute),
     avg_wait: stats.avgWaitSeconds === null ? '–' : formatDuration(stats.avgWaitSeconds),
+    refused: config.ticketLimit === 0 ? 'no limit set' : refused === null ? '–' : formatCount(refused),
     est_wait: estimate.seconds === null ? '–' : `${formatDuration(estimate.seconds)} (${estimate.basis})`,
     tail: formatCount(stats.tail),
     cursor: formatCount(stats.cursor),

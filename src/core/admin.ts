@@ -10,6 +10,7 @@ import { adminFigures, renderChart } from './admin-view';
 import { formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
 import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type AdmitResult, type Clock, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
+import { refusedTicketsLastMinute } from './ticket-limit';
 import { signToken, verifyToken } from './tokens';
 import { createVipCode, hashVipCode, VIP_PARAM } from './vip';
 
@@ -31,6 +32,8 @@ export interface AdminContext {
   readonly overview?: ((nowMs: number) => Promise<readonly QueueOverview[]>) | undefined;
   /** Counts failed sign-ins per client and holds guessers (see auth-throttle.ts); none: nobody is held. */
   readonly authLimiter?: FailureLimiter | undefined;
+  /** Counts new tickets per client (see ticket-limit.ts): the console shows this POP's refusals. */
+  readonly ticketLimiter?: FailureLimiter | undefined;
   /** The client's address, which failed sign-ins are counted against. */
   readonly address: string | undefined;
   readonly trace: { decision: string; reason?: string; cursor?: number; tail?: number; client?: string };
@@ -216,7 +219,16 @@ async function withBearer(request: Request, ctx: AdminContext, next: () => Respo
 async function stateJson(ctx: AdminContext): Promise<Response> {
   const outcome = await ctx.storeCall(() => ctx.store.stats(ctx.config.queueName, ctx.clock.now(), ctx.policy));
   if (!outcome.ok) return errorResponse(503, `the queue store is unavailable (${outcome.reason}); nothing changed`);
-  return jsonResponse(200, describeState(outcome.value, ctx.config));
+  return jsonResponse(200, { ...describeState(outcome.value, ctx.config), ...(await refusedHere(ctx)) });
+}
+
+/**
+ * New tickets refused to clients over `ticket_limit` in the last minute, as counted where this
+ * request is served (Edge Rate Limiting is per POP; the Node host is one POP); null when the limiter
+ * cannot say. No store call.
+ */
+async function refusedHere(ctx: AdminContext): Promise<{ tickets_refused_last_minute_here: number | null }> {
+  return { tickets_refused_last_minute_here: await refusedTicketsLastMinute(ctx.ticketLimiter, ctx.config.queueName) };
 }
 
 /** The figures and the last hour's chart, read by one stats call (one script run, billed once). */
@@ -235,12 +247,13 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
   const panel = await readPanel(ctx, nowMs);
   if (panel instanceof Response) return panel;
   const { stats } = panel;
+  const refused = await refusedHere(ctx);
   return jsonResponse(200, {
-    figures: { ...adminFigures(stats, ctx.config, nowMs), as_of: asOf(nowMs) },
+    figures: { ...adminFigures(stats, ctx.config, nowMs, refused.tickets_refused_last_minute_here), as_of: asOf(nowMs) },
     chart: panel.chart,
     paused: stats.paused,
     ...pauseControl(stats.paused),
-    state: describeState(stats, ctx.config),
+    state: { ...describeState(stats, ctx.config), ...refused },
     ...(ctx.overview !== undefined && { queues: renderQueueList(await ctx.overview(nowMs), ctx.config.queueName, `${ctx.config.pathPrefix}admin`) }),
   });
 }
@@ -256,7 +269,7 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
   const html = renderAdminPage({
     queue: config.queueName,
     stats: panel.stats,
-    figures: adminFigures(panel.stats, config, nowMs),
+    figures: adminFigures(panel.stats, config, nowMs, (await refusedHere(ctx)).tickets_refused_last_minute_here),
     chart: panel.chart,
     csrf,
     admitKey: crypto.randomUUID(),

@@ -380,6 +380,8 @@ export interface FailureLimiter {
   countFailure(key: string, windowSeconds: FailureWindow): Promise<number>;
   /** Holds `key` for `minutes` (a whole number, 1-60) from now; holding it again restarts the hold. */
   hold(key: string, minutes: number): Promise<void>;
+  /** The counts of `key` over the last `windowSeconds`, counting nothing (the console's figures). */
+  countOf(key: string, windowSeconds: FailureWindow): Promise<number>;
 }
 
 export interface Clock {

@@ -37,6 +37,21 @@ export type TicketAllowance = { readonly ok: true } | { readonly ok: false; read
 
 const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
+/** The limiter's key under which a queue's refused tickets are counted, for the console (per POP). */
+export function refusedTicketsKey(queueName: string): string {
+  return `refused|${queueName}|ticket_limit`;
+}
+
+/** New tickets refused for the limit in this queue over the last minute at this POP; null when the limiter cannot say. */
+export async function refusedTicketsLastMinute(limiter: FailureLimiter | undefined, queueName: string): Promise<number | null> {
+  if (limiter === undefined) return null;
+  try {
+    return await limiter.countOf(refusedTicketsKey(queueName), 60);
+  } catch {
+    return null;
+  }
+}
+
 /** The limiter's key for a client in a queue: the queue, then the client's key (see `clientKey`). */
 export function ticketClientKey(settings: TicketLimitSettings, address: string | undefined): string {
   return `${settings.queueName}|${clientKey(address, settings.clientIpv4Prefix)}`;
@@ -57,8 +72,11 @@ export async function allowNewTicket(
   const client = clientKey(address, settings.clientIpv4Prefix);
   const minutes = settings.ticketPenaltyMinutes;
   const refused: TicketAllowance = { ok: false, retryAfterSeconds: minutes * 60 };
+  // Each refusal is counted for the console (the operator sees an attack as it happens).
+  const countRefusal = () => limiter.countFailure(refusedTicketsKey(settings.queueName), 60).catch(() => 0);
   try {
     if (await limiter.isHeld(key)) {
+      await countRefusal();
       trace.reason = `ticket_held: over ${settings.ticketLimit} new tickets in ${settings.ticketWindowSeconds} s; no ticket for up to ${minutes} min`;
       trace.client = client;
       return refused;
@@ -67,6 +85,7 @@ export async function allowNewTicket(
     const count = await limiter.countFailure(key, window);
     if (count <= settings.ticketLimit) return { ok: true };
     await limiter.hold(key, minutes);
+    await countRefusal();
     trace.reason = `ticket_limited: new ticket ${count} in ${window} s, over ${settings.ticketLimit}; held for ${minutes} min`;
     trace.client = client;
     return refused;

@@ -132,6 +132,8 @@ export interface AdminFigures {
   readonly active: string;
   readonly admitted_last_minute: string;
   readonly avg_wait: string;
+  /** New tickets refused for the per-client limit, last minute, where the page is served. */
+  readonly refused: string;
   readonly est_wait: string;
   readonly tail: string;
   readonly cursor: string;

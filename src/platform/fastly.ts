@@ -184,6 +184,9 @@ function edgeLimiter(counterName: string, boxName: string): FailureLimiter {
     async hold(key, minutes) {
       new PenaltyBox(boxName).add(key, minutes);
     },
+    async countOf(key, windowSeconds) {
+      return new RateCounter(counterName).lookupCount(key, windowSeconds);
+    },
   };
 }
 export const edgeFailureLimiter: FailureLimiter = edgeLimiter(AUTH_RATE_COUNTER, AUTH_PENALTY_BOX);

@@ -85,6 +85,19 @@ export class MemoryFailureLimiter implements FailureLimiter {
     return failures;
   }
 
+  async countOf(key: string, windowSeconds: FailureWindow): Promise<number> {
+    if (!WINDOWS.includes(windowSeconds)) throw new TypeError(`window must be 10, 20, 30, 40, 50 or 60 seconds, got ${windowSeconds}`);
+    const ring = this.#counters.get(key);
+    if (ring === undefined) return 0;
+    const second = Math.floor(this.clock.now() / 1000);
+    let count = 0;
+    for (let i = 0; i < ring.length; i += 2) {
+      const age = second - ring[i]!;
+      if (age >= 0 && age < windowSeconds) count += ring[i + 1]!;
+    }
+    return count;
+  }
+
   async hold(key: string, minutes: number): Promise<void> {
     if (!Number.isInteger(minutes) || minutes < 1 || minutes > 60) throw new TypeError(`a hold lasts 1 to 60 whole minutes, got ${minutes}`);
     const now = this.clock.now();
