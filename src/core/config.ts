@@ -250,6 +250,14 @@ export interface Config {
    */
   readonly clientIpv4Prefix: 24 | 32;
   /**
+   * A proof-of-work gate before a ticket: 0 = off, else the number of leading zero bits a solution's
+   * SHA-256 must have (1 – 24; each bit doubles the client's work; 16 is about 65,000 hashes). A new
+   * visitor without a valid solution gets a challenge the holding page's script solves, and then its
+   * ticket. See proof-of-work.ts.
+   * @default 0
+   */
+  readonly powDifficulty: number;
+  /**
    * Title of the holding page.
    * @default "You are in line"
    */
@@ -353,6 +361,7 @@ export const CONFIG_KEYS = [
   'ticket_window_seconds',
   'ticket_penalty_minutes',
   'client_ipv4_prefix',
+  'pow_difficulty',
   'page_title',
   'page_message',
   'page_logo_url',
@@ -588,6 +597,7 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     ticketWindowSeconds: Number(r.oneOf('ticket_window_seconds', '10', ['10', '20', '30', '40', '50', '60'])) as FailureWindow,
     ticketPenaltyMinutes: r.integer('ticket_penalty_minutes', 1, 1, 60),
     clientIpv4Prefix: Number(r.oneOf('client_ipv4_prefix', '32', ['32', '24'])) as 24 | 32,
+    powDifficulty: r.integer('pow_difficulty', 0, 0, 24),
     pageTitle: r.string('page_title', 'You are in line', (v) => (v.length > 120 ? 'must be at most 120 characters' : undefined)),
     pageMessage: r.string(
       'page_message',

@@ -11,7 +11,7 @@ import { errorResponse } from './http';
 import { ownPath } from './own-paths';
 import { queueApplies, readPath, reservedPrefixMatch } from './path-canon';
 import type { ClientInfo } from './ports';
-import { holdingJson, holdingPage, holdView, limitedResponse, overView, pass, wantsJson } from './respond';
+import { challengeResponse, holdingJson, holdingPage, holdView, limitedResponse, overView, pass, wantsJson } from './respond';
 import { bypassRule, useVip } from './rules';
 import { eventPhase, type HoldView, type Trace } from './types';
 import { afterEnd, visit } from './visit';
@@ -76,6 +76,9 @@ async function route(ctx: HandlerContext, request: Request, client: ClientInfo, 
         return pass(ctx, request, undefined, trace);
       }
       return hold(holdView(ctx, v, nowMs), v.cookie);
+    case 'challenge':
+      trace.decision = 'pow_challenge';
+      return challengeResponse(ctx, request, path, v.pow, locale, trace);
     case 'limited':
       trace.decision = 'ticket_limited';
       return limitedResponse(ctx, request, path, v.retryAfterSeconds, locale, trace);

@@ -308,6 +308,8 @@ export interface Messages {
   nextUpdate(seconds: number): string;
   /** For the page without JavaScript, which reloads itself. */
   refreshNote(seconds: number): string;
+  /** The proof-of-work page without JavaScript: a place in line needs it. */
+  readonly powNoScript: string;
   ticket(n: number): string;
   readonly admitted: string;
   readonly continueLink: string;
@@ -357,6 +359,7 @@ const EN: Messages = {
     const c = counted('en', s);
     return `Next update in ${c.text} ${c.one ? 'second' : 'seconds'}`;
   },
+  powNoScript: 'To give you a place in line, this page does a short calculation in your browser. Please turn on JavaScript and reload the page.',
   refreshNote: (s) => {
     const c = counted('en', s);
     return c.one ? 'This page refreshes every second.' : `This page refreshes every ${c.text} seconds.`;
@@ -409,6 +412,7 @@ const DE: Messages = {
     const c = counted('de', s);
     return `Nächste Aktualisierung in ${c.text} ${c.one ? 'Sekunde' : 'Sekunden'}`;
   },
+  powNoScript: 'Um Ihnen einen Platz in der Warteschlange zu geben, führt diese Seite eine kurze Berechnung in Ihrem Browser aus. Bitte aktivieren Sie JavaScript und laden Sie die Seite neu.',
   refreshNote: (s) => {
     const c = counted('de', s);
     return c.one ? 'Diese Seite wird jede Sekunde aktualisiert.' : `Diese Seite wird alle ${c.text} Sekunden aktualisiert.`;
@@ -465,6 +469,7 @@ const FR: Messages = {
     const c = counted('fr', s);
     return `Prochaine mise à jour dans ${c.text} ${c.one ? 'seconde' : 'secondes'}`;
   },
+  powNoScript: 'Pour vous donner une place dans la file, cette page effectue un court calcul dans votre navigateur. Veuillez activer JavaScript et recharger la page.',
   refreshNote: (s) => {
     const c = counted('fr', s);
     return c.n === 1 ? 'Cette page s’actualise chaque seconde.' : `Cette page s’actualise toutes les ${c.text} ${c.one ? 'seconde' : 'secondes'}.`;
@@ -519,6 +524,7 @@ const ES: Messages = {
     const c = counted('es', s);
     return `Próxima actualización en ${c.text} ${c.one ? 'segundo' : 'segundos'}`;
   },
+  powNoScript: 'Para darle un lugar en la fila, esta página hace un breve cálculo en su navegador. Active JavaScript y vuelva a cargar la página.',
   refreshNote: (s) => {
     const c = counted('es', s);
     return c.one ? 'Esta página se actualiza cada segundo.' : `Esta página se actualiza cada ${c.text} segundos.`;
@@ -568,6 +574,7 @@ const JA: Messages = {
   progressLabel: '先頭までの進み具合',
   updatedAt: (clock) => `最終更新：${clock}`,
   nextUpdate: (s) => `次の更新まで${counted('ja', s).text}秒`,
+  powNoScript: '列に並んでいただくため、このページはブラウザで短い計算を行います。JavaScriptを有効にして、ページを再読み込みしてください。',
   refreshNote: (s) => `このページは${counted('ja', s).text}秒ごとに自動で更新されます。`,
   ticket: (n) => `整理番号：${formatNumber('ja', toCount(n))}`,
   admitted: 'お待たせしました！サイトへご案内しています…',
@@ -611,6 +618,7 @@ const ZH: Messages = {
   progressLabel: '排队进度',
   updatedAt: (clock) => `更新于${clock}`,
   nextUpdate: (s) => `${counted('zh', s).text}秒后更新`,
+  powNoScript: '为了给您排队的位置，本页面会在您的浏览器中进行一次简短的计算。请启用JavaScript并重新加载页面。',
   refreshNote: (s) => `本页面每${counted('zh', s).text}秒自动刷新一次。`,
   ticket: (n) => `排队号码：${formatNumber('zh', toCount(n))}`,
   admitted: '轮到您了！正在为您跳转到网站……',

@@ -31,8 +31,9 @@ export async function status(ctx: HandlerContext, request: Request, trace: Trace
       body = { state: 'none', refresh_seconds: config.refreshSeconds };
       break;
     case 'limited':
-      // Unreachable: the status endpoint takes no ticket, so it is never refused one.
-      body = { state: 'none', refresh_seconds: v.retryAfterSeconds };
+    case 'challenge':
+      // Unreachable: the status endpoint takes no ticket, so it is never refused one or challenged.
+      body = { state: 'none', refresh_seconds: config.refreshSeconds };
       break;
     default:
       body = statusBody(ctx, holdView(ctx, v, nowMs), request);

@@ -11,7 +11,7 @@ import SESSION_JS from '../../templates/session.js';
 import STYLE_CSS from '../../templates/style.css';
 import type { Messages } from './i18n';
 import type { QueueOverview, QueueStats } from './ports';
-import type { AdminFigures, HoldTexts, HoldView } from './types';
+import type { AdminFigures, HoldTexts, HoldView, PowChallenge } from './types';
 
 export interface Asset {
   readonly body: string;
@@ -62,7 +62,7 @@ export function formatCount(value: number): string {
 export interface HoldingPage {
   readonly view: HoldView;
   readonly texts: HoldTexts;
-  readonly locale: Pick<Messages, 'htmlLang' | 'dir'>;
+  readonly locale: Pick<Messages, 'htmlLang' | 'dir' | 'powNoScript'>;
   /** The site's name and message, from the configuration. */
   readonly title: string;
   readonly message: string;
@@ -72,6 +72,8 @@ export interface HoldingPage {
   readonly statusUrl: string;
   /** The Content-Security-Policy nonce of the page's one inline style (the brand colours). */
   readonly nonce: string;
+  /** A proof-of-work challenge for the page's script to solve before the visitor gets a ticket. */
+  readonly pow?: PowChallenge | undefined;
 }
 
 /** Colours are validated `#rrggbb` values and the logo a checked URL, so they are safe in the page. */
@@ -105,14 +107,14 @@ export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_
     progress_hidden: new SafeHtml(texts.progress === null ? 'hidden' : ''),
     progress_label: texts.progressLabel,
     updated: texts.updated,
-    refresh_note: texts.refreshNote,
+    refresh_note: page.pow === undefined ? texts.refreshNote : page.locale.powNoScript,
     refresh_seconds: view.refreshSeconds,
     asset_prefix: page.assetPrefix,
     logo_url: page.branding.logoUrl,
     accent: page.branding.accent,
     background: page.branding.background,
     nonce: page.nonce,
-    live: scriptJson({ status: page.statusUrl, refresh: view.refreshSeconds, texts }),
+    live: scriptJson({ status: page.statusUrl, refresh: view.refreshSeconds, texts, ...(page.pow !== undefined && { pow: page.pow }) }),
   });
 }
 

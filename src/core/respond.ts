@@ -10,7 +10,7 @@ import { blankHoldView, holdingCsp, holdTexts } from './holding';
 import { messages, type Locale } from './i18n';
 import { renderHoldingPage } from './pages';
 import { matchesAnyPath } from './path-pattern';
-import type { HoldView, Trace, Visit } from './types';
+import type { HoldView, PowChallenge, Trace, Visit } from './types';
 
 /** How long a POP keeps a template override before asking the KV Store again, seconds. */
 export const TEMPLATE_CACHE_SECONDS = 30;
@@ -140,7 +140,7 @@ export async function override(ctx: HandlerContext, key: string, trace: Trace): 
   }
 }
 
-export async function holdingPage(ctx: HandlerContext, view: HoldView, cookie: string | undefined, locale: Locale, trace: Trace): Promise<Response> {
+export async function holdingPage(ctx: HandlerContext, view: HoldView, cookie: string | undefined, locale: Locale, trace: Trace, pow?: PowChallenge): Promise<Response> {
   const { config, randomSeed, assetPrefix, branding, statusUrl } = ctx;
   const nonce = randomSeed().toString(36);
   const headers = new Headers({
@@ -169,6 +169,7 @@ export async function holdingPage(ctx: HandlerContext, view: HoldView, cookie: s
     assetPrefix,
     statusUrl,
     nonce,
+    pow,
   };
   const custom = await override(ctx, 'holding.html', trace);
   let html: string | undefined;
@@ -226,6 +227,33 @@ export async function limitedResponse(ctx: HandlerContext, request: Request, pat
   const headers = new Headers(page.headers);
   headers.set('retry-after', retryAfter);
   return new Response(page.body, { status: 429, headers });
+}
+
+/** How long the proof-of-work page waits before it reloads itself without JavaScript, seconds. */
+const CHALLENGE_REFRESH_SECONDS = 120;
+
+/**
+ * A new visitor asked for a proof of work first (see proof-of-work.ts): a browser gets the
+ * "checking your place" page, whose script solves the challenge, sends the solution in its cookie
+ * and reloads (the page without JavaScript says it needs it); a program gets the challenge as JSON
+ * with how to answer it. No ticket yet, no store call.
+ */
+export async function challengeResponse(ctx: HandlerContext, request: Request, path: string, pow: PowChallenge, locale: Locale, trace: Trace): Promise<Response> {
+  if (wantsJson(ctx, request, path)) {
+    return jsonResponse(
+      200,
+      {
+        status: 'challenge',
+        challenge: pow.challenge,
+        nonce: pow.nonce,
+        difficulty: pow.difficulty,
+        cookie: pow.cookie,
+        how: `find a counter c (decimal) such that SHA-256("<nonce>:<c>") begins with ${pow.difficulty} zero bits; send it in the cookie ${pow.cookie}=<challenge>~<c>`,
+      },
+      { 'cache-control': 'no-store' },
+    );
+  }
+  return holdingPage(ctx, blankHoldView('checking', ctx.clock.now(), CHALLENGE_REFRESH_SECONDS), undefined, locale, trace, pow);
 }
 
 /** What the status endpoint says of a held visitor: the view's figures and texts in its language. */

@@ -14,7 +14,7 @@ import { decodeJwt, jwtVerify, SignJWT, errors as joseErrors, type JWTHeaderPara
 import { JOIN_KEY_PATTERN } from './ports';
 
 /** What a derived key signs; part of the derivation label, so never rename one (it would log everybody out). */
-export type KeyPurpose = 'waiting' | 'access' | 'admin-form' | 'bypass';
+export type KeyPurpose = 'waiting' | 'access' | 'admin-form' | 'bypass' | 'proof';
 
 export interface SigningKey {
   readonly kid: string;
@@ -27,11 +27,14 @@ export interface KeyRing {
   readonly byKid: ReadonlyMap<string, SigningKey>;
 }
 
-/** `w`: a waiting ticket; `a`: an access token; `c`: an admin form's anti-forgery token; `b`: a bypass pass. */
-export type TokenKind = 'w' | 'a' | 'c' | 'b';
+/**
+ * `w`: a waiting ticket; `a`: an access token; `c`: an admin form's anti-forgery token; `b`: a bypass
+ * pass; `h`: a proof-of-work challenge (see proof-of-work.ts).
+ */
+export type TokenKind = 'w' | 'a' | 'c' | 'b' | 'h';
 
 /** The key each kind of token is signed with. */
-export const PURPOSE_OF_KIND: Readonly<Record<TokenKind, KeyPurpose>> = { w: 'waiting', a: 'access', c: 'admin-form', b: 'bypass' };
+export const PURPOSE_OF_KIND: Readonly<Record<TokenKind, KeyPurpose>> = { w: 'waiting', a: 'access', c: 'admin-form', b: 'bypass', h: 'proof' };
 
 /** Prefix of the derivation label: a new version of the scheme changes it. */
 export const KEY_DERIVATION_LABEL = 'wr/v1/';
@@ -66,6 +69,10 @@ export interface TokenClaims {
    * from the store, sent again with its next join so that it gets the ticket that join took.
    */
   readonly p?: string;
+  /** Proof-of-work challenges (`h`): the nonce (32 hex digits), the difficulty in bits, and the client it was made for (16 hex digits). */
+  readonly n?: string;
+  readonly d?: number;
+  readonly o?: string;
 }
 
 export type VerifyFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'expired' | 'bad_claims' | 'wrong_queue' | 'wrong_kind';
@@ -251,7 +258,7 @@ async function verifyWith(
 }
 
 function isTokenKind(value: unknown): value is TokenKind {
-  return value === 'w' || value === 'a' || value === 'c' || value === 'b';
+  return value === 'w' || value === 'a' || value === 'c' || value === 'b' || value === 'h';
 }
 
 function classifyFailure(error: unknown): VerifyFailure {
@@ -263,10 +270,17 @@ function classifyFailure(error: unknown): VerifyFailure {
 }
 
 function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
-  const { q, k, t, iat, exp, j, s, r, f, g, gen, p } = payload;
+  const { q, k, t, iat, exp, j, s, r, f, g, gen, p, n, d, o } = payload;
   if (typeof q !== 'string') return undefined;
   if (!isTokenKind(k)) return undefined;
   if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
+  // A proof-of-work challenge carries its nonce, difficulty and client, and nothing else.
+  if (k === 'h' || n !== undefined || d !== undefined || o !== undefined) {
+    if (k !== 'h' || t !== 0 || typeof n !== 'string' || !/^[0-9a-f]{32}$/.test(n) || typeof o !== 'string' || !/^[0-9a-f]{16}$/.test(o)) return undefined;
+    if (!isWholeNumber(d) || d < 1 || d > 32) return undefined;
+    if ([j, s, r, f, g, gen, p].some((v) => v !== undefined)) return undefined;
+    return { q, k, t, iat, exp, n, d, o };
+  }
   // A pending join (`p`): a waiting token of no ticket, and nothing else.
   if (p !== undefined) {
     if (k !== 'w' || t !== 0 || typeof p !== 'string' || !JOIN_KEY_PATTERN.test(p)) return undefined;

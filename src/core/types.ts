@@ -22,6 +22,20 @@ export interface Trace {
   client?: string;
   /** The client's address as the platform gave it, for the sign-in throttle and the ticket limit; not logged. */
   readonly from?: string | undefined;
+  /** The proof-of-work solution the request carries (its cookie), for a new ticket; not logged. */
+  proof?: string | undefined;
+}
+
+/** What the holding page needs to solve a proof-of-work challenge (see proof-of-work.ts). */
+export interface PowChallenge {
+  /** The signed challenge. */
+  readonly challenge: string;
+  /** Its nonce (also inside the signed challenge): what the solution hashes. */
+  readonly nonce: string;
+  /** Leading zero bits the solution's SHA-256 must have. */
+  readonly difficulty: number;
+  /** The cookie the solution goes back in, as `<challenge>~<counter>`. */
+  readonly cookie: string;
 }
 
 /** The outcome of looking at a visitor's cookie and, if needed, asking the store. */
@@ -59,7 +73,9 @@ export type Visit =
   /** No valid token and none was to be taken (the status endpoint never takes a ticket). */
   | { readonly kind: 'none' }
   /** A new ticket refused: this client took more than `ticket_limit` (see ticket-limit.ts); no store call. */
-  | { readonly kind: 'limited'; readonly retryAfterSeconds: number };
+  | { readonly kind: 'limited'; readonly retryAfterSeconds: number }
+  /** No ticket without a proof of work (see proof-of-work.ts): the challenge to solve; no store call. */
+  | { readonly kind: 'challenge'; readonly pow: PowChallenge };
   /** No valid token and none was to be taken (the status endpoint never takes a ticket). */
 
 /** Before the event's start, during it, or after its end. */

@@ -16,6 +16,7 @@ import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
 import type { QueueState } from './ports';
 import { createShuffle } from './shuffle';
+import { checkSolution, issueChallenge, powCookieName } from './proof-of-work';
 import { allowNewTicket } from './ticket-limit';
 import type { StoreOutcome } from './store-call';
 import { sharedTokenCache } from './token-cache';
@@ -218,6 +219,15 @@ export async function settle(ctx: HandlerContext, trace: Trace, state: QueueStat
  */
 export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number, lostState = false, pendingKey?: string): Promise<Visit> {
   const { config, store, queue, random, policyNow, recoverMs, storeCall } = ctx;
+  // A proof of work first, when the queue asks for one: a request without a valid solution gets a
+  // challenge, is not counted for the ticket limit, and costs no store call.
+  if (config.powDifficulty > 0) {
+    const proof = await checkSolution(ctx.secrets.keyRing, config, ctx.deps.ticketLimiter, trace.proof, trace.from, nowMs);
+    if (!proof.ok) {
+      trace.reason = proof.reason;
+      return { kind: 'challenge', pow: await issueChallenge(ctx.secrets.keyRing, config, trace.from, nowMs) };
+    }
+  }
   // One client must not take the crowd's tickets: counted before the store is asked (no store call).
   const allowance = await allowNewTicket(ctx.deps.ticketLimiter, config, trace.from, trace);
   if (!allowance.ok) return { kind: 'limited', retryAfterSeconds: allowance.retryAfterSeconds };
@@ -381,6 +391,7 @@ export async function accessVisit(ctx: HandlerContext, trace: Trace, token: Toke
 export async function visit(ctx: HandlerContext, request: Request, trace: Trace, takeTicket: boolean): Promise<Visit> {
   const { config, clock, random } = ctx;
   const nowMs = clock.now();
+  if (config.powDifficulty > 0 && takeTicket) trace.proof = readCookieValues(request.headers.get('cookie'), powCookieName(config))[0];
   const token = await readToken(ctx, request, nowMs, trace);
   if (token?.k === 'a') return accessVisit(ctx, trace, token, nowMs, takeTicket);
   if (token?.p !== undefined) {

@@ -1,0 +1,225 @@
+/**
+ * The proof-of-work gate (issue 14, item 2): the edge's check of a solution, the handler's flow
+ * (challenge, then a ticket for a solution, never for a request that skips it), and the holding
+ * page's own solver run against node:crypto's SHA-256. In a real browser: test/browser.test.ts.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { runInNewContext } from 'node:vm';
+import jws from 'jws';
+import { describe, expect, it } from 'vitest';
+import { parseConfig, parseSecrets } from '../src/core/config';
+import { createHandler } from '../src/core/handler';
+import { checkSolution, clientTag, issueChallenge, leadingZeroBits } from '../src/core/proof-of-work';
+import { parseKeyRing } from '../src/core/tokens';
+import { MemoryStateCache } from '../src/platform/memory-cache';
+import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
+import { MemoryQueueStore } from '../src/store/memory-store';
+import { BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, KEY_1, KEY_2, ManualClock, MemoryLogger, payloadOf, purposeKey, RecordingOrigin, source } from './support/fixtures';
+
+const NOW = Date.UTC(2026, 10, 25, 12, 0, 0);
+const ring = parseKeyRing(`k1:${KEY_1}`);
+const SETTINGS = { queueName: 'default', powDifficulty: 8, clientIpv4Prefix: 32 as const, cookieName: 'waiting_room' };
+const CLIENT = '198.51.100.20';
+
+const zeroBits = (text: string): number => leadingZeroBits(createHash('sha256').update(text).digest());
+/** A solution found with node:crypto, independently of the page's solver. */
+function solve(nonce: string, difficulty: number, from = 0): number {
+  for (let c = from; ; c++) if (zeroBits(`${nonce}:${c}`) >= difficulty) return c;
+}
+
+describe('leading zero bits', () => {
+  it.each([
+    [[0x80], 0],
+    [[0x40], 1],
+    [[0x01], 7],
+    [[0x00, 0xff], 8],
+    [[0x00, 0x00, 0x10], 19],
+    [[0, 0, 0, 0], 32],
+  ])('%j begins with %i', (bytes, bits) => {
+    expect(leadingZeroBits(new Uint8Array(bytes))).toBe(bits);
+  });
+});
+
+describe('checking a solution at the edge', () => {
+  it('accepts a solution to a challenge made for this client, once', async () => {
+    const limiter = new MemoryFailureLimiter({ now: () => NOW });
+    const pow = await issueChallenge(ring, SETTINGS, CLIENT, NOW);
+    expect(pow).toMatchObject({ difficulty: 8, cookie: 'waiting_room_pow', nonce: expect.stringMatching(/^[0-9a-f]{32}$/) });
+    const c = solve(pow.nonce, 8);
+    expect(await checkSolution(ring, SETTINGS, limiter, `${pow.challenge}~${c}`, CLIENT, NOW + 5_000)).toEqual({ ok: true, nonce: pow.nonce });
+    // Spent: the same solution again is refused.
+    expect(await checkSolution(ring, SETTINGS, limiter, `${pow.challenge}~${c}`, CLIENT, NOW + 6_000)).toEqual({ ok: false, reason: 'pow_reused' });
+  });
+
+  it('refuses what skips the work or was made for someone else', async () => {
+    const limiter = new MemoryFailureLimiter({ now: () => NOW });
+    const pow = await issueChallenge(ring, SETTINGS, CLIENT, NOW);
+    const c = solve(pow.nonce, 8);
+    let wrong = 0;
+    while (zeroBits(`${pow.nonce}:${wrong}`) >= 8) wrong++;
+    const check = (solution: string | undefined, options: { address?: string; at?: number; settings?: typeof SETTINGS } = {}) =>
+      checkSolution(ring, options.settings ?? SETTINGS, limiter, solution, options.address ?? CLIENT, options.at ?? NOW + 1_000);
+    expect(await check(undefined)).toMatchObject({ reason: 'pow_missing' });
+    expect(await check(`${pow.challenge}`)).toMatchObject({ reason: 'pow_malformed' });
+    expect(await check(`${pow.challenge}~-1`)).toMatchObject({ reason: 'pow_malformed' });
+    expect(await check(`${pow.challenge}~1e3`)).toMatchObject({ reason: 'pow_malformed' });
+    expect(await check(`~${c}`)).toMatchObject({ reason: 'pow_malformed' });
+    expect(await check(`${pow.challenge}~${wrong}`)).toMatchObject({ reason: 'pow_wrong_solution: ' + zeroBits(`${pow.nonce}:${wrong}`) + ' of 8 zero bits' });
+    // Another address (or another /24 with that grouping) cannot use it.
+    expect(await check(`${pow.challenge}~${c}`, { address: '198.51.100.21' })).toMatchObject({ reason: 'pow_wrong_client' });
+    // Expired after its two minutes.
+    expect(await check(`${pow.challenge}~${c}`, { at: NOW + 120_000 })).toMatchObject({ reason: 'pow_bad_challenge: expired' });
+    // The operator raised the difficulty: an easier challenge no longer counts.
+    expect(await check(`${pow.challenge}~${c}`, { settings: { ...SETTINGS, powDifficulty: 12 } })).toMatchObject({ reason: 'pow_too_easy: 8 bits, 12 asked' });
+    // Another queue's challenge.
+    expect(await check(`${pow.challenge}~${c}`, { settings: { ...SETTINGS, queueName: 'other' } })).toMatchObject({ reason: 'pow_bad_challenge: wrong_queue' });
+    // Forged: an easier difficulty written into the payload breaks the signature; one signed with
+    // another key, or with the waiting-ticket key, is refused; so is an unsigned one.
+    const [header, , signature] = pow.challenge.split('.');
+    const easier = Buffer.from(JSON.stringify({ ...payloadOf(pow.challenge), d: 1 })).toString('base64url');
+    expect(await check(`${header}.${easier}.${signature}~0`)).toMatchObject({ reason: 'pow_bad_challenge: bad_signature' });
+    const claims = payloadOf(pow.challenge);
+    const other = jws.sign({ header: { alg: 'HS256', kid: 'k1' }, payload: claims, secret: purposeKey(KEY_2, 'waiting') });
+    expect(await check(`${other}~${c}`)).toMatchObject({ reason: 'pow_bad_challenge: bad_signature' });
+    const none = `${Buffer.from(JSON.stringify({ alg: 'none' })).toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.`;
+    expect(await check(`${none}~${c}`)).toMatchObject({ ok: false });
+    // None of these spent the challenge: the right solution still works once.
+    expect(await check(`${pow.challenge}~${c}`)).toMatchObject({ ok: true });
+  });
+
+  it('binds a challenge to the client key: an IPv6 client by its /64', async () => {
+    expect(await clientTag(SETTINGS, '2001:db8:1:2::1')).toBe(await clientTag(SETTINGS, '2001:db8:1:2::ff'));
+    expect(await clientTag(SETTINGS, '2001:db8:1:2::1')).not.toBe(await clientTag(SETTINGS, '2001:db8:1:3::1'));
+    expect(await clientTag(SETTINGS, CLIENT)).not.toBe(await clientTag({ ...SETTINGS, queueName: 'other' }, CLIENT));
+  });
+});
+
+/** Runs the holding page's own script (templates/holding.js) on a challenge, with just enough of a browser around it. */
+function runPageSolver(pow: { challenge: string; nonce: string; difficulty: number; cookie: string }): { cookie: string; reloaded: boolean } {
+  const script = readFileSync(new URL('../templates/holding.js', import.meta.url), 'utf8');
+  let onLoad: (() => void) | undefined;
+  const page = { cookie: '', reloaded: false };
+  const pending: (() => void)[] = [];
+  const context = {
+    document: {
+      getElementById: () => ({ textContent: JSON.stringify({ status: '/__wr/status', refresh: 5, texts: {}, pow }) }),
+      set cookie(value: string) {
+        page.cookie = value;
+      },
+    },
+    addEventListener: (_: string, handler: () => void) => (onLoad = handler),
+    setTimeout: (fn: () => void) => pending.push(fn),
+    window: { stop: () => undefined },
+    sessionStorage: { setItem: () => undefined },
+    location: { protocol: 'https:', href: 'https://shop.example/', replace: () => (page.reloaded = true) },
+    Date,
+    Int32Array,
+    JSON,
+    String,
+  };
+  runInNewContext(script, context);
+  onLoad?.();
+  while (pending.length > 0 && !page.reloaded) pending.shift()!();
+  return page;
+}
+
+describe("the holding page's solver", () => {
+  it('finds a solution that node:crypto agrees with, and sends it in the cookie', async () => {
+    for (const difficulty of [1, 8, 14]) {
+      const pow = await issueChallenge(ring, { ...SETTINGS, powDifficulty: difficulty }, CLIENT, NOW);
+      const page = runPageSolver(pow);
+      expect(page.reloaded).toBe(true);
+      const match = /^waiting_room_pow=([^~]+)~(\d+); path=\/; max-age=120; samesite=lax; secure$/.exec(page.cookie);
+      expect(match, page.cookie).not.toBeNull();
+      expect(match![1]).toBe(pow.challenge);
+      // The first counter that solves it, as node:crypto finds it too.
+      expect(Number(match![2])).toBe(solve(pow.nonce, difficulty));
+    }
+  });
+});
+
+describe('the gate in the request path', () => {
+  function rig(settings: Record<string, string> = { pow_difficulty: '10' }) {
+    const clock = new ManualClock(NOW);
+    const store = new FaultyStore(new MemoryQueueStore());
+    const logger = new MemoryLogger();
+    const handler = createHandler({
+      config: parseConfig(source({ ...BASE_SETTINGS, ...settings })),
+      secrets: parseSecrets(source(BASE_SECRETS)),
+      store,
+      origin: new RecordingOrigin(),
+      logger,
+      clock,
+      cache: new MemoryStateCache(clock),
+      ticketLimiter: new MemoryFailureLimiter(clock),
+    });
+    const get = (cookies: Record<string, string> = {}, headers: Record<string, string> = {}, address = CLIENT) =>
+      handler(
+        new Request('https://shop.example/tickets', {
+          headers: { cookie: Object.entries(cookies).map(([k, v]) => `${k}=${v}`).join('; '), ...headers },
+        }),
+        { address, pop: 'TEST' },
+      );
+    return { clock, store, logger, get };
+  }
+  const liveData = async (response: Response): Promise<{ pow?: { challenge: string; nonce: string; difficulty: number; cookie: string } }> =>
+    JSON.parse(/<script type="application\/json" id="wr-live">([^<]*)<\/script>/.exec(await response.text())![1]!.replace(/\\u003c/g, '<'));
+
+  it('answers a new visitor with a challenge and no ticket, then gives a ticket for its solution', async () => {
+    const r = rig();
+    const first = await r.get();
+    expect(first.status).toBe(200);
+    expect(cookieFrom(first)).toBeUndefined();
+    expect(r.store.calls).toBe(0);
+    expect(r.logger.last).toMatchObject({ decision: 'pow_challenge', reason: 'pow_missing' });
+    const { pow } = await liveData(first.clone());
+    expect(pow).toMatchObject({ difficulty: 10, cookie: 'waiting_room_pow' });
+    expect(await first.text()).toContain('turn on JavaScript');
+    const c = solve(pow!.nonce, 10);
+    const second = await r.get({ waiting_room_pow: `${pow!.challenge}~${c}` });
+    expect(payloadOf(cookieFrom(second)!)).toMatchObject({ k: 'w', t: 1 });
+    expect(r.logger.last).toMatchObject({ decision: 'waiting', ticket: 1 });
+    // The visitor now holds a ticket: the spent solution is not looked at again.
+    const third = await r.get({ waiting_room: cookieFrom(second)!, waiting_room_pow: `${pow!.challenge}~${c}` });
+    expect(r.logger.last).toMatchObject({ decision: 'waiting', ticket: 1 });
+    expect(third.status).toBe(200);
+    // A program gets the challenge as JSON.
+    const json = await r.get({}, { accept: 'application/json' });
+    expect(await json.json()).toMatchObject({ status: 'challenge', difficulty: 10, cookie: 'waiting_room_pow', nonce: expect.stringMatching(/^[0-9a-f]{32}$/) });
+  });
+
+  it('never gives a ticket to a request that skips or fakes the work, and asks nothing of the store for it', async () => {
+    const r = rig();
+    const { pow } = await liveData(await r.get());
+    const c = solve(pow!.nonce, 10);
+    let wrong = 0;
+    while (zeroBits(`${pow!.nonce}:${wrong}`) >= 10) wrong++;
+    const attempts: Record<string, string>[] = [
+      {},
+      { waiting_room_pow: 'garbage' },
+      { waiting_room_pow: `${pow!.challenge}~${wrong}` },
+      { waiting_room_pow: `${pow!.challenge.slice(0, -2)}xx~${c}` },
+    ];
+    for (const cookies of attempts) {
+      const response = await r.get(cookies);
+      expect(cookieFrom(response), JSON.stringify(cookies)).toBeUndefined();
+      expect(r.logger.last?.decision).toBe('pow_challenge');
+    }
+    // Solved on another address: refused there.
+    expect(cookieFrom(await r.get({ waiting_room_pow: `${pow!.challenge}~${c}` }, {}, '203.0.113.9'))).toBeUndefined();
+    expect(r.logger.last?.reason).toBe('pow_wrong_client');
+    expect(r.store.calls).toBe(0);
+    // Used once, by its client; a replay gets a new challenge.
+    expect(payloadOf(cookieFrom(await r.get({ waiting_room_pow: `${pow!.challenge}~${c}` }))!)['t']).toBe(1);
+    expect(cookieFrom(await r.get({ waiting_room_pow: `${pow!.challenge}~${c}` }))).toBeUndefined();
+    expect(r.logger.last).toMatchObject({ decision: 'pow_challenge', reason: 'pow_reused' });
+    expect(r.store.calls).toBe(1);
+  });
+
+  it('is off by default, and refuses a difficulty out of range', () => {
+    expect(parseConfig(source(BASE_SETTINGS)).powDifficulty).toBe(0);
+    expect(() => parseConfig(source({ ...BASE_SETTINGS, pow_difficulty: '25' }))).toThrow(/pow_difficulty/);
+    expect(() => parseConfig(source({ ...BASE_SETTINGS, pow_difficulty: 'hard' }))).toThrow(/pow_difficulty/);
+  });
+});
