@@ -16,6 +16,8 @@ import {
   defineTemplateScenario,
   defineThrottleScenario,
   defineTicketLimitScenario,
+  definePowScenario,
+  POW_SETTINGS,
   eventSettings,
   PATH_SETTINGS,
   TEMPLATE_SETTINGS,
@@ -123,6 +125,17 @@ describe('Node host with bypass and queue path rules', () => {
     await paths?.close();
   });
   definePathScenarios(() => paths);
+});
+
+describe('Node host with the proof-of-work gate', () => {
+  let gated: Stack;
+  beforeAll(async () => {
+    gated = await startNodeStack(POW_SETTINGS);
+  });
+  afterAll(async () => {
+    await gated?.close();
+  });
+  definePowScenario(() => gated);
 });
 
 describe('Node host under password and token guessing and a ticket flood', () => {

@@ -20,6 +20,8 @@ import {
   defineTemplateScenario,
   defineThrottleScenario,
   defineTicketLimitScenario,
+  definePowScenario,
+  POW_SETTINGS,
   eventSettings,
   PATH_SETTINGS,
   TEMPLATE_SETTINGS,
@@ -191,6 +193,18 @@ describe.skipIf(!host.found)('wasm with bypass and queue path rules', () => {
     await paths?.close();
   });
   definePathScenarios(() => paths);
+});
+
+describe.skipIf(!host.found)('wasm with the proof-of-work gate (WebCrypto SHA-256 in the engine)', () => {
+  let gated: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    gated = await startWasmStack({ viceroyPath: host.path, settings: POW_SETTINGS });
+  }, 120_000);
+  afterAll(async () => {
+    await gated?.close();
+  });
+  definePowScenario(() => gated);
 });
 
 describe.skipIf(!host.found)('wasm under password and token guessing and a ticket flood (fastly:edge-rate-limiter)', () => {

@@ -2,6 +2,7 @@
  * The end-to-end scenarios, written once and run unchanged on every host (the Node host and the
  * wasm on a Compute host): what a visitor, an operator and the origin see over HTTP.
  */
+import { createHash } from 'node:crypto';
 import jws from 'jws';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, cookieFrom, KEY_1, KEY_2, payloadOf, purposeKey } from './fixtures';
@@ -766,3 +767,53 @@ export function defineThrottleScenario(stack: () => Stack, passTime: (sinceMs: n
     // A host that must wait the minute out (the compute host) needs longer than the usual timeout.
   }, 120_000);
 }
+
+/** The proof-of-work gate at a low difficulty (the solving is node:crypto's here; in a browser: test/browser.test.ts). */
+export const POW_SETTINGS: Record<string, string> = { pow_difficulty: '8' };
+
+/**
+ * A new visitor without a proof of work gets a challenge and no ticket; with the solution found for
+ * it (SHA-256 by node:crypto, checked by the host's own WebCrypto), a ticket; the same solution
+ * again, or from another address, a new challenge.
+ */
+export function definePowScenario(stack: () => Stack): void {
+  const VISITOR = '127.0.0.6';
+  const OTHER = '127.0.0.7';
+  const get = (from: string, cookie?: string) =>
+    fetchFrom(from, `${stack().url}/`, { headers: { accept: 'application/json', ...(cookie !== undefined && { cookie: `waiting_room_pow=${cookie}` }) } });
+  const solve = (nonce: string, bits: number): number => {
+    for (let c = 0; ; c++) {
+      const digest = createHash('sha256').update(`${nonce}:${c}`).digest();
+      let zeros = 0;
+      for (const byte of digest) {
+        if (byte === 0) zeros += 8;
+        else {
+          zeros += Math.clz32(byte) - 24;
+          break;
+        }
+      }
+      if (zeros >= bits) return c;
+    }
+  };
+
+  it('gives a ticket only for a solved challenge made for this client, once', async () => {
+    const first = await get(VISITOR);
+    expect(first.status).toBe(200);
+    expect(cookieFrom(first)).toBeUndefined();
+    const challenge = (await first.json()) as { status: string; challenge: string; nonce: string; difficulty: number; cookie: string };
+    expect(challenge).toMatchObject({ status: 'challenge', difficulty: 8, cookie: 'waiting_room_pow' });
+    const solution = `${challenge.challenge}~${solve(challenge.nonce, 8)}`;
+    // Solved, but sent from another address: a new challenge.
+    const elsewhere = await get(OTHER, solution);
+    expect(cookieFrom(elsewhere)).toBeUndefined();
+    expect(((await elsewhere.json()) as { status: string }).status).toBe('challenge');
+    const ticketed = await get(VISITOR, solution);
+    expect(payloadOf(cookieFrom(ticketed)!)).toMatchObject({ k: 'w', t: 1 });
+    // Spent.
+    const replay = await get(VISITOR, solution);
+    expect(cookieFrom(replay)).toBeUndefined();
+    await expect.poll(() => stack().logs().filter((l) => l.decision === 'pow_challenge').map((l) => l.reason)).toEqual(['pow_missing', 'pow_wrong_client', 'pow_reused']);
+    expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe('1');
+  });
+}
+
