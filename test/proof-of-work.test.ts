@@ -15,7 +15,7 @@ import { parseKeyRing } from '../src/core/tokens';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, KEY_1, KEY_2, ManualClock, MemoryLogger, payloadOf, purposeKey, RecordingOrigin, source } from './support/fixtures';
+import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, KEY_1, KEY_2, ManualClock, MemoryLogger, payloadOf, purposeKey, RecordingOrigin, source } from './support/fixtures';
 
 const NOW = Date.UTC(2026, 10, 25, 12, 0, 0);
 const ring = parseKeyRing(`k1:${KEY_1}`);
@@ -154,6 +154,8 @@ describe('the gate in the request path', () => {
       cache: new MemoryStateCache(clock),
       ticketLimiter: new MemoryFailureLimiter(clock),
     });
+    const admin = async (): Promise<{ figures: Record<string, string>; state: { tickets_refused_last_minute_here: Record<string, number> } }> =>
+      (await handler(new Request('https://shop.example/__wr/admin/live', { headers: { authorization: `Basic ${btoa(`admin:${ADMIN_PASSWORD}`)}` } }), { address: '192.0.2.1', pop: 'TEST' })).json() as never;
     const get = (cookies: Record<string, string> = {}, headers: Record<string, string> = {}, address = CLIENT) =>
       handler(
         new Request('https://shop.example/tickets', {
@@ -161,7 +163,7 @@ describe('the gate in the request path', () => {
         }),
         { address, pop: 'TEST' },
       );
-    return { clock, store, logger, get };
+    return { clock, store, logger, get, admin };
   }
   const liveData = async (response: Response): Promise<{ pow?: { challenge: string; nonce: string; difficulty: number; cookie: string } }> =>
     JSON.parse(/<script type="application\/json" id="wr-live">([^<]*)<\/script>/.exec(await response.text())![1]!.replace(/\\u003c/g, '<'));
@@ -214,7 +216,11 @@ describe('the gate in the request path', () => {
     expect(payloadOf(cookieFrom(await r.get({ waiting_room_pow: `${pow!.challenge}~${c}` }))!)['t']).toBe(1);
     expect(cookieFrom(await r.get({ waiting_room_pow: `${pow!.challenge}~${c}` }))).toBeUndefined();
     expect(r.logger.last).toMatchObject({ decision: 'pow_challenge', reason: 'pow_reused' });
-    expect(r.store.calls).toBe(1);
+    // The operator sees it: 2 challenges for no proof, 5 failed proofs (garbage, wrong, forged, another client's, replayed).
+    const live = await r.admin();
+    expect(r.store.calls).toBe(2);
+    expect(live.state.tickets_refused_last_minute_here).toEqual({ ticket_limit: 0, proof_missing: 2, proof_failed: 5 });
+    expect(live.figures['refused']).toBe('0 over the per-client limit, 5 with a failed proof of work, 2 sent a challenge');
   });
 
   it('is off by default, and refuses a difficulty out of range', () => {

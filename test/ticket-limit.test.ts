@@ -76,7 +76,7 @@ describe('per-client limit on new tickets', () => {
 
   it('shows the operator how many new tickets were refused in the last minute, without a store call for them', async () => {
     const r = rig();
-    const state = async () => ((await (await r.admin('admin/state')).json()) as Record<string, unknown>)['tickets_refused_last_minute_here'];
+    const state = async () => ((await (await r.admin('admin/state')).json()) as { tickets_refused_last_minute_here: { ticket_limit: number } }).tickets_refused_last_minute_here.ticket_limit;
     expect(await state()).toBe(0);
     for (let i = 0; i < 5; i++) await r.visit('198.51.100.7');
     for (let i = 0; i < 12; i++) await r.visit('198.51.100.7');
@@ -85,16 +85,16 @@ describe('per-client limit on new tickets', () => {
     // 12 + 3 refused, counted as they happened; the 10 given tickets are not.
     expect(await state()).toBe(15);
     const page = await (await r.admin('admin')).text();
-    expect(page).toMatch(/New tickets refused, last minute[^<]*<\/dt><dd data-figure="refused">15</);
+    expect(page).toMatch(/New tickets refused, last minute[^<]*<\/dt><dd data-figure="refused" class="text">15 over the per-client limit</);
     const live = (await (await r.admin('admin/live')).json()) as { figures: Record<string, string>; state: Record<string, unknown> };
-    expect(live.figures['refused']).toBe('15');
-    expect(live.state['tickets_refused_last_minute_here']).toBe(15);
+    expect(live.figures['refused']).toBe('15 over the per-client limit');
+    expect(live.state['tickets_refused_last_minute_here']).toEqual({ ticket_limit: 15, proof_missing: 0, proof_failed: 0 });
     // A minute later the first twelve have left the window.
     r.clock.advance(45_000);
     expect(await state()).toBe(3);
     // With no limit set the console says so.
     const off = rig({ ticket_limit: '0' });
-    expect(await (await off.admin('admin')).text()).toMatch(/data-figure="refused">no limit set</);
+    expect(await (await off.admin('admin')).text()).toMatch(/data-figure="refused" class="text">no gate set</);
   });
 
   it('never counts a visitor who holds a ticket or an access token', async () => {

@@ -7,6 +7,7 @@ import type { Config } from './config';
 import { estimateWait, formatDuration } from './estimate';
 import { escapeHtml, formatCount } from './pages';
 import type { HistoryPoint, QueueStats } from './ports';
+import type { RefusalReason } from './ticket-limit';
 import { eventPhase, isCapacityMode, type AdminFigures } from './types';
 
 export type { AdminFigures } from './types';
@@ -19,7 +20,16 @@ export function waitingCount(stats: QueueStats, config: Readonly<Config>): numbe
 }
 
 /** `refused`: new tickets refused for the per-client limit in the last minute where this is served (null: unknown). */
-export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs: number, refused: number | null = null): AdminFigures {
+/** The console's line on refused tickets: what each gate in force turned away in the last minute here. */
+function refusedText(config: Readonly<Config>, refused: Readonly<Record<RefusalReason, number | null>> | undefined): string {
+  const count = (n: number | null | undefined): string => (n === null || n === undefined ? '–' : formatCount(n));
+  const parts: string[] = [];
+  if (config.ticketLimit > 0) parts.push(`${count(refused?.ticket_limit)} over the per-client limit`);
+  if (config.powDifficulty > 0) parts.push(`${count(refused?.proof_failed)} with a failed proof of work`, `${count(refused?.proof_missing)} sent a challenge`);
+  return parts.length === 0 ? 'no gate set' : parts.join(', ');
+}
+
+export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs: number, refused?: Readonly<Record<RefusalReason, number | null>>): AdminFigures {
   const waiting = waitingCount(stats, config);
   const estimate = estimateWait(waiting, stats, config);
   const phase = eventPhase(config, nowMs);
@@ -28,7 +38,7 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
     active: stats.maxActive > 0 ? `${formatCount(stats.active)} of ${formatCount(stats.maxActive)}` : formatCount(stats.active),
     admitted_last_minute: formatCount(stats.admittedLastMinute),
     avg_wait: stats.avgWaitSeconds === null ? '–' : formatDuration(stats.avgWaitSeconds),
-    refused: config.ticketLimit === 0 ? 'no limit set' : refused === null ? '–' : formatCount(refused),
+    refused: refusedText(config, refused),
     est_wait: estimate.seconds === null ? '–' : `${formatDuration(estimate.seconds)} (${estimate.basis})`,
     tail: formatCount(stats.tail),
     cursor: formatCount(stats.cursor),

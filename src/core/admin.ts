@@ -10,7 +10,7 @@ import { adminFigures, renderChart } from './admin-view';
 import { formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
 import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type AdmitResult, type Clock, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
-import { refusedTicketsLastMinute } from './ticket-limit';
+import { refusedTicketsLastMinute, type RefusalReason } from './ticket-limit';
 import { signToken, verifyToken } from './tokens';
 import { createVipCode, hashVipCode, VIP_PARAM } from './vip';
 
@@ -227,7 +227,7 @@ async function stateJson(ctx: AdminContext): Promise<Response> {
  * request is served (Edge Rate Limiting is per POP; the Node host is one POP); null when the limiter
  * cannot say. No store call.
  */
-async function refusedHere(ctx: AdminContext): Promise<{ tickets_refused_last_minute_here: number | null }> {
+async function refusedHere(ctx: AdminContext): Promise<{ tickets_refused_last_minute_here: Record<RefusalReason, number | null> }> {
   return { tickets_refused_last_minute_here: await refusedTicketsLastMinute(ctx.ticketLimiter, ctx.config.queueName) };
 }
 

@@ -37,19 +37,38 @@ export type TicketAllowance = { readonly ok: true } | { readonly ok: false; read
 
 const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
+/**
+ * Why a new ticket was not given, as the console counts it: over the per-client limit, no proof of
+ * work yet (a challenge was sent), or a proof that failed (forged, wrong, reused, another client's).
+ */
+export type RefusalReason = 'ticket_limit' | 'proof_missing' | 'proof_failed';
+
+const REFUSAL_REASONS: readonly RefusalReason[] = ['ticket_limit', 'proof_missing', 'proof_failed'];
+
 /** The limiter's key under which a queue's refused tickets are counted, for the console (per POP). */
-export function refusedTicketsKey(queueName: string): string {
-  return `refused|${queueName}|ticket_limit`;
+export function refusedTicketsKey(queueName: string, reason: RefusalReason): string {
+  return `refused|${queueName}|${reason}`;
 }
 
-/** New tickets refused for the limit in this queue over the last minute at this POP; null when the limiter cannot say. */
-export async function refusedTicketsLastMinute(limiter: FailureLimiter | undefined, queueName: string): Promise<number | null> {
-  if (limiter === undefined) return null;
-  try {
-    return await limiter.countOf(refusedTicketsKey(queueName), 60);
-  } catch {
-    return null;
-  }
+/** Counts one refusal for the console; a limiter that fails counts nothing and refuses nothing more. */
+export async function countRefusal(limiter: FailureLimiter | undefined, queueName: string, reason: RefusalReason): Promise<void> {
+  if (limiter === undefined) return;
+  await limiter.countFailure(refusedTicketsKey(queueName, reason), 60).catch(() => 0);
+}
+
+/** New tickets refused in this queue over the last minute at this POP, by reason; null where the limiter cannot say. */
+export async function refusedTicketsLastMinute(limiter: FailureLimiter | undefined, queueName: string): Promise<Record<RefusalReason, number | null>> {
+  const counts = await Promise.all(
+    REFUSAL_REASONS.map(async (reason) => {
+      if (limiter === undefined) return null;
+      try {
+        return await limiter.countOf(refusedTicketsKey(queueName, reason), 60);
+      } catch {
+        return null;
+      }
+    }),
+  );
+  return { ticket_limit: counts[0]!, proof_missing: counts[1]!, proof_failed: counts[2]! };
 }
 
 /** The limiter's key for a client in a queue: the queue, then the client's key (see `clientKey`). */
@@ -73,10 +92,10 @@ export async function allowNewTicket(
   const minutes = settings.ticketPenaltyMinutes;
   const refused: TicketAllowance = { ok: false, retryAfterSeconds: minutes * 60 };
   // Each refusal is counted for the console (the operator sees an attack as it happens).
-  const countRefusal = () => limiter.countFailure(refusedTicketsKey(settings.queueName), 60).catch(() => 0);
+  const counted = () => countRefusal(limiter, settings.queueName, 'ticket_limit');
   try {
     if (await limiter.isHeld(key)) {
-      await countRefusal();
+      await counted();
       trace.reason = `ticket_held: over ${settings.ticketLimit} new tickets in ${settings.ticketWindowSeconds} s; no ticket for up to ${minutes} min`;
       trace.client = client;
       return refused;
@@ -85,7 +104,7 @@ export async function allowNewTicket(
     const count = await limiter.countFailure(key, window);
     if (count <= settings.ticketLimit) return { ok: true };
     await limiter.hold(key, minutes);
-    await countRefusal();
+    await counted();
     trace.reason = `ticket_limited: new ticket ${count} in ${window} s, over ${settings.ticketLimit}; held for ${minutes} min`;
     trace.client = client;
     return refused;

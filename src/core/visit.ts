@@ -17,7 +17,7 @@ import { readCookieValues } from './cookies';
 import type { QueueState } from './ports';
 import { createShuffle } from './shuffle';
 import { checkSolution, issueChallenge, powCookieName } from './proof-of-work';
-import { allowNewTicket } from './ticket-limit';
+import { allowNewTicket, countRefusal } from './ticket-limit';
 import type { StoreOutcome } from './store-call';
 import { sharedTokenCache } from './token-cache';
 import type { TokenClaims, TokenKind, VerifyFailure } from './tokens';
@@ -225,6 +225,7 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     const proof = await checkSolution(ctx.secrets.keyRing, config, ctx.deps.ticketLimiter, trace.proof, trace.from, nowMs);
     if (!proof.ok) {
       trace.reason = proof.reason;
+      await countRefusal(ctx.deps.ticketLimiter, config.queueName, proof.reason === 'pow_missing' ? 'proof_missing' : 'proof_failed');
       return { kind: 'challenge', pow: await issueChallenge(ctx.secrets.keyRing, config, trace.from, nowMs) };
     }
   }
