@@ -223,9 +223,55 @@ describe('the gate in the request path', () => {
     expect(live.figures['refused']).toBe('0 over the per-client limit, 5 with a failed proof of work, 2 sent a challenge');
   });
 
+  it('with failed_proof = shadow, puts a failed proof in a line that never moves: no ticket, no store call, never let in', async () => {
+    const r = rig({ pow_difficulty: '10', failed_proof: 'shadow', admit_per_period: '0' });
+    // A real visitor joins first, through the gate.
+    const { pow } = await liveData(await r.get({}, {}, '192.0.2.44'));
+    const real = await r.get({ waiting_room_pow: `${pow!.challenge}~${solve(pow!.nonce, 10)}` }, {}, '192.0.2.44');
+    expect(payloadOf(cookieFrom(real)!)).toMatchObject({ t: 1 });
+    const calls = r.store.calls;
+    // No proof yet: a challenge, as always.
+    expect((await r.get()).status).toBe(200);
+    expect(r.logger.last?.decision).toBe('pow_challenge');
+    // A forged proof: what looks like a place in line.
+    const shadow = await r.get({ waiting_room_pow: 'forged~1' });
+    expect(shadow.status).toBe(200);
+    const cookie = cookieFrom(shadow)!;
+    const claims = payloadOf(cookie);
+    expect(claims).toMatchObject({ k: 'w', x: 1 });
+    expect(claims['t']).toBeGreaterThan(1);
+    expect(r.logger.last).toMatchObject({ decision: 'waiting', reason: 'pow_bad_challenge: malformed; shadow queue' });
+    const place = /data-text="place">([^<]*)</.exec(await shadow.text())![1];
+    // Everyone waiting is let in, time passes: the shadow place does not move and is never let in.
+    await r.store.admit('default', 1_000, r.clock.now(), { auto: { count: 0, periodMs: 60_000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, sessionMs: 600_000, reservationMs: 30_000 });
+    const storeCalls = r.store.calls;
+    let held = cookie;
+    for (let i = 0; i < 20; i++) {
+      r.clock.advance(30_000);
+      const again = await r.get({ waiting_room: held });
+      expect(again.status).toBe(200);
+      expect(/data-text="place">([^<]*)</.exec(await again.text())![1]).toBe(place);
+      held = cookieFrom(again) ?? held;
+      expect(payloadOf(held)).toMatchObject({ k: 'w', x: 1, t: claims['t'] });
+    }
+    expect(r.logger.last).toMatchObject({ decision: 'waiting', reason: 'shadow queue' });
+    // No store call for any of it; the real queue's tail is still the one real visitor.
+    expect(r.store.calls).toBe(storeCalls);
+    expect(calls + 1).toBe(storeCalls);
+    expect((await r.store.peek('default')).tail).toBe(1);
+    // A shadow cookie cannot be turned into a real one: without x it no longer verifies.
+    const [header, , signature] = held.split('.');
+    const stripped = Buffer.from(JSON.stringify({ ...payloadOf(held), x: undefined })).toString('base64url');
+    const tampered = await r.get({ waiting_room: `${header}.${stripped}.${signature}` });
+    expect(payloadOf(cookieFrom(tampered) ?? 'a.e30.c')['x']).toBeUndefined();
+    expect(r.logger.last?.decision).toBe('pow_challenge');
+  });
+
   it('is off by default, and refuses a difficulty out of range', () => {
     expect(parseConfig(source(BASE_SETTINGS)).powDifficulty).toBe(0);
     expect(() => parseConfig(source({ ...BASE_SETTINGS, pow_difficulty: '25' }))).toThrow(/pow_difficulty/);
     expect(() => parseConfig(source({ ...BASE_SETTINGS, pow_difficulty: 'hard' }))).toThrow(/pow_difficulty/);
+    expect(parseConfig(source(BASE_SETTINGS)).failedProof).toBe('challenge');
+    expect(() => parseConfig(source({ ...BASE_SETTINGS, failed_proof: 'tarpit' }))).toThrow(/failed_proof/);
   });
 });

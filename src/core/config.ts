@@ -258,6 +258,14 @@ export interface Config {
    */
   readonly powDifficulty: number;
   /**
+   * What a visitor whose proof of work failed (forged, wrong, replayed, another client's) gets:
+   * `challenge`, a new challenge; `shadow`, the "infinite queue": a holding page with a place that
+   * never moves, no ticket, no store call, so a bot cannot tell it failed. A visitor who simply has
+   * no proof yet always gets a challenge.
+   * @default "challenge"
+   */
+  readonly failedProof: 'challenge' | 'shadow';
+  /**
    * Title of the holding page.
    * @default "You are in line"
    */
@@ -362,6 +370,7 @@ export const CONFIG_KEYS = [
   'ticket_penalty_minutes',
   'client_ipv4_prefix',
   'pow_difficulty',
+  'failed_proof',
   'page_title',
   'page_message',
   'page_logo_url',
@@ -598,6 +607,7 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     ticketPenaltyMinutes: r.integer('ticket_penalty_minutes', 1, 1, 60),
     clientIpv4Prefix: Number(r.oneOf('client_ipv4_prefix', '32', ['32', '24'])) as 24 | 32,
     powDifficulty: r.integer('pow_difficulty', 0, 0, 24),
+    failedProof: r.oneOf('failed_proof', 'challenge', ['challenge', 'shadow']),
     pageTitle: r.string('page_title', 'You are in line', (v) => (v.length > 120 ? 'must be at most 120 characters' : undefined)),
     pageMessage: r.string(
       'page_message',

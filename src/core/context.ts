@@ -53,6 +53,8 @@ export interface Extra {
   readonly gen?: number | undefined;
   /** A pending join's key (waiting tokens of ticket 0 only: see TokenClaims.p). */
   readonly p?: string | undefined;
+  /** A shadow ticket (see TokenClaims.x). */
+  readonly x?: 1 | undefined;
 }
 
 export interface HandlerContext extends Pick<HandlerDeps, 'config' | 'secrets' | 'store' | 'origin' | 'logger' | 'clock' | 'cache'> {
@@ -148,6 +150,7 @@ export function createContext(deps: HandlerDeps): HandlerContext {
       ...(extra.g !== undefined && extra.g !== 0 && { g: extra.g }),
       ...(extra.gen !== undefined && extra.gen !== 0 && { gen: extra.gen }),
       ...(extra.p !== undefined && { p: extra.p }),
+      ...(extra.x !== undefined && { x: extra.x }),
     };
     return serializeCookie(config.cookieName, await signToken(secrets.keyRing, claims), { maxAge: lifetime });
   }

@@ -69,6 +69,8 @@ export interface TokenClaims {
    * from the store, sent again with its next join so that it gets the ticket that join took.
    */
   readonly p?: string;
+  /** Waiting tokens of the shadow queue (1): a place that never moves, for a failed proof of work. */
+  readonly x?: number;
   /** Proof-of-work challenges (`h`): the nonce (32 hex digits), the difficulty in bits, and the client it was made for (16 hex digits). */
   readonly n?: string;
   readonly d?: number;
@@ -270,7 +272,7 @@ function classifyFailure(error: unknown): VerifyFailure {
 }
 
 function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
-  const { q, k, t, iat, exp, j, s, r, f, g, gen, p, n, d, o } = payload;
+  const { q, k, t, iat, exp, j, s, r, f, g, gen, p, n, d, o, x } = payload;
   if (typeof q !== 'string') return undefined;
   if (!isTokenKind(k)) return undefined;
   if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
@@ -278,16 +280,18 @@ function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
   if (k === 'h' || n !== undefined || d !== undefined || o !== undefined) {
     if (k !== 'h' || t !== 0 || typeof n !== 'string' || !/^[0-9a-f]{32}$/.test(n) || typeof o !== 'string' || !/^[0-9a-f]{16}$/.test(o)) return undefined;
     if (!isWholeNumber(d) || d < 1 || d > 32) return undefined;
-    if ([j, s, r, f, g, gen, p].some((v) => v !== undefined)) return undefined;
+    if ([j, s, r, f, g, gen, p, x].some((v) => v !== undefined)) return undefined;
     return { q, k, t, iat, exp, n, d, o };
   }
+  // A shadow ticket is a waiting token with a number, and nothing that ties it to the store.
+  if (x !== undefined && (x !== 1 || k !== 'w' || !isWholeNumber(t) || t < 1 || g !== undefined || gen !== undefined || p !== undefined)) return undefined;
   // A pending join (`p`): a waiting token of no ticket, and nothing else.
   if (p !== undefined) {
     if (k !== 'w' || t !== 0 || typeof p !== 'string' || !JOIN_KEY_PATTERN.test(p)) return undefined;
     if ([j, s, r, f, g, gen].some((v) => v !== undefined)) return undefined;
     return { q, k, t, iat, exp, p };
   }
-  const optional = { j, s, r, f, g, gen };
+  const optional = { j, s, r, f, g, gen, x };
   const claims: Record<string, number> = {};
   for (const [name, value] of Object.entries(optional)) {
     if (value === undefined) continue;

@@ -225,7 +225,9 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     const proof = await checkSolution(ctx.secrets.keyRing, config, ctx.deps.ticketLimiter, trace.proof, trace.from, nowMs);
     if (!proof.ok) {
       trace.reason = proof.reason;
-      await countRefusal(ctx.deps.ticketLimiter, config.queueName, proof.reason === 'pow_missing' ? 'proof_missing' : 'proof_failed');
+      const missing = proof.reason === 'pow_missing';
+      await countRefusal(ctx.deps.ticketLimiter, config.queueName, missing ? 'proof_missing' : 'proof_failed');
+      if (!missing && config.failedProof === 'shadow') return enterShadow(ctx, trace, nowMs);
       return { kind: 'challenge', pow: await issueChallenge(ctx.secrets.keyRing, config, trace.from, nowMs) };
     }
   }
@@ -275,6 +277,43 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     return { kind: 'waiting', ticket: result.ticket, ahead: 0, front: true, draw: false, first: 1, state: result, cookie };
   }
   return settle(ctx, trace, result, result.ticket, now, undefined, nowMs);
+}
+
+/**
+ * The shadow queue ("infinite queue", `failed_proof = shadow`): a visitor whose proof of work failed
+ * gets what looks like a place in line, behind the real queue as this POP last saw it, and a
+ * cookie that keeps it there. It holds no ticket in the store, its place never moves, and it is
+ * never admitted; nothing tells it apart from a real wait but time.
+ */
+async function enterShadow(ctx: HandlerContext, trace: Trace, nowMs: number): Promise<Visit> {
+  const seen = await cachedState(ctx);
+  const spread = ctx.randomSeed() % 200;
+  const ahead = Math.max(0, (seen?.tail ?? 0) - (seen?.cursor ?? 0)) + 40 + spread;
+  const ticket = (seen?.tail ?? 0) + 41 + spread;
+  trace.reason = `${trace.reason ?? 'pow_failed'}; shadow queue`;
+  return shadowVisit(ctx, trace, ticket, ahead, Math.floor(nowMs / 1000), nowMs);
+}
+
+/** A shadow ticket's visit: always waiting, `ahead` others in front, no store call. */
+async function shadowVisit(ctx: HandlerContext, trace: Trace, ticket: number, ahead: number, joined: number, nowMs: number): Promise<Visit> {
+  trace.ticket = ticket;
+  const state: QueueState = {
+    tail: ticket,
+    cursor: ticket - ahead - 1,
+    paused: false,
+    maxActive: 0,
+    maxNewPerMinute: 0,
+    active: 0,
+    admittedLastMinute: 0,
+    admittedLast5Minutes: 0,
+    eventSize: 0,
+    eventSeed: 0,
+    waiting: 0,
+    epoch: 0,
+    generation: 0,
+  };
+  const cookie = await ctx.issue('w', ticket, nowMs, { j: joined, f: ahead + 1, x: 1 });
+  return { kind: 'waiting', ticket, ahead, front: false, draw: false, first: ahead + 1, state, cookie };
 }
 
 /** A join key: 64 bits from the platform's cryptographic generator, as 16 lower-case hex digits. */
@@ -395,6 +434,11 @@ export async function visit(ctx: HandlerContext, request: Request, trace: Trace,
   if (config.powDifficulty > 0 && takeTicket) trace.proof = readCookieValues(request.headers.get('cookie'), powCookieName(config))[0];
   const token = await readToken(ctx, request, nowMs, trace);
   if (token?.k === 'a') return accessVisit(ctx, trace, token, nowMs, takeTicket);
+  if (token?.x === 1) {
+    // The shadow queue: the same place, for ever (see enterShadow).
+    trace.reason = 'shadow queue';
+    return shadowVisit(ctx, trace, token.t, Math.max(0, (token.f ?? 1) - 1), token.j ?? token.iat, nowMs);
+  }
   if (token?.p !== undefined) {
     // A join that got no answer: this one asks again with its key.
     if (!takeTicket) return { kind: 'none' };
