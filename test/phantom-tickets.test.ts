@@ -9,13 +9,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from '@upstash/redis';
 import IORedis from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseConfig, parseSecrets } from '../src/core/config';
-import { admissionPolicy, createHandler, type Handler } from '../src/core/handler';
+import { parseConfig } from '../src/core/config';
+import { admissionPolicy, type Handler } from '../src/core/handler';
 import type { QueueStore } from '../src/core/ports';
 import { startUpstashBridge, type UpstashBridge } from '../src/node/upstash-bridge';
-import { MemoryStateCache } from '../src/platform/memory-cache';
 import { createUpstashClientOptions, UpstashQueueStore } from '../src/store/upstash-store';
-import { BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
+import { BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, payloadOf, source, testHandler } from './support/fixtures';
 import { startRedisServer, type RedisServer } from './support/redis-server';
 
 const TOKEN = 'phantom-test-token';
@@ -55,18 +54,9 @@ describe('tickets lost to a join timeout do not consume admissions', () => {
     const clock = new ManualClock(Date.UTC(2026, 10, 25, 12, 0, 0));
     const inner = new UpstashQueueStore({ redis: new Redis(createUpstashClientOptions({ url: bridge.url, token: TOKEN, retries: 0 })) });
     const store = new LateJoins(inner, 3 * STORE_TIMEOUT_MS);
-    const settings = { ...BASE_SETTINGS, state_cache_seconds: '1', refresh_seconds: '2' };
-    const config = parseConfig(source({ ...settings, store_timeout_ms: String(STORE_TIMEOUT_MS) }));
-    const handlerWith = (timeoutMs: number): Handler =>
-      createHandler({
-        config: parseConfig(source({ ...settings, store_timeout_ms: String(timeoutMs) })),
-        secrets: parseSecrets(source(BASE_SECRETS)),
-        store,
-        origin: new RecordingOrigin(),
-        logger: new MemoryLogger(),
-        clock,
-        cache: new MemoryStateCache(clock),
-      });
+    const settings = { state_cache_seconds: '1', refresh_seconds: '2' };
+    const config = parseConfig(source({ ...BASE_SETTINGS, ...settings, store_timeout_ms: String(STORE_TIMEOUT_MS) }));
+    const handlerWith = (timeoutMs: number): Handler => testHandler({ ...settings, store_timeout_ms: String(timeoutMs) }, { store, clock });
     // Joins run against the short timeout; the polls and claims afterwards against a generous one, so
     // that only the joins this test makes late (not a busy machine) decide who holds a ticket.
     const joining = handlerWith(STORE_TIMEOUT_MS);
@@ -118,20 +108,11 @@ describe('tickets lost to a join timeout do not consume admissions', () => {
     const clock = new ManualClock(Date.UTC(2026, 10, 25, 12, 0, 0));
     const inner = new UpstashQueueStore({ redis: new Redis(createUpstashClientOptions({ url: bridge.url, token: TOKEN, retries: 0 })), keyPrefix: 'wr-retry' });
     const store = new LateJoins(inner, 3 * STORE_TIMEOUT_MS);
-    const settings = { ...BASE_SETTINGS, max_active: '5', state_cache_seconds: '1', refresh_seconds: '2' };
-    const handlerWith = (timeoutMs: number): Handler =>
-      createHandler({
-        config: parseConfig(source({ ...settings, store_timeout_ms: String(timeoutMs) })),
-        secrets: parseSecrets(source(BASE_SECRETS)),
-        store,
-        origin: new RecordingOrigin(),
-        logger: new MemoryLogger(),
-        clock,
-        cache: new MemoryStateCache(clock),
-      });
+    const settings = { max_active: '5', state_cache_seconds: '1', refresh_seconds: '2' };
+    const handlerWith = (timeoutMs: number): Handler => testHandler({ ...settings, store_timeout_ms: String(timeoutMs) }, { store, clock });
     const joining = handlerWith(STORE_TIMEOUT_MS);
     const retrying = handlerWith(10_000);
-    const policy = admissionPolicy(parseConfig(source(settings)));
+    const policy = admissionPolicy(parseConfig(source({ ...BASE_SETTINGS, ...settings })));
     const request = (cookie?: string) => new Request('https://shop.example/', { headers: cookie ? { cookie: `waiting_room=${cookie}` } : {} });
     await inner.join('warm-up', clock.now(), policy);
 

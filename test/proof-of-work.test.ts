@@ -8,14 +8,12 @@ import { readFileSync } from 'node:fs';
 import { runInNewContext } from 'node:vm';
 import jws from 'jws';
 import { describe, expect, it } from 'vitest';
-import { parseConfig, parseSecrets } from '../src/core/config';
-import { createHandler } from '../src/core/handler';
+import { parseConfig } from '../src/core/config';
 import { checkSolution, clientTag, issueChallenge, leadingZeroBits } from '../src/core/proof-of-work';
 import { parseKeyRing } from '../src/core/tokens';
-import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, KEY_1, KEY_2, ManualClock, MemoryLogger, payloadOf, purposeKey, RecordingOrigin, source } from './support/fixtures';
+import { ADMIN_PASSWORD, BASE_SETTINGS, cookieFrom, FaultyStore, KEY_1, KEY_2, ManualClock, MemoryLogger, payloadOf, purposeKey, source, testHandler } from './support/fixtures';
 
 const NOW = Date.UTC(2026, 10, 25, 12, 0, 0);
 const ring = parseKeyRing(`k1:${KEY_1}`);
@@ -144,16 +142,7 @@ describe('the gate in the request path', () => {
     const clock = new ManualClock(NOW);
     const store = new FaultyStore(new MemoryQueueStore());
     const logger = new MemoryLogger();
-    const handler = createHandler({
-      config: parseConfig(source({ ...BASE_SETTINGS, ...settings })),
-      secrets: parseSecrets(source(BASE_SECRETS)),
-      store,
-      origin: new RecordingOrigin(),
-      logger,
-      clock,
-      cache: new MemoryStateCache(clock),
-      ticketLimiter: new MemoryFailureLimiter(clock),
-    });
+    const handler = testHandler(settings, { store, logger, clock, ticketLimiter: new MemoryFailureLimiter(clock) });
     const admin = async (): Promise<{ figures: Record<string, string>; state: { tickets_refused_last_minute_here: Record<string, number> } }> =>
       (await handler(new Request('https://shop.example/__wr/admin/live', { headers: { authorization: `Basic ${btoa(`admin:${ADMIN_PASSWORD}`)}` } }), { address: '192.0.2.1', pop: 'TEST' })).json() as never;
     const get = (cookies: Record<string, string> = {}, headers: Record<string, string> = {}, address = CLIENT) =>

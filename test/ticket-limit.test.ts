@@ -4,14 +4,13 @@
  * Over HTTP on both hosts: test/support/e2e-scenarios.ts, defineTicketLimitScenario.
  */
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig, parseSecrets } from '../src/core/config';
-import { createHandler, type Handler } from '../src/core/handler';
+import { ConfigError, parseConfig } from '../src/core/config';
+import type { Handler } from '../src/core/handler';
 import type { FailureLimiter } from '../src/core/ports';
 import { ticketClientKey } from '../src/core/ticket-limit';
-import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
+import { ADMIN_PASSWORD, BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, MemoryLogger, payloadOf, source, testHandler } from './support/fixtures';
 
 const LIMITED = { ticket_limit: '5', ticket_window_seconds: '10', ticket_penalty_minutes: '1' };
 
@@ -19,17 +18,7 @@ function rig(settings: Record<string, string> = LIMITED, limiter?: FailureLimite
   const clock = new ManualClock();
   const store = new FaultyStore(new MemoryQueueStore());
   const logger = new MemoryLogger();
-  const config = parseConfig(source({ ...BASE_SETTINGS, ...settings }));
-  const handler: Handler = createHandler({
-    config,
-    secrets: parseSecrets(source(BASE_SECRETS)),
-    store,
-    origin: new RecordingOrigin(),
-    logger,
-    clock,
-    cache: new MemoryStateCache(clock),
-    ticketLimiter: limiter ?? new MemoryFailureLimiter(clock),
-  });
+  const handler: Handler = testHandler(settings, { store, logger, clock, ticketLimiter: limiter ?? new MemoryFailureLimiter(clock) });
   const visit = (address: string, cookie?: string, headers: Record<string, string> = {}) =>
     handler(new Request('https://shop.example/', { headers: { ...(cookie ? { cookie: `waiting_room=${cookie}` } : {}), ...headers } }), { address, pop: 'TEST' });
   const admin = (path: string) =>

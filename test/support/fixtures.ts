@@ -1,7 +1,9 @@
 /** Settings, secrets and small fakes shared by the tests (fakes inject time and faults only). */
 import { createHmac } from 'node:crypto';
-import type { SettingSource } from '../../src/core/config';
+import { parseConfig, parseSecrets, type SettingSource } from '../../src/core/config';
+import { createHandler, type Handler, type HandlerDeps } from '../../src/core/handler';
 import type { Clock, Logger, Origin, QueueStore, RequestLog } from '../../src/core/ports';
+import { MemoryStateCache } from '../../src/platform/memory-cache';
 
 export const KEY_1 = 'test-key-one-0123456789abcdefghijklmnop';
 export const KEY_2 = 'test-key-two-0123456789abcdefghijklmnop';
@@ -110,3 +112,20 @@ export function payloadOf(token: string): Record<string, unknown> {
 export function base64url(value: unknown): string {
   return Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
 }
+
+/**
+ * A handler over BASE_SETTINGS with `settings` on top and BASE_SECRETS, a recording origin, a
+ * logger that keeps its lines and a per-POP cache in memory on `deps.clock`, unless `deps` says
+ * otherwise.
+ */
+export function testHandler(settings: Record<string, string>, deps: Pick<HandlerDeps, 'store' | 'clock'> & Partial<HandlerDeps>): Handler {
+  return createHandler({
+    config: parseConfig(source({ ...BASE_SETTINGS, ...settings })),
+    secrets: parseSecrets(source(BASE_SECRETS)),
+    origin: new RecordingOrigin(),
+    logger: new MemoryLogger(),
+    cache: new MemoryStateCache(deps.clock),
+    ...deps,
+  });
+}
+
