@@ -159,9 +159,12 @@
       location.replace(location.href);
     }
     addEventListener('load', function () {
-      // Take over from the Refresh header, then solve.
+      // Take over from the Refresh header, say what happens (the page says without JavaScript that
+      // it needs it), then solve.
       setTimeout(function () {
         window.stop();
+        var note = document.querySelector('[data-text="note"]');
+        if (note && data.texts && data.texts.note) note.textContent = data.texts.note;
         slice();
       }, 0);
     });

@@ -333,7 +333,9 @@ describe.skipIf(!available)('in a real browser', () => {
       const noScript = await browser.newContext({ javaScriptEnabled: false, locale: 'en-GB' });
       const page = await noScript.newPage();
       await page.goto(`${gate.url}/`);
-      expect(await page.textContent('noscript')).toContain('Please turn on JavaScript and reload the page.');
+      // The page's note says what to do, and nothing says the page will move on by itself.
+      expect(await page.textContent('[data-text=note]')).toBe('To give you a place in line, this page does a short calculation in your browser. Please turn on JavaScript and reload the page.');
+      expect(await page.textContent('main')).not.toContain('You don’t need to do anything');
       await page.screenshot({ path: resolve(SHOTS, 'pow-no-javascript-en.png') });
       expect((await noScript.cookies()).find((c) => c.name === 'waiting_room')).toBeUndefined();
       await noScript.close();

@@ -98,10 +98,12 @@ function runPageSolver(pow: { challenge: string; nonce: string; difficulty: numb
   const script = readFileSync(new URL('../templates/holding.js', import.meta.url), 'utf8');
   let onLoad: (() => void) | undefined;
   const page = { cookie: '', reloaded: false };
+  const note = { textContent: 'Please turn on JavaScript' };
   const pending: (() => void)[] = [];
   const context = {
     document: {
-      getElementById: () => ({ textContent: JSON.stringify({ status: '/__wr/status', refresh: 5, texts: {}, pow }) }),
+      getElementById: () => ({ textContent: JSON.stringify({ status: '/__wr/status', refresh: 5, texts: { note: 'You don’t need to do anything' }, pow }) }),
+      querySelector: () => note,
       set cookie(value: string) {
         page.cookie = value;
       },
@@ -119,6 +121,8 @@ function runPageSolver(pow: { challenge: string; nonce: string; difficulty: numb
   runInNewContext(script, context);
   onLoad?.();
   while (pending.length > 0 && !page.reloaded) pending.shift()!();
+  // With the script running, the note no longer asks for JavaScript.
+  expect(note.textContent).toBe('You don’t need to do anything');
   return page;
 }
 
