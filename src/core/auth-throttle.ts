@@ -96,7 +96,8 @@ export function heldResponse(settings: ThrottleSettings): Response {
   );
 }
 
-const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+/** An error's message for a log line, whatever was thrown. */
+export const describeError = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /**
  * Runs `check` (the constant-time comparison) unless the client is held, and counts a wrong
@@ -115,7 +116,7 @@ export async function guardSignIn(guard: SignInGuard, credential: Credential, ch
         return { kind: 'held', response: heldResponse(settings) };
       }
     } catch (error) {
-      unavailable = `throttle unavailable: ${describe(error)}`;
+      unavailable = `throttle unavailable: ${describeError(error)}`;
     }
   }
   const result = check();
@@ -144,7 +145,7 @@ export async function guardSignIn(guard: SignInGuard, credential: Credential, ch
     trace.reason = `${counted}; held for ${settings.authPenaltyMinutes} min`;
     return { kind: 'held', response: heldResponse(settings) };
   } catch (error) {
-    trace.reason = `${reasons.wrong}; throttle unavailable: ${describe(error)}`;
+    trace.reason = `${reasons.wrong}; throttle unavailable: ${describeError(error)}`;
     return { kind: 'wrong' };
   }
 }

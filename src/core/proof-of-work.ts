@@ -14,6 +14,7 @@
  * where the same client comes back), so a replay gets a new challenge, not a second ticket.
  */
 import { clientKey } from './auth-throttle';
+import { hex, randomHex, sha256 } from './bytes';
 import type { Config } from './config';
 import type { FailureLimiter } from './ports';
 import { signToken, verifyToken, type KeyRing } from './tokens';
@@ -31,12 +32,6 @@ const COUNTER = /^[0-9]{1,12}$/;
 export type PowSettings = Pick<Config, 'queueName' | 'powDifficulty' | 'clientIpv4Prefix' | 'cookieName'>;
 
 export type PowCheck = { readonly ok: true; readonly nonce: string } | { readonly ok: false; readonly reason: string };
-
-const hex = (bytes: Uint8Array): string => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
-
-async function sha256(text: string): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text)));
-}
 
 /** The name of the cookie a solution is sent in. */
 export function powCookieName(settings: Pick<Config, 'cookieName'>): string {
@@ -63,10 +58,8 @@ export function leadingZeroBits(bytes: Uint8Array): number {
 
 /** A new challenge for this client. */
 export async function issueChallenge(ring: KeyRing, settings: PowSettings, address: string | undefined, nowMs: number): Promise<PowChallenge> {
-  const nonce = new Uint8Array(16);
-  crypto.getRandomValues(nonce);
   const iat = Math.floor(nowMs / 1000);
-  const n = hex(nonce);
+  const n = randomHex(16);
   const challenge = await signToken(ring, {
     q: settings.queueName,
     k: 'h',

@@ -20,7 +20,7 @@
  * - The limit is per POP on Fastly (Edge Rate Limiting counts in each POP): a client spread over N
  *   POPs gets N × the allowance, which a single bot client rarely is.
  */
-import { clientKey } from './auth-throttle';
+import { clientKey, describeError } from './auth-throttle';
 import type { Config } from './config';
 import type { FailureLimiter } from './ports';
 
@@ -34,8 +34,6 @@ export interface TicketLimitTrace {
 
 /** May this client take a new ticket now? `retryAfterSeconds`: when it may ask again, at the latest. */
 export type TicketAllowance = { readonly ok: true } | { readonly ok: false; readonly retryAfterSeconds: number };
-
-const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /**
  * Why a new ticket was not given, as the console counts it: over the per-client limit, no proof of
@@ -109,7 +107,7 @@ export async function allowNewTicket(
     trace.client = client;
     return refused;
   } catch (error) {
-    trace.reason = `ticket limit unavailable: ${describe(error)}`;
+    trace.reason = `ticket limit unavailable: ${describeError(error)}`;
     return { ok: true };
   }
 }

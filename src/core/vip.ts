@@ -2,6 +2,7 @@
  * VIP access codes: made by the operator, shown once, kept in the store only as SHA-256 hashes
  * (a copy of Redis gives away no code), and spent atomically there, one use per visitor.
  */
+import { hex, sha256 } from './bytes';
 
 /** Letters and digits without look-alikes (no 0/O, 1/I/L), easy to read out or type. */
 const ALPHABET = 'ABCDEFGHJKMNPQRSTUVWXYZ23456789';
@@ -29,6 +30,5 @@ export function normalizeVipCode(input: string): string | undefined {
 }
 
 export async function hashVipCode(code: string): Promise<string> {
-  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(code));
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, '0')).join('');
+  return hex(await sha256(code));
 }

@@ -12,6 +12,7 @@
  *   (one call), the access token then carries the slot, refreshed at most once per
  *   `activity_refresh_seconds`, and the slot is freed when the visitor leaves or the origin says so.
  */
+import { randomHex } from './bytes';
 import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
 import type { QueueState } from './ports';
@@ -247,8 +248,8 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   const marked = popSign && floor === undefined && (await servedThisQueue(ctx));
   const servedBefore = popSign && (floor !== undefined || marked);
   // The join's key: the one of this visitor's join that got no answer (the store may have taken a
-  // ticket for it all the same, and then gives that one again), else a new one.
-  const joinKey = pendingKey ?? newJoinKey();
+  // ticket for it all the same, and then gives that one again), else 64 new random bits.
+  const joinKey = pendingKey ?? randomHex(8);
   const options = { recoverMs: lostState || servedBefore ? recoverMs : undefined, recoverIfNew: servedBefore, floor, joinKey };
   const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), options));
   if (!joined.ok) {
@@ -314,13 +315,6 @@ async function shadowVisit(ctx: HandlerContext, trace: Trace, ticket: number, ah
   };
   const cookie = await ctx.issue('w', ticket, nowMs, { j: joined, f: ahead + 1, x: 1 });
   return { kind: 'waiting', ticket, ahead, front: false, draw: false, first: ahead + 1, state, cookie };
-}
-
-/** A join key: 64 bits from the platform's cryptographic generator, as 16 lower-case hex digits. */
-function newJoinKey(): string {
-  const bytes = new Uint8Array(8);
-  crypto.getRandomValues(bytes);
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
 /** How long a POP remembers that it served a queue (see servedThisQueue), seconds. */
