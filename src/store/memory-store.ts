@@ -188,12 +188,13 @@ export class MemoryQueueStore implements QueueStore {
     let claimed = false;
     // Mirrors the join script: with others waiting ahead (or nobody to admit now), capacity mode and
     // the random method leave the admission step to the polls and report the remembered figures.
-    const queued = (isCapacity(r.e) || r.random) && (r.e.paused || !r.open || q.cursor < ticket - 1);
+    const capacity = isCapacity(r.e);
+    const queued = (capacity || r.random) && (r.e.paused || !r.open || q.cursor < ticket - 1);
     if (queued) {
-      claimed = false;
-    } else if (isCapacity(r.e) && !r.random) {
+      // Nothing to admit here: the ticket waits, unclaimed.
+    } else if (capacity && !r.random) {
       claimed = walkIn(r, ticket);
-    } else if (isCapacity(r.e)) {
+    } else if (capacity) {
       expire(q, p.nowMs);
       advance(r);
       claimed = takeSlot(r, ticket, 0);

@@ -775,7 +775,7 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'c6948c07ba904b5dd68d37d734b50d65b65fda02';
+export const JOIN_SHA1 = 'c133ea863370e87a048e88552a5fc31cb6bed0d5';
 export const POLL_SHA1 = '08c8d7bea3ac6246a2827efcf1c80cbdc6217a41';
 export const CLAIM_SHA1 = 'ad53d8d77e9963fc2f1fe1473ec7514a144e9aa3';
 export const TOUCH_SHA1 = 'c79f5d3590453f53b015032614a562367191cef9';

@@ -58,14 +58,15 @@ local claimed = 0
 -- Capacity mode or the random method with others waiting ahead (or nobody to be admitted now): the
 -- admission step is the polls' (random: the draws'), as in rate FIFO; this join only takes its
 -- number (see read_state's `figures`).
-local queued = (RANDOM or max_active > 0 or max_new > 0) and (paused or not OPEN or cursor < ticket - 1)
+local capacity = max_active > 0 or max_new > 0
+local queued = (RANDOM or capacity) and (paused or not OPEN or cursor < ticket - 1)
 local figures = queued and 'remembered' or nil
 if queued then
-  claimed = 0
-elseif (max_active > 0 or max_new > 0) and not RANDOM then
+  -- Nothing to admit here: the ticket waits, unclaimed.
+elseif capacity and not RANDOM then
   claimed, figures = walk_in(ticket, max_active, max_new)
   if claimed == 1 then cursor = ticket end
-elseif max_active > 0 or max_new > 0 then
+elseif capacity then
   expire()
   cursor = advance(tail, cursor, paused, max_active, max_new)
   claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, 0)
