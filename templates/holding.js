@@ -11,6 +11,7 @@
     return;
   }
   if (data.pow) return prove(data.pow);
+  if (data.hook) return check(data.hook);
   var every = Math.max(1, data.refresh) * 1000;
   var next = Date.now() + every;
   var timer;
@@ -166,6 +167,33 @@
         var note = document.querySelector('[data-text="note"]');
         if (note && data.texts && data.texts.note) note.textContent = data.texts.note;
         slice();
+      }, 0);
+    });
+  }
+  // The challenge hook (src/core/challenge.ts): the provider's widget, rendered by its own script
+  // into an element of its class; the token it hands our callback goes back in the cookie, then
+  // the page reloads for its ticket. The widget's token lives five minutes, as does the cookie.
+  function check(hook) {
+    window.wrChallengeDone = function (token) {
+      var secure = location.protocol === 'https:' ? '; secure' : '';
+      document.cookie = hook.cookie + '=' + token + '; path=/; max-age=300; samesite=lax' + secure;
+      location.replace(location.href);
+    };
+    addEventListener('load', function () {
+      setTimeout(function () {
+        window.stop();
+        var note = document.querySelector('[data-text="note"]');
+        if (note) note.textContent = hook.prompt;
+        var widget = document.createElement('div');
+        widget.className = hook.widget + ' challenge';
+        widget.setAttribute('data-sitekey', hook.siteKey);
+        widget.setAttribute('data-callback', 'wrChallengeDone');
+        if (note && note.parentNode) note.parentNode.insertBefore(widget, note.nextSibling);
+        else document.body.appendChild(widget);
+        var script = document.createElement('script');
+        script.src = hook.script;
+        script.async = true;
+        document.head.appendChild(script);
       }, 0);
     });
   }

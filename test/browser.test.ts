@@ -16,6 +16,7 @@ import { startHost, type RunningServer } from '../src/node/host';
 import { buildWaitingRoom } from '../src/node/waiting-room';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import type { QueueStore } from '../src/core/ports';
+import { fakeProviderSettings, startFakeProvider } from './support/fake-siteverify';
 import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, FaultyStore, MemoryLogger, source } from './support/fixtures';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -343,4 +344,59 @@ describe.skipIf(!available)('in a real browser', () => {
       await gate.close();
     }
   }, 180_000);
+  it('the challenge hook: the page shows the provider\'s widget, sends its token and gets a ticket; the cookie is cleared; without JavaScript it says what to do', async () => {
+    const provider = await startFakeProvider();
+    const hooked = buildWaitingRoom({
+      settings: source({ ...BASE_SETTINGS, ...fakeProviderSettings(provider), page_title: 'Demo shop' }),
+      secrets: source(BASE_SECRETS),
+      store: new MemoryQueueStore(),
+      originUrl: origin.url,
+      logger: new MemoryLogger(),
+    });
+    const gate = await startHost(hooked.handler);
+    try {
+      const context = await browser.newContext({ viewport: { width: 390, height: 800 }, locale: 'de-DE' });
+      const page = await context.newPage();
+      const refused: string[] = [];
+      page.on('console', (message) => {
+        if (/Content Security Policy/i.test(message.text())) refused.push(message.text());
+      });
+      await page.goto(`${gate.url}/`);
+      // The widget's script (from the provider's origin, allowed by the page's policy) renders into
+      // the element the page made for it, then the page reloads with the token and holds a ticket.
+      await page.waitForSelector('body[data-state="waiting"]', { timeout: 30_000 });
+      const ticket = (await context.cookies()).find((c) => c.name === 'waiting_room');
+      expect(JSON.parse(Buffer.from(ticket!.value.split('.')[1]!, 'base64url').toString())).toMatchObject({ k: 'w', t: 1 });
+      expect((await context.cookies()).find((c) => c.name === 'waiting_room_cha')).toBeUndefined();
+      expect(provider.scriptLoads).toBe(1);
+      expect(provider.calls).toHaveLength(1);
+      expect(provider.calls[0]!.fields['response']).toMatch(/^pass-/);
+      expect(refused).toEqual([]);
+      await page.screenshot({ path: resolve(SHOTS, 'challenge-ticketed-de-phone.png') });
+      await context.close();
+
+      // The widget as the visitor sees it, before it answers: the fake widget answers after 50 ms,
+      // so this page's script is held back to show it.
+      const still = await browser.newContext({ viewport: { width: 390, height: 800 }, locale: 'de-DE', bypassCSP: true });
+      const shown = await still.newPage();
+      await shown.route(`${provider.url}/api.js`, (route) => route.fulfill({ contentType: 'text/javascript', body: "document.querySelector('[data-sitekey]').textContent = 'Widget des Anbieters';" }));
+      await shown.goto(`${gate.url}/`);
+      await shown.waitForSelector('.challenge[data-sitekey]');
+      expect(await shown.textContent('[data-text=note]')).toBe('Bitte schließen Sie die Prüfung unten ab, um Ihren Platz in der Warteschlange zu erhalten.');
+      expect(await shown.getAttribute('.challenge', 'class')).toBe('cf-turnstile challenge');
+      expect(await axeViolations(shown)).toEqual([]);
+      await shown.screenshot({ path: resolve(SHOTS, 'challenge-widget-de-phone.png') });
+      await still.close();
+
+      const noScript = await browser.newContext({ javaScriptEnabled: false, locale: 'en-GB' });
+      const plain = await noScript.newPage();
+      await plain.goto(`${gate.url}/`);
+      expect(await plain.textContent('[data-text=note]')).toBe('Before you get a place in line, this site checks that you are a person. The check needs JavaScript: please turn it on and reload the page.');
+      expect((await noScript.cookies()).find((c) => c.name === 'waiting_room')).toBeUndefined();
+      await noScript.close();
+    } finally {
+      await gate.close();
+      await provider.close();
+    }
+  }, 120_000);
 });

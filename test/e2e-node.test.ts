@@ -17,6 +17,7 @@ import {
   defineThrottleScenario,
   defineTicketLimitScenario,
   definePowScenario,
+  defineChallengeScenario,
   POW_SETTINGS,
   eventSettings,
   PATH_SETTINGS,
@@ -25,6 +26,7 @@ import {
   THROTTLE_SETTINGS,
 } from './support/e2e-scenarios';
 import { HttpVisitor, startNodeStack, type Stack } from './support/stack';
+import { fakeProviderSettings, startFakeProvider, type FakeProvider } from './support/fake-siteverify';
 
 let stack: Stack;
 beforeAll(async () => {
@@ -136,6 +138,20 @@ describe('Node host with the proof-of-work gate', () => {
     await gated?.close();
   });
   definePowScenario(() => gated);
+});
+
+describe('Node host with a challenge provider (a local fake siteverify)', () => {
+  let hooked: Stack;
+  let provider: FakeProvider;
+  beforeAll(async () => {
+    provider = await startFakeProvider();
+    hooked = await startNodeStack(fakeProviderSettings(provider));
+  });
+  afterAll(async () => {
+    await hooked?.close();
+    await provider?.close();
+  });
+  defineChallengeScenario(() => hooked, () => provider);
 });
 
 describe('Node host under password and token guessing and a ticket flood', () => {

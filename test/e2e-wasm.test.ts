@@ -21,6 +21,7 @@ import {
   defineThrottleScenario,
   defineTicketLimitScenario,
   definePowScenario,
+  defineChallengeScenario,
   POW_SETTINGS,
   eventSettings,
   PATH_SETTINGS,
@@ -29,6 +30,7 @@ import {
   THROTTLE_SETTINGS,
 } from './support/e2e-scenarios';
 import { buildWasmInto, startWasmStack, type Stack } from './support/stack';
+import { fakeProviderSettings, startFakeProvider, type FakeProvider } from './support/fake-siteverify';
 
 const host = findComputeHost();
 if (!host.found) console.warn(`wasm end-to-end tier skipped: ${host.reason}`);
@@ -205,6 +207,21 @@ describe.skipIf(!host.found)('wasm with the proof-of-work gate (WebCrypto SHA-25
     await gated?.close();
   });
   definePowScenario(() => gated);
+});
+
+describe.skipIf(!host.found)('wasm with a challenge provider (siteverify through the backend `challenge`)', () => {
+  let hooked: Stack;
+  let provider: FakeProvider;
+  beforeAll(async () => {
+    if (!host.found) return;
+    provider = await startFakeProvider();
+    hooked = await startWasmStack({ viceroyPath: host.path, settings: fakeProviderSettings(provider), backends: { challenge: provider.url } });
+  }, 120_000);
+  afterAll(async () => {
+    await hooked?.close();
+    await provider?.close();
+  });
+  defineChallengeScenario(() => hooked, () => provider);
 });
 
 describe.skipIf(!host.found)('wasm under password and token guessing and a ticket flood (fastly:edge-rate-limiter)', () => {

@@ -212,7 +212,7 @@ describe('the gate in the request path', () => {
     // The operator sees it: 2 challenges for no proof, 5 failed proofs (garbage, wrong, forged, another client's, replayed).
     const live = await r.admin();
     expect(r.store.calls).toBe(2);
-    expect(live.state.tickets_refused_last_minute_here).toEqual({ ticket_limit: 0, proof_missing: 2, proof_failed: 5 });
+    expect(live.state.tickets_refused_last_minute_here).toEqual({ ticket_limit: 0, proof_missing: 2, proof_failed: 5, challenge_missing: 0, challenge_failed: 0 });
     expect(live.figures['refused']).toBe('0 over the per-client limit, 5 with a failed proof of work, 2 sent a challenge');
   });
 

@@ -77,7 +77,7 @@ describe('per-client limit on new tickets', () => {
     expect(page).toMatch(/New tickets refused, last minute[^<]*<\/dt><dd data-figure="refused" class="text">15 over the per-client limit</);
     const live = (await (await r.admin('admin/live')).json()) as { figures: Record<string, string>; state: Record<string, unknown> };
     expect(live.figures['refused']).toBe('15 over the per-client limit');
-    expect(live.state['tickets_refused_last_minute_here']).toEqual({ ticket_limit: 15, proof_missing: 0, proof_failed: 0 });
+    expect(live.state['tickets_refused_last_minute_here']).toEqual({ ticket_limit: 15, proof_missing: 0, proof_failed: 0, challenge_missing: 0, challenge_failed: 0 });
     // A minute later the first twelve have left the window.
     r.clock.advance(45_000);
     expect(await state()).toBe(3);

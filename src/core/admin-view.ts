@@ -19,13 +19,15 @@ export function waitingCount(stats: QueueStats, config: Readonly<Config>): numbe
   return config.queueMethod === 'random' ? stats.waiting : Math.max(0, stats.tail - stats.cursor);
 }
 
-/** `refused`: new tickets refused for the per-client limit in the last minute where this is served (null: unknown). */
 /** The console's line on refused tickets: what each gate in force turned away in the last minute here. */
 function refusedText(config: Readonly<Config>, refused: Readonly<Record<RefusalReason, number | null>> | undefined): string {
   const count = (n: number | null | undefined): string => (n === null || n === undefined ? '–' : formatCount(n));
   const parts: string[] = [];
   if (config.ticketLimit > 0) parts.push(`${count(refused?.ticket_limit)} over the per-client limit`);
   if (config.powDifficulty > 0) parts.push(`${count(refused?.proof_failed)} with a failed proof of work`, `${count(refused?.proof_missing)} sent a challenge`);
+  if (config.challengeProvider !== 'none') {
+    parts.push(`${count(refused?.challenge_failed)} with a token ${config.challengeProvider} refused`, `${count(refused?.challenge_missing)} sent its widget`);
+  }
   return parts.length === 0 ? 'no gate set' : parts.join(', ');
 }
 

@@ -3,6 +3,7 @@
  * host. Parsed once into a frozen object; a bad value is one error that names every bad key.
  * Secrets are parsed apart (`parseSecrets`), because they come from the Secret Store.
  */
+import { CHALLENGE_PROVIDERS } from './challenge-providers';
 import { parseCidrList, type CidrRange } from './ip';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
 import { LOCALES, type Locale } from './i18n';
@@ -258,13 +259,53 @@ export interface Config {
    */
   readonly powDifficulty: number;
   /**
-   * What a visitor whose proof of work failed (forged, wrong, replayed, another client's) gets:
-   * `challenge`, a new challenge; `shadow`, the "infinite queue": a holding page with a place that
-   * never moves, no ticket, no store call, so a bot cannot tell it failed. A visitor who simply has
-   * no proof yet always gets a challenge.
+   * What a visitor whose proof of work or challenge failed (forged, wrong, replayed, another
+   * client's; a token the provider refused) gets: `challenge`, a new challenge; `shadow`, the
+   * "infinite queue": a holding page with a place that never moves, no ticket, no store call, so a
+   * bot cannot tell it failed. A visitor who simply has no proof or token yet, or one that expired,
+   * always gets a challenge.
    * @default "challenge"
    */
   readonly failedProof: 'challenge' | 'shadow';
+  /**
+   * A CAPTCHA-style check before a ticket (see challenge.ts): `none`, `turnstile` (Cloudflare) or
+   * `hcaptcha`, or any provider with the same siteverify form through the URL and widget settings
+   * below. Needs `challenge_site_key` and the secret `challenge_secret`; on Fastly, the backend
+   * `challenge` (the siteverify host).
+   * @default "none"
+   */
+  readonly challengeProvider: 'none' | 'turnstile' | 'hcaptcha';
+  /**
+   * The provider's site key (public; the widget is made for it).
+   * @default ""
+   */
+  readonly challengeSiteKey: string;
+  /**
+   * The provider's siteverify URL; empty = the provider's own.
+   * @default ""
+   */
+  readonly challengeVerifyUrl: string;
+  /**
+   * The script that renders the widget; empty = the provider's own.
+   * @default ""
+   */
+  readonly challengeScriptUrl: string;
+  /**
+   * The class the widget's script looks for; empty = the provider's (`cf-turnstile`, `h-captcha`).
+   * @default ""
+   */
+  readonly challengeWidgetClass: string;
+  /**
+   * How long the edge waits for siteverify, ms (100 – 10,000); no answer counts as the provider down.
+   * @default 3000
+   */
+  readonly challengeTimeoutMs: number;
+  /**
+   * While the provider is down: `hold` (no new ticket; the "checking" page tries again) or `pass`
+   * (new visitors get their ticket unchecked, and the log says so).
+   * @default "hold"
+   */
+  readonly challengeUnavailable: 'hold' | 'pass';
   /**
    * Title of the holding page.
    * @default "You are in line"
@@ -307,6 +348,11 @@ export interface Secrets {
   readonly adminApiToken: string | undefined;
   /** Upstash REST token (secret `upstash_token`). */
   readonly upstashToken: string | undefined;
+  /**
+   * The challenge provider's secret (secret `challenge_secret`), read when a token is verified (on
+   * Fastly one Secret Store lookup then, never on other requests).
+   */
+  challengeSecret(): Promise<string | undefined>;
 }
 
 export interface ConfigProblem {
@@ -371,6 +417,13 @@ export const CONFIG_KEYS = [
   'client_ipv4_prefix',
   'pow_difficulty',
   'failed_proof',
+  'challenge_provider',
+  'challenge_site_key',
+  'challenge_verify_url',
+  'challenge_script_url',
+  'challenge_widget_class',
+  'challenge_timeout_ms',
+  'challenge_unavailable',
   'page_title',
   'page_message',
   'page_logo_url',
@@ -380,7 +433,7 @@ export const CONFIG_KEYS = [
 ] as const;
 
 /** The keys of the Secret Store. */
-export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token'] as const;
+export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token', 'challenge_secret'] as const;
 
 /**
  * The known name nearest to `name` (case aside), within an edit distance of 2: what a misspelt key
@@ -608,6 +661,7 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     clientIpv4Prefix: Number(r.oneOf('client_ipv4_prefix', '32', ['32', '24'])) as 24 | 32,
     powDifficulty: r.integer('pow_difficulty', 0, 0, 24),
     failedProof: r.oneOf('failed_proof', 'challenge', ['challenge', 'shadow']),
+    ...readChallenge(r),
     pageTitle: r.string('page_title', 'You are in line', (v) => (v.length > 120 ? 'must be at most 120 characters' : undefined)),
     pageMessage: r.string(
       'page_message',
@@ -709,6 +763,35 @@ function daysInMonth(year: number, month: number): number {
   return new Date(Date.UTC(year, month, 0)).getUTCDate();
 }
 
+/** A challenge provider's URL: https, or http to this machine (a local fake provider in tests). */
+const CHALLENGE_URL = /^(https:\/\/[A-Za-z0-9.-]+(:\d+)?|http:\/\/(127\.0\.0\.1|localhost)(:\d+)?)\/[A-Za-z0-9._~!$&'()*+,;=:@%\/-]*$/;
+
+function readChallenge(r: Reader): Pick<
+  Config,
+  'challengeProvider' | 'challengeSiteKey' | 'challengeVerifyUrl' | 'challengeScriptUrl' | 'challengeWidgetClass' | 'challengeTimeoutMs' | 'challengeUnavailable'
+> {
+  const provider = r.oneOf('challenge_provider', 'none', ['none', 'turnstile', 'hcaptcha']);
+  const url = (key: string) =>
+    r.string(key, '', (v) => (v === '' || CHALLENGE_URL.test(v) ? undefined : 'must be an https URL (or http://127.0.0.1 for a local test provider), without quotes or spaces'));
+  const siteKey = r.string('challenge_site_key', '', (v) => (v === '' || /^[A-Za-z0-9._:-]{1,128}$/.test(v) ? undefined : 'must be the provider\'s site key: 1-128 of A-Z, a-z, 0-9, . _ : -'));
+  const verifyUrl = url('challenge_verify_url');
+  const scriptUrl = url('challenge_script_url');
+  const widgetClass = r.string('challenge_widget_class', '', (v) => (v === '' || /^[a-z][a-z0-9-]{0,63}$/.test(v) ? undefined : 'must be a CSS class name (a-z, 0-9, -)'));
+  const timeoutMs = r.integer('challenge_timeout_ms', 3000, 100, 10_000);
+  const unavailable = r.oneOf('challenge_unavailable', 'hold', ['hold', 'pass']);
+  if (provider !== 'none' && siteKey === '') r.problems.push({ key: 'challenge_site_key', message: `is required with challenge_provider = ${provider}` });
+  const preset = provider === 'none' ? undefined : CHALLENGE_PROVIDERS[provider];
+  return {
+    challengeProvider: provider,
+    challengeSiteKey: siteKey,
+    challengeVerifyUrl: verifyUrl || (preset?.verifyUrl ?? ''),
+    challengeScriptUrl: scriptUrl || (preset?.scriptUrl ?? ''),
+    challengeWidgetClass: widgetClass || (preset?.widgetClass ?? ''),
+    challengeTimeoutMs: timeoutMs,
+    challengeUnavailable: unavailable,
+  };
+}
+
 function checkUrl(r: Reader, key: string): string | undefined {
   const text = r.raw(key);
   if (text === undefined) return undefined;
@@ -760,7 +843,8 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
     }
   }
   if (r.problems.length > 0 || keyRing === undefined) throw new ConfigError(r.problems);
-  return Object.freeze({ keyRing, adminPassword, adminApiToken, upstashToken: r.raw('upstash_token') });
+  const challengeSecret = r.raw('challenge_secret');
+  return Object.freeze({ keyRing, adminPassword, adminApiToken, upstashToken: r.raw('upstash_token'), challengeSecret: async () => challengeSecret });
 }
 
 /**
@@ -771,7 +855,7 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
  * requests that ask for either: the admin paths. Asking then throws the ConfigError naming
  * the bad secret; visitors' requests never ask, so they keep flowing.
  */
-export function parseSecretsOnDemand(source: SettingSource): Readonly<Secrets> {
+export function parseSecretsOnDemand(source: SettingSource, readLater?: (key: string) => Promise<string | undefined>): Readonly<Secrets> {
   const r = new Reader(source);
   const signing = r.raw('signing_keys');
   let keyRing: KeyRing;
@@ -795,6 +879,7 @@ export function parseSecretsOnDemand(source: SettingSource): Readonly<Secrets> {
     get upstashToken() {
       return r.raw('upstash_token');
     },
+    challengeSecret: async () => (readLater === undefined ? r.raw('challenge_secret') : readLater('challenge_secret')),
   });
 }
 

@@ -8,7 +8,7 @@ import type { Config, Secrets } from './config';
 import { serializeCookie } from './cookies';
 import { negotiateLocale, type Locale } from './i18n';
 import type { Branding } from './pages';
-import { JOIN_KEEP_SECONDS, type AdmissionPolicy, type Clock, type FailureLimiter, type Logger, type Origin, type QueueOverview, type QueueStore, type StateCache, type TemplateSource } from './ports';
+import { JOIN_KEEP_SECONDS, type AdmissionPolicy, type Clock, type FailureLimiter, type Logger, type Origin, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource } from './ports';
 import { callStore, type StoreOutcome } from './store-call';
 import { signToken, type TokenClaims } from './tokens';
 import type { Trace } from './types';
@@ -41,6 +41,8 @@ export interface HandlerDeps {
    * Limiting on Fastly, memory on the Node host; see ticket-limit.ts). Without it nobody is limited.
    */
   readonly ticketLimiter?: FailureLimiter | undefined;
+  /** Asks the challenge provider about a token (`challenge_provider`); fetch by default. */
+  readonly siteVerifier?: SiteVerifier | undefined;
 }
 
 /** The claims a cookie may carry beyond the queue, kind, ticket and times. */

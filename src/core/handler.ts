@@ -11,9 +11,10 @@ import { errorResponse } from './http';
 import { ownPath } from './own-paths';
 import { queueApplies, readPath, reservedPrefixMatch } from './path-canon';
 import type { ClientInfo } from './ports';
-import { challengeResponse, holdingJson, holdingPage, holdView, limitedResponse, overView, pass, wantsJson } from './respond';
+import { challengeResponse, clearSpent, holdingJson, holdingPage, holdView, limitedResponse, overView, pass, wantsJson } from './respond';
 import { bypassRule, useVip } from './rules';
-import { eventPhase, type HoldView, type Trace } from './types';
+import type { Locale } from './i18n';
+import { eventPhase, type HoldView, type Trace, type Visit } from './types';
 import { afterEnd, visit } from './visit';
 import { VIP_PARAM } from './vip';
 
@@ -63,6 +64,22 @@ async function route(ctx: HandlerContext, request: Request, client: ClientInfo, 
   }
   const v = await visit(ctx, request, trace, true);
   trace.decision = v.kind;
+  // A new ticket clears the cookies it was taken with (a solution, a provider's token).
+  return clearSpent(await answer(ctx, request, path, v, locale, hold, trace), trace.spent);
+}
+
+/** Step 6: what the visit comes to, passed to the origin or held. */
+function answer(
+  ctx: HandlerContext,
+  request: Request,
+  path: string,
+  v: Visit,
+  locale: Locale,
+  hold: (view: HoldView, cookie: string | undefined) => Response | Promise<Response>,
+  trace: Trace,
+): Response | Promise<Response> {
+  const { config } = ctx;
+  const nowMs = ctx.clock.now();
   switch (v.kind) {
     case 'access':
     case 'admitted':
@@ -77,11 +94,11 @@ async function route(ctx: HandlerContext, request: Request, client: ClientInfo, 
       }
       return hold(holdView(ctx, v, nowMs), v.cookie);
     case 'challenge':
-      trace.decision = 'pow_challenge';
-      return challengeResponse(ctx, request, path, v.pow, locale, trace);
+      trace.decision = v.pow !== undefined ? 'pow_challenge' : 'challenge';
+      return challengeResponse(ctx, request, path, v, locale, trace);
     case 'limited':
-      trace.decision = 'ticket_limited';
-      return limitedResponse(ctx, request, path, v.retryAfterSeconds, locale, trace);
+      trace.decision = v.why === 'ticket_limit' ? 'ticket_limited' : 'challenge_unavailable';
+      return limitedResponse(ctx, request, path, v, locale, trace);
     case 'none':
       // Unreachable: takeTicket is true here. Holding is the safe answer all the same.
       return hold(holdView(ctx, undefined, nowMs), undefined);

@@ -106,12 +106,16 @@ export function blankHoldView(state: HoldView['state'], nowMs: number, refreshSe
 
 /**
  * The holding page's Content-Security-Policy: its one inline style (the brand colours) by `nonce`,
- * scripts only from the edge, images from the edge and the logo's https origin, no framing.
+ * scripts only from the edge, images from the edge and the logo's https origin, no framing. With a
+ * challenge provider's widget, its origins (`widget`) may also serve scripts, styles and frames and
+ * be called.
  */
-export function holdingCsp(nonce: string, logoUrl: string): string {
+export function holdingCsp(nonce: string, logoUrl: string, widget: readonly string[] = []): string {
   const logoOrigin = /^https:\/\/[^/]+/.exec(logoUrl)?.[0];
   const img = logoOrigin === undefined ? "img-src 'self'" : `img-src 'self' ${logoOrigin}`;
-  return `default-src 'none'; style-src 'self' 'nonce-${nonce}'; script-src 'self'; ${img}; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`;
+  const w = widget.map((origin) => ` ${origin}`).join('');
+  const frame = widget.length === 0 ? '' : ` frame-src${w};`;
+  return `default-src 'none'; style-src 'self' 'nonce-${nonce}'${w}; script-src 'self'${w}; ${img}; connect-src 'self'${w};${frame} base-uri 'none'; form-action 'none'; frame-ancestors 'none'`;
 }
 
 /**

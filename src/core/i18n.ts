@@ -310,6 +310,10 @@ export interface Messages {
   refreshNote(seconds: number): string;
   /** The proof-of-work page without JavaScript: a place in line needs it. */
   readonly powNoScript: string;
+  /** The challenge hook's page without JavaScript: the check needs it (see challenge.ts). */
+  readonly challengeNoScript: string;
+  /** The challenge hook's page above the provider's widget. */
+  readonly challengePrompt: string;
   ticket(n: number): string;
   readonly admitted: string;
   readonly continueLink: string;
@@ -360,6 +364,8 @@ const EN: Messages = {
     return `Next update in ${c.text} ${c.one ? 'second' : 'seconds'}`;
   },
   powNoScript: 'To give you a place in line, this page does a short calculation in your browser. Please turn on JavaScript and reload the page.',
+  challengeNoScript: 'Before you get a place in line, this site checks that you are a person. The check needs JavaScript: please turn it on and reload the page.',
+  challengePrompt: 'Please complete the check below to get your place in line.',
   refreshNote: (s) => {
     const c = counted('en', s);
     return c.one ? 'This page refreshes every second.' : `This page refreshes every ${c.text} seconds.`;
@@ -413,6 +419,8 @@ const DE: Messages = {
     return `Nächste Aktualisierung in ${c.text} ${c.one ? 'Sekunde' : 'Sekunden'}`;
   },
   powNoScript: 'Um Ihnen einen Platz in der Warteschlange zu geben, führt diese Seite eine kurze Berechnung in Ihrem Browser aus. Bitte aktivieren Sie JavaScript und laden Sie die Seite neu.',
+  challengeNoScript: 'Bevor Sie einen Platz in der Warteschlange erhalten, prüft diese Website, ob Sie ein Mensch sind. Die Prüfung braucht JavaScript: Bitte aktivieren Sie es und laden Sie die Seite neu.',
+  challengePrompt: 'Bitte schließen Sie die Prüfung unten ab, um Ihren Platz in der Warteschlange zu erhalten.',
   refreshNote: (s) => {
     const c = counted('de', s);
     return c.one ? 'Diese Seite wird jede Sekunde aktualisiert.' : `Diese Seite wird alle ${c.text} Sekunden aktualisiert.`;
@@ -470,6 +478,8 @@ const FR: Messages = {
     return `Prochaine mise à jour dans ${c.text} ${c.one ? 'seconde' : 'secondes'}`;
   },
   powNoScript: 'Pour vous donner une place dans la file, cette page effectue un court calcul dans votre navigateur. Veuillez activer JavaScript et recharger la page.',
+  challengeNoScript: 'Avant de vous donner une place dans la file, ce site vérifie que vous êtes une personne. Cette vérification nécessite JavaScript : veuillez l’activer et recharger la page.',
+  challengePrompt: 'Veuillez effectuer la vérification ci-dessous pour obtenir votre place dans la file.',
   refreshNote: (s) => {
     const c = counted('fr', s);
     return c.n === 1 ? 'Cette page s’actualise chaque seconde.' : `Cette page s’actualise toutes les ${c.text} ${c.one ? 'seconde' : 'secondes'}.`;
@@ -525,6 +535,8 @@ const ES: Messages = {
     return `Próxima actualización en ${c.text} ${c.one ? 'segundo' : 'segundos'}`;
   },
   powNoScript: 'Para darle un lugar en la fila, esta página hace un breve cálculo en su navegador. Active JavaScript y vuelva a cargar la página.',
+  challengeNoScript: 'Antes de darle un lugar en la fila, este sitio comprueba que usted es una persona. La comprobación necesita JavaScript: actívelo y vuelva a cargar la página.',
+  challengePrompt: 'Complete la comprobación de abajo para obtener su lugar en la fila.',
   refreshNote: (s) => {
     const c = counted('es', s);
     return c.one ? 'Esta página se actualiza cada segundo.' : `Esta página se actualiza cada ${c.text} segundos.`;
@@ -575,6 +587,8 @@ const JA: Messages = {
   updatedAt: (clock) => `最終更新：${clock}`,
   nextUpdate: (s) => `次の更新まで${counted('ja', s).text}秒`,
   powNoScript: '列に並んでいただくため、このページはブラウザで短い計算を行います。JavaScriptを有効にして、ページを再読み込みしてください。',
+  challengeNoScript: '列に並んでいただく前に、このサイトはお客様が人間であることを確認します。確認にはJavaScriptが必要です。有効にして、ページを再読み込みしてください。',
+  challengePrompt: '列に並ぶには、下の確認を完了してください。',
   refreshNote: (s) => `このページは${counted('ja', s).text}秒ごとに自動で更新されます。`,
   ticket: (n) => `整理番号：${formatNumber('ja', toCount(n))}`,
   admitted: 'お待たせしました！サイトへご案内しています…',
@@ -619,6 +633,8 @@ const ZH: Messages = {
   updatedAt: (clock) => `更新于${clock}`,
   nextUpdate: (s) => `${counted('zh', s).text}秒后更新`,
   powNoScript: '为了给您排队的位置，本页面会在您的浏览器中进行一次简短的计算。请启用JavaScript并重新加载页面。',
+  challengeNoScript: '在为您安排排队位置之前，本网站会确认您是真人。此确认需要JavaScript：请启用它并重新加载页面。',
+  challengePrompt: '请完成下方的验证以获得您的排队位置。',
   refreshNote: (s) => `本页面每${counted('zh', s).text}秒自动刷新一次。`,
   ticket: (n) => `排队号码：${formatNumber('zh', toCount(n))}`,
   admitted: '轮到您了！正在为您跳转到网站……',

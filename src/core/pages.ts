@@ -11,7 +11,7 @@ import SESSION_JS from '../../templates/session.js';
 import STYLE_CSS from '../../templates/style.css';
 import type { Messages } from './i18n';
 import type { QueueOverview, QueueStats } from './ports';
-import type { AdminFigures, HoldTexts, HoldView, PowChallenge } from './types';
+import type { AdminFigures, ChallengeHook, HoldTexts, HoldView, PowChallenge } from './types';
 
 export interface Asset {
   readonly body: string;
@@ -62,7 +62,7 @@ export function formatCount(value: number): string {
 export interface HoldingPage {
   readonly view: HoldView;
   readonly texts: HoldTexts;
-  readonly locale: Pick<Messages, 'htmlLang' | 'dir' | 'powNoScript'>;
+  readonly locale: Pick<Messages, 'htmlLang' | 'dir' | 'powNoScript' | 'challengeNoScript' | 'challengePrompt'>;
   /** The site's name and message, from the configuration. */
   readonly title: string;
   readonly message: string;
@@ -74,6 +74,8 @@ export interface HoldingPage {
   readonly nonce: string;
   /** A proof-of-work challenge for the page's script to solve before the visitor gets a ticket. */
   readonly pow?: PowChallenge | undefined;
+  /** A challenge provider's widget for the page's script to show before the visitor gets a ticket. */
+  readonly hook?: ChallengeHook | undefined;
 }
 
 /** Colours are validated `#rrggbb` values and the logo a checked URL, so they are safe in the page. */
@@ -97,25 +99,34 @@ export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_
     message: page.message,
     state: view.state,
     heading: texts.heading,
-    place_label: texts.placeLabel,
-    place: texts.place,
-    detail: texts.detail,
+    // The provider's check comes before any place: the page shows no place and promises no retry,
+    // only what to do (the note, and the widget under it).
+    place_label: page.hook === undefined ? texts.placeLabel : '',
+    place: page.hook === undefined ? texts.place : '',
+    detail: page.hook === undefined ? texts.detail : '',
     estimate: texts.estimate,
-    // A proof-of-work page says, without JavaScript, that it needs it (its script puts the usual note back).
-    note: page.pow === undefined ? texts.note : page.locale.powNoScript,
+    // A proof-of-work or challenge page says, without JavaScript, that it needs it (its script then
+    // puts the usual note back, or asks for the check).
+    note: page.pow !== undefined ? page.locale.powNoScript : page.hook !== undefined ? page.locale.challengeNoScript : texts.note,
     ticket: texts.ticket,
     progress: texts.progress ?? 0,
     progress_hidden: new SafeHtml(texts.progress === null ? 'hidden' : ''),
     progress_label: texts.progressLabel,
     updated: texts.updated,
-    refresh_note: page.pow === undefined ? texts.refreshNote : '',
+    refresh_note: page.pow === undefined && page.hook === undefined ? texts.refreshNote : '',
     refresh_seconds: view.refreshSeconds,
     asset_prefix: page.assetPrefix,
     logo_url: page.branding.logoUrl,
     accent: page.branding.accent,
     background: page.branding.background,
     nonce: page.nonce,
-    live: scriptJson({ status: page.statusUrl, refresh: view.refreshSeconds, texts, ...(page.pow !== undefined && { pow: page.pow }) }),
+    live: scriptJson({
+      status: page.statusUrl,
+      refresh: view.refreshSeconds,
+      texts,
+      ...(page.pow !== undefined && { pow: page.pow }),
+      ...(page.hook !== undefined && { hook: { ...page.hook, prompt: page.locale.challengePrompt } }),
+    }),
   });
 }
 

@@ -328,6 +328,15 @@ export interface TemplateSource {
   get(key: string): Promise<string | undefined>;
 }
 
+/**
+ * Posts a challenge provider's siteverify form (see challenge.ts) and returns its answer: on Fastly
+ * through the named backend `challenge`, on the Node host with fetch. Throws when the provider
+ * cannot be reached; may stop waiting after `timeoutMs` (the core stops waiting then in any case).
+ */
+export interface SiteVerifier {
+  post(url: string, form: URLSearchParams, timeoutMs: number): Promise<Response>;
+}
+
 /** Forwards a request to the origin and returns its response, streamed. */
 export interface Origin {
   forward(request: Request): Promise<Response>;

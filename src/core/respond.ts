@@ -3,14 +3,16 @@
  * one `HoldView`, made from the visit), and the pass-through to the origin, which adds our cookie
  * and frees a capacity slot when the origin ends the session.
  */
+import { challengeSources } from './challenge';
 import type { HandlerContext } from './context';
+import { serializeCookie } from './cookies';
 import { describeEstimate, estimateWait } from './estimate';
 import { errorResponse, jsonResponse } from './http';
 import { blankHoldView, holdingCsp, holdTexts } from './holding';
 import { messages, type Locale } from './i18n';
 import { renderHoldingPage } from './pages';
 import { matchesAnyPath } from './path-pattern';
-import type { HoldView, PowChallenge, Trace, Visit } from './types';
+import type { ChallengeHook, HoldView, PowChallenge, Trace, Visit } from './types';
 
 /** How long a POP keeps a template override before asking the KV Store again, seconds. */
 export const TEMPLATE_CACHE_SECONDS = 30;
@@ -140,7 +142,14 @@ export async function override(ctx: HandlerContext, key: string, trace: Trace): 
   }
 }
 
-export async function holdingPage(ctx: HandlerContext, view: HoldView, cookie: string | undefined, locale: Locale, trace: Trace, pow?: PowChallenge): Promise<Response> {
+export async function holdingPage(
+  ctx: HandlerContext,
+  view: HoldView,
+  cookie: string | undefined,
+  locale: Locale,
+  trace: Trace,
+  check?: { readonly pow?: PowChallenge | undefined; readonly hook?: ChallengeHook | undefined },
+): Promise<Response> {
   const { config, randomSeed, assetPrefix, branding, statusUrl } = ctx;
   const nonce = randomSeed().toString(36);
   const headers = new Headers({
@@ -149,7 +158,8 @@ export async function holdingPage(ctx: HandlerContext, view: HoldView, cookie: s
     'x-robots-tag': 'noindex',
     'content-language': messages(locale).htmlLang,
     vary: 'accept-language',
-    'content-security-policy': holdingCsp(nonce, branding.logoUrl),
+    // The widget of a challenge provider loads its script and frame from the provider.
+    'content-security-policy': holdingCsp(nonce, branding.logoUrl, check?.hook === undefined ? [] : challengeSources(config)),
     'x-frame-options': 'DENY',
     'referrer-policy': 'no-referrer',
     'x-content-type-options': 'nosniff',
@@ -169,7 +179,8 @@ export async function holdingPage(ctx: HandlerContext, view: HoldView, cookie: s
     assetPrefix,
     statusUrl,
     nonce,
-    pow,
+    pow: check?.pow,
+    hook: check?.hook,
   };
   const custom = await override(ctx, 'holding.html', trace);
   let html: string | undefined;
@@ -213,47 +224,74 @@ export async function pass(ctx: HandlerContext, request: Request, v: Extract<Vis
 }
 
 /**
- * A new ticket refused to a client over `ticket_limit`: 429 with `Retry-After` (the penalty, an
- * upper bound). A program gets the reason as JSON; a browser gets the "checking your place" page,
- * which reloads when the penalty is over and then takes its ticket: it tells a bot nothing, and a
- * person behind a busy shared address waits a minute rather than reading an error.
+ * A new ticket refused for now (see Visit `limited`), with `Retry-After`. Over `ticket_limit`: 429,
+ * the penalty as an upper bound. The challenge provider down under `challenge_unavailable = hold`:
+ * 503, a short retry. A program gets the reason as JSON; a browser gets the "checking your place"
+ * page, which reloads when the wait is over and then takes its ticket: it tells a bot nothing, and
+ * a person behind a busy shared address waits a minute rather than reading an error.
  */
-export async function limitedResponse(ctx: HandlerContext, request: Request, path: string, retryAfterSeconds: number, locale: Locale, trace: Trace): Promise<Response> {
-  const retryAfter = String(retryAfterSeconds);
+export async function limitedResponse(ctx: HandlerContext, request: Request, path: string, v: Extract<Visit, { kind: 'limited' }>, locale: Locale, trace: Trace): Promise<Response> {
+  const retryAfter = String(v.retryAfterSeconds);
+  const status = v.why === 'ticket_limit' ? 429 : 503;
   if (wantsJson(ctx, request, path)) {
-    return errorResponse(429, `too many new visitors from your address: no new place in line for up to ${retryAfterSeconds} s`, { 'retry-after': retryAfter });
+    const why =
+      v.why === 'ticket_limit'
+        ? `too many new visitors from your address: no new place in line for up to ${v.retryAfterSeconds} s`
+        : `the visitor check is not answering: no new place in line yet; try again in ${v.retryAfterSeconds} s`;
+    return errorResponse(status, why, { 'retry-after': retryAfter });
   }
-  const page = await holdingPage(ctx, blankHoldView('checking', ctx.clock.now(), retryAfterSeconds), undefined, locale, trace);
+  const page = await holdingPage(ctx, blankHoldView('checking', ctx.clock.now(), v.retryAfterSeconds), undefined, locale, trace);
   const headers = new Headers(page.headers);
   headers.set('retry-after', retryAfter);
-  return new Response(page.body, { status: 429, headers });
+  return new Response(page.body, { status, headers });
 }
 
 /** How long the proof-of-work page waits before it reloads itself without JavaScript, seconds. */
 const CHALLENGE_REFRESH_SECONDS = 120;
 
 /**
- * A new visitor asked for a proof of work first (see proof-of-work.ts): a browser gets the
- * "checking your place" page, whose script solves the challenge, sends the solution in its cookie
- * and reloads (the page without JavaScript says it needs it); a program gets the challenge as JSON
- * with how to answer it. No ticket yet, no store call.
+ * A new visitor asked for a check first: a proof of work (see proof-of-work.ts) or a challenge
+ * provider's widget (see challenge.ts). A browser gets the "checking your place" page, whose script
+ * solves the challenge or shows the widget, sends the answer in its cookie and reloads (the page
+ * without JavaScript says it needs it); a program gets the challenge as JSON with how to answer it.
+ * No ticket yet, no store call.
  */
-export async function challengeResponse(ctx: HandlerContext, request: Request, path: string, pow: PowChallenge, locale: Locale, trace: Trace): Promise<Response> {
+export async function challengeResponse(ctx: HandlerContext, request: Request, path: string, v: Extract<Visit, { kind: 'challenge' }>, locale: Locale, trace: Trace): Promise<Response> {
+  const { pow, hook } = v;
   if (wantsJson(ctx, request, path)) {
-    return jsonResponse(
-      200,
-      {
-        status: 'challenge',
-        challenge: pow.challenge,
-        nonce: pow.nonce,
-        difficulty: pow.difficulty,
-        cookie: pow.cookie,
-        how: `find a counter c (decimal) such that SHA-256("<nonce>:<c>") begins with ${pow.difficulty} zero bits; send it in the cookie ${pow.cookie}=<challenge>~<c>`,
-      },
-      { 'cache-control': 'no-store' },
-    );
+    const body =
+      pow !== undefined
+        ? {
+            status: 'challenge',
+            challenge: pow.challenge,
+            nonce: pow.nonce,
+            difficulty: pow.difficulty,
+            cookie: pow.cookie,
+            how: `find a counter c (decimal) such that SHA-256("<nonce>:<c>") begins with ${pow.difficulty} zero bits; send it in the cookie ${pow.cookie}=<challenge>~<c>`,
+          }
+        : {
+            status: 'challenge',
+            provider: hook?.provider,
+            site_key: hook?.siteKey,
+            script: hook?.script,
+            cookie: hook?.cookie,
+            how: `pass the ${hook?.provider} check for this site key in a browser and send its token in the cookie ${hook?.cookie}=<token>`,
+          };
+    return jsonResponse(200, body, { 'cache-control': 'no-store' });
   }
-  return holdingPage(ctx, blankHoldView('checking', ctx.clock.now(), CHALLENGE_REFRESH_SECONDS), undefined, locale, trace, pow);
+  return holdingPage(ctx, blankHoldView('checking', ctx.clock.now(), CHALLENGE_REFRESH_SECONDS), undefined, locale, trace, v);
+}
+
+/**
+ * The response with Set-Cookie headers that remove the cookies a new ticket was taken with (a
+ * proof-of-work solution, a provider's token; see Trace.spent): a stale one must not come back
+ * with a later request for a ticket, where it would count as a replay.
+ */
+export function clearSpent(response: Response, names: readonly string[] | undefined): Response {
+  if (names === undefined || names.length === 0) return response;
+  const headers = new Headers(response.headers);
+  for (const name of names) headers.append('set-cookie', serializeCookie(name, '', { maxAge: 0 }));
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
 }
 
 /** What the status endpoint says of a held visitor: the view's figures and texts in its language. */

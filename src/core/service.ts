@@ -6,7 +6,7 @@ import { ConfigError, parseSecrets, type Config, type Secrets, type SettingSourc
 import { admissionPolicy, createHandler, type Handler } from './handler';
 import { eventPhase } from './types';
 import { errorResponse } from './http';
-import type { Clock, FailureLimiter, Logger, Origin, QueueOverview, QueueStore, StateCache, TemplateSource } from './ports';
+import type { Clock, FailureLimiter, Logger, Origin, QueueOverview, QueueStore, SiteVerifier, StateCache, TemplateSource } from './ports';
 import { reservedPrefixMatch } from './path-canon';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
 import { callStore } from './store-call';
@@ -30,6 +30,8 @@ export interface ServiceDeps {
    * queue). Required, like authLimiter.
    */
   readonly ticketLimiter: FailureLimiter;
+  /** Asks the challenge provider about a token; fetch by default (Fastly: its `challenge` backend). */
+  readonly siteVerifier?: SiteVerifier | undefined;
   /**
    * How the secrets are read from their source: all at once and checked (parseSecrets, the
    * default), or as requests need them (parseSecretsOnDemand, on Fastly, where each is a lookup).

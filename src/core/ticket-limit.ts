@@ -37,11 +37,13 @@ export type TicketAllowance = { readonly ok: true } | { readonly ok: false; read
 
 /**
  * Why a new ticket was not given, as the console counts it: over the per-client limit, no proof of
- * work yet (a challenge was sent), or a proof that failed (forged, wrong, reused, another client's).
+ * work yet (a challenge was sent), a proof that failed (forged, wrong, reused, another client's), no
+ * challenge provider's token yet (or an expired one: the widget was sent), or a token the provider
+ * refused.
  */
-export type RefusalReason = 'ticket_limit' | 'proof_missing' | 'proof_failed';
+export type RefusalReason = 'ticket_limit' | 'proof_missing' | 'proof_failed' | 'challenge_missing' | 'challenge_failed';
 
-const REFUSAL_REASONS: readonly RefusalReason[] = ['ticket_limit', 'proof_missing', 'proof_failed'];
+const REFUSAL_REASONS: readonly RefusalReason[] = ['ticket_limit', 'proof_missing', 'proof_failed', 'challenge_missing', 'challenge_failed'];
 
 /** The limiter's key under which a queue's refused tickets are counted, for the console (per POP). */
 export function refusedTicketsKey(queueName: string, reason: RefusalReason): string {
@@ -57,16 +59,16 @@ export async function countRefusal(limiter: FailureLimiter | undefined, queueNam
 /** New tickets refused in this queue over the last minute at this POP, by reason; null where the limiter cannot say. */
 export async function refusedTicketsLastMinute(limiter: FailureLimiter | undefined, queueName: string): Promise<Record<RefusalReason, number | null>> {
   const counts = await Promise.all(
-    REFUSAL_REASONS.map(async (reason) => {
-      if (limiter === undefined) return null;
+    REFUSAL_REASONS.map(async (reason): Promise<[RefusalReason, number | null]> => {
+      if (limiter === undefined) return [reason, null];
       try {
-        return await limiter.countOf(refusedTicketsKey(queueName, reason), 60);
+        return [reason, await limiter.countOf(refusedTicketsKey(queueName, reason), 60)];
       } catch {
-        return null;
+        return [reason, null];
       }
     }),
   );
-  return { ticket_limit: counts[0]!, proof_missing: counts[1]!, proof_failed: counts[2]! };
+  return Object.fromEntries(counts) as Record<RefusalReason, number | null>;
 }
 
 /** The limiter's key for a client in a queue: the queue, then the client's key (see `clientKey`). */

@@ -24,6 +24,23 @@ export interface Trace {
   readonly from?: string | undefined;
   /** The proof-of-work solution the request carries (its cookie), for a new ticket; not logged. */
   proof?: string | undefined;
+  /** The challenge provider's token the request carries (its cookie), for a new ticket; not logged. */
+  challenge?: string | undefined;
+  /** Cookies of ours the request spent on its new ticket (a solution, a provider's token): the response clears them. */
+  spent?: string[] | undefined;
+}
+
+/** What the holding page needs to show a challenge provider's widget (see challenge.ts). */
+export interface ChallengeHook {
+  readonly provider: 'turnstile' | 'hcaptcha';
+  /** The site key, public: the widget is made for it. */
+  readonly siteKey: string;
+  /** The provider's script that renders the widget. */
+  readonly script: string;
+  /** The class the provider's script looks for (`cf-turnstile`, `h-captcha`). */
+  readonly widget: string;
+  /** The cookie the widget's token goes back in. */
+  readonly cookie: string;
 }
 
 /** What the holding page needs to solve a proof-of-work challenge (see proof-of-work.ts). */
@@ -72,10 +89,16 @@ export type Visit =
   | { readonly kind: 'unavailable'; readonly ticket: number | undefined; readonly cookie: string | undefined }
   /** No valid token and none was to be taken (the status endpoint never takes a ticket). */
   | { readonly kind: 'none' }
-  /** A new ticket refused: this client took more than `ticket_limit` (see ticket-limit.ts); no store call. */
-  | { readonly kind: 'limited'; readonly retryAfterSeconds: number }
-  /** No ticket without a proof of work (see proof-of-work.ts): the challenge to solve; no store call. */
-  | { readonly kind: 'challenge'; readonly pow: PowChallenge };
+  /**
+   * A new ticket refused for now, no store call: this client took more than `ticket_limit` (see
+   * ticket-limit.ts), or the challenge provider did not answer and `challenge_unavailable = hold`.
+   */
+  | { readonly kind: 'limited'; readonly retryAfterSeconds: number; readonly why: 'ticket_limit' | 'challenge_down' }
+  /**
+   * No ticket before a check, no store call: a proof of work to solve (see proof-of-work.ts), or a
+   * challenge provider's widget to pass (see challenge.ts).
+   */
+  | { readonly kind: 'challenge'; readonly pow?: PowChallenge | undefined; readonly hook?: ChallengeHook | undefined };
   /** No valid token and none was to be taken (the status endpoint never takes a ticket). */
 
 /** Before the event's start, during it, or after its end. */

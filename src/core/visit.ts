@@ -17,6 +17,7 @@ import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
 import type { QueueState } from './ports';
 import { createShuffle } from './shuffle';
+import { challengeCookieName, challengeHook, verifyChallenge } from './challenge';
 import { checkSolution, issueChallenge, powCookieName } from './proof-of-work';
 import { allowNewTicket, countRefusal } from './ticket-limit';
 import type { StoreOutcome } from './store-call';
@@ -220,9 +221,13 @@ export async function settle(ctx: HandlerContext, trace: Trace, state: QueueStat
  */
 export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number, lostState = false, pendingKey?: string): Promise<Visit> {
   const { config, store, queue, random, policyNow, recoverMs, storeCall } = ctx;
+  // A join asked again with its key passed the checks the first time (its cookie is ours, signed
+  // after them) and gets the same ticket: it is not checked again (a spent proof would fail).
+  const checked = pendingKey === undefined;
+  const spent: string[] = [];
   // A proof of work first, when the queue asks for one: a request without a valid solution gets a
   // challenge, is not counted for the ticket limit, and costs no store call.
-  if (config.powDifficulty > 0) {
+  if (config.powDifficulty > 0 && checked) {
     const proof = await checkSolution(ctx.secrets.keyRing, config, ctx.deps.ticketLimiter, trace.proof, trace.from, nowMs);
     if (!proof.ok) {
       trace.reason = proof.reason;
@@ -231,10 +236,24 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
       if (!missing && config.failedProof === 'shadow') return enterShadow(ctx, trace, nowMs);
       return { kind: 'challenge', pow: await issueChallenge(ctx.secrets.keyRing, config, trace.from, nowMs) };
     }
+    spent.push(powCookieName(config));
   }
-  // One client must not take the crowd's tickets: counted before the store is asked (no store call).
+  // The challenge hook's widget next: without a token, no ticket and no call to the provider.
+  const hooked = config.challengeProvider !== 'none' && checked;
+  if (hooked && (trace.challenge === undefined || trace.challenge === '')) {
+    trace.reason = 'challenge_missing';
+    await countRefusal(ctx.deps.ticketLimiter, config.queueName, 'challenge_missing');
+    return { kind: 'challenge', hook: challengeHook(config) };
+  }
+  // One client must not take the crowd's tickets: counted before the store is asked (no store call),
+  // and before the provider is asked, so a flood of forged tokens is not a flood of siteverify calls.
   const allowance = await allowNewTicket(ctx.deps.ticketLimiter, config, trace.from, trace);
-  if (!allowance.ok) return { kind: 'limited', retryAfterSeconds: allowance.retryAfterSeconds };
+  if (!allowance.ok) return { kind: 'limited', retryAfterSeconds: allowance.retryAfterSeconds, why: 'ticket_limit' };
+  if (hooked) {
+    const gate = await passChallenge(ctx, trace, nowMs);
+    if (gate !== undefined) return gate;
+    spent.push(challengeCookieName(config));
+  }
   // What this POP last saw of the state (its cache, no store call): a ticket at or below that tail
   // in that generation means the store was rolled back (see QueueStore.join's floor).
   const seen = await cachedState(ctx);
@@ -257,6 +276,8 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     return { kind: 'unavailable', ticket: undefined, cookie: await ctx.issue('w', 0, nowMs, { p: joinKey }) };
   }
   if (config.lostStateSign === 'pop' && !marked) await markServed(ctx);
+  // The ticket is taken: the response clears the solution and the token it was taken with.
+  if (spent.length > 0) trace.spent = spent;
   const result = joined.value;
   if (result.replayed) trace.reason = 'join_replayed';
   const now = Math.floor(nowMs / 1000);
@@ -278,6 +299,42 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     return { kind: 'waiting', ticket: result.ticket, ahead: 0, front: true, draw: false, first: 1, state: result, cookie };
   }
   return settle(ctx, trace, result, result.ticket, now, undefined, nowMs);
+}
+
+/** How long a visitor waits for another try while the challenge provider is down (`hold`), seconds. */
+export const CHALLENGE_RETRY_SECONDS = 10;
+
+/**
+ * Asks the challenge provider about the token the request carries (see challenge.ts): undefined
+ * when it passed (or the provider is down and `challenge_unavailable = pass`), else what the
+ * visitor gets instead of a ticket. A refusal is counted for the console.
+ */
+async function passChallenge(ctx: HandlerContext, trace: Trace, nowMs: number): Promise<Visit | undefined> {
+  const { config, secrets, deps } = ctx;
+  let secret: string | undefined;
+  try {
+    secret = await secrets.challengeSecret();
+  } catch (error) {
+    secret = undefined;
+    trace.reason = `challenge secret unreadable: ${error instanceof Error ? error.message : String(error)}`;
+  }
+  const verdict =
+    deps.siteVerifier === undefined
+      ? ({ kind: 'down', reason: 'challenge_down: this host has no way to reach a challenge provider' } as const)
+      : await verifyChallenge(deps.siteVerifier, config, secret, trace.challenge ?? '', trace.from);
+  if (verdict.kind === 'passed') return undefined;
+  trace.reason = verdict.reason;
+  if (verdict.kind === 'down') {
+    if (config.challengeUnavailable === 'pass') {
+      trace.reason = `${verdict.reason}; let through unchecked (challenge_unavailable = pass)`;
+      return undefined;
+    }
+    return { kind: 'limited', retryAfterSeconds: CHALLENGE_RETRY_SECONDS, why: 'challenge_down' };
+  }
+  await countRefusal(deps.ticketLimiter, config.queueName, verdict.kind === 'failed' ? 'challenge_failed' : 'challenge_missing');
+  // A stale token (expired, or used for a ticket before) is a person's page left open: a new check.
+  if (verdict.kind === 'failed' && config.failedProof === 'shadow') return enterShadow(ctx, trace, nowMs);
+  return { kind: 'challenge', hook: challengeHook(config) };
 }
 
 /**
@@ -426,6 +483,7 @@ export async function visit(ctx: HandlerContext, request: Request, trace: Trace,
   const { config, clock, random } = ctx;
   const nowMs = clock.now();
   if (config.powDifficulty > 0 && takeTicket) trace.proof = readCookieValues(request.headers.get('cookie'), powCookieName(config))[0];
+  if (config.challengeProvider !== 'none' && takeTicket) trace.challenge = readCookieValues(request.headers.get('cookie'), challengeCookieName(config))[0];
   const token = await readToken(ctx, request, nowMs, trace);
   if (token?.k === 'a') return accessVisit(ctx, trace, token, nowMs, takeTicket);
   if (token?.x === 1) {

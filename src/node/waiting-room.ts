@@ -6,10 +6,10 @@ import { ConfigError, type Config, type ConfigProblem, type Secrets, type Settin
 import type { Handler } from '../core/handler';
 import type { QueueSetup } from '../core/queues';
 import { createService } from '../core/service';
-import type { Clock, FailureLimiter, Logger, QueueStore, StateCache, TemplateSource } from '../core/ports';
+import type { Clock, FailureLimiter, Logger, QueueStore, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
 import { MemoryStateCache } from '../platform/memory-cache';
 import { MemoryFailureLimiter } from '../platform/memory-limiter';
-import { createHttpOrigin, createStreamLogger, systemClock } from '../platform/node';
+import { createHttpOrigin, createStreamLogger, fetchSiteVerifier, systemClock } from '../platform/node';
 
 export interface WaitingRoomOptions {
   readonly settings: SettingSource;
@@ -28,6 +28,8 @@ export interface WaitingRoomOptions {
   readonly authLimiter?: FailureLimiter;
   /** New tickets per client: by default counted in this process's memory, on `clock`. */
   readonly ticketLimiter?: FailureLimiter;
+  /** The challenge provider's siteverify: by default Node's fetch. */
+  readonly siteVerifier?: SiteVerifier;
 }
 
 export interface WaitingRoom {
@@ -52,6 +54,7 @@ export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       templates: options.templates,
       authLimiter: options.authLimiter ?? new MemoryFailureLimiter(clock),
       ticketLimiter: options.ticketLimiter ?? new MemoryFailureLimiter(clock),
+      siteVerifier: options.siteVerifier ?? fetchSiteVerifier,
     });
   } catch (error) {
     if (error instanceof ConfigError && found.length > 0) throw new ConfigError([...found, ...error.problems]);

@@ -16,13 +16,15 @@ import { ConfigError, parseSecrets, parseSecretsOnDemand, parseSettingsDocument,
 import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../core/last-valid';
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
-import type { FailureLimiter, Logger as LogPort, RequestLog, StateCache, TemplateSource } from '../core/ports';
+import type { FailureLimiter, Logger as LogPort, RequestLog, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
 import { UpstashQueueStore, createUpstashClientOptions } from '../store/upstash-store';
 
 export const CONFIG_STORE = 'wr_config';
 export const SECRET_STORE = 'wr_secrets';
 export const ORIGIN_BACKEND = 'origin';
 export const UPSTASH_BACKEND = 'upstash';
+/** The challenge provider's siteverify host (`challenge_provider`): a backend the operator adds with the hook. */
+export const CHALLENGE_BACKEND = 'challenge';
 export const LOG_ENDPOINT = 'wr_log';
 export const TEMPLATE_STORE = 'wr_templates';
 /** Edge Rate Limiting: the POP's count of failed sign-ins per client, and its holds. */
@@ -165,6 +167,29 @@ function forwardToOrigin(request: Request): Promise<Response> {
 }
 
 /**
+ * The challenge provider's siteverify through the backend `challenge`. The engine cannot abort a
+ * request: the core stops waiting after `challenge_timeout_ms`, and the backend's own timeouts end
+ * the request itself.
+ */
+const backendSiteVerifier: SiteVerifier = {
+  post(url, form) {
+    return fetch(url, {
+      method: 'POST',
+      body: form.toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+      backend: CHALLENGE_BACKEND,
+    });
+  },
+};
+
+/** One secret read when a request needs it, not with every request (the challenge secret). */
+async function readSecretLater(key: string): Promise<string | undefined> {
+  const store = (secretStore ??= new SecretStore(SECRET_STORE));
+  const entry = await store.get(key);
+  return entry === null ? undefined : entry.plaintext();
+}
+
+/**
  * Failed sign-ins counted and held by the POP's Edge Rate Limiting: `RateCounter.increment` then
  * `lookupCount` over the window, and a `PenaltyBox` (whole minutes). Opened on use, so a visitor's
  * request never touches it, and never at module top level, where ERL cannot be used. A call that
@@ -283,7 +308,8 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
           templates: kvTemplateSource(),
           authLimiter: edgeFailureLimiter,
           ticketLimiter: edgeTicketLimiter,
-          readSecrets: parseSecretsOnDemand,
+          siteVerifier: backendSiteVerifier,
+          readSecrets: (source) => parseSecretsOnDemand(source, readSecretLater),
         },
         coreCacheSettingsMemory,
         settings.problems,

@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { CONFIG_KEYS, SECRET_KEYS, unknownNameProblem, type ConfigProblem, type SettingSource } from '../core/config';
 import { originTarget } from '../core/http';
-import type { Clock, Logger, Origin, RequestLog, TemplateSource } from '../core/ports';
+import type { Clock, Logger, Origin, RequestLog, SiteVerifier, TemplateSource } from '../core/ports';
 import { parseRedisUrls, type RedisTarget } from '../store/redis-store';
 import { createUpstashClientOptions, type UpstashClientOptions } from '../store/upstash-store';
 
@@ -294,3 +294,18 @@ export function createNodeUpstashOptions(
   }
   return { ...createUpstashClientOptions(options), signal: () => AbortSignal.timeout(timeoutMs) };
 }
+
+/**
+ * The challenge provider's siteverify over Node's fetch: the form as `application/x-www-form-urlencoded`,
+ * abandoned after `timeoutMs`.
+ */
+export const fetchSiteVerifier: SiteVerifier = {
+  post(url, form, timeoutMs) {
+    return fetch(url, {
+      method: 'POST',
+      body: form.toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+  },
+};

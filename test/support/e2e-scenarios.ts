@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import jws from 'jws';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, cookieFrom, KEY_1, KEY_2, payloadOf, purposeKey } from './fixtures';
+import type { FakeProvider } from './fake-siteverify';
 import { fetchFrom } from './from-address';
 import { rawRequest, sendRaw, startRecordingServer } from './raw-http';
 import { HttpVisitor, rawGet, type Stack } from './stack';
@@ -817,3 +818,50 @@ export function definePowScenario(stack: () => Stack): void {
   });
 }
 
+
+/**
+ * The challenge hook against a local fake provider (see fake-siteverify.ts): the host posts
+ * siteverify itself (on the wasm through the backend `challenge`). No token: the widget's
+ * particulars, no ticket; a refused token: none either; an accepted one: a ticket, once; the
+ * provider down: 503 with a short retry and no ticket, then the same token once it is back.
+ */
+export function defineChallengeScenario(stack: () => Stack, provider: () => FakeProvider): void {
+  const VISITOR = '127.0.0.8';
+  const OTHER = '127.0.0.9';
+  const get = (from: string, token?: string) =>
+    fetchFrom(from, `${stack().url}/`, { headers: { accept: 'application/json', ...(token !== undefined && { cookie: `waiting_room_cha=${token}` }) } });
+
+  it('gives a ticket only for a token the provider accepts, once; holds new visitors while it is down', async () => {
+    const first = await get(VISITOR);
+    expect(first.status).toBe(200);
+    expect(cookieFrom(first)).toBeUndefined();
+    expect(await first.json()).toMatchObject({ status: 'challenge', provider: 'turnstile', site_key: '1x00000000000000000000AA', cookie: 'waiting_room_cha' });
+    expect(provider().calls).toHaveLength(0);
+    expect(cookieFrom(await get(VISITOR, 'forged'))).toBeUndefined();
+    const ticketed = await get(VISITOR, 'pass-e2e-1');
+    expect(payloadOf(cookieFrom(ticketed)!)).toMatchObject({ k: 'w', t: 1 });
+    expect(ticketed.headers.getSetCookie().some((c) => c.startsWith('waiting_room_cha=;') && /Max-Age=0/.test(c))).toBe(true);
+    // The same token from another client: used, no second ticket.
+    expect(cookieFrom(await get(OTHER, 'pass-e2e-1'))).toBeUndefined();
+    // What the provider was asked: the secret from the Secret Store, each token, each client's address.
+    expect(provider().calls.map((c) => c.fields)).toEqual([
+      { secret: 'secret', response: 'forged', remoteip: VISITOR },
+      { secret: 'secret', response: 'pass-e2e-1', remoteip: VISITOR },
+      { secret: 'secret', response: 'pass-e2e-1', remoteip: OTHER },
+    ]);
+    provider().mode = 'down';
+    try {
+      const held = await get(OTHER, 'pass-e2e-2');
+      expect(held.status).toBe(503);
+      expect(held.headers.get('retry-after')).toBe('10');
+      expect(cookieFrom(held)).toBeUndefined();
+    } finally {
+      provider().mode = 'ok';
+    }
+    expect(payloadOf(cookieFrom(await get(OTHER, 'pass-e2e-2'))!)).toMatchObject({ k: 'w', t: 2 });
+    await expect
+      .poll(() => stack().logs().filter((l) => l.decision === 'challenge' || l.decision === 'challenge_unavailable').map((l) => l.reason))
+      .toEqual(['challenge_missing', 'challenge_failed: invalid-input-response', 'challenge_stale: timeout-or-duplicate', 'challenge_down: the provider answered 503']);
+    expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe('2');
+  });
+}

@@ -36,6 +36,8 @@ export const BASE_SECRETS: Record<string, string> = {
   admin_password: ADMIN_PASSWORD,
   admin_api_token: API_TOKEN,
   upstash_token: 'test-upstash-token',
+  // The fake challenge provider's secret (test/support/fake-siteverify.ts).
+  challenge_secret: 'secret',
 };
 
 export class ManualClock implements Clock {

@@ -179,6 +179,8 @@ export interface WasmOptions {
   readonly configItems?: (settings: Record<string, string>) => Record<string, string>;
   /** Entries of the KV Store `wr_templates`, served from bin/templates.json. */
   readonly templates?: Record<string, string>;
+  /** More named backends: name → URL (the challenge provider's `challenge`). */
+  readonly backends?: Record<string, string>;
 }
 
 export async function startWasmStack(options: WasmOptions): Promise<Stack> {
@@ -196,6 +198,7 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
       'language = "javascript"',
       ...localServerSection(shared.origin.url, shared.bridge.url),
       ...(options.templates === undefined ? [] : ['[local_server.kv_stores.wr_templates]', 'file = "bin/templates.json"', 'format = "json"']),
+      ...Object.entries(options.backends ?? {}).flatMap(([name, url]) => [`[local_server.backends.${name}]`, `url = "${url}/"`]),
       '',
     ].join('\n'),
   );
