@@ -216,6 +216,24 @@ describe('the gate in the request path', () => {
     expect(live.figures['refused']).toBe('0 over the per-client limit, 5 with a failed proof of work, 2 sent a challenge');
   });
 
+  it('does not check a join asked again after a lost answer: its solution was spent on it, and it keeps its ticket', async () => {
+    const r = rig({ pow_difficulty: '10', failed_proof: 'shadow' });
+    const { pow } = await liveData(await r.get());
+    const solution = `${pow!.challenge}~${solve(pow!.nonce, 10)}`;
+    r.store.mode = 'error';
+    const lost = await r.get({ waiting_room_pow: solution });
+    const pending = cookieFrom(lost)!;
+    expect(payloadOf(pending)).toMatchObject({ k: 'w', t: 0, p: expect.stringMatching(/^[0-9a-f]{16}$/) });
+    // The solution was spent on the join whose answer was lost; the browser still sends it.
+    r.store.mode = 'ok';
+    const retried = await r.get({ waiting_room: pending, waiting_room_pow: solution });
+    expect(payloadOf(cookieFrom(retried)!)).toMatchObject({ k: 'w', t: 1 });
+    expect(payloadOf(cookieFrom(retried)!)['x']).toBeUndefined();
+    expect(r.logger.last).toMatchObject({ decision: 'waiting', reason: 'join_retried' });
+    // The ticket clears the spent solution: a later new ticket (after a reset) must not find it a replay.
+    expect(retried.headers.getSetCookie()).toContain('waiting_room_pow=; Max-Age=0; Path=/; HttpOnly; Secure; SameSite=Lax');
+  });
+
   it('with failed_proof = shadow, puts a failed proof in a line that never moves: no ticket, no store call, never let in', async () => {
     const r = rig({ pow_difficulty: '10', failed_proof: 'shadow', admit_per_period: '0' });
     // A real visitor joins first, through the gate.

@@ -224,7 +224,6 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   // A join asked again with its key passed the checks the first time (its cookie is ours, signed
   // after them) and gets the same ticket: it is not checked again (a spent proof would fail).
   const checked = pendingKey === undefined;
-  const spent: string[] = [];
   // A proof of work first, when the queue asks for one: a request without a valid solution gets a
   // challenge, is not counted for the ticket limit, and costs no store call.
   if (config.powDifficulty > 0 && checked) {
@@ -236,7 +235,6 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
       if (!missing && config.failedProof === 'shadow') return enterShadow(ctx, trace, nowMs);
       return { kind: 'challenge', pow: await issueChallenge(ctx.secrets.keyRing, config, trace.from, nowMs) };
     }
-    spent.push(powCookieName(config));
   }
   // The challenge hook's widget next: without a token, no ticket and no call to the provider.
   const hooked = config.challengeProvider !== 'none' && checked;
@@ -252,7 +250,6 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   if (hooked) {
     const gate = await passChallenge(ctx, trace, nowMs);
     if (gate !== undefined) return gate;
-    spent.push(challengeCookieName(config));
   }
   // What this POP last saw of the state (its cache, no store call): a ticket at or below that tail
   // in that generation means the store was rolled back (see QueueStore.join's floor).
@@ -276,7 +273,9 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     return { kind: 'unavailable', ticket: undefined, cookie: await ctx.issue('w', 0, nowMs, { p: joinKey }) };
   }
   if (config.lostStateSign === 'pop' && !marked) await markServed(ctx);
-  // The ticket is taken: the response clears the solution and the token it was taken with.
+  // The ticket is taken: the response clears the solution and the token the request carries (spent
+  // on this join or on the first try of it), which would count as replays on a later new ticket.
+  const spent = [...(trace.proof !== undefined ? [powCookieName(config)] : []), ...(trace.challenge !== undefined ? [challengeCookieName(config)] : [])];
   if (spent.length > 0) trace.spent = spent;
   const result = joined.value;
   if (result.replayed) trace.reason = 'join_replayed';
