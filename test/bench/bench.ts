@@ -14,6 +14,7 @@
  *   - pass-cache.ts        store commands per poll with the per-POP cache at its default
  *   - pass-capacity.ts     capacity mode: every request class of a slot's life
  *   - pass-methods.ts      store commands per waiting poll, FIFO with the cache vs random
+ *   - pass-gates.ts        the bot defences: a proof of work asked and verified, a ticket refused
  * `npm run bench -- --pass cache` (repeatable, or a comma list) runs only the passes named, on the
  * same harness; a pass that builds on another (latency on the round-trip pass's admitted visitors,
  * methods on the cache pass's host) then makes what it needs itself.
@@ -32,6 +33,7 @@ import { isMainThread, workerData } from 'node:worker_threads';
 import { billedReport, loadStoreScripts, startNodeArm, startWasmArm, type Arm, type Pass, type PassName, type Run, type WasmStatus } from './harness';
 import { cachePass } from './pass-cache';
 import { capacityPass } from './pass-capacity';
+import { gatesPass } from './pass-gates';
 import { latencyPass } from './pass-latency';
 import { methodsPass } from './pass-methods';
 import { roundTripsPass } from './pass-round-trips';
@@ -40,13 +42,13 @@ import { Cleanups, log, messageOf, sleep } from './util';
 import { runWorker, type WorkerInput } from './workers';
 
 /** The whole run is abandoned (and everything stopped) past this. */
-const WATCHDOG_MS = 240_000;
+const WATCHDOG_MS = 330_000;
 
 /** Every pass, in the order they run on each arm. */
-const PASSES: readonly (() => Pass)[] = [roundTripsPass, latencyPass, cachePass, capacityPass, methodsPass];
+const PASSES: readonly (() => Pass)[] = [roundTripsPass, latencyPass, cachePass, capacityPass, methodsPass, gatesPass];
 /** The order of their sections in the report. */
-const REPORT_ORDER: readonly PassName[] = ['round-trips', 'cache', 'methods', 'capacity', 'latency'];
-const PASS_NAMES: readonly PassName[] = ['round-trips', 'latency', 'cache', 'capacity', 'methods'];
+const REPORT_ORDER: readonly PassName[] = ['round-trips', 'cache', 'methods', 'capacity', 'gates', 'latency'];
+const PASS_NAMES: readonly PassName[] = ['round-trips', 'latency', 'cache', 'capacity', 'methods', 'gates'];
 
 /** The passes `--pass NAME` (repeatable, or NAME,NAME) selects; all of them without it. */
 function selectedPasses(argv: readonly string[]): Set<PassName> {
