@@ -67,13 +67,16 @@ function get(path: string, cookie?: string, headers: Record<string, string> = {}
   return new Request(`${SITE}${path}`, { headers: { ...(cookie ? { cookie: `waiting_room=${cookie}` } : {}), ...headers } });
 }
 
-/** A visitor who keeps their cookie, like a browser. */
+/** A visitor who keeps their cookies, like a browser: ours, and the admission it carries (see admission.ts). */
 class Visitor {
   cookie: string | undefined;
+  admission: string | undefined;
   constructor(private readonly r: Rig) {}
   async visit(path = '/'): Promise<Response> {
-    const response = await this.r.handler(get(path, this.cookie), CLIENT);
+    const carried: Record<string, string> = this.admission === undefined ? {} : { cookie: `waiting_room_adm=${this.admission}${this.cookie ? `; waiting_room=${this.cookie}` : ''}` };
+    const response = await this.r.handler(get(path, this.cookie, carried), CLIENT);
     this.cookie = cookieFrom(response) ?? this.cookie;
+    this.admission = cookieFrom(response, 'waiting_room_adm') ?? this.admission;
     return response;
   }
   get ticket(): number {
@@ -192,10 +195,12 @@ describe('admission', () => {
     await v.visit();
     const token = v.cookie;
     r.clock.advance(30_000);
+    // Neither renewed nor signed again: the admission it carries has more than half its 120 s left.
     expect((await v.visit()).headers.getSetCookie()).toEqual([]);
     r.clock.advance(31_000);
     const renewed = await v.visit();
-    expect(renewed.headers.getSetCookie()).toHaveLength(1);
+    // The access token renewed, and the admission (61 s old, less than half left) signed again.
+    expect(renewed.headers.getSetCookie().map((c) => c.split('=')[0])).toEqual(['waiting_room', 'waiting_room_adm']);
     expect(v.cookie).not.toBe(token);
     expect(v.kind).toBe('a');
     // The session slides: 11 minutes after admission (session 600 s) the renewed token still works.

@@ -77,7 +77,7 @@ describe('pass', () => {
 
   it("adds a renewed cookie; when the origin ends the session, clears it, frees the slot and drops the origin's signal", async () => {
     const r = contextRig();
-    const renewed = await pass(r.ctx, siteRequest('/shop'), { kind: 'access', ticket: 3, slot: false, cookie: 'waiting_room=renewed' }, newTrace());
+    const renewed = await pass(r.ctx, siteRequest('/shop'), { kind: 'access', ticket: 3, slot: false, cookie: 'waiting_room=renewed', grant: { via: 'queue' } }, newTrace());
     expect(renewed.headers.get('set-cookie')).toBe('waiting_room=renewed');
 
     r.origin.forward = async () => new Response('bye', { status: 200, headers: { [r.config.endSessionHeader]: '1' } });
@@ -88,7 +88,7 @@ describe('pass', () => {
       return leave(queue, ticket, ...rest);
     };
     const trace = newTrace();
-    const ended = await pass(r.ctx, siteRequest('/logout'), { kind: 'access', ticket: 3, slot: true, cookie: undefined }, trace);
+    const ended = await pass(r.ctx, siteRequest('/logout'), { kind: 'access', ticket: 3, slot: true, cookie: undefined, grant: { via: 'queue' } }, trace);
     expect(ended.headers.get('set-cookie')).toMatch(/^waiting_room=;.*Max-Age=0/i);
     expect(ended.headers.has(r.config.endSessionHeader)).toBe(false);
     expect(left).toEqual([3]);

@@ -19,3 +19,10 @@ export function randomHex(byteCount: number): string {
   crypto.getRandomValues(bytes);
   return hex(bytes);
 }
+
+/** Bytes as base64url without padding (btoa exists on both hosts). */
+export function base64url(bytes: Uint8Array): string {
+  let binary = '';
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}

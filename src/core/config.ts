@@ -3,6 +3,7 @@
  * host. Parsed once into a frozen object; a bad value is one error that names every bad key.
  * Secrets are parsed apart (`parseSecrets`), because they come from the Secret Store.
  */
+import { parseAdmissionKeys } from './admission-keys';
 import { CHALLENGE_PROVIDERS } from './challenge-providers';
 import { parseCidrList, type CidrRange } from './ip';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
@@ -307,6 +308,28 @@ export interface Config {
    */
   readonly challengeUnavailable: 'hold' | 'pass';
   /**
+   * The request header that carries the signed admission to the origin (see admission.ts), or `off`.
+   * A header of this name from the client is always removed.
+   * @default "waiting-room-admission"
+   */
+  readonly admissionHeader: string;
+  /**
+   * The audience (`aud`) of every admission: what the origin checks it against.
+   * @default "origin"
+   */
+  readonly admissionAudience: string;
+  /**
+   * The claims an admission carries besides `iss`, `aud`, `iat` and `exp`: any of `queue`, `ticket`,
+   * `admitted_at`, `session_expires`, `via`, comma-separated.
+   * @default "queue,ticket,admitted_at,session_expires,via"
+   */
+  readonly admissionClaims: readonly AdmissionClaim[];
+  /**
+   * How long an admission is valid, seconds (30 – 3,600); never past the visitor's session.
+   * @default 120
+   */
+  readonly admissionLifetimeSeconds: number;
+  /**
    * Title of the holding page.
    * @default "You are in line"
    */
@@ -339,6 +362,10 @@ export interface Config {
   readonly pageLanguage: Locale;
 }
 
+/** The claims an admission may carry (see admission.ts). */
+export type AdmissionClaim = 'queue' | 'ticket' | 'admitted_at' | 'session_expires' | 'via';
+const ADMISSION_CLAIMS: readonly AdmissionClaim[] = ['queue', 'ticket', 'admitted_at', 'session_expires', 'via'];
+
 export interface Secrets {
   /** Signing keys for the queue cookie; the first is current (secret `signing_keys`). */
   readonly keyRing: KeyRing;
@@ -353,6 +380,11 @@ export interface Secrets {
    * Fastly one Secret Store lookup then, never on other requests).
    */
   challengeSecret(): Promise<string | undefined>;
+  /**
+   * The admission keys (secret `admission_keys`, see admission.ts) as text, read when an admission is
+   * signed or the JWKS served (on Fastly one Secret Store lookup then).
+   */
+  admissionKeys(): Promise<string | undefined>;
 }
 
 export interface ConfigProblem {
@@ -424,6 +456,10 @@ export const CONFIG_KEYS = [
   'challenge_widget_class',
   'challenge_timeout_ms',
   'challenge_unavailable',
+  'admission_header',
+  'admission_audience',
+  'admission_claims',
+  'admission_lifetime_seconds',
   'page_title',
   'page_message',
   'page_logo_url',
@@ -433,7 +469,7 @@ export const CONFIG_KEYS = [
 ] as const;
 
 /** The keys of the Secret Store. */
-export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token', 'challenge_secret'] as const;
+export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token', 'challenge_secret', 'admission_keys'] as const;
 
 /**
  * The known name nearest to `name` (case aside), within an edit distance of 2: what a misspelt key
@@ -662,6 +698,12 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     powDifficulty: r.integer('pow_difficulty', 0, 0, 24),
     failedProof: r.oneOf('failed_proof', 'challenge', ['challenge', 'shadow']),
     ...readChallenge(r),
+    admissionHeader: r.string('admission_header', 'waiting-room-admission', (v) =>
+      v === 'off' || /^[A-Za-z0-9][A-Za-z0-9-]{0,63}$/.test(v) ? undefined : 'must be off or a header name (letters, digits, -)',
+    ).toLowerCase(),
+    admissionAudience: r.string('admission_audience', 'origin', (v) => (/^[\x21-\x7e]{1,200}$/.test(v) ? undefined : 'must be 1-200 printable characters without spaces')),
+    admissionClaims: r.parsed('admission_claims', 'queue,ticket,admitted_at,session_expires,via', parseAdmissionClaims, [...ADMISSION_CLAIMS]),
+    admissionLifetimeSeconds: r.integer('admission_lifetime_seconds', 120, 30, 3600),
     pageTitle: r.string('page_title', 'You are in line', (v) => (v.length > 120 ? 'must be at most 120 characters' : undefined)),
     pageMessage: r.string(
       'page_message',
@@ -763,6 +805,14 @@ function daysInMonth(year: number, month: number): number {
   return new Date(Date.UTC(year, month, 0)).getUTCDate();
 }
 
+function parseAdmissionClaims(text: string): AdmissionClaim[] {
+  const names = text.split(',').map((n) => n.trim()).filter((n) => n !== '');
+  for (const name of names) {
+    if (!(ADMISSION_CLAIMS as readonly string[]).includes(name)) throw new Error(`${JSON.stringify(name)} is not a claim; choose among ${ADMISSION_CLAIMS.join(', ')}`);
+  }
+  return [...new Set(names as AdmissionClaim[])];
+}
+
 /** A challenge provider's URL: https, or http to this machine (a local fake provider in tests). */
 const CHALLENGE_URL = /^(https:\/\/[A-Za-z0-9.-]+(:\d+)?|http:\/\/(127\.0\.0\.1|localhost)(:\d+)?)\/[A-Za-z0-9._~!$&'()*+,;=:@%\/-]*$/;
 
@@ -844,7 +894,23 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
   }
   if (r.problems.length > 0 || keyRing === undefined) throw new ConfigError(r.problems);
   const challengeSecret = r.raw('challenge_secret');
-  return Object.freeze({ keyRing, adminPassword, adminApiToken, upstashToken: r.raw('upstash_token'), challengeSecret: async () => challengeSecret });
+  const admissionKeys = r.raw('admission_keys');
+  if (admissionKeys !== undefined) {
+    try {
+      parseAdmissionKeys(admissionKeys);
+    } catch (error) {
+      r.problems.push({ key: 'admission_keys', message: error instanceof Error ? error.message : String(error) });
+      throw new ConfigError(r.problems);
+    }
+  }
+  return Object.freeze({
+    keyRing,
+    adminPassword,
+    adminApiToken,
+    upstashToken: r.raw('upstash_token'),
+    challengeSecret: async () => challengeSecret,
+    admissionKeys: async () => admissionKeys,
+  });
 }
 
 /**
@@ -880,6 +946,7 @@ export function parseSecretsOnDemand(source: SettingSource, readLater?: (key: st
       return r.raw('upstash_token');
     },
     challengeSecret: async () => (readLater === undefined ? r.raw('challenge_secret') : readLater('challenge_secret')),
+    admissionKeys: async () => (readLater === undefined ? r.raw('admission_keys') : readLater('admission_keys')),
   });
 }
 

@@ -57,6 +57,8 @@ export interface Extra {
   readonly p?: string | undefined;
   /** A shadow ticket (see TokenClaims.x). */
   readonly x?: 1 | undefined;
+  /** An access token of a visitor that walked in (see TokenClaims.v). */
+  readonly v?: 1 | undefined;
 }
 
 export interface HandlerContext extends Pick<HandlerDeps, 'config' | 'secrets' | 'store' | 'origin' | 'logger' | 'clock' | 'cache'> {
@@ -86,6 +88,8 @@ export interface HandlerContext extends Pick<HandlerDeps, 'config' | 'secrets' |
   storeCall<T>(trace: Trace, call: () => Promise<T>): Promise<StoreOutcome<T>>;
   /** A signed cookie of ours: a waiting ticket (`w`) or an access token (`a`). */
   issue(kind: 'w' | 'a', ticket: number, nowMs: number, extra: Extra): Promise<string>;
+  /** When a token `issue` makes now would expire, seconds. */
+  expiryOf(kind: 'w' | 'a', nowMs: number, extra: Pick<Extra, 's' | 'p'>): number;
   /** The Set-Cookie that removes our cookie. */
   clearCookie(): string;
   localeOf(request: Request): Locale;
@@ -131,14 +135,19 @@ export function createContext(deps: HandlerDeps): HandlerContext {
     });
   }
 
-  async function issue(kind: 'w' | 'a', ticket: number, nowMs: number, extra: Extra): Promise<string> {
-    const iat = Math.floor(nowMs / 1000);
+  function lifetimeOf(kind: 'w' | 'a', iat: number, extra: Pick<Extra, 's' | 'p'>): number {
     let lifetime = kind === 'a' ? config.sessionSeconds : config.queueTimeoutSeconds;
     if (kind === 'a' && extra.s !== undefined && config.sessionMaxSeconds > 0) {
       lifetime = Math.max(0, Math.min(lifetime, extra.s + config.sessionMaxSeconds - iat));
     }
     // A pending join is worth keeping only while the store remembers its key.
     if (extra.p !== undefined) lifetime = Math.min(lifetime, JOIN_KEEP_SECONDS);
+    return lifetime;
+  }
+
+  async function issue(kind: 'w' | 'a', ticket: number, nowMs: number, extra: Extra): Promise<string> {
+    const iat = Math.floor(nowMs / 1000);
+    const lifetime = lifetimeOf(kind, iat, extra);
     const claims: TokenClaims = {
       q: queue,
       k: kind,
@@ -153,6 +162,7 @@ export function createContext(deps: HandlerDeps): HandlerContext {
       ...(extra.gen !== undefined && extra.gen !== 0 && { gen: extra.gen }),
       ...(extra.p !== undefined && { p: extra.p }),
       ...(extra.x !== undefined && { x: extra.x }),
+      ...(extra.v !== undefined && { v: extra.v }),
     };
     return serializeCookie(config.cookieName, await signToken(secrets.keyRing, claims), { maxAge: lifetime });
   }
@@ -187,6 +197,7 @@ export function createContext(deps: HandlerDeps): HandlerContext {
     },
     statusUrl: `${config.pathPrefix}status?queue=${encodeURIComponent(queue)}`,
     policyNow: () => ({ ...basePolicy, seed: randomSeed() }),
+    expiryOf: (kind, nowMs, extra) => Math.floor(nowMs / 1000) + lifetimeOf(kind, Math.floor(nowMs / 1000), extra),
     storeCall,
     issue,
     clearCookie: () => serializeCookie(config.cookieName, '', { maxAge: 0 }),

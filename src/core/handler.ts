@@ -38,7 +38,7 @@ async function route(ctx: HandlerContext, request: Request, client: ClientInfo, 
   const bypass = await bypassRule(ctx, request, client, readings);
   if (bypass !== undefined) {
     trace.decision = bypass;
-    return pass(ctx, request, undefined, trace);
+    return pass(ctx, request, undefined, trace, 'bypass');
   }
   if (!queueApplies(readings, config.queuePaths)) {
     trace.decision = 'no_queue';
@@ -60,7 +60,7 @@ async function route(ctx: HandlerContext, request: Request, client: ClientInfo, 
       return hold(overView(ctx, nowMs), undefined);
     }
     trace.decision = over === 'pass' ? 'event_over_pass' : 'access';
-    return pass(ctx, request, over === 'pass' ? undefined : over, trace);
+    return pass(ctx, request, over === 'pass' ? undefined : over, trace, 'event-over');
   }
   const v = await visit(ctx, request, trace, true);
   trace.decision = v.kind;
@@ -90,7 +90,7 @@ function answer(
     case 'unavailable':
       if (config.storeFailure === 'pass') {
         trace.decision = 'unavailable_pass';
-        return pass(ctx, request, undefined, trace);
+        return pass(ctx, request, undefined, trace, 'store-down');
       }
       return hold(holdView(ctx, v, nowMs), v.cookie);
     case 'challenge':

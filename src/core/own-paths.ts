@@ -3,6 +3,8 @@
  * script polls, the heartbeat script's session calls, health, and the admin console (admin.ts).
  */
 import { handleAdminRoute } from './admin';
+import { jwksDocument } from './admission-keys';
+import { admissionKeys } from './admission';
 import type { HandlerContext } from './context';
 import { errorResponse, jsonResponse } from './http';
 import { ASSETS } from './pages';
@@ -65,8 +67,24 @@ export async function session(ctx: HandlerContext, request: Request, action: 'he
     return jsonResponse(200, { state: 'ended' }, { 'set-cookie': clearCookie() });
   }
   const now = Math.floor(nowMs / 1000);
-  const cookie = await issue('a', token.t, nowMs, { j: token.j, s: start, r: now, gen: token.gen });
+  const cookie = await issue('a', token.t, nowMs, { j: token.j, s: start, r: now, gen: token.gen, v: token.v === 1 ? 1 : undefined });
   return jsonResponse(200, { state: 'active', refreshed: true }, { 'set-cookie': cookie });
+}
+
+/**
+ * The public keys of the signed admission (see admission.ts), for the origin's JWT library: every
+ * key `admission_keys` lists, cacheable for five minutes (a rotation lists the new key before it
+ * signs: add it second, wait, then move it first).
+ */
+async function jwks(ctx: HandlerContext, trace: Trace): Promise<Response> {
+  trace.decision = 'jwks';
+  try {
+    const keys = await admissionKeys(ctx.secrets);
+    return jsonResponse(200, jwksDocument(keys), { 'cache-control': 'public, max-age=300', 'access-control-allow-origin': '*' });
+  } catch (error) {
+    trace.reason = `admission keys: ${error instanceof Error ? error.message : String(error)}`;
+    return errorResponse(503, `no admission keys to publish: ${error instanceof Error ? error.message : String(error)}`);
+  }
 }
 
 /** A request for one of our own paths; `rest` is its path after `path_prefix`. */
@@ -93,6 +111,7 @@ export async function ownPath(ctx: HandlerContext, request: Request, rest: strin
   }
   if (rest === 'heartbeat' || rest === 'leave') return session(ctx, request, rest, trace);
   if (rest === 'health') return jsonResponse(200, { ok: true });
+  if (rest === '.well-known/jwks.json') return jwks(ctx, trace);
   const admin = await handleAdminRoute(request, rest, { ...ctx.deps, address: trace.from, policy: policyNow(), trace, storeCall: (call) => storeCall(trace, call) });
   return admin ?? errorResponse(404, `no such path under ${config.pathPrefix}`);
 }

@@ -337,9 +337,13 @@ export interface SiteVerifier {
   post(url: string, form: URLSearchParams, timeoutMs: number): Promise<Response>;
 }
 
-/** Forwards a request to the origin and returns its response, streamed. */
+/**
+ * Forwards a request to the origin and returns its response, streamed. `headers`, when given, are
+ * sent instead of the request's own (the signed admission added, a client's copy removed); the
+ * body is the request's, unread.
+ */
 export interface Origin {
-  forward(request: Request): Promise<Response>;
+  forward(request: Request, headers?: Headers): Promise<Response>;
 }
 
 /** One structured record per request. */

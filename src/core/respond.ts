@@ -3,6 +3,7 @@
  * one `HoldView`, made from the visit), and the pass-through to the origin, which adds our cookie
  * and frees a capacity slot when the origin ends the session.
  */
+import { admissionCookieName, admissionFor, type AdmissionVia } from './admission';
 import { challengeSources } from './challenge';
 import type { HandlerContext } from './context';
 import { serializeCookie } from './cookies';
@@ -196,11 +197,23 @@ export async function holdingPage(
   return new Response(html, { status: holdStatusOf(ctx, view), headers });
 }
 
-export async function pass(ctx: HandlerContext, request: Request, v: Extract<Visit, { kind: 'access' | 'admitted' }> | undefined, trace: Trace): Promise<Response> {
+/**
+ * The request to the origin, with the signed admission (see admission.ts): `v` an admitted visitor,
+ * else `via` says why the request passes without one (a bypass rule, a path the queue does not
+ * hold, the store down under `store_failure = pass`, the event over under `event_after = pass`).
+ */
+export async function pass(
+  ctx: HandlerContext,
+  request: Request,
+  v: Extract<Visit, { kind: 'access' | 'admitted' }> | undefined,
+  trace: Trace,
+  via: AdmissionVia = 'unqueued',
+): Promise<Response> {
   const { config, store, origin, clock, queue, basePolicy, storeCall, clearCookie } = ctx;
+  const admitted = await admissionFor(ctx, request, v?.grant ?? { via }, trace);
   let response: Response;
   try {
-    response = await origin.forward(request);
+    response = await origin.forward(request, admitted.headers);
   } catch (error) {
     trace.reason = `origin: ${error instanceof Error ? error.message : String(error)}`;
     return errorResponse(502, 'the site is not answering; please try again shortly');
@@ -214,12 +227,15 @@ export async function pass(ctx: HandlerContext, request: Request, v: Extract<Vis
     await storeCall(trace, () => store.leave(queue, ticket, clock.now(), basePolicy, 0, generation));
   }
   if (endsSession) trace.reason = 'origin_ended_session';
-  if (cookie === undefined && !endsSession) return response;
+  // The carried admission ends with the session.
+  const carried = endsSession && v !== undefined ? serializeCookie(admissionCookieName(config), '', { maxAge: 0 }) : admitted.cookie;
+  if (cookie === undefined && carried === undefined && !endsSession) return response;
   // Status, headers and the streamed body stay the origin's; we add Set-Cookie and remove only
   // the origin's end-session signal, which is meant for us.
   const headers = new Headers(response.headers);
   headers.delete(config.endSessionHeader);
   if (cookie !== undefined) headers.append('set-cookie', cookie);
+  if (carried !== undefined) headers.append('set-cookie', carried);
   return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
 }
 

@@ -14,7 +14,7 @@ import { decodeJwt, jwtVerify, SignJWT, errors as joseErrors, type JWTHeaderPara
 import { JOIN_KEY_PATTERN } from './ports';
 
 /** What a derived key signs; part of the derivation label, so never rename one (it would log everybody out). */
-export type KeyPurpose = 'waiting' | 'access' | 'admin-form' | 'bypass' | 'proof';
+export type KeyPurpose = 'waiting' | 'access' | 'admin-form' | 'bypass' | 'proof' | 'admission';
 
 export interface SigningKey {
   readonly kid: string;
@@ -71,6 +71,8 @@ export interface TokenClaims {
   readonly p?: string;
   /** Waiting tokens of the shadow queue (1): a place that never moves, for a failed proof of work. */
   readonly x?: number;
+  /** Access tokens: how the visitor got in, when not by its call in the queue (1: it walked in). */
+  readonly v?: number;
   /** Proof-of-work challenges (`h`): the nonce (32 hex digits), the difficulty in bits, and the client it was made for (16 hex digits). */
   readonly n?: string;
   readonly d?: number;
@@ -272,7 +274,7 @@ function classifyFailure(error: unknown): VerifyFailure {
 }
 
 function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
-  const { q, k, t, iat, exp, j, s, r, f, g, gen, p, n, d, o, x } = payload;
+  const { q, k, t, iat, exp, j, s, r, f, g, gen, p, n, d, o, x, v } = payload;
   if (typeof q !== 'string') return undefined;
   if (!isTokenKind(k)) return undefined;
   if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
@@ -280,7 +282,7 @@ function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
   if (k === 'h' || n !== undefined || d !== undefined || o !== undefined) {
     if (k !== 'h' || t !== 0 || typeof n !== 'string' || !/^[0-9a-f]{32}$/.test(n) || typeof o !== 'string' || !/^[0-9a-f]{16}$/.test(o)) return undefined;
     if (!isWholeNumber(d) || d < 1 || d > 32) return undefined;
-    if ([j, s, r, f, g, gen, p, x].some((v) => v !== undefined)) return undefined;
+    if ([j, s, r, f, g, gen, p, x, v].some((value) => value !== undefined)) return undefined;
     return { q, k, t, iat, exp, n, d, o };
   }
   // A shadow ticket is a waiting token with a number, and nothing that ties it to the store.
@@ -288,10 +290,11 @@ function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
   // A pending join (`p`): a waiting token of no ticket, and nothing else.
   if (p !== undefined) {
     if (k !== 'w' || t !== 0 || typeof p !== 'string' || !JOIN_KEY_PATTERN.test(p)) return undefined;
-    if ([j, s, r, f, g, gen].some((v) => v !== undefined)) return undefined;
+    if ([j, s, r, f, g, gen, v].some((value) => value !== undefined)) return undefined;
     return { q, k, t, iat, exp, p };
   }
-  const optional = { j, s, r, f, g, gen, x };
+  if (v !== undefined && (k !== 'a' || v !== 1)) return undefined;
+  const optional = { j, s, r, f, g, gen, x, v };
   const claims: Record<string, number> = {};
   for (const [name, value] of Object.entries(optional)) {
     if (value === undefined) continue;

@@ -43,6 +43,21 @@ export interface ChallengeHook {
   readonly cookie: string;
 }
 
+/* The signed admission (see admission.ts). */
+/** How a request came to be let through. */
+export type AdmissionVia = 'queue' | 'walk-in' | 'vip' | 'bypass' | 'unqueued' | 'store-down' | 'event-over';
+
+/** What the edge knows of a request it passes: how it got in, and for admitted visitors their session. */
+export interface Grant {
+  readonly via: AdmissionVia;
+  /** Admitted visitors: the ticket (0 for a VIP code), when the session began, when it ends (seconds). */
+  readonly ticket?: number | undefined;
+  readonly admittedAt?: number | undefined;
+  readonly sessionExpires?: number | undefined;
+  /** Admitted visitors: what binds a carried admission to this visitor's access token. */
+  readonly binding?: string | undefined;
+}
+
 /** What the holding page needs to solve a proof-of-work challenge (see proof-of-work.ts). */
 export interface PowChallenge {
   /** The signed challenge. */
@@ -65,9 +80,11 @@ export type Visit =
       readonly cookie: string | undefined;
       /** The store generation the token's ticket belongs to (absent: a token from before generations). */
       readonly generation?: number | undefined;
+      /** What the signed admission says of this visitor (see admission.ts). */
+      readonly grant: Grant;
     }
   /** The visitor's ticket was called (and in capacity mode its slot claimed): the cookie becomes an access token. */
-  | { readonly kind: 'admitted'; readonly ticket: number; readonly slot: boolean; readonly cookie: string }
+  | { readonly kind: 'admitted'; readonly ticket: number; readonly slot: boolean; readonly cookie: string; readonly grant: Grant }
   /**
    * In line: `ahead` visitors are before this one (FIFO), or `ahead` others are in the draw with it
    * (`draw`, the random method). `front`: called, waiting for a slot to free. `first`: the place

@@ -17,6 +17,7 @@ import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
 import type { QueueState } from './ports';
 import { createShuffle } from './shuffle';
+import type { AdmissionVia, Grant } from './admission';
 import { challengeCookieName, challengeHook, verifyChallenge } from './challenge';
 import { checkSolution, issueChallenge, powCookieName } from './proof-of-work';
 import { allowNewTicket, countRefusal } from './ticket-limit';
@@ -139,10 +140,27 @@ function tokenEra(token: TokenClaims): Era {
  * session_max_seconds holds in every mode; `slot`: it also holds a capacity slot, so it carries
  * when the slot was last refreshed in the store (`r`, now).
  */
-export function admittedCookie(ctx: HandlerContext, ticket: number, joined: number, nowMs: number, slot: boolean, generation: number): Promise<string> {
+export function admittedCookie(ctx: HandlerContext, ticket: number, joined: number, nowMs: number, slot: boolean, generation: number, walkIn = false): Promise<string> {
   const { issue } = ctx;
   const now = Math.floor(nowMs / 1000);
-  return issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now, gen: generation } : { j: joined, s: now, gen: generation });
+  const v = walkIn ? (1 as const) : undefined;
+  return issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now, gen: generation, v } : { j: joined, s: now, gen: generation, v });
+}
+
+/** How the holder of an access token got in: a VIP code (ticket 0), walking in, or its call in the queue. */
+function viaOf(token: Pick<TokenClaims, 't' | 'v'>): AdmissionVia {
+  return token.t === 0 ? 'vip' : token.v === 1 ? 'walk-in' : 'queue';
+}
+
+/** What the signed admission says of an admitted visitor (see admission.ts): bound to its ticket and session start. */
+export function accessGrant(via: AdmissionVia, ticket: number, start: number, sessionExpires: number): Grant {
+  return { via, ticket, admittedAt: start, sessionExpires, binding: `${ticket}|${start}` };
+}
+
+/** The grant of a visitor let in now (its new access token begins its session). */
+function admittedGrant(ctx: HandlerContext, ticket: number, nowMs: number, walkIn: boolean): Grant {
+  const now = Math.floor(nowMs / 1000);
+  return accessGrant(walkIn ? 'walk-in' : 'queue', ticket, now, ctx.expiryOf('a', nowMs, { s: now }));
 }
 
 /**
@@ -163,7 +181,7 @@ export async function claimSlot(ctx: HandlerContext, trace: Trace, ticket: numbe
     // handed on, one admission more than the rate).
     if (!slot) {
       trace.reason = 'claim_unrecorded';
-      return { kind: 'admitted', ticket: place, slot: false, cookie: await admittedCookie(ctx, place, joined, nowMs, false, state.generation) };
+      return { kind: 'admitted', ticket: place, slot: false, cookie: await admittedCookie(ctx, place, joined, nowMs, false, state.generation), grant: admittedGrant(ctx, place, nowMs, false) };
     }
     return { kind: 'unavailable', ticket, cookie: await waitingCookie(ctx, ticket, joined, nowMs, undefined, state) };
   }
@@ -171,7 +189,7 @@ export async function claimSlot(ctx: HandlerContext, trace: Trace, ticket: numbe
   if (claimed.value.claimed) {
     // The mode the claim ran under, should the thresholds have changed since the cached state.
     const held = isCapacityMode(claimed.value);
-    return { kind: 'admitted', ticket: place, slot: held, cookie: await admittedCookie(ctx, place, joined, nowMs, held, claimed.value.generation) };
+    return { kind: 'admitted', ticket: place, slot: held, cookie: await admittedCookie(ctx, place, joined, nowMs, held, claimed.value.generation), grant: admittedGrant(ctx, place, nowMs, false) };
   }
   if (isForeign(state.generation, claimed.value)) {
     trace.reason = 'ticket_from_lost_state';
@@ -284,7 +302,13 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     record(trace, result, result.ticket);
     trace.reason = result.replayed ? 'walk_in_replayed' : 'walk_in';
     const slot = isCapacityMode(result);
-    return { kind: 'admitted', ticket: result.ticket, slot, cookie: await admittedCookie(ctx, result.ticket, now, nowMs, slot, result.generation) };
+    return {
+      kind: 'admitted',
+      ticket: result.ticket,
+      slot,
+      cookie: await admittedCookie(ctx, result.ticket, now, nowMs, slot, result.generation, true),
+      grant: admittedGrant(ctx, result.ticket, nowMs, true),
+    };
   }
   if (eventPhase(config, nowMs) === 'before') {
     record(trace, result, result.ticket);
@@ -438,7 +462,7 @@ export async function drawVisit(ctx: HandlerContext, trace: Trace, token: TokenC
   }
   if (r.outcome === 'drawn') {
     record(trace, r, token.t);
-    return { kind: 'admitted', ticket: token.t, slot: r.claimed, cookie: await admittedCookie(ctx, token.t, joined, nowMs, r.claimed, r.generation) };
+    return { kind: 'admitted', ticket: token.t, slot: r.claimed, cookie: await admittedCookie(ctx, token.t, joined, nowMs, r.claimed, r.generation), grant: admittedGrant(ctx, token.t, nowMs, false) };
   }
   return drawn(ctx, trace, r, r.outcome, token.t, joined, nowMs);
 }
@@ -456,25 +480,37 @@ export async function accessVisit(ctx: HandlerContext, trace: Trace, token: Toke
     trace.reason = 'session_max';
     return takeTicket ? newVisit(ctx, trace, nowMs) : { kind: 'none' };
   }
+  const via = viaOf(token);
+  const v = token.v === 1 ? (1 as const) : undefined;
+  const renewedGrant = () => accessGrant(via, token.t, start, ctx.expiryOf('a', nowMs, { s: start }));
+  const keptGrant = accessGrant(via, token.t, start, token.exp);
   if (!holdsSlot(token)) {
     const renew = nowMs - token.iat * 1000 >= renewAfterMs;
-    return { kind: 'access', ticket: token.t, slot: false, cookie: renew ? await issue('a', token.t, nowMs, { j: token.j, s: start, gen: token.gen }) : undefined };
+    if (!renew) return { kind: 'access', ticket: token.t, slot: false, cookie: undefined, grant: keptGrant };
+    return { kind: 'access', ticket: token.t, slot: false, cookie: await issue('a', token.t, nowMs, { j: token.j, s: start, gen: token.gen, v }), grant: renewedGrant() };
   }
   // Capacity mode: the slot is refreshed in the store at most once per activity_refresh_seconds.
   const lastRefreshMs = (token.r ?? start) * 1000;
   const generation = token.gen;
-  if (nowMs - lastRefreshMs < refreshAfterMs) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined, generation };
+  if (nowMs - lastRefreshMs < refreshAfterMs) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined, generation, grant: keptGrant };
   // A holder from a lost generation keeps its generation: the store registers its slot again
   // under a member of its own (see scripts.ts, Generations) and renews that one from then on.
   const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs, generation));
   // The token is self-contained: a store that does not answer does not end the session.
-  if (!touched.ok) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined, generation };
+  if (!touched.ok) return { kind: 'access', ticket: token.t, slot: true, cookie: undefined, generation, grant: keptGrant };
   if (!touched.value) {
     trace.reason = 'slot_ended';
     return takeTicket ? newVisit(ctx, trace, nowMs) : { kind: 'none' };
   }
   const now = Math.floor(nowMs / 1000);
-  return { kind: 'access', ticket: token.t, slot: true, cookie: await issue('a', token.t, nowMs, { j: token.j, s: start, r: now, gen: generation }), generation };
+  return {
+    kind: 'access',
+    ticket: token.t,
+    slot: true,
+    cookie: await issue('a', token.t, nowMs, { j: token.j, s: start, r: now, gen: generation, v }),
+    generation,
+    grant: renewedGrant(),
+  };
 }
 
 /** Steps 4 and 5 of the request path: the cookie, then what the store must say. */

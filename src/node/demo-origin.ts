@@ -3,6 +3,8 @@
  * streamed download, and an echo that streams a request body back.
  */
 import http from 'node:http';
+import type { JWTPayload } from 'jose';
+import { requireAdmission, type AdmissionCheckOptions } from './admission-check';
 import { serve, type RunningServer } from './host';
 
 const MIB = 1024 * 1024;
@@ -34,10 +36,32 @@ function streamZeros(res: http.ServerResponse, bytes: number): void {
   pump();
 }
 
-export async function startDemoOrigin(options: { port?: number; host?: string } = {}): Promise<RunningServer> {
+export interface DemoOriginOptions {
+  readonly port?: number;
+  readonly host?: string;
+  /**
+   * Protected: every request must carry the waiting room's signed admission (src/node/admission-check.ts),
+   * else 403. `jwksUrl` may be a function, for a waiting room whose address is known only later.
+   */
+  readonly protect?: Omit<AdmissionCheckOptions, 'jwksUrl'> & { readonly jwksUrl: string | (() => string) };
+}
+
+export async function startDemoOrigin(options: DemoOriginOptions = {}): Promise<RunningServer> {
   const host = options.host ?? '127.0.0.1';
   const held = new Map<string, () => void>();
-  const server = http.createServer((req, res) => {
+  const protect = options.protect;
+  let gate: ReturnType<typeof requireAdmission> | undefined;
+  const guarded = (handle: (req: http.IncomingMessage, res: http.ServerResponse) => void) => (req: http.IncomingMessage & { admission?: JWTPayload }, res: http.ServerResponse) => {
+    if (protect === undefined) return handle(req, res);
+    gate ??= requireAdmission({ ...protect, jwksUrl: typeof protect.jwksUrl === 'function' ? protect.jwksUrl() : protect.jwksUrl });
+    gate(req, res, () => {
+      // What the origin read from the admission, for the tests and for a look in the browser's tools.
+      res.setHeader('x-admission-via', String(req.admission?.['via'] ?? ''));
+      res.setHeader('x-admission-ticket', String(req.admission?.['ticket'] ?? ''));
+      handle(req, res);
+    });
+  };
+  const server = http.createServer(guarded((req, res) => {
     let url: URL;
     try {
       // Read as a browser-facing server would: relative to its own origin.
@@ -99,6 +123,6 @@ export async function startDemoOrigin(options: { port?: number; host?: string } 
     req.resume();
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'x-origin': 'demo' });
     res.end(homePage(url.pathname));
-  });
+  }));
   return serve(server, options.port ?? 0, host);
 }

@@ -5,8 +5,8 @@
  * Optional environment: PORT, ORIGIN_URL (use your own origin instead of the demo one),
  * WR_STORE=upstash (use the Upstash store at `upstash_url`, e.g. the local bridge), WR_STORE=redis
  * with REDIS_URL (Redis 7+ itself, one server or a cluster: see WR_REDIS_CLUSTER; several hosts
- * behind a load balancer then share the queues), and WR_<KEY> to override any setting of
- * devconfig.json.
+ * behind a load balancer then share the queues), WR_DEMO_PROTECTED=1 (the demo origin refuses
+ * requests without the signed admission), and WR_<KEY> to override any setting of devconfig.json.
  */
 import { existsSync, watchFile } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -33,7 +33,13 @@ function findProjectFile(name: string): string {
 }
 
 async function main(): Promise<void> {
-  const origin = process.env['ORIGIN_URL'] === undefined ? await startDemoOrigin({ port: 7677 }) : undefined;
+  const port = Number(process.env['PORT'] ?? 7676);
+  // The waiting room's JWKS and audience, known once its settings are read (below).
+  let jwksPath = '/__wr/.well-known/jwks.json';
+  let audience = 'origin';
+  // WR_DEMO_PROTECTED=1: the demo origin answers 403 to anything without the waiting room's signed admission.
+  const protect = process.env['WR_DEMO_PROTECTED'] === '1' ? { jwksUrl: () => `http://127.0.0.1:${port}${jwksPath}`, get audience() { return audience; } } : undefined;
+  const origin = process.env['ORIGIN_URL'] === undefined ? await startDemoOrigin({ port: 7677, ...(protect !== undefined && { protect }) }) : undefined;
   const originUrl = process.env['ORIGIN_URL'] ?? origin!.url;
   const memoryStore = new MemoryQueueStore();
   // Kept across reloads of devconfig.json, as the store is: a new setting must not free a held guesser.
@@ -120,7 +126,8 @@ async function main(): Promise<void> {
   if (redisConnection !== undefined && !(await waitUntilReady(redisConnection, 5_000))) {
     process.stderr.write('redis: not ready after 5 s; starting anyway (store calls fail until it is)\n');
   }
-  const port = Number(process.env['PORT'] ?? 7676);
+  jwksPath = `${room.config.pathPrefix}.well-known/jwks.json`;
+  audience = room.config.admissionAudience;
   const host = await startHost((request, client) => current(request, client), { port });
   const prefix = room.config.pathPrefix;
   process.stderr.write(
@@ -130,6 +137,7 @@ async function main(): Promise<void> {
       `  Visitors:  ${host.url}/`,
       `  Admin:     ${host.url}${prefix}admin   user "${room.config.adminUser}", password: dev_secrets.admin_password in devconfig.json`,
       `  Origin API: curl -X POST -H "Authorization: Bearer <dev_secrets.admin_api_token>" "${host.url}${prefix}api/admit?count=5"`,
+      ...(protect === undefined ? [] : [`  Origin:    protected: 403 without the signed admission (keys at ${host.url}${jwksPath})`]),
       '  Request log lines (JSON) follow on stdout. Ctrl-C stops.',
       '',
     ].join('\n'),

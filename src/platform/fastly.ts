@@ -159,11 +159,12 @@ export function kvTemplateSource(): TemplateSource | undefined {
  * originTarget), so an origin that resolves its request target against a base cannot read it as
  * another host. Any other request is sent as it came, body streamed.
  */
-function forwardToOrigin(request: Request): Promise<Response> {
+function forwardToOrigin(request: Request, headers?: Headers): Promise<Response> {
   const url = new URL(request.url);
   const target = originTarget(request.url);
-  if (target === `${url.pathname}${url.search}`) return fetch(request, { backend: ORIGIN_BACKEND });
-  return fetch(new Request(`${url.protocol}//${url.host}${target}`, request), { backend: ORIGIN_BACKEND });
+  const init = headers === undefined ? { backend: ORIGIN_BACKEND } : { backend: ORIGIN_BACKEND, headers };
+  if (target === `${url.pathname}${url.search}`) return fetch(request, init);
+  return fetch(new Request(`${url.protocol}//${url.host}${target}`, request), init);
 }
 
 /**

@@ -84,10 +84,10 @@ export function createHttpOrigin(baseUrl: string, agent?: http.Agent): Origin {
     port: base.port === '' ? (base.protocol === 'https:' ? 443 : 80) : Number(base.port),
   };
   return {
-    forward(request) {
+    forward(request, sent = request.headers) {
       const path = originTarget(request.url);
       const headers: Record<string, string | string[]> = {};
-      request.headers.forEach((value, name) => {
+      sent.forEach((value, name) => {
         if (!HOP_BY_HOP.has(name) && name !== 'host') headers[name] = value;
       });
       return new Promise<Response>((resolve, reject) => {
@@ -133,6 +133,8 @@ export const HOST_ENV = {
   WR_REDIS_CLUSTER: ['true', 'false'],
   /** A directory of template overrides, named as the KV Store keys are. */
   WR_TEMPLATES_DIR: undefined,
+  /** `npm start`'s demo origin refuses (403) requests without the waiting room's signed admission. */
+  WR_DEMO_PROTECTED: ['0', '1'],
 } as const satisfies Record<string, readonly string[] | undefined>;
 
 export interface HostOptions {

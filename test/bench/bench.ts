@@ -42,7 +42,7 @@ import { Cleanups, log, messageOf, sleep } from './util';
 import { runWorker, type WorkerInput } from './workers';
 
 /** The whole run is abandoned (and everything stopped) past this. */
-const WATCHDOG_MS = 330_000;
+const WATCHDOG_MS = 420_000;
 
 /** Every pass, in the order they run on each arm. */
 const PASSES: readonly (() => Pass)[] = [roundTripsPass, latencyPass, cachePass, capacityPass, methodsPass, gatesPass];

@@ -31,6 +31,10 @@ export const BASE_SETTINGS: Record<string, string> = {
   session_seconds: '600',
 };
 
+/** Test-only admission keys (P-256 private JWKs; see src/core/admission.ts). */
+export const ADMISSION_KEY_1 = {"kid": "test-adm-1", "kty": "EC", "x": "YoanHRiPfN5KhR4_wHFYgOWgTVdYY1DE4UCojnkpyL4", "y": "_JS4xWuMkKKfmnvsL-_BywyyWKqVVv5bkS2cOuYTAkI", "crv": "P-256", "d": "tUL89AP5L_oDP6dcATaY7wVnPpYOwf7gnCTX8u4Qmgc"};
+export const ADMISSION_KEY_2 = {"kid": "test-adm-2", "kty": "EC", "x": "lXdEepLOARMvUGD7I92GAkwHghsmgtngM82D6sESNIc", "y": "Pzk4axknGfHf-9DtCyreKk3jQGe7SNOvFfUwKyEyh2o", "crv": "P-256", "d": "CQ23msLIJvWm8tDJJwPs3OYH59kGHl5doyUsANc9gOw"};
+
 export const BASE_SECRETS: Record<string, string> = {
   signing_keys: `k1:${KEY_1}`,
   admin_password: ADMIN_PASSWORD,
@@ -38,6 +42,7 @@ export const BASE_SECRETS: Record<string, string> = {
   upstash_token: 'test-upstash-token',
   // The fake challenge provider's secret (test/support/fake-siteverify.ts).
   challenge_secret: 'secret',
+  admission_keys: JSON.stringify([ADMISSION_KEY_1]),
 };
 
 export class ManualClock implements Clock {
@@ -63,8 +68,11 @@ export class MemoryLogger implements Logger {
 /** An origin that answers from memory and records what reached it. */
 export class RecordingOrigin implements Origin {
   readonly requests: Request[] = [];
-  async forward(request: Request): Promise<Response> {
+  /** The headers each request was sent with (the signed admission added, a client's copy removed). */
+  readonly sent: Headers[] = [];
+  async forward(request: Request, headers?: Headers): Promise<Response> {
     this.requests.push(request);
+    this.sent.push(headers ?? request.headers);
     return new Response(`origin saw ${new URL(request.url).pathname}`, { status: 200, headers: { 'x-origin': 'yes' } });
   }
 }

@@ -1,0 +1,190 @@
+/**
+ * The signed admission (`admission_header`): every request the edge passes to the origin carries a
+ * compact JWS, ES256, that says the waiting room let it through — the queue, the ticket, when it was
+ * let in, when its session ends, and how (`queue`, `walk-in`, `vip`, or for requests the queue does
+ * not hold: `bypass`, `unqueued`, `store-down`, `event-over`). The origin checks it with any JWT
+ * library and the public keys at `<prefix>.well-known/jwks.json`; no call back, no store call.
+ *
+ * Keys: the secret `admission_keys`, a JSON array of private P-256 JWKs, each with a `kid`; the first
+ * signs, every one is listed in the JWKS (rotation: put a new key first, keep the old one listed
+ * until its tokens have expired, then remove it).
+ *
+ * Cost: an admitted visitor's admission is signed once and carried in the cookie
+ * `<cookie_name>_adm` (HttpOnly) until half its lifetime is gone, bound to the visitor's access
+ * token by an HMAC (a derived key of the ring, `admission`), so the request path checks one HMAC
+ * instead of signing. Requests without an access token (bypass rules, unqueued paths) are signed
+ * each time, except that a long-lived host (Node) keeps one signature per kind of grant for half
+ * its lifetime. The header a client sends is always removed before ours is added.
+ */
+import { decodeJwt, importJWK, SignJWT } from 'jose';
+import { parseAdmissionKeys, type AdmissionKey } from './admission-keys';
+import { base64url } from './bytes';
+import type { AdmissionClaim, Config, Secrets } from './config';
+import type { HandlerContext } from './context';
+import { readCookieValues, serializeCookie } from './cookies';
+import type { KeyRing } from './tokens';
+import type { Grant, Trace } from './types';
+
+export type { AdmissionVia, Grant } from './types';
+
+/** The issuer of every admission: what the origin checks `iss` against. */
+export const ADMISSION_ISSUER = 'waiting-room';
+
+/** Imported signing keys, kept by the secret's text (importing is not free on the edge). */
+const imported = new Map<string, Promise<CryptoKey>>();
+
+async function signingKey(key: AdmissionKey): Promise<CryptoKey> {
+  const id = `${key.kid}|${key.privateJwk.d ?? ''}`;
+  let found = imported.get(id);
+  if (found === undefined) {
+    found = importJWK(key.privateJwk, 'ES256') as Promise<CryptoKey>;
+    imported.set(id, found);
+    if (imported.size > 16) imported.delete(imported.keys().next().value!);
+  }
+  return found;
+}
+
+export type AdmissionSettings = Pick<Config, 'queueName' | 'admissionAudience' | 'admissionClaims' | 'admissionLifetimeSeconds'>;
+
+/** Signs an admission for `grant` at `nowMs`: the claims the operator chose, the audience, the issuer, short-lived. */
+export async function signAdmission(key: AdmissionKey, settings: AdmissionSettings, grant: Grant, nowMs: number): Promise<{ token: string; exp: number }> {
+  const iat = Math.floor(nowMs / 1000);
+  let exp = iat + settings.admissionLifetimeSeconds;
+  // Never past the session: a header replayed after the session ended is expired.
+  if (grant.sessionExpires !== undefined) exp = Math.min(exp, grant.sessionExpires);
+  const chosen = new Set<AdmissionClaim>(settings.admissionClaims);
+  const claims: Record<string, unknown> = {};
+  if (chosen.has('queue')) claims['queue'] = settings.queueName;
+  if (chosen.has('ticket') && grant.ticket !== undefined) claims['ticket'] = grant.ticket;
+  if (chosen.has('admitted_at') && grant.admittedAt !== undefined) claims['admitted_at'] = grant.admittedAt;
+  if (chosen.has('session_expires') && grant.sessionExpires !== undefined) claims['session_expires'] = grant.sessionExpires;
+  if (chosen.has('via')) claims['via'] = grant.via;
+  const token = await new SignJWT(claims)
+    .setProtectedHeader({ alg: 'ES256', kid: key.kid, typ: 'JWT' })
+    .setIssuer(ADMISSION_ISSUER)
+    .setAudience(settings.admissionAudience)
+    .setIssuedAt(iat)
+    .setExpirationTime(exp)
+    .sign(await signingKey(key));
+  return { token, exp };
+}
+
+/** The HMAC that binds a carried admission to one access token (the ring's derived `admission` key). */
+export async function carryTag(ring: KeyRing, token: string, binding: string): Promise<string> {
+  const key = await ring.current.keyFor('admission');
+  const mac = await crypto.subtle.sign('HMAC', key, new TextEncoder().encode(`${token}|${binding}`));
+  return base64url(new Uint8Array(mac).subarray(0, 16));
+}
+
+/**
+ * A carried admission from the cookie, if it is ours, made for this access token (`binding`), for
+ * this audience, and has more than half its lifetime left: the token to forward. Else undefined,
+ * and a new one is signed.
+ */
+export async function carriedAdmission(ring: KeyRing, settings: AdmissionSettings, value: string | undefined, grant: Grant, nowMs: number): Promise<string | undefined> {
+  const binding = grant.binding;
+  if (binding === undefined) return undefined;
+  if (value === undefined || value.length > 2048) return undefined;
+  const tilde = value.lastIndexOf('~');
+  if (tilde < 1) return undefined;
+  const token = value.slice(0, tilde);
+  if ((await carryTag(ring, token, binding)) !== value.slice(tilde + 1)) return undefined;
+  let exp: unknown;
+  let aud: unknown;
+  try {
+    ({ exp, aud } = decodeJwt(token));
+  } catch {
+    return undefined;
+  }
+  // An operator who changed the audience or the lifetime gets new admissions at once.
+  if (aud !== settings.admissionAudience || typeof exp !== 'number') return undefined;
+  const left = exp * 1000 - nowMs;
+  if (left <= 0) return undefined;
+  // One that ends with the session cannot be made longer: it serves until then.
+  return left > (settings.admissionLifetimeSeconds * 1000) / 2 || exp === grant.sessionExpires ? token : undefined;
+}
+
+/** What a grant without an access token may share with others of its kind on a long-lived host. */
+export function grantKey(grant: Grant): string | undefined {
+  return grant.binding === undefined ? grant.via : undefined;
+}
+
+/** The cookie a carried admission travels in. */
+export function admissionCookieName(settings: Pick<Config, 'cookieName'>): string {
+  return `${settings.cookieName}_adm`;
+}
+
+/** Parsed key sets, kept by the secret's text. */
+let parsedKeys: { readonly text: string; readonly keys: AdmissionKey[] } | undefined;
+
+/** The admission keys the secret holds; throws with what is wrong (or that it is not set). */
+export async function admissionKeys(secrets: Pick<Secrets, 'admissionKeys'>): Promise<AdmissionKey[]> {
+  const text = await secrets.admissionKeys();
+  if (text === undefined || text === '') throw new Error('the secret admission_keys is not set');
+  if (parsedKeys?.text !== text) parsedKeys = { text, keys: parseAdmissionKeys(text) };
+  return parsedKeys.keys;
+}
+
+/**
+ * Admissions of grants without an access token, kept by a long-lived host (Node) for half their
+ * lifetime: they are the same for every request of their kind. On Fastly an instance serves one
+ * request and this stays empty.
+ */
+const shared = new Map<string, { readonly token: string; readonly exp: number }>();
+
+/** What the origin request carries: the headers with our admission (undefined: as the client sent them) and the cookie that carries it on. */
+export interface Admitted {
+  readonly headers: Headers | undefined;
+  readonly cookie: string | undefined;
+}
+
+/**
+ * The admission of a request the edge passes to the origin: the client's header of that name
+ * removed, ours added (carried, shared, or signed now). A failure to sign (no keys, a broken key)
+ * passes the request without it and says why in the log: the origin decides what an unsigned
+ * request gets.
+ */
+export async function admissionFor(ctx: HandlerContext, request: Request, grant: Grant, trace: Trace): Promise<Admitted> {
+  const { config, secrets, clock } = ctx;
+  const name = config.admissionHeader;
+  if (name === 'off') return { headers: undefined, cookie: undefined };
+  const headers = new Headers(request.headers);
+  headers.delete(name);
+  const nowMs = clock.now();
+  const half = (config.admissionLifetimeSeconds * 1000) / 2;
+  let sharedKey: string | undefined;
+  if (grant.binding !== undefined) {
+    const value = readCookieValues(request.headers.get('cookie'), admissionCookieName(config))[0];
+    const carried = await carriedAdmission(secrets.keyRing, config, value, grant, nowMs);
+    if (carried !== undefined) {
+      headers.set(name, carried);
+      return { headers, cookie: undefined };
+    }
+  } else {
+    sharedKey = `${config.queueName}|${grant.via}|${config.admissionAudience}|${config.admissionClaims.join(',')}|${config.admissionLifetimeSeconds}`;
+    const kept = shared.get(sharedKey);
+    if (kept !== undefined && kept.exp * 1000 - nowMs > half) {
+      headers.set(name, kept.token);
+      return { headers, cookie: undefined };
+    }
+  }
+  let signed: { token: string; exp: number };
+  let key: AdmissionKey;
+  try {
+    [key] = (await admissionKeys(secrets)) as [AdmissionKey];
+    signed = await signAdmission(key, config, grant, nowMs);
+  } catch (error) {
+    const why = `admission_unsigned: ${error instanceof Error ? error.message : String(error)}`;
+    trace.reason = trace.reason === undefined ? why : `${trace.reason}; ${why}`;
+    return { headers, cookie: undefined };
+  }
+  headers.set(name, signed.token);
+  if (sharedKey !== undefined) {
+    shared.set(sharedKey, signed);
+    if (shared.size > 64) shared.delete(shared.keys().next().value!);
+    return { headers, cookie: undefined };
+  }
+  const tag = await carryTag(secrets.keyRing, signed.token, grant.binding!);
+  const maxAge = Math.max(1, signed.exp - Math.floor(nowMs / 1000));
+  return { headers, cookie: serializeCookie(admissionCookieName(config), `${signed.token}~${tag}`, { maxAge }) };
+}
