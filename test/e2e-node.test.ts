@@ -18,6 +18,8 @@ import {
   defineTicketLimitScenario,
   definePowScenario,
   defineChallengeScenario,
+  defineAdmissionScenario,
+  ADMISSION_SETTINGS,
   POW_SETTINGS,
   eventSettings,
   PATH_SETTINGS,
@@ -152,6 +154,17 @@ describe('Node host with a challenge provider (a local fake siteverify)', () => 
     await provider?.close();
   });
   defineChallengeScenario(() => hooked, () => provider);
+});
+
+describe('Node host in front of a protected origin (signed admission)', () => {
+  let protectedStack: Stack;
+  beforeAll(async () => {
+    protectedStack = await startNodeStack(ADMISSION_SETTINGS, undefined, { protectOrigin: true });
+  });
+  afterAll(async () => {
+    await protectedStack?.close();
+  });
+  defineAdmissionScenario(() => protectedStack);
 });
 
 describe('Node host under password and token guessing and a ticket flood', () => {

@@ -22,6 +22,8 @@ import {
   defineTicketLimitScenario,
   definePowScenario,
   defineChallengeScenario,
+  defineAdmissionScenario,
+  ADMISSION_SETTINGS,
   POW_SETTINGS,
   eventSettings,
   PATH_SETTINGS,
@@ -222,6 +224,18 @@ describe.skipIf(!host.found)('wasm with a challenge provider (siteverify through
     await provider?.close();
   });
   defineChallengeScenario(() => hooked, () => provider);
+});
+
+describe.skipIf(!host.found)('wasm in front of a protected origin (an ES256 admission signed in the engine)', () => {
+  let protectedStack: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    protectedStack = await startWasmStack({ viceroyPath: host.path, settings: ADMISSION_SETTINGS, protectOrigin: true });
+  }, 120_000);
+  afterAll(async () => {
+    await protectedStack?.close();
+  });
+  defineAdmissionScenario(() => protectedStack);
 });
 
 describe.skipIf(!host.found)('wasm under password and token guessing and a ticket flood (fastly:edge-rate-limiter)', () => {

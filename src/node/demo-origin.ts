@@ -43,7 +43,11 @@ export interface DemoOriginOptions {
    * Protected: every request must carry the waiting room's signed admission (src/node/admission-check.ts),
    * else 403. `jwksUrl` may be a function, for a waiting room whose address is known only later.
    */
-  readonly protect?: Omit<AdmissionCheckOptions, 'jwksUrl'> & { readonly jwksUrl: string | (() => string) };
+  readonly protect?: Omit<AdmissionCheckOptions, 'jwksUrl'> & {
+    readonly jwksUrl: string | (() => string);
+    /** Where to note each admission header received (tests). */
+    readonly seen?: (string | undefined)[];
+  };
 }
 
 export async function startDemoOrigin(options: DemoOriginOptions = {}): Promise<RunningServer> {
@@ -53,6 +57,8 @@ export async function startDemoOrigin(options: DemoOriginOptions = {}): Promise<
   let gate: ReturnType<typeof requireAdmission> | undefined;
   const guarded = (handle: (req: http.IncomingMessage, res: http.ServerResponse) => void) => (req: http.IncomingMessage & { admission?: JWTPayload }, res: http.ServerResponse) => {
     if (protect === undefined) return handle(req, res);
+    const header = req.headers[(protect.header ?? 'waiting-room-admission').toLowerCase()];
+    protect.seen?.push(Array.isArray(header) ? header.join(', ') : header);
     gate ??= requireAdmission({ ...protect, jwksUrl: typeof protect.jwksUrl === 'function' ? protect.jwksUrl() : protect.jwksUrl });
     gate(req, res, () => {
       // What the origin read from the admission, for the tests and for a look in the browser's tools.

@@ -25,6 +25,8 @@ import { bypassApplies, queueApplies, readPath, reservedPrefixMatch, sameSiteLoc
 import { parsePathPatterns } from '../../src/core/path-pattern';
 import type { ClientInfo, Logger, Origin, QueueStore, RequestLog } from '../../src/core/ports';
 import { parseKeyRing, signToken, verifyToken, type TokenClaims } from '../../src/core/tokens';
+import { parseAdmissionKeys } from '../../src/core/admission-keys';
+import { signAdmission } from '../../src/core/admission';
 import { MemoryQueueStore } from '../../src/store/memory-store';
 import { MemoryStateCache } from '../../src/platform/memory-cache';
 import { coreCacheSettingsMemory, simpleCacheStateCache } from '../../src/platform/fastly';
@@ -348,6 +350,41 @@ async function tokenChecks(run: Runner): Promise<void> {
       assert(!result.ok, `${show(junk)} verified`);
     }
   });
+
+  await run.check('admission: the engine signs an ES256 admission (crypto.subtle ECDSA P-256): a JWS with our kid, a raw 64-byte signature, the claims', async () => {
+    // The test key of test/support/fixtures.ts (ADMISSION_KEY_1): a private P-256 JWK.
+    const jwk = {
+      kid: 'test-adm-1',
+      kty: 'EC',
+      crv: 'P-256',
+      x: 'YoanHRiPfN5KhR4_wHFYgOWgTVdYY1DE4UCojnkpyL4',
+      y: '_JS4xWuMkKKfmnvsL-_BywyyWKqVVv5bkS2cOuYTAkI',
+      d: 'tUL89AP5L_oDP6dcATaY7wVnPpYOwf7gnCTX8u4Qmgc',
+    };
+    const [key] = parseAdmissionKeys(JSON.stringify([jwk]));
+    const settings = parseConfig((k) => ({ queue_name: 'default', admission_audience: 'origin' })[k]);
+    const { token, exp } = await signAdmission(key!, settings, { via: 'queue', ticket: 9, admittedAt: iat, sessionExpires: iat + 600 }, NOW_MS);
+    const header = JSON.parse(base64UrlDecode(segments(token)[0])) as Record<string, unknown>;
+    equal(header['alg'], 'ES256', 'header alg');
+    equal(header['kid'], 'test-adm-1', 'header kid');
+    // A JWS ES256 signature is r || s, 64 bytes (86 base64url characters), never DER.
+    equal(segments(token)[2].length, 86, 'signature length');
+    const claims = payloadOf(token);
+    equal(JSON.stringify(claims), JSON.stringify({ queue: 'default', ticket: 9, admitted_at: iat, session_expires: iat + 600, via: 'queue', iss: 'waiting-room', aud: 'origin', iat, exp }), 'claims');
+    // Verification is the origin's (Node's jose in test/e2e-wasm.test.ts checks tokens this engine
+    // signed): the engine's own ECDSA verify refuses P-256 public keys with a DataError.
+  });
+
+  // EdDSA would make shorter signatures; the issue asks to use it only if the engine has it.
+  let ed25519 = false;
+  try {
+    await crypto.subtle.importKey('jwk', { kty: 'OKP', crv: 'Ed25519', x: '11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo' }, { name: 'Ed25519' }, false, ['verify']);
+    ed25519 = true;
+  } catch {
+    ed25519 = false;
+  }
+  if (ed25519) run.skip('admission: EdDSA', 'the engine imports Ed25519 keys: EdDSA could be offered');
+  else run.skip('admission: EdDSA', 'the engine has no Ed25519 in crypto.subtle: admissions use ES256');
 
   await run.check('config: parseSecrets refuses a short signing key, naming the key', () => {
     let error: unknown;

@@ -5,7 +5,8 @@
 import { createHash } from 'node:crypto';
 import jws from 'jws';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, cookieFrom, KEY_1, KEY_2, payloadOf, purposeKey } from './fixtures';
+import { createRemoteJWKSet, importJWK, jwtVerify, SignJWT } from 'jose';
+import { ADMISSION_KEY_1, ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, cookieFrom, KEY_1, KEY_2, payloadOf, purposeKey } from './fixtures';
 import type { FakeProvider } from './fake-siteverify';
 import { fetchFrom } from './from-address';
 import { rawRequest, sendRaw, startRecordingServer } from './raw-http';
@@ -864,4 +865,64 @@ export function defineChallengeScenario(stack: () => Stack, provider: () => Fake
       .toEqual(['challenge_missing', 'challenge_failed: invalid-input-response', 'challenge_stale: timeout-or-duplicate', 'challenge_down: the provider answered 503']);
     expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe('2');
   });
+}
+
+/** A room whose visitors walk in, with short sessions (so an admission's end comes within a test). */
+export const ADMISSION_SETTINGS: Record<string, string> = { admit_per_period: '1000', session_seconds: '30', activity_refresh_seconds: '10' };
+
+/**
+ * The signed admission end to end, against the demo origin in protected mode: an admitted visitor
+ * gets through with a header that verifies against the JWKS the edge serves, carried unchanged on
+ * its next request, its own header replaced; the origin refuses a request straight to it, a forged
+ * header, an expired one, one for another audience, and the real one replayed after the session.
+ */
+export function defineAdmissionScenario(stack: () => Stack): void {
+  const HEADER = 'waiting-room-admission';
+  const direct = (admission?: string) => fetch(`${stack().origin.url}/products`, { headers: admission === undefined ? {} : { [HEADER]: admission } });
+  const sign = async (claims: Record<string, unknown>, exp: number, audience = 'origin') =>
+    new SignJWT(claims)
+      .setProtectedHeader({ alg: 'ES256', kid: ADMISSION_KEY_1.kid, typ: 'JWT' })
+      .setIssuer('waiting-room')
+      .setAudience(audience)
+      .setIssuedAt(exp - 60)
+      .setExpirationTime(exp)
+      .sign(await importJWK({ kty: 'EC', crv: 'P-256', x: ADMISSION_KEY_1.x, y: ADMISSION_KEY_1.y, d: ADMISSION_KEY_1.d }, 'ES256'));
+
+  it('lets an admitted visitor through to the protected origin with an admission the JWKS verifies; the origin refuses everything else', async () => {
+    const jwksResponse = await fetch(`${stack().url}/__wr/.well-known/jwks.json`);
+    expect(jwksResponse.status).toBe(200);
+    expect(jwksResponse.headers.get('cache-control')).toBe('public, max-age=300');
+    const jwks = createRemoteJWKSet(new URL(`${stack().url}/__wr/.well-known/jwks.json`));
+    // A walk-in, sending a header of that name itself: the edge replaces it.
+    const first = await fetch(`${stack().url}/products`, { headers: { [HEADER]: 'made-up-by-the-client' } });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('x-origin')).toBe('demo');
+    expect(first.headers.get('x-admission-via')).toBe('walk-in');
+    const token = stack().admissions.at(-1)!;
+    expect(token).not.toContain('made-up');
+    const { payload } = await jwtVerify(token, jwks, { audience: 'origin', issuer: 'waiting-room' });
+    expect(payload).toMatchObject({ queue: 'default', via: 'walk-in', ticket: expect.any(Number) });
+    // The next request carries the same admission (no new signature) with the visitor's cookies.
+    const access = cookieFrom(first)!;
+    const carried = cookieFrom(first, 'waiting_room_adm')!;
+    const second = await fetch(`${stack().url}/products`, { headers: { cookie: `waiting_room=${access}; waiting_room_adm=${carried}` } });
+    expect(second.status).toBe(200);
+    expect(stack().admissions.at(-1)).toBe(token);
+
+    // Straight to the origin: without, forged, expired, for another audience.
+    const now = Math.floor(Date.now() / 1000);
+    expect((await direct()).status).toBe(403);
+    const [h, , s] = token.split('.');
+    expect((await direct(`${h}.${Buffer.from(JSON.stringify({ ...payload, ticket: 99 })).toString('base64url')}.${s}`)).status).toBe(403);
+    expect((await direct(await sign({ via: 'queue' }, now - 5))).status).toBe(403);
+    expect((await direct(await sign({ via: 'queue' }, now + 60, 'someone-else'))).status).toBe(403);
+    // The real one works straight to the origin only until it expires, never past the session (30 s here).
+    expect((await direct(token)).status).toBe(200);
+    const exp = Number(payload.exp);
+    expect(exp).toBeLessThanOrEqual(now + 30);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, exp * 1000 - Date.now() + 1_100)));
+    const replay = await direct(token);
+    expect(replay.status).toBe(403);
+    expect(await replay.text()).toContain('ERR_JWT_EXPIRED');
+  }, 60_000);
 }

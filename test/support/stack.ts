@@ -37,6 +37,8 @@ export interface Stack {
   /** Direct access to Redis, to check what the waiting room wrote. */
   readonly direct: IORedis;
   readonly origin: RunningServer;
+  /** With a protected origin: the admission headers it received, in order. */
+  readonly admissions: readonly (string | undefined)[];
   /** The structured log lines written so far. */
   logs(): RequestLog[];
   clearLogs(): void;
@@ -48,6 +50,10 @@ export interface Stack {
 }
 
 interface Shared {
+  /** With a protected origin: the admission headers it received, in order. */
+  admissions: (string | undefined)[];
+  /** Tells a protected origin where the waiting room publishes its keys. */
+  roomUrl: string;
   redis: RedisServer;
   direct: IORedis;
   origin: RunningServer;
@@ -55,12 +61,28 @@ interface Shared {
   bridgePort: number;
 }
 
-async function startShared(): Promise<Shared> {
+/** `protect`: the demo origin requires the waiting room's signed admission (see src/node/admission-check.ts). */
+async function startShared(protect = false): Promise<Shared> {
   const redis = await startRedisServer();
   const bridge = await startUpstashBridge({ redisUrl: redis.url, token: UPSTASH_TOKEN });
-  const origin = await startDemoOrigin();
+  const admissions: (string | undefined)[] = [];
+  let roomUrl = '';
+  const origin = await startDemoOrigin(protect ? { protect: { jwksUrl: () => `${roomUrl}/__wr/.well-known/jwks.json`, seen: admissions } } : {});
   const direct = new IORedis(redis.url, { maxRetriesPerRequest: 1 });
-  return { redis, direct, origin, bridge, bridgePort: bridge.port };
+  return {
+    admissions,
+    get roomUrl() {
+      return roomUrl;
+    },
+    set roomUrl(url: string) {
+      roomUrl = url;
+    },
+    redis,
+    direct,
+    origin,
+    bridge,
+    bridgePort: bridge.port,
+  };
 }
 
 function commonParts(shared: Shared, kind: HostKind, url: string, readLogs: () => RequestLog[], clear: () => void, stopHost: () => Promise<void>): Stack {
@@ -70,6 +92,7 @@ function commonParts(shared: Shared, kind: HostKind, url: string, readLogs: () =
     redis: shared.redis,
     direct: shared.direct,
     origin: shared.origin,
+    admissions: shared.admissions,
     logs: readLogs,
     clearLogs: clear,
     async stopBridge() {
@@ -99,9 +122,9 @@ function settingsFor(shared: Shared, settings: Record<string, string>): Record<s
 export async function startNodeStack(
   settings: Record<string, string> = {},
   templates?: Record<string, string>,
-  options: { readonly authLimiter?: FailureLimiter; readonly ticketLimiter?: FailureLimiter } = {},
+  options: { readonly authLimiter?: FailureLimiter; readonly ticketLimiter?: FailureLimiter; readonly protectOrigin?: boolean } = {},
 ): Promise<Stack> {
-  const shared = await startShared();
+  const shared = await startShared(options.protectOrigin);
   const logger = new MemoryLogger();
   let templateDir: string | undefined;
   if (templates !== undefined) {
@@ -127,6 +150,7 @@ export async function startNodeStack(
     ...(options.ticketLimiter !== undefined && { ticketLimiter: options.ticketLimiter }),
   });
   const room = await startHost(built.handler);
+  shared.roomUrl = room.url;
   const stop = async () => {
     await room.close();
     if (templateDir !== undefined) rmSync(templateDir, { recursive: true, force: true });
@@ -181,10 +205,12 @@ export interface WasmOptions {
   readonly templates?: Record<string, string>;
   /** More named backends: name → URL (the challenge provider's `challenge`). */
   readonly backends?: Record<string, string>;
+  /** The demo origin requires the signed admission. */
+  readonly protectOrigin?: boolean;
 }
 
 export async function startWasmStack(options: WasmOptions): Promise<Stack> {
-  const shared = await startShared();
+  const shared = await startShared(options.protectOrigin);
   const dir = mkdtempSync(join(tmpdir(), 'wr-wasm-'));
   buildWasmInto(dir);
   writeFileSync(join(dir, 'bin', 'config.json'), JSON.stringify((options.configItems ?? configStoreItems)(settingsFor(shared, options.settings ?? {}))));
@@ -252,7 +278,8 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
     await commonParts(shared, 'wasm', '', () => logs, () => {}, async () => {}).close();
     throw error;
   }
-  return commonParts(shared, 'wasm', `http://127.0.0.1:${port}`, () => logs, () => (logs.length = 0), stopHost);
+  shared.roomUrl = `http://127.0.0.1:${port}`;
+  return commonParts(shared, 'wasm', shared.roomUrl, () => logs, () => (logs.length = 0), stopHost);
 }
 
 /** A visitor with a one-cookie jar, talking HTTP to the waiting room. */
