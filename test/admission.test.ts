@@ -266,3 +266,19 @@ describe('the origin side (src/node/admission-check.ts) against a waiting room o
     expect(p64).toBeDefined();
   });
 });
+
+describe('npm run keys', () => {
+  it('makes secrets the service takes: a key ring, a password, a token and an admission key that signs what its JWKS verifies', async () => {
+    const { generateSecrets } = await import('../src/node/keys');
+    const made = generateSecrets();
+    expect(Object.keys(made)).toEqual(['signing_keys', 'admin_password', 'admin_api_token', 'admission_keys']);
+    const secrets = parseSecrets(source({ ...made, upstash_token: 't' }));
+    expect(secrets.adminPassword).toBe(made['admin_password']);
+    const keys = parseAdmissionKeys(made['admission_keys']!);
+    const { token } = await signAdmission(keys[0]!, settingsOf(), { via: 'queue' }, NOW);
+    await expect(jwtVerify(token, createLocalJWKSet(jwksDocument(keys)), { audience: 'origin', currentDate: new Date(NOW) })).resolves.toBeDefined();
+    // Two runs never agree.
+    expect(generateSecrets(['admission_keys'])['admission_keys']).not.toBe(made['admission_keys']);
+    expect(() => generateSecrets(['upstash_token'])).toThrow(/come from your providers/);
+  });
+});

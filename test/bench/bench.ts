@@ -15,6 +15,7 @@
  *   - pass-capacity.ts     capacity mode: every request class of a slot's life
  *   - pass-methods.ts      store commands per waiting poll, FIFO with the cache vs random
  *   - pass-gates.ts        the bot defences: a proof of work asked and verified, a ticket refused
+ *   - pass-admission.ts    the signed admission: an admitted request with it off, carried, signed
  * `npm run bench -- --pass cache` (repeatable, or a comma list) runs only the passes named, on the
  * same harness; a pass that builds on another (latency on the round-trip pass's admitted visitors,
  * methods on the cache pass's host) then makes what it needs itself.
@@ -32,6 +33,7 @@ import { fileURLToPath } from 'node:url';
 import { isMainThread, workerData } from 'node:worker_threads';
 import { billedReport, loadStoreScripts, startNodeArm, startWasmArm, type Arm, type Pass, type PassName, type Run, type WasmStatus } from './harness';
 import { cachePass } from './pass-cache';
+import { admissionPass } from './pass-admission';
 import { capacityPass } from './pass-capacity';
 import { gatesPass } from './pass-gates';
 import { latencyPass } from './pass-latency';
@@ -45,10 +47,10 @@ import { runWorker, type WorkerInput } from './workers';
 const WATCHDOG_MS = 420_000;
 
 /** Every pass, in the order they run on each arm. */
-const PASSES: readonly (() => Pass)[] = [roundTripsPass, latencyPass, cachePass, capacityPass, methodsPass, gatesPass];
+const PASSES: readonly (() => Pass)[] = [roundTripsPass, latencyPass, cachePass, capacityPass, methodsPass, gatesPass, admissionPass];
 /** The order of their sections in the report. */
-const REPORT_ORDER: readonly PassName[] = ['round-trips', 'cache', 'methods', 'capacity', 'gates', 'latency'];
-const PASS_NAMES: readonly PassName[] = ['round-trips', 'latency', 'cache', 'capacity', 'methods', 'gates'];
+const REPORT_ORDER: readonly PassName[] = ['round-trips', 'cache', 'methods', 'capacity', 'gates', 'admission', 'latency'];
+const PASS_NAMES: readonly PassName[] = ['round-trips', 'latency', 'cache', 'capacity', 'methods', 'gates', 'admission'];
 
 /** The passes `--pass NAME` (repeatable, or NAME,NAME) selects; all of them without it. */
 function selectedPasses(argv: readonly string[]): Set<PassName> {

@@ -1,0 +1,56 @@
+/**
+ * `npm run keys`: new production secrets, printed once, for the Fastly Secret Store (wr_secrets).
+ * Nothing is written anywhere: copy each value into its entry, e.g.
+ * `npx fastly secret-store-entry create --store-id <id> --name signing_keys --stdin`, then paste.
+ *
+ * - signing_keys: a key ring of one key (`<kid>:<32 random bytes, base64url>`);
+ * - admin_password: 24 random characters;
+ * - admin_api_token: 32 random bytes, base64url (the origin's bearer token);
+ * - admission_keys: a new P-256 key pair as a private JWK in a JSON array (the signed admission;
+ *   the public half is what `/__wr/.well-known/jwks.json` will publish).
+ * `npm run keys -- admission_keys` prints only the one named (to rotate it: put the new JWK first
+ * in the array, keep the old one after it until its admissions have expired).
+ */
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { pathToFileURL } from 'node:url';
+import { parseSecrets, SECRET_KEYS } from '../core/config';
+import { parseAdmissionKeys } from '../core/admission-keys';
+
+const stamp = new Date().toISOString().slice(0, 10).replace(/-/g, '');
+const kid = (prefix: string) => `${prefix}${stamp}${randomBytes(2).toString('hex')}`;
+
+function admissionKey(): string {
+  const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const jwk = privateKey.export({ format: 'jwk' });
+  return JSON.stringify([{ kid: kid('adm'), kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y, d: jwk.d }]);
+}
+
+const makers: Record<string, () => string> = {
+  signing_keys: () => `${kid('k')}:${randomBytes(32).toString('base64url')}`,
+  admin_password: () => randomBytes(18).toString('base64url'),
+  admin_api_token: () => randomBytes(32).toString('base64url'),
+  admission_keys: admissionKey,
+};
+
+/** New values for the secrets named (all it can make when none), checked as the service checks them. */
+export function generateSecrets(asked: readonly string[] = []): Record<string, string> {
+  const unknown = asked.filter((name) => makers[name] === undefined);
+  if (unknown.length > 0) {
+    throw new Error(`no generator for ${unknown.join(', ')}; choose among ${Object.keys(makers).join(', ')} (${SECRET_KEYS.filter((k) => makers[k] === undefined).join(', ')} come from your providers)`);
+  }
+  const values = Object.fromEntries((asked.length === 0 ? Object.keys(makers) : asked).map((name) => [name, makers[name]!()]));
+  // Made here, checked here: the service would refuse a weak or broken one the same way.
+  if (values['admission_keys'] !== undefined) parseAdmissionKeys(values['admission_keys']);
+  parseSecrets((key) => values[key] ?? (key === 'signing_keys' ? makers['signing_keys']!() : undefined));
+  return values;
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  try {
+    for (const [name, value] of Object.entries(generateSecrets(process.argv.slice(2)))) process.stdout.write(`${name}\n${value}\n\n`);
+    process.stderr.write('Shown once: put each value in the Secret Store (wr_secrets) under its name; they are not saved anywhere.\n');
+  } catch (error) {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(2);
+  }
+}
