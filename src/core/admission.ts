@@ -104,11 +104,6 @@ export async function carriedAdmission(ring: KeyRing, settings: AdmissionSetting
   return left > (settings.admissionLifetimeSeconds * 1000) / 2 || exp === grant.sessionExpires ? token : undefined;
 }
 
-/** What a grant without an access token may share with others of its kind on a long-lived host. */
-export function grantKey(grant: Grant): string | undefined {
-  return grant.binding === undefined ? grant.via : undefined;
-}
-
 /** The cookie a carried admission travels in. */
 export function admissionCookieName(settings: Pick<Config, 'cookieName'>): string {
   return `${settings.cookieName}_adm`;

@@ -50,7 +50,7 @@ import { parseCommandstats } from '../support/command-stats';
 import { startRedisServer } from '../support/redis-server';
 import { configStoreItems, localServerSection } from '../support/stack';
 import { RequestLogKeeper, type TroubleSource } from './trouble';
-import { cookieFrom, findProjectFile, log, PATH, runConcurrent, send, tokenKind, type Cleanups, type Reply } from './util';
+import { cookieFrom, findProjectFile, log, median, PATH, runConcurrent, send, tokenKind, type Cleanups, type Reply } from './util';
 import { locateComputeHost, runCommand, startComputeHost, startCountingProxy, type HostRequestStat } from './wasm-host';
 import { startBackends, startLoadWorker } from './workers';
 
@@ -103,6 +103,55 @@ export async function counted(snapshot: Snapshot, task: () => Promise<unknown>):
   const before = await snapshot();
   await task();
   return countsBetween(before, await snapshot());
+}
+
+/** A request class sent one request at a time: its store counts, median latency and, on the wasm, the engine's vCPU. */
+export interface SequentialResult {
+  readonly requests: number;
+  readonly counts: Counts;
+  readonly p50Ms: number;
+  /** Median `vcpu_ms` of the class's log lines (the Fastly adapter writes it; the Node host does not). */
+  readonly vcpuMs: number | undefined;
+}
+
+/**
+ * Sends `GET PATH` to `host` once per entry of `headers`, one at a time, checking every answer,
+ * with the store counted between snapshots (the preparation of the headers is the caller's, and
+ * not counted).
+ */
+export async function sequentialClass(
+  arm: Arm,
+  host: RoomHost,
+  headers: readonly http.OutgoingHttpHeaders[],
+  check: (reply: Reply) => boolean,
+  what: string,
+): Promise<SequentialResult> {
+  const mark = host.log.vcpuCount();
+  const latencies: number[] = [];
+  const counts = await counted(arm.snapshot, async () => {
+    for (const h of headers) {
+      const started = performance.now();
+      const reply = await send(host.agent, 'GET', `${host.url}${PATH}`, h);
+      latencies.push(performance.now() - started);
+      if (!check(reply)) throw new Error(`${what}: unexpected answer ${reply.status} ${reply.body.slice(0, 200)}`);
+    }
+  });
+  // The wasm's log lines arrive through the host's stdout: give them a moment.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const vcpu = host.log.vcpuSince(mark).map((l) => l.ms);
+  return { requests: headers.length, counts, p50Ms: median(latencies), vcpuMs: vcpu.length > 0 ? median(vcpu) : undefined };
+}
+
+/** Microseconds per call of `run` in this process: the median of 10 batches of `repeats / 10`. */
+export async function microsPerCall(repeats: number, run: (i: number) => Promise<unknown>): Promise<number> {
+  const perBatch: number[] = [];
+  const size = Math.max(1, Math.floor(repeats / 10));
+  for (let b = 0; b < 10; b++) {
+    const started = performance.now();
+    for (let i = b * size; i < (b + 1) * size; i++) await run(i);
+    perBatch.push(((performance.now() - started) * 1000) / size);
+  }
+  return median(perBatch);
 }
 
 /**

@@ -8,14 +8,13 @@
  * time, a ceiling). On the Node arm the signature and the carried check are also timed in-process.
  * The bytes: the header the origin receives and the cookie the visitor carries.
  */
-import { performance } from 'node:perf_hooks';
 import { parseAdmissionKeys } from '../../src/core/admission-keys';
 import { carriedAdmission, carryTag, signAdmission } from '../../src/core/admission';
 import { parseConfig, parseSecrets } from '../../src/core/config';
 import { readLocalConfig } from '../../src/platform/node';
 import { table } from '../support/markdown-table';
-import { counted, type Arm, type ArmName, type Counts, type Pass, type RoomHost, type RoomSpec } from './harness';
-import { cookieFrom, findProjectFile, log, median, ms, PATH, send } from './util';
+import { microsPerCall, sequentialClass, type Arm, type ArmName, type Pass, type RoomHost, type RoomSpec, type SequentialResult } from './harness';
+import { cookieFrom, findProjectFile, log, ms, PATH, send, type Reply } from './util';
 
 const PER_CLASS: Readonly<Record<ArmName, number>> = { node: 200, wasm: 30 };
 const CPU_REPEATS = 2_000;
@@ -40,12 +39,7 @@ const CLASSES = [
 ] as const;
 type ClassKey = (typeof CLASSES)[number]['key'];
 
-interface ClassResult {
-  readonly requests: number;
-  readonly counts: Counts;
-  readonly p50Ms: number;
-  readonly vcpuMs: number | undefined;
-}
+type ClassResult = SequentialResult;
 
 interface Sizes {
   readonly headerBytes: number;
@@ -62,20 +56,9 @@ async function walkIn(host: RoomHost): Promise<{ access: string; carried: string
   return { access, carried };
 }
 
-async function measure(arm: Arm, host: RoomHost, cookies: readonly string[]): Promise<ClassResult> {
-  const mark = host.log.vcpuCount();
-  const latencies: number[] = [];
-  const counts = await counted(arm.snapshot, async () => {
-    for (const cookie of cookies) {
-      const started = performance.now();
-      const r = await send(host.agent, 'GET', `${host.url}${PATH}`, { cookie });
-      latencies.push(performance.now() - started);
-      if (r.status !== 200 || r.headers['x-origin'] !== 'demo') throw new Error(`admission pass: an admitted visitor was not let through: ${r.status}`);
-    }
-  });
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  const vcpu = host.log.vcpuSince(mark).map((l) => l.ms);
-  return { requests: cookies.length, counts, p50Ms: median(latencies), vcpuMs: vcpu.length > 0 ? median(vcpu) : undefined };
+function measure(arm: Arm, host: RoomHost, cookies: readonly string[]): Promise<ClassResult> {
+  const through = (r: Reply) => r.status === 200 && r.headers['x-origin'] === 'demo';
+  return sequentialClass(arm, host, cookies.map((cookie) => ({ cookie })), through, 'admission pass, an admitted visitor');
 }
 
 /** The Node arm's CPU for one signature and one carried check, in-process (µs, medians of 10 batches). */
@@ -87,16 +70,7 @@ async function cpuCosts(): Promise<{ signUs: number; carriedUs: number; sizes: S
   const nowMs = Date.now();
   const now = Math.floor(nowMs / 1000);
   const grant = { via: 'queue' as const, ticket: 123_456, admittedAt: now, sessionExpires: now + 1800, binding: `123456|${now}` };
-  const batch = async (run: () => Promise<unknown>): Promise<number> => {
-    const perBatch: number[] = [];
-    const size = CPU_REPEATS / 10;
-    for (let b = 0; b < 10; b++) {
-      const started = performance.now();
-      for (let i = 0; i < size; i++) await run();
-      perBatch.push(((performance.now() - started) * 1000) / size);
-    }
-    return median(perBatch);
-  };
+  const batch = (run: () => Promise<unknown>) => microsPerCall(CPU_REPEATS, run);
   const { token } = await signAdmission(key!, settings, grant, nowMs);
   const value = `${token}~${await carryTag(secrets.keyRing, token, grant.binding)}`;
   const signUs = await batch(() => signAdmission(key!, settings, grant, nowMs));

@@ -13,7 +13,6 @@
  * the refusal are also timed in-process, without HTTP: what the CPU pays for each.
  */
 import { createHash } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import { parseSecrets } from '../../src/core/config';
 import type { FailureLimiter } from '../../src/core/ports';
 import { checkSolution, issueChallenge } from '../../src/core/proof-of-work';
@@ -21,8 +20,8 @@ import { allowNewTicket } from '../../src/core/ticket-limit';
 import { MemoryFailureLimiter } from '../../src/platform/memory-limiter';
 import { readLocalConfig } from '../../src/platform/node';
 import { table } from '../support/markdown-table';
-import { counted, MAIN_ROOM, type Arm, type ArmName, type BilledRow, type Counts, type Pass, type RoomHost, type RoomSpec } from './harness';
-import { cookieFrom, findProjectFile, log, median, ms, PATH, send, type Reply } from './util';
+import { MAIN_ROOM, microsPerCall, sequentialClass, type Arm, type ArmName, type BilledRow, type Pass, type RoomHost, type RoomSpec, type SequentialResult } from './harness';
+import { cookieFrom, findProjectFile, log, ms, PATH, send, type Reply } from './util';
 
 /** The difficulty measured: the README's suggested start. */
 const DIFFICULTY = 14;
@@ -53,12 +52,7 @@ const CLASSES = [
 ] as const;
 type ClassKey = (typeof CLASSES)[number]['key'];
 
-interface ClassResult {
-  readonly requests: number;
-  readonly counts: Counts;
-  readonly p50Ms: number;
-  readonly vcpuMs: number | undefined;
-}
+type ClassResult = SequentialResult;
 
 interface CpuResult {
   readonly verifyUs: number;
@@ -89,23 +83,11 @@ async function solvedChallenge(host: RoomHost): Promise<string> {
   return `${body.challenge}~${solve(body.nonce, body.difficulty ?? DIFFICULTY)}`;
 }
 
-/** Times `n` requests made by `request` (prepared by `prepare`, untimed), counting the store between snapshots. */
+/** Times `n` requests, each with the headers `prepare` makes beforehand (untimed), one at a time. */
 async function measure(arm: Arm, host: RoomHost, n: number, prepare: () => Promise<Record<string, string>>, check: (r: Reply) => boolean, what: string): Promise<ClassResult> {
   const headers: Record<string, string>[] = [];
-  for (let i = 0; i < n; i++) headers.push(await prepare());
-  const mark = host.log.vcpuCount();
-  const latencies: number[] = [];
-  const counts = await counted(arm.snapshot, async () => {
-    for (const h of headers) {
-      const started = performance.now();
-      const r = await send(host.agent, 'GET', `${host.url}${PATH}`, { ...JSON_ACCEPT, ...h });
-      latencies.push(performance.now() - started);
-      if (!check(r)) throw new Error(`gates, ${what}: unexpected answer ${r.status} ${r.body.slice(0, 200)}`);
-    }
-  });
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  const vcpu = host.log.vcpuSince(mark).map((l) => l.ms);
-  return { requests: n, counts, p50Ms: median(latencies), vcpuMs: vcpu.length > 0 ? median(vcpu) : undefined };
+  for (let i = 0; i < n; i++) headers.push({ ...JSON_ACCEPT, ...(await prepare()) });
+  return sequentialClass(arm, host, headers, check, `gates, ${what}`);
 }
 
 /** The Node arm's CPU cost of a verification, a challenge and a refusal, in-process (µs, medians of batches). */
@@ -121,16 +103,7 @@ async function cpuCosts(): Promise<CpuResult> {
     const c = await issueChallenge(ring, settings, '192.0.2.1', now);
     solutions.push(`${c.challenge}~${solve(c.nonce, DIFFICULTY)}`);
   }
-  const batch = async (run: (i: number) => Promise<unknown>): Promise<number> => {
-    const perBatch: number[] = [];
-    const size = CPU_REPEATS / 10;
-    for (let b = 0; b < 10; b++) {
-      const started = performance.now();
-      for (let i = b * size; i < (b + 1) * size; i++) await run(i);
-      perBatch.push(((performance.now() - started) * 1000) / size);
-    }
-    return median(perBatch);
-  };
+  const batch = (run: (i: number) => Promise<unknown>) => microsPerCall(CPU_REPEATS, run);
   const verifyUs = await batch(async (i) => {
     const result = await checkSolution(ring, settings, spent, solutions[i], '192.0.2.1', now);
     if (!result.ok) throw new Error(`gates: a solution was refused in-process: ${result.reason}`);
