@@ -87,6 +87,34 @@ class Visitor {
   }
 }
 
+describe('the holding page says things once, in the visitor\'s language', () => {
+  it('without a site name, shows the heading once (page and title) and the default message in German for a German browser', async () => {
+    const r = rig();
+    const html = await (await r.handler(get('/', undefined, { 'accept-language': 'de-DE,de;q=0.9' }), CLIENT)).text();
+    const heading = /<h1 id="heading" data-text="heading">([^<]*)<\/h1>/.exec(html)![1]!;
+    expect(html).toContain(`<title>${heading}</title>`);
+    expect(html).toContain('<p class="brand" dir="auto"></p>');
+    // Once in the title, once in the page (the script's data carries the texts apart).
+    const visible = html.slice(0, html.indexOf('<script type="application/json"'));
+    expect(visible.split(heading).length - 1).toBe(2);
+    expect(html).toContain('Wir lassen Besucher nach und nach ein, damit die Website für alle schnell bleibt.');
+    expect(html).not.toContain('We are letting visitors in');
+  });
+
+  it('a site name equal to the heading is not shown twice; another one is, and an operator message is kept as written', async () => {
+    const same = rig({ page_title: 'You are in line', page_message: 'Big sale today.' });
+    const html = await (await same.handler(get('/'), CLIENT)).text();
+    expect(html).toContain('<h1 id="heading" data-text="heading">You are in line</h1>');
+    expect(html).toContain('<title>You are in line</title>');
+    expect(html).toContain('<p class="brand" dir="auto"></p>');
+    expect(html).toContain('Big sale today.');
+    const named = rig({ page_title: 'Demo shop' });
+    const page = await (await named.handler(get('/', undefined, { 'accept-language': 'ja' }), CLIENT)).text();
+    expect(page).toContain('<p class="brand" dir="auto">Demo shop</p>');
+    expect(page).toMatch(/<title>[^<]+ · Demo shop<\/title>/);
+  });
+});
+
 describe('a new visitor', () => {
   it('takes a ticket and gets the holding page with a waiting cookie', async () => {
     const r = rig();

@@ -330,13 +330,15 @@ export interface Config {
    */
   readonly admissionLifetimeSeconds: number;
   /**
-   * Title of the holding page.
-   * @default "You are in line"
+   * The site's name, shown above the holding page's heading and in its title; empty = none (the
+   * heading, in the visitor's language, says what the page is).
+   * @default ""
    */
   readonly pageTitle: string;
   /**
-   * Message under the title of the holding page.
-   * @default "We are letting visitors in a few at a time to keep the site fast for everyone."
+   * Message under the heading of the holding page; empty = a sentence in the visitor's language
+   * ("We are letting visitors in a few at a time to keep the site fast for everyone.").
+   * @default ""
    */
   readonly pageMessage: string;
   /**
@@ -704,12 +706,8 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     admissionAudience: r.string('admission_audience', 'origin', (v) => (/^[\x21-\x7e]{1,200}$/.test(v) ? undefined : 'must be 1-200 printable characters without spaces')),
     admissionClaims: r.parsed('admission_claims', 'queue,ticket,admitted_at,session_expires,via', parseAdmissionClaims, [...ADMISSION_CLAIMS]),
     admissionLifetimeSeconds: r.integer('admission_lifetime_seconds', 120, 30, 3600),
-    pageTitle: r.string('page_title', 'You are in line', (v) => (v.length > 120 ? 'must be at most 120 characters' : undefined)),
-    pageMessage: r.string(
-      'page_message',
-      'We are letting visitors in a few at a time to keep the site fast for everyone.',
-      (v) => (v.length > 500 ? 'must be at most 500 characters' : undefined),
-    ),
+    pageTitle: r.string('page_title', '', (v) => (v.length > 120 ? 'must be at most 120 characters' : undefined)),
+    pageMessage: r.string('page_message', '', (v) => (v.length > 500 ? 'must be at most 500 characters' : undefined)),
     pageLogoUrl: r.string('page_logo_url', '', (v) =>
       v === '' || /^(https:\/\/[A-Za-z0-9.-]+(:\d+)?)?\/[A-Za-z0-9._~!$&'()*+,;=:@%\/-]*$/.test(v)
         ? undefined

@@ -310,6 +310,8 @@ export interface Messages {
   refreshNote(seconds: number): string;
   /** The proof-of-work page without JavaScript: a place in line needs it. */
   readonly powNoScript: string;
+  /** The holding page's message when `page_message` is not set. */
+  readonly defaultMessage: string;
   /** The challenge hook's page without JavaScript: the check needs it (see challenge.ts). */
   readonly challengeNoScript: string;
   /** The challenge hook's page above the provider's widget. */
@@ -364,6 +366,7 @@ const EN: Messages = {
     return `Next update in ${c.text} ${c.one ? 'second' : 'seconds'}`;
   },
   powNoScript: 'To give you a place in line, this page does a short calculation in your browser. Please turn on JavaScript and reload the page.',
+  defaultMessage: 'We are letting visitors in a few at a time to keep the site fast for everyone.',
   challengeNoScript: 'Before you get a place in line, this site checks that you are a person. The check needs JavaScript: please turn it on and reload the page.',
   challengePrompt: 'Please complete the check below to get your place in line.',
   refreshNote: (s) => {
@@ -419,6 +422,7 @@ const DE: Messages = {
     return `Nächste Aktualisierung in ${c.text} ${c.one ? 'Sekunde' : 'Sekunden'}`;
   },
   powNoScript: 'Um Ihnen einen Platz in der Warteschlange zu geben, führt diese Seite eine kurze Berechnung in Ihrem Browser aus. Bitte aktivieren Sie JavaScript und laden Sie die Seite neu.',
+  defaultMessage: 'Wir lassen Besucher nach und nach ein, damit die Website für alle schnell bleibt.',
   challengeNoScript: 'Bevor Sie einen Platz in der Warteschlange erhalten, prüft diese Website, ob Sie ein Mensch sind. Die Prüfung braucht JavaScript: Bitte aktivieren Sie es und laden Sie die Seite neu.',
   challengePrompt: 'Bitte schließen Sie die Prüfung unten ab, um Ihren Platz in der Warteschlange zu erhalten.',
   refreshNote: (s) => {
@@ -478,6 +482,7 @@ const FR: Messages = {
     return `Prochaine mise à jour dans ${c.text} ${c.one ? 'seconde' : 'secondes'}`;
   },
   powNoScript: 'Pour vous donner une place dans la file, cette page effectue un court calcul dans votre navigateur. Veuillez activer JavaScript et recharger la page.',
+  defaultMessage: 'Nous laissons entrer les visiteurs petit à petit pour que le site reste rapide pour tout le monde.',
   challengeNoScript: 'Avant de vous donner une place dans la file, ce site vérifie que vous êtes une personne. Cette vérification nécessite JavaScript : veuillez l’activer et recharger la page.',
   challengePrompt: 'Veuillez effectuer la vérification ci-dessous pour obtenir votre place dans la file.',
   refreshNote: (s) => {
@@ -535,6 +540,7 @@ const ES: Messages = {
     return `Próxima actualización en ${c.text} ${c.one ? 'segundo' : 'segundos'}`;
   },
   powNoScript: 'Para darle un lugar en la fila, esta página hace un breve cálculo en su navegador. Active JavaScript y vuelva a cargar la página.',
+  defaultMessage: 'Dejamos pasar a los visitantes poco a poco para que el sitio siga siendo rápido para todos.',
   challengeNoScript: 'Antes de darle un lugar en la fila, este sitio comprueba que usted es una persona. La comprobación necesita JavaScript: actívelo y vuelva a cargar la página.',
   challengePrompt: 'Complete la comprobación de abajo para obtener su lugar en la fila.',
   refreshNote: (s) => {
@@ -587,6 +593,7 @@ const JA: Messages = {
   updatedAt: (clock) => `最終更新：${clock}`,
   nextUpdate: (s) => `次の更新まで${counted('ja', s).text}秒`,
   powNoScript: '列に並んでいただくため、このページはブラウザで短い計算を行います。JavaScriptを有効にして、ページを再読み込みしてください。',
+  defaultMessage: 'サイトを快適にご利用いただけるよう、少しずつご案内しています。',
   challengeNoScript: '列に並んでいただく前に、このサイトはお客様が人間であることを確認します。確認にはJavaScriptが必要です。有効にして、ページを再読み込みしてください。',
   challengePrompt: '列に並ぶには、下の確認を完了してください。',
   refreshNote: (s) => `このページは${counted('ja', s).text}秒ごとに自動で更新されます。`,
@@ -633,6 +640,7 @@ const ZH: Messages = {
   updatedAt: (clock) => `更新于${clock}`,
   nextUpdate: (s) => `${counted('zh', s).text}秒后更新`,
   powNoScript: '为了给您排队的位置，本页面会在您的浏览器中进行一次简短的计算。请启用JavaScript并重新加载页面。',
+  defaultMessage: '为了让网站对每个人都保持快速，我们正在分批让访客进入。',
   challengeNoScript: '在为您安排排队位置之前，本网站会确认您是真人。此确认需要JavaScript：请启用它并重新加载页面。',
   challengePrompt: '请完成下方的验证以获得您的排队位置。',
   refreshNote: (s) => `本页面每${counted('zh', s).text}秒自动刷新一次。`,

@@ -95,7 +95,10 @@ export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_
   return renderTemplate(template, {
     html_lang: page.locale.htmlLang,
     dir: page.locale.dir,
-    title: page.title,
+    // A site name that only repeats the heading is not shown twice.
+    title: page.title === texts.heading ? '' : page.title,
+    // The heading alone when the site has no name set (never "You are in line · You are in line").
+    document_title: page.title === '' || page.title === texts.heading ? texts.heading : `${texts.heading} · ${page.title}`,
     message: page.message,
     state: view.state,
     heading: texts.heading,

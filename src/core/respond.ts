@@ -175,7 +175,7 @@ export async function holdingPage(
     texts: holdTexts(view, locale),
     locale: messages(locale),
     title: config.pageTitle,
-    message: config.pageMessage,
+    message: config.pageMessage === '' ? messages(locale).defaultMessage : config.pageMessage,
     branding,
     assetPrefix,
     statusUrl,
