@@ -23,6 +23,7 @@ import type { AdmissionClaim, Config, Secrets } from './config';
 import type { HandlerContext } from './context';
 import { readCookieValues, serializeCookie } from './cookies';
 import type { KeyRing } from './tokens';
+import type { OriginHeader } from './ports';
 import type { Grant, Trace } from './types';
 
 export type { AdmissionVia, Grant } from './types';
@@ -69,6 +70,10 @@ export async function signAdmission(key: AdmissionKey, settings: AdmissionSettin
   return { token, exp };
 }
 
+/** Carried admissions whose HMAC held, by cookie value (see carriedAdmission); bounded, oldest out first. */
+const checked = new Map<string, { readonly binding: string; readonly ring: KeyRing; readonly exp: unknown; readonly aud: unknown }>();
+const CHECKED_MAX = 20_000;
+
 /** The HMAC that binds a carried admission to one access token (the ring's derived `admission` key). */
 export async function carryTag(ring: KeyRing, token: string, binding: string): Promise<string> {
   const key = await ring.current.keyFor('admission');
@@ -88,14 +93,21 @@ export async function carriedAdmission(ring: KeyRing, settings: AdmissionSetting
   const tilde = value.lastIndexOf('~');
   if (tilde < 1) return undefined;
   const token = value.slice(0, tilde);
-  if ((await carryTag(ring, token, binding)) !== value.slice(tilde + 1)) return undefined;
-  let exp: unknown;
-  let aud: unknown;
-  try {
-    ({ exp, aud } = decodeJwt(token));
-  } catch {
-    return undefined;
+  // A long-lived host (Node) has checked this very cookie for this binding with this ring before.
+  let known = checked.get(value);
+  if (known === undefined || known.binding !== binding || known.ring !== ring) {
+    if ((await carryTag(ring, token, binding)) !== value.slice(tilde + 1)) return undefined;
+    let claims: { exp?: unknown; aud?: unknown };
+    try {
+      claims = decodeJwt(token);
+    } catch {
+      return undefined;
+    }
+    known = { binding, ring, exp: claims.exp, aud: claims.aud };
+    checked.set(value, known);
+    if (checked.size > CHECKED_MAX) checked.delete(checked.keys().next().value!);
   }
+  const { exp, aud } = known;
   // An operator who changed the audience or the lifetime gets new admissions at once.
   if (aud !== settings.admissionAudience || typeof exp !== 'number') return undefined;
   const left = exp * 1000 - nowMs;
@@ -127,59 +139,53 @@ export async function admissionKeys(secrets: Pick<Secrets, 'admissionKeys'>): Pr
  */
 const shared = new Map<string, { readonly token: string; readonly exp: number }>();
 
-/** What the origin request carries: the headers with our admission (undefined: as the client sent them) and the cookie that carries it on. */
+/**
+ * What the origin request carries: the admission header to put in place of any the client sent
+ * (`value` undefined: the client's is only removed; no header at all when the feature is off), and
+ * the cookie that carries the admission on.
+ */
 export interface Admitted {
-  readonly headers: Headers | undefined;
+  readonly header: OriginHeader | undefined;
   readonly cookie: string | undefined;
 }
 
 /**
- * The admission of a request the edge passes to the origin: the client's header of that name
- * removed, ours added (carried, shared, or signed now). A failure to sign (no keys, a broken key)
- * passes the request without it and says why in the log: the origin decides what an unsigned
- * request gets.
+ * The admission of a request the edge passes to the origin: ours (carried, shared, or signed now)
+ * in place of the client's. A failure to sign (no keys, a broken key) passes the request without
+ * one and says why in the log: the origin decides what an unsigned request gets.
  */
 export async function admissionFor(ctx: HandlerContext, request: Request, grant: Grant, trace: Trace): Promise<Admitted> {
   const { config, secrets, clock } = ctx;
   const name = config.admissionHeader;
-  if (name === 'off') return { headers: undefined, cookie: undefined };
-  const headers = new Headers(request.headers);
-  headers.delete(name);
+  if (name === 'off') return { header: undefined, cookie: undefined };
   const nowMs = clock.now();
   const half = (config.admissionLifetimeSeconds * 1000) / 2;
   let sharedKey: string | undefined;
   if (grant.binding !== undefined) {
     const value = readCookieValues(request.headers.get('cookie'), admissionCookieName(config))[0];
     const carried = await carriedAdmission(secrets.keyRing, config, value, grant, nowMs);
-    if (carried !== undefined) {
-      headers.set(name, carried);
-      return { headers, cookie: undefined };
-    }
+    if (carried !== undefined) return { header: { name, value: carried }, cookie: undefined };
   } else {
     sharedKey = `${config.queueName}|${grant.via}|${config.admissionAudience}|${config.admissionClaims.join(',')}|${config.admissionLifetimeSeconds}`;
     const kept = shared.get(sharedKey);
-    if (kept !== undefined && kept.exp * 1000 - nowMs > half) {
-      headers.set(name, kept.token);
-      return { headers, cookie: undefined };
-    }
+    if (kept !== undefined && kept.exp * 1000 - nowMs > half) return { header: { name, value: kept.token }, cookie: undefined };
   }
   let signed: { token: string; exp: number };
-  let key: AdmissionKey;
   try {
-    [key] = (await admissionKeys(secrets)) as [AdmissionKey];
+    const [key] = (await admissionKeys(secrets)) as [AdmissionKey];
     signed = await signAdmission(key, config, grant, nowMs);
   } catch (error) {
     const why = `admission_unsigned: ${error instanceof Error ? error.message : String(error)}`;
     trace.reason = trace.reason === undefined ? why : `${trace.reason}; ${why}`;
-    return { headers, cookie: undefined };
+    return { header: { name, value: undefined }, cookie: undefined };
   }
-  headers.set(name, signed.token);
+  const header = { name, value: signed.token };
   if (sharedKey !== undefined) {
     shared.set(sharedKey, signed);
     if (shared.size > 64) shared.delete(shared.keys().next().value!);
-    return { headers, cookie: undefined };
+    return { header, cookie: undefined };
   }
   const tag = await carryTag(secrets.keyRing, signed.token, grant.binding!);
   const maxAge = Math.max(1, signed.exp - Math.floor(nowMs / 1000));
-  return { headers, cookie: serializeCookie(admissionCookieName(config), `${signed.token}~${tag}`, { maxAge }) };
+  return { header, cookie: serializeCookie(admissionCookieName(config), `${signed.token}~${tag}`, { maxAge }) };
 }

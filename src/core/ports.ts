@@ -337,13 +337,18 @@ export interface SiteVerifier {
   post(url: string, form: URLSearchParams, timeoutMs: number): Promise<Response>;
 }
 
+/** A header the edge sets on the origin request in place of any the client sent (`value` undefined: removed only). */
+export interface OriginHeader {
+  readonly name: string;
+  readonly value: string | undefined;
+}
+
 /**
- * Forwards a request to the origin and returns its response, streamed. `headers`, when given, are
- * sent instead of the request's own (the signed admission added, a client's copy removed); the
- * body is the request's, unread.
+ * Forwards a request to the origin and returns its response, streamed, the body unread. `replace`:
+ * a header (the signed admission) whose client copies are dropped and whose value, if any, is set.
  */
 export interface Origin {
-  forward(request: Request, headers?: Headers): Promise<Response>;
+  forward(request: Request, replace?: OriginHeader): Promise<Response>;
 }
 
 /** One structured record per request. */

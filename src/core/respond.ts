@@ -213,7 +213,7 @@ export async function pass(
   const admitted = await admissionFor(ctx, request, v?.grant ?? { via }, trace);
   let response: Response;
   try {
-    response = await origin.forward(request, admitted.headers);
+    response = await origin.forward(request, admitted.header);
   } catch (error) {
     trace.reason = `origin: ${error instanceof Error ? error.message : String(error)}`;
     return errorResponse(502, 'the site is not answering; please try again shortly');

@@ -16,7 +16,7 @@ import { ConfigError, parseSecrets, parseSecretsOnDemand, parseSettingsDocument,
 import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../core/last-valid';
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
-import type { FailureLimiter, Logger as LogPort, RequestLog, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
+import type { FailureLimiter, Logger as LogPort, OriginHeader, RequestLog, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
 import { UpstashQueueStore, createUpstashClientOptions } from '../store/upstash-store';
 
 export const CONFIG_STORE = 'wr_config';
@@ -159,10 +159,16 @@ export function kvTemplateSource(): TemplateSource | undefined {
  * originTarget), so an origin that resolves its request target against a base cannot read it as
  * another host. Any other request is sent as it came, body streamed.
  */
-function forwardToOrigin(request: Request, headers?: Headers): Promise<Response> {
+function forwardToOrigin(request: Request, replace?: OriginHeader): Promise<Response> {
   const url = new URL(request.url);
   const target = originTarget(request.url);
-  const init = headers === undefined ? { backend: ORIGIN_BACKEND } : { backend: ORIGIN_BACKEND, headers };
+  let init: { backend: string; headers?: Headers } = { backend: ORIGIN_BACKEND };
+  if (replace !== undefined) {
+    const headers = new Headers(request.headers);
+    headers.delete(replace.name);
+    if (replace.value !== undefined) headers.set(replace.name, replace.value);
+    init = { backend: ORIGIN_BACKEND, headers };
+  }
   if (target === `${url.pathname}${url.search}`) return fetch(request, init);
   return fetch(new Request(`${url.protocol}//${url.host}${target}`, request), init);
 }

@@ -84,12 +84,13 @@ export function createHttpOrigin(baseUrl: string, agent?: http.Agent): Origin {
     port: base.port === '' ? (base.protocol === 'https:' ? 443 : 80) : Number(base.port),
   };
   return {
-    forward(request, sent = request.headers) {
+    forward(request, replace) {
       const path = originTarget(request.url);
       const headers: Record<string, string | string[]> = {};
-      sent.forEach((value, name) => {
-        if (!HOP_BY_HOP.has(name) && name !== 'host') headers[name] = value;
+      request.headers.forEach((value, name) => {
+        if (!HOP_BY_HOP.has(name) && name !== 'host' && name !== replace?.name) headers[name] = value;
       });
+      if (replace?.value !== undefined) headers[replace.name] = replace.value;
       return new Promise<Response>((resolve, reject) => {
         const outgoing = client.request({ ...destination, path, method: request.method, headers, agent }, (res) => {
           const responseHeaders = new Headers();

@@ -245,7 +245,9 @@ export function visitorClasses(label: string, host: RoomHost, apiToken: string):
       const r = await send(agent, 'GET', page, { cookie });
       const access = cookieFrom(r, config.cookieName);
       expect(isOrigin(r) && access !== undefined && tokenKind(access) === 'a', 'called poll: origin page with an access token', r);
-      return access!;
+      // The signed admission the visitor carries from now on, as a browser would send it back.
+      const carried = cookieFrom(r, `${config.cookieName}_adm`);
+      return carried === undefined ? access! : `${access!}; ${carried}`;
     },
     async admitted(cookie) {
       const r = await send(agent, 'GET', page, { cookie });

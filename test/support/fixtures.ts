@@ -2,7 +2,7 @@
 import { createHmac } from 'node:crypto';
 import { parseConfig, parseSecrets, type SettingSource } from '../../src/core/config';
 import { createHandler, type Handler, type HandlerDeps } from '../../src/core/handler';
-import type { Clock, Logger, Origin, QueueStore, RequestLog } from '../../src/core/ports';
+import type { Clock, Logger, Origin, OriginHeader, QueueStore, RequestLog } from '../../src/core/ports';
 import { MemoryStateCache } from '../../src/platform/memory-cache';
 
 export const KEY_1 = 'test-key-one-0123456789abcdefghijklmnop';
@@ -70,9 +70,14 @@ export class RecordingOrigin implements Origin {
   readonly requests: Request[] = [];
   /** The headers each request was sent with (the signed admission added, a client's copy removed). */
   readonly sent: Headers[] = [];
-  async forward(request: Request, headers?: Headers): Promise<Response> {
+  async forward(request: Request, replace?: OriginHeader): Promise<Response> {
     this.requests.push(request);
-    this.sent.push(headers ?? request.headers);
+    const sent = new Headers(request.headers);
+    if (replace !== undefined) {
+      sent.delete(replace.name);
+      if (replace.value !== undefined) sent.set(replace.name, replace.value);
+    }
+    this.sent.push(sent);
     return new Response(`origin saw ${new URL(request.url).pathname}`, { status: 200, headers: { 'x-origin': 'yes' } });
   }
 }
