@@ -115,6 +115,37 @@ describe('the holding page says things once, in the visitor\'s language', () => 
   });
 });
 
+describe('an ended event and a same-site logo', () => {
+  it('the event-over page neither says it lets people in nor promises a retry, and its JSON agrees', async () => {
+    const r = rig({ event_start: '2026-11-22T10:00:00Z', event_end: '2026-11-22T11:00:00Z' });
+    const page = await r.handler(get('/', undefined, { 'accept-language': 'de' }), CLIENT);
+    expect(page.status).toBe(410);
+    expect(page.headers.get('retry-after')).toBeNull();
+    expect(page.headers.get('refresh')).toBeNull();
+    const html = await page.text();
+    expect(html).toContain('Diese Veranstaltung ist beendet');
+    expect(html).toContain('<p class="message" dir="auto"></p>');
+    expect(html).not.toContain('Wir lassen Besucher');
+    expect(html).toContain('<noscript><p class="meta"></p></noscript>');
+    const json = await r.handler(get('/', undefined, { accept: 'application/json' }), CLIENT);
+    expect(json.headers.get('retry-after')).toBeNull();
+    expect(await json.json()).toMatchObject({ status: 'over', retry_after_seconds: null });
+  });
+
+  it('a logo at a path of the site is passed to the origin, never queued; other paths still are', async () => {
+    const r = rig({ page_logo_url: '/brand/logo.svg' });
+    const logo = await r.handler(get('/brand/logo.svg'), CLIENT);
+    expect(logo.headers.get('x-origin')).toBe('yes');
+    expect(cookieFrom(logo)).toBeUndefined();
+    expect(r.logger.last).toMatchObject({ decision: 'bypass_logo' });
+    // Another spelling of it reads as the same path; a neighbour does not.
+    expect((await r.handler(get('/brand/./logo.svg'), CLIENT)).headers.get('x-origin')).toBe('yes');
+    const other = await r.handler(get('/brand/other.svg'), CLIENT);
+    expect(other.headers.get('x-origin')).toBeNull();
+    expect(payloadOf(cookieFrom(other)!)['k']).toBe('w');
+  });
+});
+
 describe('a new visitor', () => {
   it('takes a ticket and gets the holding page with a waiting cookie', async () => {
     const r = rig();

@@ -116,7 +116,8 @@ export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_
     progress_hidden: new SafeHtml(texts.progress === null ? 'hidden' : ''),
     progress_label: texts.progressLabel,
     updated: texts.updated,
-    refresh_note: page.pow === undefined && page.hook === undefined ? texts.refreshNote : '',
+    // Only a page that reloads itself says so: not a check's page, not an ended event's.
+    refresh_note: page.pow === undefined && page.hook === undefined && view.state !== 'over' ? texts.refreshNote : '',
     refresh_seconds: view.refreshSeconds,
     asset_prefix: page.assetPrefix,
     logo_url: page.branding.logoUrl,

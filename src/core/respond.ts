@@ -110,7 +110,8 @@ export function viewFields(ctx: HandlerContext, view: HoldView): Record<string, 
 const holdStatusOf = (ctx: HandlerContext, view: HoldView): number => (view.state === 'over' ? 410 : ctx.config.holdStatus);
 
 export function holdingJson(ctx: HandlerContext, view: HoldView, cookie: string | undefined, locale: Locale): Response {
-  const body = { status: view.state, ...viewFields(ctx, view), texts: holdTexts(view, locale), retry_after_seconds: view.refreshSeconds };
+  // An ended event is final: no retry, in the body as in the headers.
+  const body = { status: view.state, ...viewFields(ctx, view), texts: holdTexts(view, locale), retry_after_seconds: view.state === 'over' ? null : view.refreshSeconds };
   const headers: Record<string, string> = view.state === 'over' ? {} : { 'retry-after': String(view.refreshSeconds) };
   const response = jsonResponse(holdStatusOf(ctx, view), body, headers);
   if (cookie !== undefined) response.headers.append('set-cookie', cookie);
@@ -175,7 +176,8 @@ export async function holdingPage(
     texts: holdTexts(view, locale),
     locale: messages(locale),
     title: config.pageTitle,
-    message: config.pageMessage === '' ? messages(locale).defaultMessage : config.pageMessage,
+    // The default message is about letting people in: an ended event says nothing of the kind.
+    message: config.pageMessage !== '' ? config.pageMessage : view.state === 'over' ? '' : messages(locale).defaultMessage,
     branding,
     assetPrefix,
     statusUrl,

@@ -7,6 +7,7 @@ import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
 import { isAddressInCidrs } from './ip';
 import { bypassApplies, sameSiteLocation, withoutQueryParam, type PathReadings } from './path-canon';
+import { parsePathPatterns, type PathPattern } from './path-pattern';
 import type { ClientInfo } from './ports';
 import { verifyToken } from './tokens';
 import type { Trace } from './types';
@@ -19,7 +20,22 @@ export const BYPASS_QUEUE = '*';
 const CRAWLER_AGENT = /\b(?:Googlebot|Google-InspectionTool|bingbot|Applebot|DuckDuckBot|YandexBot|Baiduspider)\b/i;
 
 /** Why a request bypasses the queue, as its log line's decision. */
-export type BypassDecision = 'bypass_path' | 'bypass_ip' | 'bypass_cookie' | 'bypass_crawler';
+export type BypassDecision = 'bypass_path' | 'bypass_ip' | 'bypass_cookie' | 'bypass_crawler' | 'bypass_logo';
+
+/** The holding page's own logo when it is a path on this site: it must reach the origin, not the queue. */
+const logoPatterns = new WeakMap<object, readonly PathPattern[]>();
+function logoPath(config: HandlerContext['config']): readonly PathPattern[] {
+  let patterns = logoPatterns.get(config);
+  if (patterns === undefined) {
+    try {
+      patterns = config.pageLogoUrl.startsWith('/') ? parsePathPatterns(config.pageLogoUrl.replace(/\*/g, '%2A')) : [];
+    } catch {
+      patterns = [];
+    }
+    logoPatterns.set(config, patterns);
+  }
+  return patterns;
+}
 
 /**
  * Whether a request bypasses the queue, and by which rule; checked in this order, the cheap ones
@@ -28,6 +44,8 @@ export type BypassDecision = 'bypass_path' | 'bypass_ip' | 'bypass_cookie' | 'by
 export async function bypassRule(ctx: HandlerContext, request: Request, client: ClientInfo, readings: PathReadings): Promise<BypassDecision | undefined> {
   const { config } = ctx;
   if (bypassApplies(readings, config.bypassPaths)) return 'bypass_path';
+  // A logo served by the site itself (page_logo_url = /brand/logo.svg): a held visitor's page loads it.
+  if (logoPath(config).length > 0 && bypassApplies(readings, logoPath(config))) return 'bypass_logo';
   if (isAddressInCidrs(client.address, config.bypassIps)) return 'bypass_ip';
   if (config.bypassCookie !== '' && (await hasBypassPass(ctx, request))) return 'bypass_cookie';
   if (config.bypassCrawlers && isVerifiedCrawler(ctx, request, client)) return 'bypass_crawler';
