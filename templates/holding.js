@@ -44,6 +44,21 @@
       }
     }
     updatedEl.textContent = t.updatedPattern.replace('{clock}', localClock());
+    if (t.opensAt) setText('placeLabel', t.opensAt.pattern.replace('{hm}', hoursMinutes(new Date(t.opensAt.atMs))).replace('{zone}', zoneOf(new Date(t.opensAt.atMs))));
+  }
+  // The opening time in the browser's own time zone, named as the browser names it (else as an offset).
+  function hoursMinutes(d) {
+    return pad(d.getHours()) + ':' + pad(d.getMinutes());
+  }
+  function zoneOf(d) {
+    try {
+      var parts = new Intl.DateTimeFormat(document.documentElement.lang || undefined, { timeZoneName: 'short' }).formatToParts(d);
+      for (var i = 0; i < parts.length; i++) if (parts[i].type === 'timeZoneName') return parts[i].value;
+    } catch (e) {
+      // No Intl: the offset below.
+    }
+    var offset = -d.getTimezoneOffset();
+    return 'UTC' + (offset < 0 ? '-' : '+') + pad(Math.floor(Math.abs(offset) / 60)) + ':' + pad(Math.abs(offset) % 60);
   }
   function tick() {
     var s = Math.max(0, Math.ceil((next - Date.now()) / 1000));

@@ -258,6 +258,41 @@ describe.skipIf(!available)('in a real browser', () => {
     }
   });
 
+  it('the pre-queue page gives the opening time in the visitor\'s own time zone (the page without JavaScript: UTC)', async () => {
+    const startsAt = Math.ceil((Date.now() + 40 * 60_000) / 60_000) * 60_000;
+    const built = buildWaitingRoom({
+      settings: source({ ...BASE_SETTINGS, event_start: new Date(startsAt).toISOString() }),
+      secrets: source(BASE_SECRETS),
+      store: new MemoryQueueStore(),
+      originUrl: origin.url,
+      logger: new MemoryLogger(),
+    });
+    const server = await startHost(built.handler);
+    try {
+      const pad = (n: number) => String(n).padStart(2, '0');
+      const utc = new Date(startsAt);
+      const tokyo = new Date(startsAt + 9 * 3_600_000);
+      for (const [locale, timezoneId, expected] of [
+        ['ja-JP', 'Asia/Tokyo', `受付開始は${pad(tokyo.getUTCHours())}:${pad(tokyo.getUTCMinutes())}（JST）です`],
+        ['de-DE', 'Asia/Tokyo', `Die Warteschlange öffnet um ${pad(tokyo.getUTCHours())}:${pad(tokyo.getUTCMinutes())}\u00a0Uhr\u00a0GMT+9`],
+      ] as const) {
+        const context = await browser.newContext({ locale, timezoneId, viewport: { width: 390, height: 800 } });
+        const page = await context.newPage();
+        await page.goto(`${server.url}/`);
+        await expect.poll(() => page.textContent('[data-text=placeLabel]')).toBe(expected);
+        if (locale === 'ja-JP') await page.screenshot({ path: resolve(SHOTS, 'prequeue-ja-tokyo-phone.png') });
+        await context.close();
+      }
+      const plain = await browser.newContext({ javaScriptEnabled: false, locale: 'en-GB', timezoneId: 'Asia/Tokyo' });
+      const page = await plain.newPage();
+      await page.goto(`${server.url}/`);
+      expect(await page.textContent('[data-text=placeLabel]')).toBe(`The line opens at ${pad(utc.getUTCHours())}:${pad(utc.getUTCMinutes())}\u00a0UTC`);
+      await plain.close();
+    } finally {
+      await server.close();
+    }
+  });
+
   it('a form posted from another site is refused and lets nobody in', async () => {
     const evil = await startDemoOrigin();
     try {

@@ -82,6 +82,11 @@ export function holdTexts(view: HoldView, locale: Locale, m: Messages = messages
     refreshNote: m.refreshNote(view.refreshSeconds),
     admitted: m.admitted,
     failed: m.lastUpdateFailed,
+    ...(view.state === 'prequeue' &&
+      view.startsAtMs !== null && {
+        // The clock as formatClock writes it, with the hours:minutes and the zone left to the script.
+        opensAt: { atMs: view.startsAtMs, pattern: m.prequeueOpensAt(formatClock(locale, new Date(0), 0, { zoneLabel: '{zone}' }).replace('00:00', '{hm}')) },
+      }),
   };
 }
 

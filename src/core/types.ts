@@ -180,6 +180,11 @@ export interface HoldTexts {
   readonly refreshNote: string;
   readonly admitted: string;
   readonly failed: string;
+  /**
+   * Before the event's start: when the line opens, for the page's script to say in the browser's own
+   * time zone (`{hm}` and `{zone}` in `pattern`); `placeLabel` says it in UTC for the page without it.
+   */
+  readonly opensAt?: { readonly atMs: number; readonly pattern: string } | undefined;
 }
 
 /** The admin console's figures of a queue, as text (see admin-view.ts). */
