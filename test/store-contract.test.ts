@@ -1158,6 +1158,67 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
       });
     });
 
+    describe('emergency switches', () => {
+      it('open: a join takes no ticket and writes nothing; the state says open, also to polls and stats; normal again takes tickets on', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        for (const policy of [OFF, cap(1, 0)]) {
+          await store.join(q, T0, policy);
+          const opened = await store.control(q, { switch: 'open' }, T0 + 1, policy);
+          expect(opened).toMatchObject({ switch: 'open', paused: false });
+          const before = await store.peek(q);
+          expect(await store.join(q, T0 + 2, policy)).toMatchObject({ ticket: 0, claimed: false, replayed: false, switch: 'open', tail: before.tail });
+          expect(await store.peek(q)).toEqual(before);
+          expect(await store.poll(q, T0 + 3, policy)).toMatchObject({ switch: 'open' });
+          expect(await store.stats(q, T0 + 4, policy)).toMatchObject({ switch: 'open' });
+          const normal = await store.control(q, { switch: 'normal' }, T0 + 5, policy);
+          expect(normal.switch).toBeUndefined();
+          expect((await store.join(q, T0 + 6, policy)).ticket).toBe(before.tail + 1);
+        }
+      });
+
+      it('hold: nobody new gets in, not by the period, an explicit admit, a walk-in or the claim of a called ticket; normal resumes', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(3, 0);
+        // Two walk in and a third is called before the switch; the room has one place left.
+        await store.join(q, T0, policy);
+        await store.join(q, T0 + 1, policy);
+        await store.join(q, T0 + 2, policy);
+        expect(await store.peek(q)).toEqual({ tail: 3, cursor: 3 });
+        expect(await store.leave(q, 1, T0 + 3, policy, 0)).toBe(true);
+        const held = await store.control(q, { switch: 'hold' }, T0 + 4, policy);
+        expect(held).toMatchObject({ switch: 'hold', paused: true });
+        // A newcomer does not walk in though there is room; an explicit admit lets nobody in.
+        expect(await store.join(q, T0 + 5, policy)).toMatchObject({ ticket: 4, claimed: false, switch: 'hold' });
+        expect(await store.admit(q, 5, T0 + 6, policy)).toMatchObject({ admitted: 0, cursor: 3 });
+        // The third ticket was called (it holds a reservation) but does not get in while held.
+        expect(await store.claim(q, 3, T0 + 7, policy, 7)).toMatchObject({ claimed: false, switch: 'hold' });
+        expect(await store.poll(q, T0 + 8, policy)).toMatchObject({ cursor: 3, switch: 'hold' });
+        // Rate mode too: no period step (the walk-in it would make) and no explicit admit while held.
+        const r = randomQueue();
+        const rate = { ...OFF, auto: { count: 5, periodMs: 60_000 } };
+        await store.control(r, { switch: 'hold' }, T0, rate);
+        expect(await store.join(r, T0 + 1, rate)).toMatchObject({ ticket: 1, claimed: false, cursor: 0 });
+        const manual = randomQueue();
+        await store.join(manual, T0, OFF);
+        await store.control(manual, { switch: 'hold' }, T0 + 1, OFF);
+        expect(await store.admit(manual, 1, T0 + 2, OFF)).toMatchObject({ admitted: 0, cursor: 0 });
+        // Back to normal: the called ticket claims, admission resumes.
+        expect((await store.control(q, { switch: 'normal' }, T0 + 9, policy)).switch).toBeUndefined();
+        expect(await store.claim(q, 3, T0 + 10, policy, 10)).toMatchObject({ claimed: true });
+        await store.control(manual, { switch: 'normal' }, T0 + 3, OFF);
+        expect(await store.admit(manual, 1, T0 + 4, OFF)).toMatchObject({ admitted: 1, cursor: 1 });
+      });
+
+      it('refuses a switch it does not know, changing nothing', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await expect(store.control(q, { switch: 'closed' as never }, T0, OFF)).rejects.toThrow(/switch/);
+        expect((await store.poll(q, T0 + 1, OFF)).switch).toBeUndefined();
+      });
+    });
+
     describe('capacity mode: controls', () => {
       it('pauses: nobody is called and nobody walks in; resuming calls at once', async () => {
         const store = createStore();
@@ -2843,7 +2904,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       ['a negative', [-1, ...STATE.slice(1)]],
       ['an object', { result: STATE }],
       ['an unsafe integer', ['99999999999999999', ...STATE.slice(1)]],
-      ['paused neither 0 nor 1', [7, 3, 2, ...STATE.slice(3)]],
+      ['a controls mode other than 0-3 (normal, paused, hold, open)', [7, 3, 4, ...STATE.slice(3)]],
       ['more admitted in the minute than in five', [7, 3, 0, 50, 10, 4, 6, 5, ...STATE.slice(8)]],
     ])('throws StoreReplyError on %s', async (_label, reply) => {
       const store = newStore(replying(reply));
@@ -2859,6 +2920,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       ['a new ticket other than the tail', [...STATE, 6, 1, 0]],
       ['a replayed ticket above the tail', [...STATE, 8, 1, 1]],
       ['ticket 0', [...STATE, 0, 0, 1]],
+      ['ticket 0 while not switched open', [...STATE, 0, 0, 0]],
+      ['ticket 0 claimed, switched open', [...STATE.slice(0, 2), 3, ...STATE.slice(3), 0, 1, 0]],
     ])('throws StoreReplyError on a join reply with %s', async (_label, reply) => {
       await expect(newStore(replying(reply)).join(randomQueue(), at(P), OFF)).rejects.toBeInstanceOf(StoreReplyError);
     });

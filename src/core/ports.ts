@@ -63,6 +63,8 @@ export interface QueueState {
   readonly cursor: number;
   /** Admission paused by the operator: nobody new is called (explicit admits still work). */
   readonly paused: boolean;
+  /** The emergency switch when it is not `normal` (see EmergencySwitch); `hold` also reports paused. */
+  readonly switch?: 'open' | 'hold' | undefined;
   /** Thresholds in effect: runtime overrides, else the configured ones. Capacity mode when either is > 0. */
   readonly maxActive: number;
   readonly maxNewPerMinute: number;
@@ -185,8 +187,16 @@ export interface ResetResult extends QueueState {
 }
 
 /** Runtime controls kept in the store. `null` returns a threshold to its configured value. */
+/**
+ * The emergency switch: `normal`; `open`, the waiting room steps aside (everyone passes, nobody is
+ * queued, no ticket is taken); `hold`, nobody new gets in (as paused, and explicit admits, claims of
+ * called tickets and walk-ins are refused too). Visitors already admitted keep their access.
+ */
+export type EmergencySwitch = 'normal' | 'open' | 'hold';
+
 export interface RuntimeControl {
   readonly paused?: boolean;
+  readonly switch?: EmergencySwitch;
   readonly maxActive?: number | null;
   readonly maxNewPerMinute?: number | null;
 }

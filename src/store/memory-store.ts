@@ -91,6 +91,8 @@ interface MemoryQueue {
   /** Rate FIFO: ctl's call buckets, slot → the bucket's start and the range it called (see `callsEntry`). */
   readonly calls: Map<number, { readonly bucket: number; readonly from: number; readonly to: number; readonly lapsed: number }>;
   paused: boolean;
+  /** ctl `switch`: the emergency switch when not normal (see SWITCH in the scripts). */
+  switch: 'open' | 'hold' | undefined;
   /** Runtime overrides; undefined = the configured value. */
   maxActive: number | undefined;
   maxNewPerMinute: number | undefined;
@@ -172,6 +174,8 @@ export class MemoryQueueStore implements QueueStore {
     if (entry !== undefined && entry.key === key && Math.abs(p.nowMs - entry.atMs) < JOIN_KEEP_MS && entry.epoch === q.epoch && entry.generation === q.generation) {
       return replayJoin(q, p, entry);
     }
+    // Mirrors the join script: switched open, no ticket and nothing written.
+    if (q.switch === 'open') return { ...readState(begin(q, p, true), true), ticket: 0, claimed: false, replayed: false };
     q.tail += 1;
     let ticket = q.tail;
     prologue(q, p, ticket - 1);
@@ -239,7 +243,10 @@ export class MemoryQueueStore implements QueueStore {
     prologue(q, p, q.tail);
     const r = begin(q, p);
     let claimed: boolean;
-    if (isCapacity(r.e)) {
+    if (q.switch === 'hold') {
+      // Mirrors the claim script: a called ticket waits with the rest.
+      claimed = false;
+    } else if (isCapacity(r.e)) {
       expire(q, p.nowMs);
       claimed = takeSlot(r, ticket, waited);
       advance(r);
@@ -330,7 +337,10 @@ export class MemoryQueueStore implements QueueStore {
     // Random rate mode: lapsed draws drawn again first are not counted in `admitted` (the script
     // does the same); rate FIFO leaves lapsed calls to the poll.
     let admitted = 0;
-    if (r.open && r.random) {
+    // Mirrors the admit script: switched to hold, nobody new gets in, explicitly or not.
+    if (q.switch === 'hold') {
+      admitted = 0;
+    } else if (r.open && r.random) {
       if (!capacity) redraw(r, lapsed);
       const from = q.cursor;
       drawTickets(r, count);
@@ -359,6 +369,7 @@ export class MemoryQueueStore implements QueueStore {
     const q = this.#queue(queue);
     prologue(q, p, q.tail);
     if (c.paused !== undefined) q.paused = c.paused;
+    if (c.switch !== undefined) q.switch = c.switch === 'normal' ? undefined : c.switch;
     if (c.maxActive !== undefined) q.maxActive = c.maxActive ?? undefined;
     if (c.maxNewPerMinute !== undefined) q.maxNewPerMinute = c.maxNewPerMinute ?? undefined;
     const r = begin(q, p);
@@ -516,6 +527,7 @@ function emptyQueue(): MemoryQueue {
     history: new Map(),
     calls: new Map(),
     paused: false,
+    switch: undefined,
     maxActive: undefined,
     maxNewPerMinute: undefined,
     event: undefined,
@@ -543,7 +555,7 @@ function effective(q: MemoryQueue, p: CheckedPolicy): Effective {
   const maxNewPerMinute = q.maxNewPerMinute ?? p.maxNewPerMinute;
   // Mirrors `recovering`: capacity mode admits nobody new while the recovery window is open.
   const recovering = p.nowMs < q.recoverUntil && (maxActive > 0 || maxNewPerMinute > 0);
-  return { paused: q.paused || recovering, maxActive, maxNewPerMinute };
+  return { paused: q.paused || q.switch === 'hold' || recovering, maxActive, maxNewPerMinute };
 }
 
 /** A run's context, read after the run's control changes (as READ_QUEUE is). */
@@ -690,7 +702,9 @@ function readState({ q, p, e, random, readOnly }: Run, remembered = false): Queu
   return {
     tail: q.tail,
     cursor: q.cursor,
-    paused: e.paused,
+    // Mirrors read_state's mode: switched open reports not paused; switched to hold, paused.
+    paused: q.switch === 'open' ? false : e.paused,
+    ...(q.switch !== undefined && { switch: q.switch }),
     maxActive: e.maxActive,
     maxNewPerMinute: e.maxNewPerMinute,
     // Rate FIFO holds no slots: an admitted visitor's token needs nothing from the store.

@@ -219,7 +219,7 @@
  * itself lives in src/store/lua (one file per script, shared parts in lua/lib; see lua-compose.ts).
  */
 
-import { IDEMPOTENCY_KEY_PATTERN, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type RuntimeControl, type StateFloor } from '../core/ports';
+import { IDEMPOTENCY_KEY_PATTERN, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RuntimeControl, type StateFloor } from '../core/ports';
 import { composeLua } from './lua-compose';
 import JOIN_FILE from './lua/join.lua';
 import POLL_FILE from './lua/poll.lua';
@@ -649,9 +649,11 @@ export interface CheckedControl {
   readonly paused: boolean | undefined;
   readonly maxActive: number | null | undefined;
   readonly maxNewPerMinute: number | null | undefined;
+  readonly switch: EmergencySwitch | undefined;
 }
 
-const CONTROL_FIELDS = new Set(['paused', 'maxActive', 'maxNewPerMinute']);
+const CONTROL_FIELDS = new Set(['paused', 'maxActive', 'maxNewPerMinute', 'switch']);
+const SWITCHES: readonly EmergencySwitch[] = ['normal', 'open', 'hold'];
 
 /**
  * Validates a runtime change before anything is written. Unknown fields are refused rather than
@@ -663,10 +665,14 @@ export function checkControl(change: RuntimeControl): CheckedControl {
   }
   for (const field of Object.keys(change)) {
     if (!CONTROL_FIELDS.has(field)) {
-      throw new StoreArgumentError(`invalid control field ${JSON.stringify(field)}: expected paused, maxActive or maxNewPerMinute`);
+      throw new StoreArgumentError(`invalid control field ${JSON.stringify(field)}: expected paused, maxActive, maxNewPerMinute or switch`);
     }
   }
   const { paused, maxActive, maxNewPerMinute } = change;
+  const sw = change.switch;
+  if (sw !== undefined && !SWITCHES.includes(sw)) {
+    throw new StoreArgumentError(`invalid switch ${JSON.stringify(sw)}: expected normal, open or hold`);
+  }
   if (paused !== undefined && typeof paused !== 'boolean') {
     throw new StoreArgumentError(`invalid paused ${String(paused)}: expected true or false`);
   }
@@ -675,7 +681,7 @@ export function checkControl(change: RuntimeControl): CheckedControl {
       throw new StoreArgumentError(`invalid ${name} ${String(value)}: expected an integer >= 0, or null for the configured value`);
     }
   }
-  return { paused, maxActive, maxNewPerMinute };
+  return { paused, maxActive, maxNewPerMinute, switch: sw };
 }
 
 /** Start (ms) of the period containing `nowMs`; the same arithmetic as the Lua `auto_admit`. */
@@ -704,10 +710,10 @@ export function policyArgv(p: CheckedPolicy): string[] {
   ].map(String);
 }
 
-/** ARGV 12..14 of the control script: '' = leave as it is, 'del' = back to configured / unpause. */
+/** ARGV 12..15 of the control script: '' = leave as it is, 'del' = back to configured / unpause; the switch. */
 export function controlArgv(c: CheckedControl): string[] {
   const threshold = (v: number | null | undefined): string => (v === undefined ? '' : v === null ? 'del' : String(v));
-  return [c.paused === undefined ? '' : c.paused ? '1' : '0', threshold(c.maxActive), threshold(c.maxNewPerMinute)];
+  return [c.paused === undefined ? '' : c.paused ? '1' : '0', threshold(c.maxActive), threshold(c.maxNewPerMinute), c.switch ?? ''];
 }
 
 /** The mean wait, in seconds with one decimal, from the sum and count the stores keep; null for none. */
@@ -775,19 +781,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'c133ea863370e87a048e88552a5fc31cb6bed0d5';
-export const POLL_SHA1 = '08c8d7bea3ac6246a2827efcf1c80cbdc6217a41';
-export const CLAIM_SHA1 = 'ad53d8d77e9963fc2f1fe1473ec7514a144e9aa3';
-export const TOUCH_SHA1 = 'c79f5d3590453f53b015032614a562367191cef9';
-export const LEAVE_SHA1 = '2b65e58667c95da3136c172bc055903c7db02de7';
-export const ADMIT_SHA1 = '6287a2e7c9393a503c02752ae8263368e3378503';
-export const CONTROL_SHA1 = '9ac43f3a08405ae202a15ef35dd6df533fee7498';
-export const STATS_SHA1 = 'a21f7176786302399af5fe50a9dccf4695479204';
+export const JOIN_SHA1 = '8a649210a6d547b6f790a3f5d860efe539e64dc9';
+export const POLL_SHA1 = '2158837f51bab54d6ad749102b3fe047cdf708ab';
+export const CLAIM_SHA1 = '89860317d55cf1dab79a29929a682ba33e416612';
+export const TOUCH_SHA1 = 'c664f350e3a552114ab2421d410dd76c6c11a754';
+export const LEAVE_SHA1 = '5d2b0860a8e0765b1a62741068f36e41026e5ea7';
+export const ADMIT_SHA1 = '8375dadcd9c9360fba1b7723f84679fbda71ea44';
+export const CONTROL_SHA1 = '37c150ed444bc22a38b037b022adf635427e0afe';
+export const STATS_SHA1 = 'c20ab325399b82c75523ae7eee4b33c605f71498';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '7d67166b163e09b6c99e166cec7d931eb411bfcb';
-export const RESET_SHA1 = '59af62a5248218b31b50bce85900e8ce1c187086';
+export const DRAW_SHA1 = 'c0a174b6db835a2293a9d8d30410b2c716151592';
+export const RESET_SHA1 = '977bd3224c534aa3112898f872ca94a1ea23cb53';
 export const HISTORY_SHA1 = 'c01ffc5374a835e2721dda54a6a20287bbbe2c22';
 
 export interface StoreScript {

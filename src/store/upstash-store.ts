@@ -134,8 +134,10 @@ export class UpstashQueueStore implements QueueStore {
     const state = toState(JOIN, reply);
     const ticket = reply.int(STATE_LENGTH);
     const replayed = reply.flag(STATE_LENGTH + 2);
-    // A new ticket is the tail the same script just incremented; a replayed one is at most the tail.
-    if (ticket < 1 || (replayed ? ticket > state.tail : ticket !== state.tail)) throw new StoreReplyError(JOIN.name, reply.raw);
+    // A new ticket is the tail the same script just incremented; a replayed one is at most the tail;
+    // switched open, none (0), neither claimed nor replayed.
+    const open = state.switch === 'open' && ticket === 0 && !replayed && !reply.flag(STATE_LENGTH + 1);
+    if (!open && (ticket < 1 || (replayed ? ticket > state.tail : ticket !== state.tail))) throw new StoreReplyError(JOIN.name, reply.raw);
     return { ...state, ticket, claimed: reply.flag(STATE_LENGTH + 1), replayed };
   }
 
@@ -299,10 +301,15 @@ function parseReply(script: StoreScript, reply: unknown, length: number): Reply 
 
 /** The state every policy script returns first, in `read_state`'s order. */
 function toState(script: StoreScript, r: Reply): QueueState {
+  // The controls' mode: 0 normal, 1 paused, 2 switched to hold (paused as well), 3 switched open.
+  const mode = r.int(2);
+  if (mode < 0 || mode > 3) throw new StoreReplyError(script.name, r.raw);
   const state: QueueState = {
     tail: r.int(0),
     cursor: r.int(1),
-    paused: r.flag(2),
+    paused: mode === 1 || mode === 2,
+    ...(mode === 2 && { switch: 'hold' as const }),
+    ...(mode === 3 && { switch: 'open' as const }),
     maxActive: r.int(3),
     maxNewPerMinute: r.int(4),
     active: r.int(5),

@@ -4,7 +4,8 @@
 --- Each ticket called gets a reservation (capacity mode and random: and an admission entry), even
 --- beyond the thresholds (explicit admits are the operator's decision; automatic admission then
 --- waits until the usage is back under them). Random rate mode first draws again for draws that
---- lapsed, not counted in `admitted`; rate FIFO leaves lapsed calls to the poll. Works while paused.
+--- lapsed, not counted in `admitted`; rate FIFO leaves lapsed calls to the poll. Works while paused,
+--- not while the switch holds everyone.
 --- ARGV 12 count (>= 1), 13 the idempotency key ('' = none; see IDEMPOTENT_REPLAY). Returns the
 --- state, then admitted and replayed (0/1).
 -- wr admit: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, count, idempotency_key; returns {state..., admitted, replayed}
@@ -18,7 +19,10 @@ local count = arg_int(12, 1)
 prologue(tail)
 if capacity or RANDOM then expire() end
 local admitted = 0
-if OPEN and RANDOM then
+-- Switched to hold: nobody new gets in, an explicit admit included.
+if SWITCH == 'hold' then
+  admitted = 0
+elseif OPEN and RANDOM then
   if not capacity then cursor = redraw(cursor, paused) end
   local before = cursor
   cursor = draw_tickets(cursor, count)

@@ -15,7 +15,10 @@ local waited = arg_int(13, 0)
 -- #include refuse_foreign(0)
 prologue(tail)
 local claimed = 0
-if capacity then
+if SWITCH == 'hold' then
+  -- Switched to hold: a called ticket waits with the rest.
+  claimed = 0
+elseif capacity then
   expire()
   claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, waited)
   cursor = advance(tail, cursor, paused, max_active, max_new)

@@ -1,8 +1,9 @@
 #!lua flags=allow-key-locking
 --- Change runtime controls, then run admission with them (resuming or raising a threshold calls
 --- tickets at once). ARGV 12 paused ('' keep, '0', '1'), 13 max active and 14 max new per minute
---- ('' keep, 'del' back to configured, integer >= 0 override). Returns the state.
--- wr control: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, paused, max_active, max_new_per_minute; returns {state...}
+--- ('' keep, 'del' back to configured, integer >= 0 override), 15 the emergency switch ('' keep,
+--- 'normal', 'open', 'hold'; see SWITCH). Returns the state.
+-- wr control: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, paused, max_active, max_new_per_minute, switch; returns {state...}
 -- #include policy_header
 
 local function check_threshold(i)
@@ -13,8 +14,11 @@ end
 local p = ARGV[12]
 if p ~= '' and p ~= '0' and p ~= '1' then error('wr: ARGV[12] must be empty, 0 or 1') end
 local changes = {{'max_active', check_threshold(13)}, {'max_new_per_minute', check_threshold(14)}}
+local sw = ARGV[15] or ''
+if sw ~= '' and sw ~= 'normal' and sw ~= 'open' and sw ~= 'hold' then error('wr: ARGV[15] must be empty, normal, open or hold') end
 prologue(ctl_int('tail') or 0)
 if p == '1' then set_ctl('paused', '1') elseif p == '0' then del_ctl('paused') end
+if sw == 'normal' then del_ctl('switch') elseif sw ~= '' then set_ctl('switch', sw) end
 for _, c in ipairs(changes) do
   if c[2] == 'del' then
     del_ctl(c[1])

@@ -31,6 +31,12 @@ if (ARGV[14] or '') ~= '' then FLOOR_TAIL, FLOOR_GEN = arg_int(14, 0), arg_int(1
 local paused, max_active, max_new = read_controls()
 local replay = join_replay()
 if replay then return replay_join(replay, paused, max_active, max_new) end
+if SWITCH == 'open' then
+  -- The room steps aside: no ticket, nothing written; the edge lets the visitor through.
+  local open = read_state(ctl_int('tail') or 0, ctl_int('cursor') or 0, paused, max_active, max_new, 'remembered')
+  open[14], open[15], open[16] = 0, 0, 0
+  return open
+end
 local ticket = (ctl_int('tail') or 0) + 1
 set_ctl('tail', fmt(ticket))
 prologue(ticket - 1)

@@ -80,7 +80,9 @@ local function read_state(tail, cursor, paused, max_active, max_new, figures)
   local ev_size, ev_seed, epoch = read_event()
   local waiting = 0
   if RANDOM then waiting = count_after(K_WAITING, NOW - PRESENCE_MS) end
-  return {tail, cursor, paused and 1 or 0, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch, GEN}
+  -- The third field is the controls' mode: 0 normal, 1 paused, 2 switched to hold, 3 switched open.
+  local mode = SWITCH == 'open' and 3 or SWITCH == 'hold' and 2 or (paused and 1 or 0)
+  return {tail, cursor, mode, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch, GEN}
 end
 local function record_history(state)
   local minute = math.floor(NOW / MINUTE_MS) * MINUTE_MS

@@ -41,7 +41,7 @@ end
 -- The ctl hash, read once per run with one HMGET of every field a script needs (CTL_FIELDS), so
 -- the controls, the generation, the event's frozen pre-queue, the epoch and the history mark cost
 -- one command together. A run that writes one of these fields updates CTL too (set_ctl).
-local CTL_FIELDS = {'paused', 'max_active', 'max_new_per_minute', 'gen', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'tail', 'cursor', 'period', 'fig'}
+local CTL_FIELDS = {'paused', 'switch', 'max_active', 'max_new_per_minute', 'gen', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'tail', 'cursor', 'period', 'fig'}
 -- Rate FIFO: the tickets called in each CALL_BUCKET_MS bucket of the last five minutes, one field
 -- per bucket, reused round-robin (see calls_entry and called_counts).
 local CALL_FIELDS = {}
@@ -96,11 +96,17 @@ local function del_ctl(...)
 end
 -- #include generation
 
--- paused, effective max active, effective max new per minute; sets GEN (see GENERATION). Paused
--- also while recovering (see RECOVERY).
+-- The emergency switch: '' (normal), 'open' (the room steps aside: joins take no ticket, and the
+-- edge lets everyone through) or 'hold' (nobody new gets in: as paused, and neither an explicit
+-- admit nor a claim lets anyone in). Set by read_controls.
+local SWITCH = ''
+
+-- paused, effective max active, effective max new per minute; sets GEN (see GENERATION) and
+-- SWITCH. Paused also while recovering (see RECOVERY) and while the switch holds everyone.
 local function read_controls()
   local c = ctl()
   GEN = ensure_gen(c.gen)
+  SWITCH = c.switch or ''
   local max_active, max_new = read_override(c.max_active or nil, CFG_MAX_ACTIVE), read_override(c.max_new_per_minute or nil, CFG_MAX_NEW)
-  return c.paused == '1' or recovering(tonumber(c.recover_until) or 0, max_active, max_new), max_active, max_new
+  return c.paused == '1' or SWITCH == 'hold' or recovering(tonumber(c.recover_until) or 0, max_active, max_new), max_active, max_new
 end
