@@ -19,6 +19,8 @@ import {
   definePowScenario,
   defineChallengeScenario,
   defineAdmissionScenario,
+  defineSwitchScenario,
+  SWITCH_SETTINGS,
   ADMISSION_SETTINGS,
   POW_SETTINGS,
   eventSettings,
@@ -165,6 +167,17 @@ describe('Node host in front of a protected origin (signed admission)', () => {
     await protectedStack?.close();
   });
   defineAdmissionScenario(() => protectedStack);
+});
+
+describe('Node host with the emergency switches', () => {
+  let switched: Stack;
+  beforeAll(async () => {
+    switched = await startNodeStack(SWITCH_SETTINGS);
+  });
+  afterAll(async () => {
+    await switched?.close();
+  });
+  defineSwitchScenario(() => switched);
 });
 
 describe('Node host under password and token guessing and a ticket flood', () => {

@@ -23,6 +23,8 @@ import {
   definePowScenario,
   defineChallengeScenario,
   defineAdmissionScenario,
+  defineSwitchScenario,
+  SWITCH_SETTINGS,
   ADMISSION_SETTINGS,
   POW_SETTINGS,
   eventSettings,
@@ -236,6 +238,18 @@ describe.skipIf(!host.found)('wasm in front of a protected origin (an ES256 admi
     await protectedStack?.close();
   });
   defineAdmissionScenario(() => protectedStack);
+});
+
+describe.skipIf(!host.found)('wasm with the emergency switches (through the POP cache)', () => {
+  let switched: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    switched = await startWasmStack({ viceroyPath: host.path, settings: SWITCH_SETTINGS });
+  }, 120_000);
+  afterAll(async () => {
+    await switched?.close();
+  });
+  defineSwitchScenario(() => switched);
 });
 
 describe.skipIf(!host.found)('wasm under password and token guessing and a ticket flood (fastly:edge-rate-limiter)', () => {

@@ -861,3 +861,75 @@ describe('when the store lost its state', () => {
     expect(await after.inner.stats('default', after.clock.now(), admissionPolicy(after.config))).toMatchObject({ active: 1, tail: 1 });
   });
 });
+
+describe('emergency switches', () => {
+  const control = (r: Rig, body: unknown) =>
+    r.handler(new Request(`${SITE}/__wr/api/control`, { method: 'POST', body: JSON.stringify(body), headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' } }), CLIENT);
+  const admit = async (r: Rig, count: number) =>
+    (await (await r.handler(new Request(`${SITE}/__wr/api/admit?count=${count}`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } }), CLIENT)).json()) as { admitted: number };
+
+  it('open: everyone passes (new and waiting visitors), no ticket is taken, and a POP that saw the state asks the store nothing', async () => {
+    const r = rig({ state_cache_seconds: '5' });
+    const waiting = new Visitor(r);
+    await waiting.visit();
+    expect(waiting.kind).toBe('w');
+    const switched = await control(r, { switch: 'open' });
+    expect(switched.status).toBe(200);
+    expect(await switched.json()).toMatchObject({ switch: 'open', paused: false });
+    // Within one cache lifetime the POP sees it; after that, the state it loaded says open.
+    r.clock.advance(6_000);
+    const polled = await waiting.visit();
+    expect(polled.headers.get('x-origin')).toBe('yes');
+    expect(r.logger.last).toMatchObject({ decision: 'switch_open' });
+    const tail = (await r.store.peek('default')).tail;
+    const calls = r.store.calls;
+    const fresh = await r.handler(get('/'), CLIENT);
+    expect(fresh.headers.get('x-origin')).toBe('yes');
+    expect(cookieFrom(fresh)).toBeUndefined();
+    expect(r.store.calls).toBe(calls);
+    expect((await r.store.peek('default')).tail).toBe(tail);
+    // The origin is told how it got through.
+    expect(r.origin.sent.at(-1)!.get('waiting-room-admission')).toBeDefined();
+    // The holding page's script is told to go to the site.
+    expect(await (await r.handler(get('/__wr/status', waiting.cookie), CLIENT)).json()).toMatchObject({ state: 'admitted' });
+    // Normal again: a new visitor queues (rate mode, nobody let in by hand).
+    await control(r, { switch: 'normal' });
+    r.clock.advance(6_000);
+    const after = await r.handler(get('/'), CLIENT);
+    expect(after.headers.get('x-origin')).toBeNull();
+    expect(payloadOf(cookieFrom(after)!)['k']).toBe('w');
+  });
+
+  it('hold: nobody new gets in, not by walking in, an admit or a call; those already in keep their access', async () => {
+    const r = rig({ max_active: '5', activity_refresh_seconds: '30' });
+    const inside = new Visitor(r);
+    await inside.visit();
+    expect(inside.kind).toBe('a');
+    const called = new Visitor(r);
+    await control(r, { max_active: 1 });
+    await called.visit();
+    expect(called.kind).toBe('w');
+    await control(r, { switch: 'hold', max_active: 5 });
+    // Room for four more, but a newcomer waits.
+    const newcomer = new Visitor(r);
+    await newcomer.visit();
+    expect(newcomer.kind).toBe('w');
+    expect(await admit(r, 5)).toMatchObject({ admitted: 0 });
+    await called.visit();
+    expect(called.kind).toBe('w');
+    // The one inside stays inside.
+    expect((await inside.visit()).headers.get('x-origin')).toBe('yes');
+    // Back to normal: admission resumes at once.
+    expect(await (await control(r, { switch: 'normal' })).json()).toMatchObject({ switch: 'normal' });
+    await called.visit();
+    expect(called.kind).toBe('a');
+  });
+
+  it('refuses a switch it does not know, changing nothing', async () => {
+    const r = rig();
+    const refused = await control(r, { switch: 'closed' });
+    expect(refused.status).toBe(400);
+    expect(await refused.text()).toContain('switch must be normal, open');
+    expect(await (await control(r, { paused: false })).json()).toMatchObject({ switch: 'normal' });
+  });
+});

@@ -44,7 +44,14 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
     est_wait: estimate.seconds === null ? '–' : `${formatDuration(estimate.seconds)} (${estimate.basis})`,
     tail: formatCount(stats.tail),
     cursor: formatCount(stats.cursor),
-    state: stats.paused ? 'paused' : 'running',
+    state:
+      stats.switch === 'open'
+        ? 'switched open: everyone passes, nobody is queued'
+        : stats.switch === 'hold'
+          ? 'switched to hold: nobody new gets in'
+          : stats.paused
+            ? 'paused'
+            : 'running',
     mode: isCapacityMode(stats)
       ? `capacity: ${stats.maxActive > 0 ? `${formatCount(stats.maxActive)} at once` : 'no limit at once'}, ${stats.maxNewPerMinute > 0 ? `${formatCount(stats.maxNewPerMinute)} new a minute` : 'no limit a minute'}`
       : config.admitPerPeriod > 0

@@ -8,7 +8,7 @@ import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminFigures, renderChart } from './admin-view';
 import { formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
-import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type AdmitResult, type Clock, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
+import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type AdmitResult, type Clock, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { refusedTicketsLastMinute, type RefusalReason } from './ticket-limit';
 import { signToken, verifyToken } from './tokens';
@@ -66,6 +66,8 @@ function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' |
     queue: config.queueName,
     mode: capacity ? 'capacity' : 'rate',
     paused: state.paused,
+    /** The emergency switch: normal, open (the room steps aside) or hold (nobody new gets in). */
+    switch: state.switch ?? 'normal',
     tail: state.tail,
     cursor: state.cursor,
     queue_length: Math.max(0, state.tail - state.cursor),
@@ -98,10 +100,15 @@ export type ControlResult = { readonly ok: true; readonly change: RuntimeControl
  */
 export function parseControl(input: Readonly<Record<string, unknown>>): ControlResult {
   const keys = Object.keys(input);
-  if (keys.length === 0) return { ok: false, error: 'give at least one of paused, max_active, max_new_per_minute' };
-  const change: { paused?: boolean; maxActive?: number | null; maxNewPerMinute?: number | null } = {};
+  if (keys.length === 0) return { ok: false, error: 'give at least one of paused, max_active, max_new_per_minute, switch' };
+  const change: { paused?: boolean; maxActive?: number | null; maxNewPerMinute?: number | null; switch?: EmergencySwitch } = {};
   for (const key of keys) {
     const value = input[key];
+    if (key === 'switch') {
+      if (value === 'normal' || value === 'open' || value === 'hold') change.switch = value;
+      else return { ok: false, error: `switch must be normal, open (everyone passes, nobody is queued) or hold (nobody new gets in), got ${JSON.stringify(value)?.slice(0, 40)}` };
+      continue;
+    }
     if (key === 'paused') {
       if (value === true || value === 'true') change.paused = true;
       else if (value === false || value === 'false') change.paused = false;
@@ -109,7 +116,7 @@ export function parseControl(input: Readonly<Record<string, unknown>>): ControlR
       continue;
     }
     if (key !== 'max_active' && key !== 'max_new_per_minute') {
-      return { ok: false, error: `unknown control ${JSON.stringify(key).slice(0, 60)}: use paused, max_active or max_new_per_minute` };
+      return { ok: false, error: `unknown control ${JSON.stringify(key).slice(0, 60)}: use paused, max_active, max_new_per_minute or switch` };
     }
     let parsed: number | null;
     if (value === null || value === 'default') parsed = null;
@@ -602,6 +609,9 @@ async function mintBypassPass(request: Request, ctx: AdminContext): Promise<Resp
 
 function describeChange(change: RuntimeControl): string {
   const parts: string[] = [];
+  if (change.switch === 'open') parts.push('Switched open: everyone passes, nobody is queued.');
+  if (change.switch === 'hold') parts.push('Switched to hold: nobody new gets in, not even by an admit.');
+  if (change.switch === 'normal') parts.push('Switched back to normal.');
   if (change.paused !== undefined) parts.push(change.paused ? 'Admission paused.' : 'Admission resumed.');
   const limit = (name: string, value: number | null | undefined) => {
     if (value === undefined) return;

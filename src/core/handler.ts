@@ -99,6 +99,10 @@ function answer(
     case 'limited':
       trace.decision = v.why === 'ticket_limit' ? 'ticket_limited' : 'challenge_unavailable';
       return limitedResponse(ctx, request, path, v, locale, trace);
+    case 'open':
+      // Switched open: the waiting room steps aside.
+      trace.decision = 'switch_open';
+      return pass(ctx, request, undefined, trace, 'open');
     case 'none':
       // Unreachable: takeTicket is true here. Holding is the safe answer all the same.
       return hold(holdView(ctx, undefined, nowMs), undefined);

@@ -27,6 +27,8 @@ export async function status(ctx: HandlerContext, request: Request, trace: Trace
   switch (v.kind) {
     case 'access':
     case 'admitted':
+    case 'open':
+      // Switched open: the page's script goes to the site, which now lets everyone through.
       body = { state: 'admitted', refresh_seconds: config.refreshSeconds };
       break;
     case 'none':

@@ -45,7 +45,7 @@ export interface ChallengeHook {
 
 /* The signed admission (see admission.ts). */
 /** How a request came to be let through. */
-export type AdmissionVia = 'queue' | 'walk-in' | 'vip' | 'bypass' | 'unqueued' | 'store-down' | 'event-over';
+export type AdmissionVia = 'queue' | 'walk-in' | 'vip' | 'bypass' | 'unqueued' | 'store-down' | 'event-over' | 'open';
 
 /** What the edge knows of a request it passes: how it got in, and for admitted visitors their session. */
 export interface Grant {
@@ -106,6 +106,8 @@ export type Visit =
   | { readonly kind: 'unavailable'; readonly ticket: number | undefined; readonly cookie: string | undefined }
   /** No valid token and none was to be taken (the status endpoint never takes a ticket). */
   | { readonly kind: 'none' }
+  /** The emergency switch is open: the waiting room steps aside, the request passes; no ticket. */
+  | { readonly kind: 'open' }
   /**
    * A new ticket refused for now, no store call: this client took more than `ticket_limit` (see
    * ticket-limit.ts), or the challenge provider did not answer and `challenge_unavailable = hold`.

@@ -229,6 +229,12 @@ export async function settle(ctx: HandlerContext, trace: Trace, state: QueueStat
     const cookie = await waitingCookie(ctx, ticket, joined, nowMs, start, state);
     return { kind: 'waiting', ticket, ahead, front: false, draw: false, first: start, state, cookie };
   }
+  if (state.switch === 'hold') {
+    // Switched to hold: called, but nobody new gets in; the visitor waits at the front, no claim.
+    trace.reason = 'switch_hold';
+    const cookie = await waitingCookie(ctx, ticket, joined, nowMs, 1, state);
+    return { kind: 'waiting', ticket, ahead: 0, front: true, draw: false, first: 1, state, cookie };
+  }
   return claimSlot(ctx, trace, ticket, place, joined, nowMs, state);
 }
 
@@ -239,6 +245,12 @@ export async function settle(ctx: HandlerContext, trace: Trace, state: QueueStat
  */
 export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number, lostState = false, pendingKey?: string): Promise<Visit> {
   const { config, store, queue, random, policyNow, recoverMs, storeCall } = ctx;
+  // Switched open, as this POP last saw the state: the room steps aside, no check, no store call.
+  const seen = await cachedState(ctx);
+  if (seen?.switch === 'open') {
+    trace.reason = 'switch_open';
+    return { kind: 'open' };
+  }
   // A join asked again with its key passed the checks the first time (its cookie is ours, signed
   // after them) and gets the same ticket: it is not checked again (a spent proof would fail).
   const checked = pendingKey === undefined;
@@ -271,7 +283,6 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   }
   // What this POP last saw of the state (its cache, no store call): a ticket at or below that tail
   // in that generation means the store was rolled back (see QueueStore.join's floor).
-  const seen = await cachedState(ctx);
   const floor = seen !== undefined && seen.generation > 0 ? { tail: seen.tail, generation: seen.generation } : undefined;
   // Without a cookie of a lost state, a POP that served this queue (it holds a state, or its
   // marker says a join was answered here) still knows a state the store finds absent or rolled
@@ -296,6 +307,11 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   const spent = [...(trace.proof !== undefined ? [powCookieName(config)] : []), ...(trace.challenge !== undefined ? [challengeCookieName(config)] : [])];
   if (spent.length > 0) trace.spent = spent;
   const result = joined.value;
+  if (result.switch === 'open') {
+    // Switched open since this POP last looked: the store took no ticket.
+    trace.reason = 'switch_open';
+    return { kind: 'open' };
+  }
   if (result.replayed) trace.reason = 'join_replayed';
   const now = Math.floor(nowMs / 1000);
   if (result.claimed) {
@@ -456,6 +472,10 @@ export async function drawVisit(ctx: HandlerContext, trace: Trace, token: TokenC
     return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(ctx, token.t, joined, nowMs, undefined, tokenEra(token)) };
   }
   const r = result.value;
+  if (r.switch === 'open') {
+    trace.reason = 'switch_open';
+    return { kind: 'open' };
+  }
   if (r.outcome === 'unknown' || (token.g ?? 0) !== r.epoch || isForeign(token.gen, r)) {
     trace.reason = isForeign(token.gen, r) ? 'ticket_from_lost_state' : 'not_in_draw';
     return takeTicket ? newVisit(ctx, trace, nowMs, isForeign(token.gen, r)) : { kind: 'none' };
@@ -545,6 +565,11 @@ export async function visit(ctx: HandlerContext, request: Request, trace: Trace,
       trace.ticket = token.t;
       // The outage is not the visitor's fault: keep the ticket alive while it lasts.
       return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(ctx, token.t, joined, nowMs, token.f, tokenEra(token)) };
+    }
+    if (polled.value.switch === 'open') {
+      trace.ticket = token.t;
+      trace.reason = 'switch_open';
+      return { kind: 'open' };
     }
     if (isForeign(token.gen, polled.value)) {
       // The store lost its state since this ticket was taken: numbers restarted, so this one may

@@ -926,3 +926,46 @@ export function defineAdmissionScenario(stack: () => Stack): void {
     expect(await replay.text()).toContain('ERR_JWT_EXPIRED');
   }, 60_000);
 }
+
+/** A room where everyone walks in (a capacity of 100), with the per-POP cache at its default (1 s). */
+export const SWITCH_SETTINGS: Record<string, string> = { max_active: '100', state_cache_seconds: '1' };
+
+/**
+ * The emergency switches through the origin's API: hold keeps newcomers out (no walk-in, no admit)
+ * while those inside stay in; open lets a newcomer and a waiting visitor straight through without a
+ * ticket; each within a cache lifetime; normal undoes them.
+ */
+export function defineSwitchScenario(stack: () => Stack): void {
+  const control = (body: unknown) =>
+    fetch(`${stack().url}/__wr/api/control`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const visit = (cookie?: string) => fetch(`${stack().url}/products`, { headers: cookie === undefined ? {} : { cookie: `waiting_room=${cookie}` } });
+
+  it('hold keeps newcomers out and admits nobody, open lets everyone through without a ticket, normal undoes both', async () => {
+    const inside = await visit();
+    expect(inside.headers.get('x-origin')).toBe('demo');
+    const access = cookieFrom(inside)!;
+    expect(await (await control({ switch: 'hold' })).json()).toMatchObject({ switch: 'hold', paused: true });
+    const started = Date.now();
+    // A newcomer gets a ticket and the holding page, though there is room.
+    const held = await visit();
+    expect(held.headers.get('x-origin')).toBeNull();
+    const ticket = cookieFrom(held)!;
+    expect(payloadOf(ticket)['k']).toBe('w');
+    const admitted = await fetch(`${stack().url}/__wr/api/admit?count=5`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+    expect(await admitted.json()).toMatchObject({ admitted: 0 });
+    expect((await visit(access)).headers.get('x-origin')).toBe('demo');
+    // Open: within a cache lifetime the waiting visitor and any newcomer pass, and no ticket is taken.
+    await control({ switch: 'open' });
+    const tail = await stack().direct.hget('wr:{default}:ctl', 'tail');
+    await expect.poll(async () => (await visit(ticket)).headers.get('x-origin'), { timeout: 5_000, interval: 200 }).toBe('demo');
+    const newcomer = await visit();
+    expect(newcomer.headers.get('x-origin')).toBe('demo');
+    expect(cookieFrom(newcomer)).toBeUndefined();
+    expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe(tail);
+    await expect.poll(() => stack().logs().some((l) => l.decision === 'switch_open')).toBe(true);
+    // Normal: the waiting visitor's turn comes as usual (there is room), newcomers walk in again.
+    await control({ switch: 'normal' });
+    await expect.poll(async () => cookieFrom(await visit()) !== undefined, { timeout: 5_000, interval: 200 }).toBe(true);
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
+}
