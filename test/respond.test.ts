@@ -106,4 +106,24 @@ describe('pass', () => {
     expect(await response.text()).not.toContain('10.0.0.1');
     expect(trace.reason).toContain('ECONNREFUSED');
   });
+
+  it('an origin that fails: a browser gets a page in its language that tries again, a program JSON; both say when', async () => {
+    const r = contextRig();
+    r.origin.forward = async () => {
+      throw new Error('connect ECONNREFUSED 10.0.0.1:443');
+    };
+    const page = await pass(r.ctx, new Request('https://shop.example/shop', { headers: { accept: 'text/html', 'accept-language': 'de-DE' } }), undefined, newTrace());
+    expect(page.status).toBe(502);
+    expect(page.headers.get('content-type')).toContain('text/html');
+    expect(page.headers.get('retry-after')).toBe('10');
+    expect(page.headers.get('refresh')).toBe('10');
+    const html = await page.text();
+    expect(html).toContain('Die Website antwortet nicht');
+    expect(html).toContain('data-state="unreachable"');
+    expect(html).not.toContain('10.0.0.1');
+    const json = await pass(r.ctx, new Request('https://shop.example/shop', { headers: { accept: 'application/json' } }), undefined, newTrace());
+    expect(json.status).toBe(502);
+    expect(json.headers.get('retry-after')).toBe('10');
+    expect(await json.json()).toEqual({ error: 'the site is not answering; please try again shortly' });
+  });
 });

@@ -32,6 +32,13 @@ export function holdTexts(view: HoldView, locale: Locale, m: Messages = messages
       heading = m.checkingTitle;
       detail = m.checkingBody;
       break;
+    case 'unreachable':
+      heading = m.unreachableTitle;
+      placeLabel = '';
+      place = '';
+      detail = m.unreachableBody;
+      note = '';
+      break;
     case 'over':
       heading = m.eventOverTitle;
       placeLabel = '';

@@ -321,6 +321,9 @@ export interface Messages {
   readonly continueLink: string;
   /** The store cannot be reached: the visitor keeps their place while the page retries. */
   readonly checkingTitle: string;
+  /** The site (the origin) did not answer: the page says so and tries again. */
+  readonly unreachableTitle: string;
+  readonly unreachableBody: string;
   readonly checkingBody: string;
   readonly prequeueTitle: string;
   prequeueOpensAt(clockText: string): string;
@@ -377,6 +380,8 @@ const EN: Messages = {
   admitted: 'It’s your turn! Taking you to the site…',
   continueLink: 'Continue to the site',
   checkingTitle: 'Checking your place',
+  unreachableTitle: 'The site is not answering',
+  unreachableBody: 'The site did not answer just now. This page will try again by itself in a few seconds.',
   checkingBody: 'We are checking your place in line. You keep it in the meantime, and this page will try again by itself.',
   prequeueTitle: 'The line opens soon',
   prequeueOpensAt: (clock) => `The line opens at ${clock}`,
@@ -433,6 +438,8 @@ const DE: Messages = {
   admitted: `Sie sind an der Reihe! Wir leiten Sie zur Website weiter${NBSP}…`,
   continueLink: 'Weiter zur Website',
   checkingTitle: 'Wir prüfen Ihren Platz',
+  unreachableTitle: 'Die Website antwortet nicht',
+  unreachableBody: 'Die Website hat gerade nicht geantwortet. Diese Seite versucht es in wenigen Sekunden von selbst erneut.',
   checkingBody:
     'Wir prüfen gerade Ihren Platz in der Warteschlange. Er bleibt Ihnen so lange erhalten, und diese Seite versucht es von selbst erneut.',
   prequeueTitle: 'Die Warteschlange öffnet bald',
@@ -493,6 +500,8 @@ const FR: Messages = {
   admitted: `C’est votre tour${NNBSP}! Nous vous emmenons sur le site…`,
   continueLink: 'Continuer vers le site',
   checkingTitle: 'Vérification de votre place',
+  unreachableTitle: 'Le site ne répond pas',
+  unreachableBody: 'Le site n’a pas répondu à l’instant. Cette page réessaiera d’elle-même dans quelques secondes.',
   checkingBody:
     'Nous vérifions votre place dans la file. Vous la conservez pendant ce temps, et cette page réessaiera d’elle-même.',
   prequeueTitle: 'La file d’attente ouvre bientôt',
@@ -551,6 +560,8 @@ const ES: Messages = {
   admitted: '¡Es su turno! Le estamos llevando al sitio…',
   continueLink: 'Continuar al sitio',
   checkingTitle: 'Comprobando su lugar',
+  unreachableTitle: 'El sitio no responde',
+  unreachableBody: 'El sitio no ha respondido hace un momento. Esta página volverá a intentarlo sola en unos segundos.',
   checkingBody:
     'Estamos comprobando su lugar en la fila. Lo conserva mientras tanto, y esta página volverá a intentarlo automáticamente.',
   prequeueTitle: 'La fila abre pronto',
@@ -601,6 +612,8 @@ const JA: Messages = {
   admitted: 'お待たせしました！サイトへご案内しています…',
   continueLink: 'サイトへ進む',
   checkingTitle: '順番を確認しています',
+  unreachableTitle: 'サイトが応答していません',
+  unreachableBody: 'サイトからただいま応答がありませんでした。このページは数秒後に自動で再試行します。',
   checkingBody: 'ただいま、あなたの順番を確認しています。その間も順番は保たれます。このページは自動で再試行します。',
   prequeueTitle: 'まもなく受付を開始します',
   prequeueOpensAt: (clock) => `受付開始は${clock}です`,
@@ -648,6 +661,8 @@ const ZH: Messages = {
   admitted: '轮到您了！正在为您跳转到网站……',
   continueLink: '继续前往网站',
   checkingTitle: '正在确认您的位置',
+  unreachableTitle: '网站没有响应',
+  unreachableBody: '网站刚才没有响应。本页面将在几秒钟后自动重试。',
   checkingBody: '我们正在确认您的排队位置。在此期间，您的位置会保留，本页面也会自动重试。',
   prequeueTitle: '排队即将开始',
   prequeueOpensAt: (clock) => `排队将于${clock}开始`,

@@ -69,6 +69,8 @@ export function holdMessage(view: HoldView): string {
   switch (view.state) {
     case 'checking':
       return 'We are checking your place in line.';
+    case 'unreachable':
+      return 'The site is not answering; please try again shortly.';
     case 'over':
       return 'This event has ended.';
     case 'prequeue':
@@ -218,7 +220,7 @@ export async function pass(
     response = await origin.forward(request, admitted.header);
   } catch (error) {
     trace.reason = `origin: ${error instanceof Error ? error.message : String(error)}`;
-    return errorResponse(502, 'the site is not answering; please try again shortly');
+    return originDown(ctx, request, trace);
   }
   const endsSession = response.headers.has(config.endSessionHeader);
   const cookie = endsSession && v !== undefined ? clearCookie() : v?.cookie;
@@ -239,6 +241,24 @@ export async function pass(
   if (cookie !== undefined) headers.append('set-cookie', cookie);
   if (carried !== undefined) headers.append('set-cookie', carried);
   return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+}
+
+/** How soon the page of a site that did not answer tries again, seconds. */
+const ORIGIN_RETRY_SECONDS = 10;
+
+/**
+ * The site did not answer (a 502): a program gets the JSON error, a browser a page in its language
+ * that says so and tries again by itself; the visitor's cookie is untouched (its place or access
+ * stands).
+ */
+async function originDown(ctx: HandlerContext, request: Request, trace: Trace): Promise<Response> {
+  const path = new URL(request.url).pathname;
+  const retry = { 'retry-after': String(ORIGIN_RETRY_SECONDS) };
+  if (wantsJson(ctx, request, path)) return errorResponse(502, 'the site is not answering; please try again shortly', retry);
+  const page = await holdingPage(ctx, blankHoldView('unreachable', ctx.clock.now(), ORIGIN_RETRY_SECONDS), undefined, ctx.localeOf(request), trace);
+  const headers = new Headers(page.headers);
+  headers.set('retry-after', String(ORIGIN_RETRY_SECONDS));
+  return new Response(page.body, { status: 502, headers });
 }
 
 /**

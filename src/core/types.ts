@@ -131,8 +131,8 @@ export function eventPhase(config: Pick<Config, 'eventStartMs' | 'eventEndMs'>, 
 
 /** What a waiting visitor is shown, as the page, the status JSON and the JSON for programs all need it. */
 export interface HoldView {
-  /** `waiting` in line or in the draw; `prequeue` before the start; `checking`: the store did not answer; `over`: the event ended. */
-  readonly state: 'waiting' | 'prequeue' | 'checking' | 'over';
+  /** `waiting` in line or in the draw; `prequeue` before the start; `checking`: the store did not answer; `over`: the event ended; `unreachable`: the site itself did not answer. */
+  readonly state: 'waiting' | 'prequeue' | 'checking' | 'over' | 'unreachable';
   readonly ticket: number | null;
   /** FIFO: the place in line (1 = next), and how many are ahead. */
   readonly place: number | null;
