@@ -10,7 +10,7 @@ import { createService } from '../src/core/service';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, cookieFrom, ManualClock, MemoryLogger, RecordingOrigin, source } from './support/fixtures';
+import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, MemoryLogger, RecordingOrigin, source, testHandler } from './support/fixtures';
 
 const SITE = 'https://shop.example';
 const CLIENT = { address: '198.51.100.20', pop: 'TST' };
@@ -81,7 +81,7 @@ describe('the admin console', () => {
     const response = await r.handler(adminGet('/__wr/admin/live'), CLIENT);
     expect(response.status).toBe(200);
     const live = (await response.json()) as { figures: Record<string, string>; chart: string; pause_label: string };
-    expect(live.figures).toMatchObject({ waiting: '6', tail: '6', cursor: '0', state: 'running', method: 'first in, first out', event: 'none scheduled' });
+    expect(live.figures).toMatchObject({ waiting: '6', tail: '6', cursor: '0', state: 'running', method: 'first in, first out', event: 'none scheduled', active: 'not counted in rate mode' });
     expect(live.chart).toContain('<svg class="chart"');
     expect(live.pause_label).toBe('Pause admission');
   });
@@ -170,6 +170,28 @@ describe('the admin console', () => {
     expect(html).not.toContain(ADMIN_PASSWORD);
     expect(html).toContain('<script src="/__wr/assets/admin.js" defer></script>');
     expect(JSON.stringify(r.logger.records)).not.toContain(ADMIN_PASSWORD);
+  });
+});
+
+describe('the console without the store', () => {
+  it('is a page that says the store is not answering, what still works and what waits, and tries again; the live figures stay a JSON error', async () => {
+    const clock = new ManualClock();
+    const store = new FaultyStore(new MemoryQueueStore());
+    store.mode = 'error';
+    const handler = testHandler({}, { store, clock });
+    const page = await handler(adminGet('/__wr/admin'), CLIENT);
+    expect(page.status).toBe(503);
+    expect(page.headers.get('content-type')).toContain('text/html');
+    expect(page.headers.get('retry-after')).toBe('10');
+    expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    const html = await page.text();
+    expect(html).toContain('<h1 id="title">The queue store is not answering</h1>');
+    expect(html).toContain('Visitors already let in keep their access');
+    expect(html).toContain('store_failure = hold');
+    expect(html).toContain('<meta http-equiv="refresh" content="10">');
+    const live = await handler(adminGet('/__wr/admin/live'), CLIENT);
+    expect(live.status).toBe(503);
+    expect(await live.json()).toMatchObject({ error: expect.stringContaining('the queue store is unavailable') });
   });
 });
 

@@ -37,7 +37,13 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
   const phase = eventPhase(config, nowMs);
   return {
     waiting: formatCount(waiting),
-    active: stats.maxActive > 0 ? `${formatCount(stats.active)} of ${formatCount(stats.maxActive)}` : formatCount(stats.active),
+    // Rate mode holds no slots (an admitted visitor's token needs nothing from the store): it has no count to show.
+    active:
+      stats.maxActive > 0
+        ? `${formatCount(stats.active)} of ${formatCount(stats.maxActive)}`
+        : isCapacityMode(stats) || config.queueMethod === 'random'
+          ? formatCount(stats.active)
+          : 'not counted in rate mode',
     admitted_last_minute: formatCount(stats.admittedLastMinute),
     avg_wait: stats.avgWaitSeconds === null ? '–' : formatDuration(stats.avgWaitSeconds),
     refused: refusedText(config, refused),

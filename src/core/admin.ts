@@ -7,7 +7,7 @@ import { guardSignIn, type SignInGuard } from './auth-throttle';
 import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminFigures, renderChart } from './admin-view';
-import { formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
+import { escapeHtml, formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
 import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type AdmitResult, type Clock, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { refusedTicketsLastMinute, type RefusalReason } from './ticket-limit';
@@ -265,10 +265,57 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
   });
 }
 
+/**
+ * The console while the store does not answer: a page, not bare JSON, that says so, what still
+ * works without the store and what does not, and reloads itself.
+ */
+async function storeDownPage(ctx: AdminContext, problem: Response): Promise<Response> {
+  const { config } = ctx;
+  let reason = 'no answer';
+  try {
+    reason = String(((await problem.json()) as { error?: unknown }).error ?? reason);
+  } catch {
+    // The JSON error is ours; if it is not there, the generic reason stands.
+  }
+  const visitors =
+    config.storeFailure === 'hold'
+      ? 'New and waiting visitors see the "checking your place" page (store_failure = hold): nobody loses a place, nobody new gets in.'
+      : 'New and waiting visitors are let through to the site (store_failure = pass).';
+  const html = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<meta http-equiv="refresh" content="10">
+<title>Waiting room admin · ${escapeHtml(config.queueName)} · store not answering</title>
+<link rel="stylesheet" href="${escapeHtml(config.pathPrefix)}assets/style.css">
+</head>
+<body class="admin">
+<main class="card wide" aria-labelledby="title">
+  <h1 id="title">The queue store is not answering</h1>
+  <p class="notice" role="alert">Queue ${escapeHtml(config.queueName)}: ${escapeHtml(reason)}. This page tries again every 10 seconds.</p>
+  <h2>What still works</h2>
+  <ul>
+    <li>Visitors already let in keep their access: their signed cookies are checked at the edge, without the store.</li>
+    <li>${escapeHtml(visitors)}</li>
+    <li>Bypass rules and the health endpoint.</li>
+  </ul>
+  <h2>What waits for the store</h2>
+  <ul>
+    <li>Figures, admits, pause, thresholds, the emergency switches and reset: they are store writes. Try again once it answers.</li>
+    <li>The log's <code>store_error</code> field on each request says what the store answered, or that it did not in time.</li>
+  </ul>
+</main>
+</body>
+</html>`;
+  return new Response(html, { status: 503, headers: { ...ADMIN_PAGE_HEADERS, 'retry-after': '10' } });
+}
+
 async function adminPage(request: Request, ctx: AdminContext): Promise<Response> {
   const nowMs = ctx.clock.now();
   const panel = await readPanel(ctx, nowMs);
-  if (panel instanceof Response) return panel;
+  if (panel instanceof Response) return storeDownPage(ctx, panel);
   const iat = Math.floor(nowMs / 1000);
   const csrf = await signToken(ctx.secrets.keyRing, { q: ctx.config.queueName, k: 'c', t: 0, iat, exp: iat + CSRF_LIFETIME_SECONDS });
   const done = new URL(request.url).searchParams.get('done') ?? '';
