@@ -150,6 +150,31 @@ describe.skipIf(!available)('in a real browser', () => {
     await visitorContext.close();
   });
 
+  it('the console on a phone: no sideways scrolling, VIP codes shown included; the emergency switch says what is in force', async () => {
+    const phone = await browser.newContext({ bypassCSP: true, httpCredentials: { username: 'admin', password: ADMIN_PASSWORD }, viewport: { width: 360, height: 800 } });
+    try {
+      const admin = await phone.newPage();
+      await admin.goto(`${room.url}/__wr/admin`);
+      const overflow = () => admin.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      expect(await overflow()).toBeLessThanOrEqual(0);
+      await admin.fill('#vip-count', '5');
+      await admin.click('form[action$="vip"] button');
+      await expect.poll(() => admin.textContent('#notice')).toMatch(/^Created 5 VIP codes/);
+      expect(await admin.isVisible('#vip-codes')).toBe(true);
+      expect(await overflow()).toBeLessThanOrEqual(0);
+      await admin.selectOption('#switch', 'hold');
+      await admin.click('form:has(#switch) button');
+      await expect.poll(() => admin.textContent('[data-figure=state]')).toBe('switched to hold: nobody new gets in');
+      await admin.screenshot({ path: resolve(SHOTS, 'admin-phone-hold.png'), fullPage: true });
+      expect(await axeViolations(admin)).toEqual([]);
+      await admin.selectOption('#switch', 'normal');
+      await admin.click('form:has(#switch) button');
+      await expect.poll(() => admin.textContent('[data-figure=state]')).toBe('running');
+    } finally {
+      await phone.close();
+    }
+  });
+
   it('works without JavaScript: the page reloads itself with the same figures rendered at the edge', async () => {
     const context = await browser.newContext({ javaScriptEnabled: false });
     const page = await context.newPage();
