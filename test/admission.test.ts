@@ -198,6 +198,26 @@ describe('every request the edge passes to the origin', () => {
     expect(decodeJwt(lastHeader(r.origin)!)).toMatchObject({ via: 'vip', ticket: 0 });
   });
 
+  it('with admission_carry = none, the admission never leaves the edge: no cookie, and this host signs a visitor\'s once per half lifetime', async () => {
+    const r = rig({ admission_carry: 'none' });
+    const first = await get(r.handler, '/shop/');
+    expect(cookieFrom(first, 'waiting_room_adm')).toBeUndefined();
+    const access = cookieFrom(first)!;
+    const token = lastHeader(r.origin)!;
+    expect((await verifyAtOrigin(token, [ADMISSION_KEY_1], NOW)).payload).toMatchObject({ ticket: 1, via: 'walk-in' });
+    r.clock.advance(10_000);
+    const again = await get(r.handler, '/shop/', { waiting_room: access });
+    expect(again.headers.getSetCookie()).toEqual([]);
+    expect(lastHeader(r.origin)).toBe(token);
+    // Another visitor gets its own.
+    await get(r.handler, '/shop/');
+    expect(decodeJwt(lastHeader(r.origin)!)['ticket']).toBe(2);
+    r.clock.advance(61_000);
+    await get(r.handler, '/shop/', { waiting_room: access });
+    expect(lastHeader(r.origin)).not.toBe(token);
+    expect(decodeJwt(lastHeader(r.origin)!)).toMatchObject({ ticket: 1, iat: NOW / 1000 + 71 });
+  });
+
   it('with admission_header = off, adds nothing', async () => {
     const r = rig({ admission_header: 'off' });
     const first = await get(r.handler, '/shop/');

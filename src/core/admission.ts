@@ -133,11 +133,13 @@ export async function admissionKeys(secrets: Pick<Secrets, 'admissionKeys'>): Pr
 }
 
 /**
- * Admissions of grants without an access token, kept by a long-lived host (Node) for half their
- * lifetime: they are the same for every request of their kind. On Fastly an instance serves one
- * request and this stays empty.
+ * Admissions kept by a long-lived host (Node) for half their lifetime: those of grants without an
+ * access token (the same for every request of their kind) and, with admission_carry = none, each
+ * admitted visitor's. On Fastly an instance serves one request and this stays empty.
  */
 const shared = new Map<string, { readonly token: string; readonly exp: number }>();
+/** Kinds of grant, and with admission_carry = none the admitted visitors, a host keeps at most. */
+const SHARED_MAX = 20_000;
 
 /**
  * What the origin request carries: the admission header to put in place of any the client sent
@@ -161,12 +163,15 @@ export async function admissionFor(ctx: HandlerContext, request: Request, grant:
   const nowMs = clock.now();
   const half = (config.admissionLifetimeSeconds * 1000) / 2;
   let sharedKey: string | undefined;
-  if (grant.binding !== undefined) {
+  const carry = config.admissionCarry === 'cookie';
+  if (grant.binding !== undefined && carry) {
     const value = readCookieValues(request.headers.get('cookie'), admissionCookieName(config))[0];
     const carried = await carriedAdmission(secrets.keyRing, config, value, grant, nowMs);
     if (carried !== undefined) return { header: { name, value: carried }, cookie: undefined };
   } else {
-    sharedKey = `${config.queueName}|${grant.via}|${config.admissionAudience}|${config.admissionClaims.join(',')}|${config.admissionLifetimeSeconds}`;
+    // Kept by this host: a grant without an access token is the same for all of its kind; with
+    // admission_carry = none, an admitted visitor's is its own (keyed by its binding).
+    sharedKey = `${config.queueName}|${grant.via}|${grant.binding ?? ''}|${grant.sessionExpires ?? ''}|${config.admissionAudience}|${config.admissionClaims.join(',')}|${config.admissionLifetimeSeconds}`;
     const kept = shared.get(sharedKey);
     if (kept !== undefined && kept.exp * 1000 - nowMs > half) return { header: { name, value: kept.token }, cookie: undefined };
   }
@@ -182,7 +187,7 @@ export async function admissionFor(ctx: HandlerContext, request: Request, grant:
   const header = { name, value: signed.token };
   if (sharedKey !== undefined) {
     shared.set(sharedKey, signed);
-    if (shared.size > 64) shared.delete(shared.keys().next().value!);
+    if (shared.size > SHARED_MAX) shared.delete(shared.keys().next().value!);
     return { header, cookie: undefined };
   }
   const tag = await carryTag(secrets.keyRing, signed.token, grant.binding!);

@@ -330,6 +330,14 @@ export interface Config {
    */
   readonly admissionLifetimeSeconds: number;
   /**
+   * How an admitted visitor's admission goes on between signatures: `cookie`, carried in an HttpOnly
+   * cookie bound to the access token (signed once per half lifetime; the visitor could read it from
+   * its own cookie jar), or `none`: it never leaves the edge (signed on every request on Fastly,
+   * once per half lifetime on a long-lived host that remembers it).
+   * @default "cookie"
+   */
+  readonly admissionCarry: 'cookie' | 'none';
+  /**
    * The site's name, shown above the holding page's heading and in its title; empty = none (the
    * heading, in the visitor's language, says what the page is).
    * @default ""
@@ -462,6 +470,7 @@ export const CONFIG_KEYS = [
   'admission_audience',
   'admission_claims',
   'admission_lifetime_seconds',
+  'admission_carry',
   'page_title',
   'page_message',
   'page_logo_url',
@@ -706,6 +715,7 @@ export function parseConfig(source: SettingSource): Readonly<Config> {
     admissionAudience: r.string('admission_audience', 'origin', (v) => (/^[\x21-\x7e]{1,200}$/.test(v) ? undefined : 'must be 1-200 printable characters without spaces')),
     admissionClaims: r.parsed('admission_claims', 'queue,ticket,admitted_at,session_expires,via', parseAdmissionClaims, [...ADMISSION_CLAIMS]),
     admissionLifetimeSeconds: r.integer('admission_lifetime_seconds', 120, 30, 3600),
+    admissionCarry: r.oneOf('admission_carry', 'cookie', ['cookie', 'none']),
     pageTitle: r.string('page_title', '', (v) => (v.length > 120 ? 'must be at most 120 characters' : undefined)),
     pageMessage: r.string('page_message', '', (v) => (v.length > 500 ? 'must be at most 500 characters' : undefined)),
     pageLogoUrl: r.string('page_logo_url', '', (v) =>
