@@ -7,6 +7,7 @@ import { guardSignIn, type SignInGuard } from './auth-throttle';
 import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminFigures, renderChart } from './admin-view';
+import { metricsText } from './metrics';
 import { escapeHtml, formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
 import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type AdmitResult, type Clock, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
@@ -155,6 +156,9 @@ export async function handleAdminRoute(request: Request, rest: string, ctx: Admi
       );
     case 'admin/live':
       return withBasicAuth(request, ctx, () => (request.method === 'GET' ? liveJson(ctx) : methodNotAllowed('GET')));
+    case 'api/metrics':
+    case 'admin/metrics':
+      return (rest.startsWith('api/') ? withBearer : withBasicAuth)(request, ctx, () => (request.method === 'GET' ? metrics(ctx) : methodNotAllowed('GET')));
     case 'admin/reset':
       return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formReset(request, ctx) : methodNotAllowed('POST')));
     case 'api/reset':
@@ -236,6 +240,18 @@ async function stateJson(ctx: AdminContext): Promise<Response> {
  */
 async function refusedHere(ctx: AdminContext): Promise<{ tickets_refused_last_minute_here: Record<RefusalReason, number | null> }> {
   return { tickets_refused_last_minute_here: await refusedTicketsLastMinute(ctx.ticketLimiter, ctx.config.queueName) };
+}
+
+/** The on-call figures in the OpenMetrics text format (see metrics.ts): one stats call, no history. */
+async function metrics(ctx: AdminContext): Promise<Response> {
+  const stats = await ctx.storeCall(() => ctx.store.stats(ctx.config.queueName, ctx.clock.now(), ctx.policy));
+  const text = await metricsText({
+    queue: ctx.config.queueName,
+    method: ctx.config.queueMethod,
+    stats: stats.ok ? { ok: true, value: stats.value, ms: stats.ms } : { ok: false },
+    limiter: ctx.ticketLimiter,
+  });
+  return new Response(text, { headers: { 'content-type': 'application/openmetrics-text; version=1.0.0; charset=utf-8', 'cache-control': 'no-store' } });
 }
 
 /** The figures and the last hour's chart, read by one stats call (one script run, billed once). */

@@ -9,6 +9,7 @@ import { serializeCookie } from './cookies';
 import { negotiateLocale, type Locale } from './i18n';
 import type { Branding } from './pages';
 import { JOIN_KEEP_SECONDS, type AdmissionPolicy, type Clock, type FailureLimiter, type Logger, type Origin, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource } from './ports';
+import { countStoreError } from './metrics';
 import { callStore, type StoreOutcome } from './store-call';
 import { signToken, type TokenClaims } from './tokens';
 import type { Trace } from './types';
@@ -128,9 +129,13 @@ export function createContext(deps: HandlerDeps): HandlerContext {
   const assetPrefix = `${config.pathPrefix}assets/`;
 
   function storeCall<T>(trace: Trace, call: () => Promise<T>): Promise<StoreOutcome<T>> {
-    return callStore(call, config.storeTimeoutMs, clock).then((outcome) => {
+    return callStore(call, config.storeTimeoutMs, clock).then(async (outcome) => {
       trace.storeMs = (trace.storeMs ?? 0) + outcome.ms;
-      if (!outcome.ok) trace.storeError = `${outcome.reason}: ${outcome.message}`;
+      if (!outcome.ok) {
+        trace.storeError = `${outcome.reason}: ${outcome.message}`;
+        // Counted where the request is served, for the metrics (no store call, of course).
+        await countStoreError(deps.ticketLimiter, queue);
+      }
       return outcome;
     });
   }
