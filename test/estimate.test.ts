@@ -20,9 +20,23 @@ describe('estimateWait', () => {
     expect(estimateWait(9, state, rate)).toEqual({ seconds: 60, basis: 'configured' });
   });
 
-  it('does not pretend the planned rate applies while the site is full', () => {
-    expect(estimateWait(1, { ...state, maxActive: 3, active: 3, maxNewPerMinute: 100 }, config)).toEqual({ seconds: null, basis: 'none' });
+  it('does not pretend the planned rate applies while the site is full: slots free as sessions end', () => {
+    // The planned 100 a minute would say 2 s; three slots of 300-s sessions free one every 100 s.
+    expect(estimateWait(1, { ...state, maxActive: 3, active: 3, maxNewPerMinute: 100 }, config)).toEqual({ seconds: 200, basis: 'configured' });
     expect(estimateWait(1, { ...state, maxActive: 3, active: 2, maxNewPerMinute: 60 }, config)).toEqual({ seconds: 2, basis: 'configured' });
+  });
+
+  it('never says "less than a minute" for a site the rush has just filled with 30-minute sessions', () => {
+    const long = parseConfig((k) => ({ session_seconds: '1800', max_active: '300' })[k]);
+    // 300 let in over the last five minutes (the rush), none in the last one: the site is full.
+    const full = { ...state, maxActive: 300, active: 300, admittedLast5Minutes: 300, admittedLastMinute: 0 };
+    const estimate = estimateWait(99, full, long);
+    expect(estimate).toEqual({ seconds: 600, basis: 'configured' });
+    expect(formatDuration(estimate.seconds!)).toBe('about 10 minutes');
+    // Turnover measured in the last minute counts once there is some.
+    expect(estimateWait(99, { ...full, admittedLastMinute: 20 }, long)).toEqual({ seconds: 300, basis: 'measured' });
+    // Paused: no number.
+    expect(estimateWait(99, { ...full, paused: true }, long).seconds).toBeNull();
   });
 
   it('gives no number when there is nothing to go on', () => {

@@ -17,16 +17,23 @@ export const MIN_MEASURED_ADMISSIONS = 5;
 
 export function estimateWait(ahead: number, state: QueueState, config: Readonly<Config>): WaitEstimate {
   const position = ahead + 1;
+  // While the site is full, visitors wait for others to leave: the pace of the last five minutes
+  // (the rush that filled it) says nothing then. Measured from the last minute's turnover when
+  // there is some, else from how long sessions last: each slot frees at least once per session.
+  const full = state.maxActive > 0 && state.active >= state.maxActive;
+  if (full) {
+    // Paused on top of it, nobody is called when a slot frees: there is nothing to go on.
+    if (state.paused) return { seconds: null, basis: 'none' };
+    if (state.admittedLastMinute >= MIN_MEASURED_ADMISSIONS) return { seconds: Math.ceil(position / (state.admittedLastMinute / 60)), basis: 'measured' };
+    return { seconds: Math.ceil(position / (state.maxActive / config.sessionSeconds)), basis: 'configured' };
+  }
   if (state.admittedLast5Minutes >= MIN_MEASURED_ADMISSIONS) {
     // The last minute reacts to a change of pace; five minutes smooths bursts. Take the faster.
     const perSecond = Math.max(state.admittedLast5Minutes / 300, state.admittedLastMinute / 60);
     return { seconds: Math.ceil(position / perSecond), basis: 'measured' };
   }
-  // While the site is full, visitors wait for others to leave: the planned rate says nothing then.
-  const full = state.maxActive > 0 && state.active >= state.maxActive;
-  const configured = full
-    ? 0
-    : state.maxNewPerMinute > 0
+  const configured =
+    state.maxNewPerMinute > 0
       ? state.maxNewPerMinute / 60
       : state.maxActive === 0 && config.admitPerPeriod > 0
         ? config.admitPerPeriod / config.admitPeriodSeconds
