@@ -16,6 +16,7 @@
  * each time, except that a long-lived host (Node) keeps one signature per kind of grant for half
  * its lifetime. The header a client sends is always removed before ours is added.
  */
+import { describeError } from './auth-throttle';
 import { decodeJwt, importJWK, SignJWT } from 'jose';
 import { parseAdmissionKeys, type AdmissionKey } from './admission-keys';
 import { base64url } from './bytes';
@@ -180,7 +181,7 @@ export async function admissionFor(ctx: HandlerContext, request: Request, grant:
     const [key] = (await admissionKeys(secrets)) as [AdmissionKey];
     signed = await signAdmission(key, config, grant, nowMs);
   } catch (error) {
-    const why = `admission_unsigned: ${error instanceof Error ? error.message : String(error)}`;
+    const why = `admission_unsigned: ${describeError(error)}`;
     trace.reason = trace.reason === undefined ? why : `${trace.reason}; ${why}`;
     return { header: { name, value: undefined }, cookie: undefined };
   }

@@ -16,6 +16,7 @@
  *   for us, and `challenge_unavailable` decides: `hold` (no ticket; the "checking" page tries again)
  *   or `pass` (the ticket as if the check had passed, logged).
  */
+import { describeError } from './auth-throttle';
 import { CHALLENGE_PROVIDERS } from './challenge-providers';
 import type { Config } from './config';
 import type { SiteVerifier } from './ports';
@@ -91,7 +92,7 @@ export async function verifyChallenge(
     if (answer === 'late') return { kind: 'down', reason: `challenge_down: no answer within ${timeoutMs} ms` };
     return answer;
   } catch (error) {
-    return { kind: 'down', reason: `challenge_down: ${error instanceof Error ? error.message : String(error)}` };
+    return { kind: 'down', reason: `challenge_down: ${describeError(error)}` };
   } finally {
     clearTimeout(timer);
   }

@@ -2,6 +2,7 @@
  * The waiting room's own paths, under `path_prefix`: the page's assets, the status endpoint its
  * script polls, the heartbeat script's session calls, health, and the admin console (admin.ts).
  */
+import { describeError } from './auth-throttle';
 import { handleAdminRoute } from './admin';
 import { jwksDocument } from './admission-keys';
 import { admissionKeys } from './admission';
@@ -84,8 +85,8 @@ async function jwks(ctx: HandlerContext, trace: Trace): Promise<Response> {
     const keys = await admissionKeys(ctx.secrets);
     return jsonResponse(200, jwksDocument(keys), { 'cache-control': 'public, max-age=300', 'access-control-allow-origin': '*' });
   } catch (error) {
-    trace.reason = `admission keys: ${error instanceof Error ? error.message : String(error)}`;
-    return errorResponse(503, `no admission keys to publish: ${error instanceof Error ? error.message : String(error)}`);
+    trace.reason = `admission keys: ${describeError(error)}`;
+    return errorResponse(503, `no admission keys to publish: ${describeError(error)}`);
   }
 }
 

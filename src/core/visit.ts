@@ -12,6 +12,7 @@
  *   (one call), the access token then carries the slot, refreshed at most once per
  *   `activity_refresh_seconds`, and the slot is freed when the visitor leaves or the origin says so.
  */
+import { describeError } from './auth-throttle';
 import { randomHex } from './bytes';
 import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
@@ -83,7 +84,7 @@ export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number
     trace.cache = 'miss';
     if (error instanceof StoreUnavailable) return error.outcome;
     // The cache itself failed: the store still answers, one call per poll.
-    trace.reason = `cache: ${error instanceof Error ? error.message : String(error)}`;
+    trace.reason = `cache: ${describeError(error)}`;
     return direct();
   }
 }
@@ -136,15 +137,25 @@ function tokenEra(token: TokenClaims): Era {
 }
 
 /**
- * An access token for a visitor let in now. It always carries when the session began (`s`), so
- * session_max_seconds holds in every mode; `slot`: it also holds a capacity slot, so it carries
- * when the slot was last refreshed in the store (`r`, now).
+ * A visitor let in now: its access token, which always carries when the session began (`s`), so
+ * session_max_seconds holds in every mode (`slot`: it also holds a capacity slot, so it carries
+ * when the slot was last refreshed in the store, `r`, now), and what the signed admission says of
+ * it (its grant, bound to the same session).
  */
-export function admittedCookie(ctx: HandlerContext, ticket: number, joined: number, nowMs: number, slot: boolean, generation: number, walkIn = false): Promise<string> {
-  const { issue } = ctx;
+async function admittedVisit(
+  ctx: HandlerContext,
+  ticket: number,
+  joined: number,
+  nowMs: number,
+  slot: boolean,
+  generation: number,
+  walkIn = false,
+): Promise<Extract<Visit, { kind: 'admitted' }>> {
   const now = Math.floor(nowMs / 1000);
   const v = walkIn ? (1 as const) : undefined;
-  return issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now, gen: generation, v } : { j: joined, s: now, gen: generation, v });
+  const cookie = await ctx.issue('a', ticket, nowMs, slot ? { j: joined, s: now, r: now, gen: generation, v } : { j: joined, s: now, gen: generation, v });
+  const grant = accessGrant(walkIn ? 'walk-in' : 'queue', ticket, now, ctx.expiryOf('a', nowMs, { s: now }));
+  return { kind: 'admitted', ticket, slot, cookie, grant };
 }
 
 /** How the holder of an access token got in: a VIP code (ticket 0), walking in, or its call in the queue. */
@@ -155,12 +166,6 @@ function viaOf(token: Pick<TokenClaims, 't' | 'v'>): AdmissionVia {
 /** What the signed admission says of an admitted visitor (see admission.ts): bound to its ticket and session start. */
 export function accessGrant(via: AdmissionVia, ticket: number, start: number, sessionExpires: number): Grant {
   return { via, ticket, admittedAt: start, sessionExpires, binding: `${ticket}|${start}` };
-}
-
-/** The grant of a visitor let in now (its new access token begins its session). */
-function admittedGrant(ctx: HandlerContext, ticket: number, nowMs: number, walkIn: boolean): Grant {
-  const now = Math.floor(nowMs / 1000);
-  return accessGrant(walkIn ? 'walk-in' : 'queue', ticket, now, ctx.expiryOf('a', nowMs, { s: now }));
 }
 
 /**
@@ -181,7 +186,7 @@ export async function claimSlot(ctx: HandlerContext, trace: Trace, ticket: numbe
     // handed on, one admission more than the rate).
     if (!slot) {
       trace.reason = 'claim_unrecorded';
-      return { kind: 'admitted', ticket: place, slot: false, cookie: await admittedCookie(ctx, place, joined, nowMs, false, state.generation), grant: admittedGrant(ctx, place, nowMs, false) };
+      return admittedVisit(ctx, place, joined, nowMs, false, state.generation);
     }
     return { kind: 'unavailable', ticket, cookie: await waitingCookie(ctx, ticket, joined, nowMs, undefined, state) };
   }
@@ -189,7 +194,7 @@ export async function claimSlot(ctx: HandlerContext, trace: Trace, ticket: numbe
   if (claimed.value.claimed) {
     // The mode the claim ran under, should the thresholds have changed since the cached state.
     const held = isCapacityMode(claimed.value);
-    return { kind: 'admitted', ticket: place, slot: held, cookie: await admittedCookie(ctx, place, joined, nowMs, held, claimed.value.generation), grant: admittedGrant(ctx, place, nowMs, false) };
+    return admittedVisit(ctx, place, joined, nowMs, held, claimed.value.generation);
   }
   if (isForeign(state.generation, claimed.value)) {
     trace.reason = 'ticket_from_lost_state';
@@ -318,13 +323,7 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     record(trace, result, result.ticket);
     trace.reason = result.replayed ? 'walk_in_replayed' : 'walk_in';
     const slot = isCapacityMode(result);
-    return {
-      kind: 'admitted',
-      ticket: result.ticket,
-      slot,
-      cookie: await admittedCookie(ctx, result.ticket, now, nowMs, slot, result.generation, true),
-      grant: admittedGrant(ctx, result.ticket, nowMs, true),
-    };
+    return admittedVisit(ctx, result.ticket, now, nowMs, slot, result.generation, true);
   }
   if (eventPhase(config, nowMs) === 'before') {
     record(trace, result, result.ticket);
@@ -355,7 +354,7 @@ async function passChallenge(ctx: HandlerContext, trace: Trace, nowMs: number): 
     secret = await secrets.challengeSecret();
   } catch (error) {
     secret = undefined;
-    trace.reason = `challenge secret unreadable: ${error instanceof Error ? error.message : String(error)}`;
+    trace.reason = `challenge secret unreadable: ${describeError(error)}`;
   }
   const verdict =
     deps.siteVerifier === undefined
@@ -482,7 +481,7 @@ export async function drawVisit(ctx: HandlerContext, trace: Trace, token: TokenC
   }
   if (r.outcome === 'drawn') {
     record(trace, r, token.t);
-    return { kind: 'admitted', ticket: token.t, slot: r.claimed, cookie: await admittedCookie(ctx, token.t, joined, nowMs, r.claimed, r.generation), grant: admittedGrant(ctx, token.t, nowMs, false) };
+    return admittedVisit(ctx, token.t, joined, nowMs, r.claimed, r.generation);
   }
   return drawn(ctx, trace, r, r.outcome, token.t, joined, nowMs);
 }
