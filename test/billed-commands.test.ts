@@ -1,7 +1,7 @@
 /**
  * What each request class costs in billed commands (the script plus every command inside it, as
  * Upstash bills), measured with INFO commandstats on a real redis-server through the Upstash REST
- * bridge. Printed as a table for the README and the issue; the assertions hold only the promises
+ * bridge. Printed as a table for docs/capacity-and-cost.md and the issue; the assertions hold only the promises
  * about where admission work goes: a join pays nothing for called tickets that wait for their claim.
  */
 import { randomUUID } from 'node:crypto';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_KEYS, ConfigError, parseConfig, parseSecrets, SECRET_KEYS } from '../src/core/config';
+import { ConfigError, parseConfig, parseSecrets } from '../src/core/config';
 import { ADMIN_PASSWORD, BASE_SECRETS, KEY_1, KEY_2, source } from './support/fixtures';
 
 function problemsOf(run: () => unknown): { key: string; message: string }[] {
@@ -149,11 +149,6 @@ describe('parseConfig', () => {
     expect(error?.problems.map((p) => p.key).sort()).toEqual(['event_after', 'event_order', 'queue_method']);
   });
 
-  it('the README documents every key', async () => {
-    const { readFileSync } = await import('node:fs');
-    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-    for (const key of [...CONFIG_KEYS, ...SECRET_KEYS]) expect(readme).toContain(`\`${key}\``);
-  });
 });
 
 describe('parseSecrets', () => {

@@ -413,7 +413,7 @@ export class ConfigError extends Error {
   }
 }
 
-/** The keys of the Config Store, in the order the README documents them. */
+/** The keys of the Config Store, in the order docs/configuration.md documents them. */
 export const CONFIG_KEYS = [
   'queues',
   'queue_name',
@@ -592,10 +592,23 @@ export const QUEUE_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 const COOKIE_NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 const PREFIX_PATTERN = /^\/[A-Za-z0-9_.~-]+(\/[A-Za-z0-9_.~-]+)*\/$/;
 
+/**
+ * What the schema says of one setting, as the parser reads it: its kind, its default (as written
+ * in the settings) and its bounds. `describeSettings` collects these for the generated reference.
+ */
+export type SettingShape =
+  | { readonly key: string; readonly kind: 'integer'; readonly fallback: string; readonly min: number; readonly max: number }
+  | { readonly key: string; readonly kind: 'choice'; readonly fallback: string; readonly choices: readonly string[] }
+  | { readonly key: string; readonly kind: 'text' | 'list' | 'instant' | 'url'; readonly fallback: string };
+
 /** Collects problems while each key is read, so one error can name them all. */
 class Reader {
   readonly problems: ConfigProblem[] = [];
-  constructor(private readonly source: SettingSource) {}
+  constructor(
+    private readonly source: SettingSource,
+    /** Told the shape of each key as it is read (the generated configuration reference). */
+    readonly observe?: (shape: SettingShape) => void,
+  ) {}
 
   raw(key: string): string | undefined {
     const value = this.source(key);
@@ -605,6 +618,7 @@ class Reader {
   }
 
   string(key: string, fallback: string, check?: (v: string) => string | undefined): string {
+    this.observe?.({ key, kind: 'text', fallback });
     const value = this.raw(key) ?? fallback;
     const problem = check?.(value);
     if (problem !== undefined) this.problems.push({ key, message: problem });
@@ -612,6 +626,7 @@ class Reader {
   }
 
   integer(key: string, fallback: number, min: number, max: number): number {
+    this.observe?.({ key, kind: 'integer', fallback: String(fallback), min, max });
     const text = this.raw(key);
     if (text === undefined) return fallback;
     if (!/^[0-9]+$/.test(text)) {
@@ -627,6 +642,7 @@ class Reader {
   }
 
   oneOf<T extends string>(key: string, fallback: T, allowed: readonly T[]): T {
+    this.observe?.({ key, kind: 'choice', fallback, choices: allowed });
     const text = this.raw(key);
     if (text === undefined) return fallback;
     if ((allowed as readonly string[]).includes(text)) return text as T;
@@ -635,6 +651,7 @@ class Reader {
   }
 
   parsed<T>(key: string, fallback: string, parse: (text: string) => T, empty: T): T {
+    this.observe?.({ key, kind: 'list', fallback });
     const text = this.source(key) ?? fallback;
     try {
       return parse(text);
@@ -651,9 +668,12 @@ const DAY = 86_400;
 export const DEFAULT_ACCENT_COLOR = '#2456c7';
 export const DEFAULT_BACKGROUND_COLOR = '#eef2f8';
 
-/** Parses the Config Store settings; throws `ConfigError` naming every bad key. */
-export function parseConfig(source: SettingSource): Readonly<Config> {
-  const r = new Reader(source);
+/**
+ * Parses the Config Store settings; throws `ConfigError` naming every bad key. `observe` is told
+ * the shape of every key read (see `describeSettings`).
+ */
+export function parseConfig(source: SettingSource, observe?: (shape: SettingShape) => void): Readonly<Config> {
+  const r = new Reader(source, observe);
   const config: Config = {
     queueName: r.string('queue_name', 'default', (v) =>
       QUEUE_NAME_PATTERN.test(v) ? undefined : 'must be 1-32 of a-z, 0-9, _ and -, starting with a letter or digit',
@@ -766,6 +786,7 @@ const INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,3}
 
 /** An ISO 8601 date and time with a zone (`Z` or `±hh:mm`), as ms since the epoch; 0 when unset. */
 function readInstant(r: Reader, key: string): number {
+  r.observe?.({ key, kind: 'instant', fallback: '' });
   const text = r.raw(key);
   if (text === undefined) return 0;
   const match = INSTANT.exec(text);
@@ -851,6 +872,7 @@ function readChallenge(r: Reader): Pick<
 }
 
 function checkUrl(r: Reader, key: string): string | undefined {
+  r.observe?.({ key, kind: 'url', fallback: '' });
   const text = r.raw(key);
   if (text === undefined) return undefined;
   if (!/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(text)) {

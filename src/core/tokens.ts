@@ -96,7 +96,7 @@ const MIN_SECRET_BYTES = 32;
 /** A compact JWS of ours is well under this; anything longer is not worth parsing. */
 const MAX_TOKEN_LENGTH = 1024;
 
-/** How a random secret looks, in one sentence an operator can act on (it goes into error messages and the README). */
+/** How a random secret looks, in one sentence an operator can act on (it goes into error messages and the docs). */
 export const SECRET_RULE =
   'at least 8 different characters, no character more than 6 times in a row, and not a repeated pattern (generate one with `openssl rand -base64 32`)';
 

@@ -572,7 +572,7 @@ export async function visit(ctx: HandlerContext, request: Request, trace: Trace,
     }
     if (isForeign(token.gen, polled.value)) {
       // The store lost its state since this ticket was taken: numbers restarted, so this one may
-      // be a newer visitor's. The visitor rejoins at the back (see the README, "When the store
+      // be a newer visitor's. The visitor rejoins at the back (see docs/architecture.md, "When the store
       // loses its state"). Checked before the epoch, which the loss reset too.
       trace.reason = 'ticket_from_lost_state';
       return takeTicket ? newVisit(ctx, trace, nowMs, true) : { kind: 'none' };

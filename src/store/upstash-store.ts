@@ -10,7 +10,7 @@
  * That race alone does not end the request: on Node, `createNodeUpstashOptions` (src/platform/node.ts)
  * gives the client a signal that aborts each request at the same deadline, so no request outlives
  * its timeout and sockets do not pile up behind a hanging store. The Fastly engine has no
- * AbortController: there the `upstash` backend's own timeouts bound a request (see the README,
+ * AbortController: there the `upstash` backend's own timeouts bound a request (see docs/architecture.md,
  * "Store timeouts"). A request aborted after it reached the store may still have been applied:
  * operator actions are idempotent for that reason (admit keys, reset's expected epoch).
  */

@@ -23,7 +23,7 @@ import { table } from '../support/markdown-table';
 import { MAIN_ROOM, microsPerCall, sequentialClass, type Arm, type ArmName, type BilledRow, type Pass, type RoomHost, type RoomSpec, type SequentialResult } from './harness';
 import { cookieFrom, findProjectFile, log, ms, PATH, send, type Reply } from './util';
 
-/** The difficulty measured: the README's suggested start. */
+/** The difficulty measured: the suggested start in docs/bots.md. */
 const DIFFICULTY = 14;
 /** Requests per class (fewer on the wasm: every request instantiates it). */
 const PER_CLASS: Readonly<Record<ArmName, number>> = { node: 100, wasm: 30 };
