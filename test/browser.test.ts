@@ -16,6 +16,7 @@ import { startHost, type RunningServer } from '../src/node/host';
 import { buildWaitingRoom } from '../src/node/waiting-room';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import type { QueueStore } from '../src/core/ports';
+import { chartFor, readTilesAndChart } from './support/console-chart';
 import { fakeProviderSettings, startFakeProvider } from './support/fake-siteverify';
 import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, FaultyStore, MemoryLogger, source } from './support/fixtures';
 
@@ -104,6 +105,11 @@ describe.skipIf(!available)('in a real browser', () => {
     await expect.poll(() => admin.textContent('#notice')).toBe('Let 1 visitor in.');
     await expect.poll(() => admin.textContent('[data-figure=waiting]')).toBe('3');
     expect(admin.url()).toBe(`${room.url}/__wr/admin`);
+    // After the poll that brought the tiles up to date, the chart's latest point says the same (the
+    // minute's recorded point is the state its first writing run saw, usually 4 waiting, none in).
+    const afterAdmit = await readTilesAndChart(admin);
+    expect(afterAdmit.tiles).toEqual(['3', '1']);
+    expect(afterAdmit.chart).toEqual(chartFor(afterAdmit.tiles));
 
     await expect.poll(() => visitor.textContent('[data-text=place]'), { timeout: 10_000 }).toBe('3');
     expect(await visitor.textContent('[data-text=detail]')).toBe('2 people are ahead of you');
@@ -118,6 +124,9 @@ describe.skipIf(!available)('in a real browser', () => {
     await visitor.waitForSelector('text=You are through the waiting room', { timeout: 15_000 });
     expect(visitor.url()).toBe(`${room.url}/`);
     await expect.poll(() => admin.textContent('[data-figure=waiting]')).toBe('0');
+    const lettingIn = await readTilesAndChart(admin);
+    expect(lettingIn.tiles).toEqual(['0', '4']);
+    expect(lettingIn.chart).toEqual(chartFor(lettingIn.tiles));
     const cookies = await visitorContext.cookies();
     expect(cookies.find((c) => c.name === 'waiting_room')).toMatchObject({ httpOnly: true, secure: true, sameSite: 'Lax' });
     await admin.screenshot({ path: resolve(SHOTS, 'admin-console.png'), fullPage: true });

@@ -101,7 +101,8 @@ describe('the admin console', () => {
     expect(history.length).toBeGreaterThanOrEqual(10);
     const live = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { chart: string };
     const points = /<polyline class="waiting" points="([^"]+)"/.exec(live.chart)![1]!.split(' ');
-    expect(points.length).toBe(history.filter((p) => p.atMs >= r.clock.now() - 3_660_000).length);
+    // One point a recorded minute, and the last at now: the figures the tiles show.
+    expect(points.length).toBe(history.filter((p) => p.atMs >= r.clock.now() - 3_660_000).length + 1);
     // The waiting line rises over the ten minutes: its last point is higher (smaller y) than its first.
     const y = (p: string): number => Number(p.split(',')[1]);
     expect(y(points.at(-1)!)).toBeLessThan(y(points[0]!));
@@ -112,7 +113,33 @@ describe('the admin console', () => {
     await r.handler(new Request(`${SITE}/`), CLIENT);
     await r.store.poll('default', r.clock.now(), policy);
     const later = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { chart: string };
-    expect(/<polyline class="waiting" points="([^"]+)"/.exec(later.chart)![1]!.split(' ').length).toBe(1);
+    expect(/<polyline class="waiting" points="([^"]+)"/.exec(later.chart)![1]!.split(' ').length).toBe(2);
+  });
+
+  it('ends the chart at the figures the tiles show in the same poll, not at the minute recorded before the admits', async () => {
+    const policy = { auto: { count: 0, periodMs: 60_000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, sessionMs: 600_000, reservationMs: 30_000 };
+    // A waiting visitor's poll records this minute's point: 6 waiting, nobody let in yet.
+    await r.store.poll('default', r.clock.now(), policy);
+    expect((await r.store.history('default', r.clock.now())).at(-1)).toMatchObject({ waiting: 6, admittedLastMinute: 0 });
+    // Later in the same minute 4 are let in and 3 more join: the minute's point stays as it was.
+    r.clock.advance(20_000);
+    await r.store.admit('default', 4, r.clock.now(), policy);
+    for (let i = 0; i < 3; i++) await r.handler(new Request(`${SITE}/`), CLIENT);
+    expect((await r.store.history('default', r.clock.now())).at(-1)).toMatchObject({ waiting: 6, admittedLastMinute: 0 });
+
+    const live = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { figures: Record<string, string>; chart: string };
+    expect(live.figures).toMatchObject({ waiting: '5', admitted_last_minute: '4' });
+    const dot = (series: string): { value: string; title: string } => {
+      const m = new RegExp(`<circle class="${series}" data-value="(\\d+)"[^>]*><title>([^<]*)</title>`).exec(live.chart)!;
+      return { value: m[1]!, title: m[2]! };
+    };
+    expect(dot('waiting')).toEqual({ value: live.figures.waiting, title: `${live.figures.waiting} waiting now` });
+    expect(dot('admitted')).toEqual({ value: live.figures.admitted_last_minute, title: `${live.figures.admitted_last_minute} let in during the last minute` });
+    expect(live.chart).toContain(`${live.figures.waiting} waiting now (most 6)`);
+    // The page a reload shows draws the same.
+    const html = await (await r.handler(adminGet('/__wr/admin'), CLIENT)).text();
+    expect(html).toContain('<dd data-figure="waiting">5</dd>');
+    expect(html).toContain('<circle class="waiting" data-value="5"');
   });
 
   it('resets a queue only when its name is typed in, and says what it did', async () => {

@@ -124,7 +124,7 @@ describe('rendering', () => {
       queue: 'default',
       stats,
       figures: adminFigures(stats, config, nowMs),
-      chart: renderChart(points, nowMs),
+      chart: renderChart(points, nowMs, { waiting: 1300, admittedLastMinute: 42 }),
       csrf: 'tok"en',
       admitKey: 'key-1',
       actionPrefix: '/__wr/admin/',
@@ -153,7 +153,7 @@ describe('rendering', () => {
     expect(html).toMatch(/<polyline class="admitted" points="[\d., ]+"\/>/);
     expect(html).toContain('1,300 waiting now (most 1,300)');
     expect(html).not.toMatch(/\{\{/);
-    expect(renderChart([], nowMs)).toContain('No figures recorded in the last hour yet.');
+    expect(renderChart([], nowMs, { waiting: 0, admittedLastMinute: 0 })).toContain('No figures recorded in the last hour yet.');
   });
 
   it.each([

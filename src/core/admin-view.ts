@@ -1,7 +1,8 @@
 /**
  * What the admin console shows of a queue: its figures as text (the same strings in the page and
  * in the live JSON its script polls) and a chart of the last hour drawn as SVG from the per-minute
- * history the store keeps. The chart is built from numbers only, so it is safe as markup.
+ * history the store keeps, ending at the figures the tiles show. The chart is built from numbers
+ * only, so it is safe as markup.
  */
 import type { Config } from './config';
 import { estimateWait, formatDuration } from './estimate';
@@ -75,6 +76,28 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
   };
 }
 
+/**
+ * The tiles and the chart of one stats answer. The chart's latest point is the tiles' own figures
+ * at `nowMs`: a minute's history point is the state its first writing run saw, up to a minute old
+ * (older when nothing wrote since), so under a rush the chart ending there said "1,200 waiting now"
+ * beside a tile saying 5,400.
+ */
+export function adminPanel(
+  stats: QueueStats,
+  config: Readonly<Config>,
+  nowMs: number,
+  refused?: Readonly<Record<RefusalReason, number | null>>,
+): { figures: AdminFigures; chart: string } {
+  const latest = { waiting: waitingCount(stats, config), admittedLastMinute: stats.admittedLastMinute };
+  return { figures: adminFigures(stats, config, nowMs, refused), chart: renderChart(stats.history ?? [], nowMs, latest) };
+}
+
+/** The figures the chart ends at: those of the tiles, read now. */
+export interface ChartLatest {
+  readonly waiting: number;
+  readonly admittedLastMinute: number;
+}
+
 const WIDTH = 640;
 const HEIGHT = 180;
 const PAD = { left: 44, right: 12, top: 14, bottom: 26 };
@@ -89,44 +112,48 @@ function niceMax(value: number): number {
 
 /**
  * Queue length and admissions a minute over the last hour: two lines over a shared time axis,
- * each on its own scale (noted in the legend), with a text summary for screen readers.
+ * each on its own scale (noted in the legend), with a text summary for screen readers. The lines
+ * run through the recorded minutes and end at `latest`, the figures now (drawn at "now", a dot on
+ * each line that carries its value), so the chart's last point is what the tiles say.
  */
-export function renderChart(points: readonly HistoryPoint[], nowMs: number): string {
+export function renderChart(history: readonly HistoryPoint[], nowMs: number, latest: ChartLatest): string {
   const from = nowMs - 3_600_000;
-  const shown = points.filter((p) => p.atMs >= from - 60_000 && p.atMs <= nowMs);
+  const recorded = history.filter((p) => p.atMs >= from - 60_000 && p.atMs <= nowMs);
+  const shown: readonly Pick<HistoryPoint, 'atMs' | 'waiting' | 'admittedLastMinute'>[] = [...recorded, { atMs: nowMs, ...latest }];
   const plotW = WIDTH - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;
   const x = (ms: number): number => PAD.left + Math.max(0, Math.min(1, (ms - from) / 3_600_000)) * plotW;
   const maxWaiting = niceMax(Math.max(0, ...shown.map((p) => p.waiting)));
   const maxAdmitted = niceMax(Math.max(0, ...shown.map((p) => p.admittedLastMinute)));
-  const line = (values: readonly number[], max: number): string =>
-    shown.map((p, i) => `${x(p.atMs).toFixed(1)},${(PAD.top + plotH - (values[i]! / max) * plotH).toFixed(1)}`).join(' ');
-  const dot = (series: string, atMs: number, value: number, max: number): string =>
-    `<circle class="${series}" cx="${x(atMs).toFixed(1)}" cy="${(PAD.top + plotH - (value / max) * plotH).toFixed(1)}" r="3.5"/>`;
-  const last = shown.at(-1);
+  const y = (value: number, max: number): string => (PAD.top + plotH - (value / max) * plotH).toFixed(1);
+  const line = (values: readonly number[], max: number): string => shown.map((p, i) => `${x(p.atMs).toFixed(1)},${y(values[i]!, max)}`).join(' ');
+  const dot = (series: string, value: number, max: number, title: string): string =>
+    `<circle class="${series}" data-value="${value}" cx="${x(nowMs).toFixed(1)}" cy="${y(value, max)}" r="3.5"><title>${escapeHtml(title)}</title></circle>`;
+  const waitingNow = `${formatCount(latest.waiting)} waiting now`;
+  const admittedNow = `${formatCount(latest.admittedLastMinute)} let in during the last minute`;
   const summary =
-    last === undefined
-      ? 'No figures recorded in the last hour yet.'
-      : `Last hour, one point a minute: ${formatCount(last.waiting)} waiting now (most ${formatCount(Math.max(...shown.map((p) => p.waiting)))}); ` +
-        `${formatCount(last.admittedLastMinute)} let in during the last minute (most ${formatCount(Math.max(...shown.map((p) => p.admittedLastMinute)))}).`;
+    recorded.length === 0
+      ? `No figures recorded in the last hour yet. Now: ${waitingNow}; ${admittedNow}.`
+      : `Last hour, one point a minute, then now: ${waitingNow} (most ${formatCount(Math.max(...shown.map((p) => p.waiting)))}); ` +
+        `${admittedNow} (most ${formatCount(Math.max(...shown.map((p) => p.admittedLastMinute)))}).`;
   const grid = [0, 0.5, 1]
     .map((f) => {
-      const y = (PAD.top + plotH - f * plotH).toFixed(1);
-      return `<line x1="${PAD.left}" x2="${WIDTH - PAD.right}" y1="${y}" y2="${y}" class="grid"/>` +
-        `<text x="${PAD.left - 6}" y="${y}" class="axis" text-anchor="end" dominant-baseline="middle">${escapeHtml(formatCount(f * maxWaiting))}</text>`;
+      const gy = y(f, 1);
+      return `<line x1="${PAD.left}" x2="${WIDTH - PAD.right}" y1="${gy}" y2="${gy}" class="grid"/>` +
+        `<text x="${PAD.left - 6}" y="${gy}" class="axis" text-anchor="end" dominant-baseline="middle">${escapeHtml(formatCount(f * maxWaiting))}</text>`;
     })
     .join('');
   const ticks = [60, 45, 30, 15, 0]
     .map((m) => `<text x="${x(nowMs - m * 60_000).toFixed(1)}" y="${HEIGHT - 8}" class="axis" text-anchor="middle">${m === 0 ? 'now' : `−${m} min`}</text>`)
     .join('');
   const series =
-    shown.length === 0
-      ? `<text x="${WIDTH / 2}" y="${HEIGHT / 2}" class="axis" text-anchor="middle">No figures yet: they are recorded once a minute while the queue is used.</text>`
+    (recorded.length === 0
+      ? `<text x="${WIDTH / 2}" y="${HEIGHT / 2}" class="axis" text-anchor="middle">No history yet: a point is recorded once a minute while the queue is used.</text>`
       : `<polyline class="waiting" points="${line(shown.map((p) => p.waiting), maxWaiting)}"/>` +
-        `<polyline class="admitted" points="${line(shown.map((p) => p.admittedLastMinute), maxAdmitted)}"/>` +
-        // The latest minute as a dot on each line, so a single point is visible too.
-        dot('waiting', shown.at(-1)!.atMs, shown.at(-1)!.waiting, maxWaiting) +
-        dot('admitted', shown.at(-1)!.atMs, shown.at(-1)!.admittedLastMinute, maxAdmitted);
+        `<polyline class="admitted" points="${line(shown.map((p) => p.admittedLastMinute), maxAdmitted)}"/>`) +
+    // The figures now as a dot on each line, so that they show without any history too.
+    dot('waiting', latest.waiting, maxWaiting, waitingNow) +
+    dot('admitted', latest.admittedLastMinute, maxAdmitted, admittedNow);
   return (
     `<svg class="chart" viewBox="0 0 ${WIDTH} ${HEIGHT}" role="img" aria-labelledby="chart-title chart-desc" xmlns="http://www.w3.org/2000/svg">` +
     `<title id="chart-title">Queue length and admissions, last hour</title><desc id="chart-desc">${escapeHtml(summary)}</desc>` +

@@ -6,7 +6,7 @@
 import { guardSignIn, type SignInGuard } from './auth-throttle';
 import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
-import { adminFigures, renderChart } from './admin-view';
+import { adminPanel, type AdminFigures } from './admin-view';
 import { metricsText } from './metrics';
 import { escapeHtml, formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
 import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type AdmitResult, type Clock, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
@@ -254,12 +254,23 @@ async function metrics(ctx: AdminContext): Promise<Response> {
   return new Response(text, { headers: { 'content-type': 'application/openmetrics-text; version=1.0.0; charset=utf-8', 'cache-control': 'no-store' } });
 }
 
-/** The figures and the last hour's chart, read by one stats call (one script run, billed once). */
-async function readPanel(ctx: AdminContext, nowMs: number): Promise<{ stats: QueueStats; chart: string } | Response> {
+interface Panel {
+  readonly stats: QueueStats;
+  readonly refused: { tickets_refused_last_minute_here: Record<RefusalReason, number | null> };
+  readonly figures: AdminFigures;
+  readonly chart: string;
+}
+
+/**
+ * The figures and the last hour's chart, read by one stats call (one script run, billed once): the
+ * tiles and the chart's latest point are the same answer (see adminPanel).
+ */
+async function readPanel(ctx: AdminContext, nowMs: number): Promise<Panel | Response> {
   const stats = await ctx.storeCall(() => ctx.store.stats(ctx.config.queueName, nowMs, ctx.policy, { history: true }));
   if (!stats.ok) return errorResponse(503, `the queue store is unavailable (${stats.reason})`);
-  // A store that answers no history still gives the figures: the chart then says it has none.
-  return { stats: stats.value, chart: renderChart(stats.value.history ?? [], nowMs) };
+  const refused = await refusedHere(ctx);
+  // A store that answers no history still gives the figures: the chart then shows only now.
+  return { stats: stats.value, refused, ...adminPanel(stats.value, ctx.config, nowMs, refused.tickets_refused_last_minute_here) };
 }
 
 const asOf = (nowMs: number): string => new Date(nowMs).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';
@@ -269,10 +280,9 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
   const nowMs = ctx.clock.now();
   const panel = await readPanel(ctx, nowMs);
   if (panel instanceof Response) return panel;
-  const { stats } = panel;
-  const refused = await refusedHere(ctx);
+  const { stats, refused } = panel;
   return jsonResponse(200, {
-    figures: { ...adminFigures(stats, ctx.config, nowMs, refused.tickets_refused_last_minute_here), as_of: asOf(nowMs) },
+    figures: { ...panel.figures, as_of: asOf(nowMs) },
     chart: panel.chart,
     paused: stats.paused,
     ...pauseControl(stats.paused),
@@ -339,7 +349,7 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
   const html = renderAdminPage({
     queue: config.queueName,
     stats: panel.stats,
-    figures: adminFigures(panel.stats, config, nowMs, (await refusedHere(ctx)).tickets_refused_last_minute_here),
+    figures: panel.figures,
     chart: panel.chart,
     csrf,
     admitKey: crypto.randomUUID(),
