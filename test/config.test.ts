@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig, parseSecrets } from '../src/core/config';
+import { ConfigError, parseConfig, parseSecrets, placeholderProblem } from '../src/core/config';
 import { ADMIN_PASSWORD, BASE_SECRETS, KEY_1, KEY_2, source } from './support/fixtures';
 
 function problemsOf(run: () => unknown): { key: string; message: string }[] {
@@ -14,6 +14,18 @@ function problemsOf(run: () => unknown): { key: string; message: string }[] {
 }
 
 describe('parseConfig', () => {
+  it("refuses fastly.toml's placeholder Upstash URL, saying where the real one is", () => {
+    const problems = problemsOf(() => parseConfig(source({ upstash_url: 'https://YOUR-DB.upstash.io/' })));
+    expect(problems).toEqual([{ key: 'upstash_url', message: expect.stringMatching(/^is still the placeholder your-db\.upstash\.io from fastly\.toml: set it to .*UPSTASH_REDIS_REST_URL/) }]);
+    expect(parseConfig(source({ upstash_url: 'https://eu1-real-12345.upstash.io' })).upstashUrl).toBe('https://eu1-real-12345.upstash.io');
+  });
+
+  it('knows a placeholder backend host by name, whatever its case, and nothing else', () => {
+    expect(placeholderProblem('backend origin', 'Origin.Example.com')?.message).toMatch(/^is still the placeholder Origin\.Example\.com from fastly\.toml: set it to the host name of your site/);
+    expect(placeholderProblem('backend origin', 'shop.example.com')).toBeUndefined();
+    expect(placeholderProblem('backend origin', '127.0.0.1')).toBeUndefined();
+  });
+
   it('has a documented default for every key', () => {
     const config = parseConfig(() => undefined);
     expect(config).toMatchObject({

@@ -33,7 +33,7 @@ import {
   TEMPLATES,
   THROTTLE_SETTINGS,
 } from './support/e2e-scenarios';
-import { buildWasmInto, startWasmStack, type Stack } from './support/stack';
+import { buildWasmInto, configStoreItems, startWasmStack, type Stack } from './support/stack';
 import { fakeProviderSettings, startFakeProvider, type FakeProvider } from './support/fake-siteverify';
 
 const host = findComputeHost();
@@ -93,6 +93,29 @@ describe.skipIf(!host.found)('wasm: the settings item as the Config Store holds 
       expect(page.status).toBeLessThan(500);
       await expect.poll(() => stack.logs().filter((l) => l.decision === 'config_invalid' && l.path === '/products').length).toBe(1);
       expect(stack.logs().find((l) => l.path === '/products')?.reason).toContain('settings key max_activ');
+    } finally {
+      await stack.close();
+    }
+  }, 120_000);
+
+  it("refuses fastly.toml's placeholder hosts, naming each and what to put there, and keeps visitors off the origin", async () => {
+    if (!host.found) return;
+    // What a first `fastly compute publish` that took [setup]'s offered values would run.
+    const stack = await startWasmStack({
+      viceroyPath: host.path,
+      originBackendUrl: 'http://origin.example.com',
+      configItems: (settings) => configStoreItems({ ...settings, upstash_url: 'https://your-db.upstash.io' }),
+    });
+    try {
+      const status = await fetch(`${stack.url}/__wr/health`);
+      expect(status.status).toBe(503);
+      const text = await status.text();
+      expect(text).toContain('backend origin: is still the placeholder origin.example.com from fastly.toml: set it to the host name of your site');
+      expect(text).toContain("upstash_url: is still the placeholder your-db.upstash.io from fastly.toml: set it to your Upstash database's REST host");
+      const page = await fetch(`${stack.url}/products`);
+      expect(page.status).toBeLessThan(500);
+      expect(await page.text()).toContain('holding.js');
+      await expect.poll(() => stack.logs().filter((l) => l.decision === 'config_invalid' && l.path === '/products').length).toBe(1);
     } finally {
       await stack.close();
     }

@@ -879,7 +879,28 @@ function checkUrl(r: Reader, key: string): string | undefined {
     r.problems.push({ key, message: `must be an http(s) URL, got ${JSON.stringify(text)}` });
     return undefined;
   }
+  const placeholder = placeholderProblem(key, new URL(text).hostname);
+  if (placeholder !== undefined) {
+    r.problems.push(placeholder);
+    return undefined;
+  }
   return text.replace(/\/+$/, '');
+}
+
+/**
+ * The host names fastly.toml's `[setup]` offers as examples, with what to put there instead. A
+ * first `fastly compute publish` that took the offered value would otherwise run a service that
+ * points at nobody's origin or database; it is refused, naming what is missing.
+ */
+export const PLACEHOLDER_HOSTS: Readonly<Record<string, string>> = {
+  'origin.example.com': 'the host name of your site\'s origin (npx fastly backend update --version latest --autoclone --name origin --address <host> --override-host <host>)',
+  'your-db.upstash.io': 'your Upstash database\'s REST host (Upstash console: the database, REST API, UPSTASH_REDIS_REST_URL)',
+};
+
+/** A problem when `host`, given for `what` (a setting or `backend NAME`), is one of the placeholders. */
+export function placeholderProblem(what: string, host: string): ConfigProblem | undefined {
+  const instead = PLACEHOLDER_HOSTS[host.toLowerCase()];
+  return instead === undefined ? undefined : { key: what, message: `is still the placeholder ${host} from fastly.toml: set it to ${instead}` };
 }
 
 /**

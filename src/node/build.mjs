@@ -1,5 +1,5 @@
 // Builds the project's bundles with esbuild and, for Fastly, compiles them to wasm.
-//   node src/node/build.mjs node           bin/node-host.mjs, bin/redis-bridge.mjs, bin/check-config.mjs, bin/keys.mjs, bin/docs.mjs, bin/bench.mjs
+//   node src/node/build.mjs node           bin/node-host.mjs, bin/redis-bridge.mjs, bin/check-config.mjs, bin/keys.mjs, bin/docs.mjs, bin/smoke.mjs, bin/bench.mjs
 //   node src/node/build.mjs fastly [--out DIR]  bin/main.wasm (+ the local_server files from devconfig.json)
 //   node src/node/build.mjs engine-checks  bin/engine-checks.wasm: checks that run inside the engine at build time
 //   node src/node/build.mjs engine-checks-fail  the same with a check that must fail (a control)
@@ -37,6 +37,7 @@ async function buildNode() {
     'check-config': 'src/node/check-config.ts',
     keys: 'src/node/keys.ts',
     docs: 'src/node/docs.ts',
+    smoke: 'src/node/smoke.ts',
   };
   for (const [name, entry] of Object.entries(entries)) {
     if (!existsSync(resolve(root, entry))) continue;

@@ -4,6 +4,7 @@
  * is the core's.
  */
 import { Redis } from '@upstash/redis/fastly';
+import { Backend } from 'fastly:backend';
 import { CoreCache, SimpleCache } from 'fastly:cache';
 import { vCpuTime } from 'fastly:compute';
 import { ConfigStore } from 'fastly:config-store';
@@ -12,7 +13,7 @@ import { env } from 'fastly:env';
 import { KVStore } from 'fastly:kv-store';
 import { Logger } from 'fastly:logger';
 import { SecretStore } from 'fastly:secret-store';
-import { ConfigError, parseSecrets, parseSecretsOnDemand, parseSettingsDocument, SECRET_KEYS, SETTINGS_ITEM, type Config, type ConfigProblem, type Secrets, type SettingSource } from '../core/config';
+import { ConfigError, parseConfig, parseSecrets, placeholderProblem, parseSecretsOnDemand, parseSettingsDocument, SECRET_KEYS, SETTINGS_ITEM, type Config, type ConfigProblem, type Secrets, type SettingSource } from '../core/config';
 import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../core/last-valid';
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
@@ -277,6 +278,26 @@ function createLogger(): LogPort {
   return { log: (record: RequestLog) => endpoint.log(JSON.stringify({ ...record, vcpu_ms: vCpuTime() })) };
 }
 
+/**
+ * The backends' hosts checked against fastly.toml's placeholders, once per instance (a backend's
+ * address changes only with a new service version). A backend that cannot be read is left to the
+ * request that uses it to report.
+ */
+let backendProblems: readonly ConfigProblem[] | undefined;
+function placeholderBackends(): readonly ConfigProblem[] {
+  if (backendProblems !== undefined) return backendProblems;
+  const problems: ConfigProblem[] = [];
+  for (const name of [ORIGIN_BACKEND, UPSTASH_BACKEND]) {
+    try {
+      const problem = placeholderProblem(`backend ${name}`, Backend.fromName(name).target);
+      if (problem !== undefined) problems.push(problem);
+    } catch {
+      // No such backend, or no host to read: the request that needs it says so.
+    }
+  }
+  return (backendProblems = problems);
+}
+
 let logger: LogPort | undefined;
 /**
  * The service built from one settings text and one key ring and Upstash token, kept for the
@@ -290,6 +311,17 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
   let service;
   try {
     const settings = readSettings();
+    const placeholders = placeholderBackends();
+    if (placeholders.length > 0) {
+      // Named with whatever else is wrong, so a first deploy is fixed in one pass.
+      let more: readonly ConfigProblem[] = [];
+      try {
+        parseConfig(settings.source);
+      } catch (error) {
+        if (error instanceof ConfigError) more = error.problems;
+      }
+      throw new ConfigError([...placeholders, ...settings.problems, ...more]);
+    }
     const prefix = built?.service.service.config.pathPrefix ?? (settings.source('path_prefix') ?? DEFAULT_PREFIX).trim();
     if (ownPath(event.request, prefix)) {
       await fetchSecrets(SECRET_KEYS);

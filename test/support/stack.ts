@@ -207,6 +207,8 @@ export interface WasmOptions {
   readonly backends?: Record<string, string>;
   /** The demo origin requires the signed admission. */
   readonly protectOrigin?: boolean;
+  /** The `origin` backend's URL instead of the demo origin's (a placeholder host, say). */
+  readonly originBackendUrl?: string;
 }
 
 export async function startWasmStack(options: WasmOptions): Promise<Stack> {
@@ -222,7 +224,7 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
       'manifest_version = 3',
       'name = "waiting-room-e2e"',
       'language = "javascript"',
-      ...localServerSection(shared.origin.url, shared.bridge.url),
+      ...localServerSection(options.originBackendUrl ?? shared.origin.url, shared.bridge.url),
       ...(options.templates === undefined ? [] : ['[local_server.kv_stores.wr_templates]', 'file = "bin/templates.json"', 'format = "json"']),
       ...Object.entries(options.backends ?? {}).flatMap(([name, url]) => [`[local_server.backends.${name}]`, `url = "${url}/"`]),
       '',
