@@ -5,26 +5,19 @@
  * console's controls act at once; both pages pass an automated accessibility check (axe-core).
  * Screenshots are saved under test/.artifacts/screenshots (the path is printed).
  */
-import { existsSync, mkdirSync } from 'node:fs';
 import http from 'node:http';
-import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoOrigin } from '../src/node/demo-origin';
 import { startHost, type RunningServer } from '../src/node/host';
 import { buildWaitingRoom } from '../src/node/waiting-room';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import type { QueueStore } from '../src/core/ports';
+import { axeViolations, chromiumAvailable as available, launchChromium, SHOTS } from './support/browser';
 import { chartFor, readTilesAndChart } from './support/console-chart';
 import { fakeProviderSettings, startFakeProvider } from './support/fake-siteverify';
 import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, FaultyStore, MemoryLogger, source } from './support/fixtures';
-
-const CHROMIUM = '/usr/bin/chromium';
-const SHOTS = resolve(import.meta.dirname, '.artifacts', 'screenshots');
-const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
-const available = existsSync(CHROMIUM);
-if (!available) console.warn(`browser tests skipped: ${CHROMIUM} is missing (apt-get install chromium)`);
 
 /** Tickets taken by visitors without a browser, so the one under test has people ahead. */
 async function queueOthers(url: string, count: number): Promise<void> {
@@ -44,16 +37,6 @@ function transferSize(url: string): Promise<{ bytes: number; encoding: string | 
   });
 }
 
-/** Serious and critical findings of axe-core run in the page. */
-async function axeViolations(page: Page): Promise<string[]> {
-  await page.addScriptTag({ path: AXE });
-  const result = await page.evaluate(async () => {
-    const axe = (globalThis as unknown as { axe: { run: (context: Document, options: object) => Promise<{ violations: { id: string; impact: string; help: string; nodes: unknown[] }[] }> } }).axe;
-    return axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] } });
-  });
-  return result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id} (${v.impact}): ${v.help} ×${v.nodes.length}`);
-}
-
 describe.skipIf(!available)('in a real browser', () => {
   let browser: Browser;
   let origin: RunningServer;
@@ -61,8 +44,6 @@ describe.skipIf(!available)('in a real browser', () => {
   let operator: BrowserContext;
 
   beforeAll(async () => {
-    mkdirSync(SHOTS, { recursive: true });
-    console.log(`screenshots: ${SHOTS}`);
     origin = await startDemoOrigin();
     const built = buildWaitingRoom({
       settings: source({ ...BASE_SETTINGS, refresh_seconds: '2', queue_timeout_seconds: '60', page_title: 'Demo shop' }),
@@ -72,10 +53,7 @@ describe.skipIf(!available)('in a real browser', () => {
       logger: new MemoryLogger(),
     });
     room = await startHost(built.handler);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
     operator = await browser.newContext({ httpCredentials: { username: 'admin', password: ADMIN_PASSWORD }, viewport: { width: 1100, height: 1400 } });
   });
 
