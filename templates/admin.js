@@ -5,6 +5,21 @@
   var body = document.body;
   var liveUrl = body.getAttribute('data-live');
   var every = Math.max(2, Number(body.getAttribute('data-every')) || 2) * 1000;
+  // The page for a store that does not answer: ask in the background, and show the console (a
+  // reload) only once the store answers, not every few seconds under the reader's eyes.
+  if (body.hasAttribute('data-store-down')) {
+    setInterval(function () {
+      fetch(liveUrl, { headers: { accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' }).then(
+        function (r) {
+          if (r.ok) location.reload();
+        },
+        function () {
+          // Not answered at all: the next try says more.
+        }
+      );
+    }, every);
+    return;
+  }
   var notice = document.getElementById('notice');
   var liveState = document.getElementById('live-state');
 
@@ -18,6 +33,9 @@
       var nodes = document.querySelectorAll('[data-figure="' + k + '"]');
       for (var i = 0; i < nodes.length; i++) if (nodes[i].textContent !== figures[k]) nodes[i].textContent = figures[k];
     });
+    // The active tile is a number, or words in rate mode (set from here, the mode can change).
+    var active = document.querySelector('[data-figure="active"]');
+    if (active && typeof figures.active === 'string') active.className = /^[0-9]/.test(figures.active) ? '' : 'text';
     if (typeof data.chart === 'string') document.getElementById('chart').innerHTML = data.chart;
     var list = document.getElementById('queues');
     if (list && typeof data.queues === 'string') list.innerHTML = data.queues;

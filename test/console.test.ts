@@ -215,7 +215,12 @@ describe('the console without the store', () => {
     expect(html).toContain('<h1 id="title">The queue store is not answering</h1>');
     expect(html).toContain('Visitors already let in keep their access');
     expect(html).toContain('store_failure = hold');
-    expect(html).toContain('<meta http-equiv="refresh" content="10">');
+    // Its script asks again in the background and reloads once the store answers; without
+    // JavaScript the page reloads itself (a refresh that only a browser without scripts obeys).
+    expect(html).toContain('<noscript><meta http-equiv="refresh" content="10"></noscript>');
+    expect(html).not.toMatch(/<meta http-equiv="refresh"[^>]*>(?!<\/noscript>)/);
+    expect(html).toContain('<script src="/__wr/assets/admin.js" defer></script>');
+    expect(html).toContain('<body class="admin" data-store-down data-live="/__wr/admin/live" data-every="10">');
     const live = await handler(adminGet('/__wr/admin/live'), CLIENT);
     expect(live.status).toBe(503);
     expect(await live.json()).toMatchObject({ error: expect.stringContaining('the queue store is unavailable') });

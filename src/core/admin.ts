@@ -293,8 +293,17 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
 
 /**
  * The console while the store does not answer: a page, not bare JSON, that says so, what still
- * works without the store and what does not, and reloads itself.
+ * works without the store and what does not, and comes back by itself. Its script asks the live
+ * figures every 10 s in the background and reloads only once the store answers: a page that
+ * reloaded itself every 10 s would pull the text from under whoever reads it (WCAG 2.2.1, the
+ * failure F41). Without JavaScript the page still reloads every 10 s (a refresh in `<noscript>`).
  */
+/** How often the console's store-down page asks whether the store answers again, seconds. */
+const STORE_DOWN_RETRY_SECONDS = 10;
+
+/** What the console's script polls for live figures (with several queues, this queue's). */
+const liveUrl = (ctx: AdminContext): string => `${ctx.config.pathPrefix}admin/live${ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`}`;
+
 async function storeDownPage(ctx: AdminContext, problem: Response): Promise<Response> {
   const { config } = ctx;
   let reason = 'no answer';
@@ -313,14 +322,15 @@ async function storeDownPage(ctx: AdminContext, problem: Response): Promise<Resp
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex">
-<meta http-equiv="refresh" content="10">
+<noscript><meta http-equiv="refresh" content="${STORE_DOWN_RETRY_SECONDS}"></noscript>
 <title>Waiting room admin · ${escapeHtml(config.queueName)} · store not answering</title>
 <link rel="stylesheet" href="${escapeHtml(config.pathPrefix)}assets/style.css">
+<script src="${escapeHtml(config.pathPrefix)}assets/admin.js" defer></script>
 </head>
-<body class="admin">
+<body class="admin" data-store-down data-live="${escapeHtml(liveUrl(ctx))}" data-every="${STORE_DOWN_RETRY_SECONDS}">
 <main class="card wide" aria-labelledby="title">
   <h1 id="title">The queue store is not answering</h1>
-  <p class="notice" role="alert">Queue ${escapeHtml(config.queueName)}: ${escapeHtml(reason)}. This page tries again every 10 seconds.</p>
+  <p class="notice error" role="alert">Queue ${escapeHtml(config.queueName)}: ${escapeHtml(reason)}. This page asks again every ${STORE_DOWN_RETRY_SECONDS} seconds and shows the console as soon as the store answers.</p>
   <h2>What still works</h2>
   <ul>
     <li>Visitors already let in keep their access: their signed cookies are checked at the edge, without the store.</li>
@@ -335,7 +345,7 @@ async function storeDownPage(ctx: AdminContext, problem: Response): Promise<Resp
 </main>
 </body>
 </html>`;
-  return new Response(html, { status: 503, headers: { ...ADMIN_PAGE_HEADERS, 'retry-after': '10' } });
+  return new Response(html, { status: 503, headers: { ...ADMIN_PAGE_HEADERS, 'retry-after': String(STORE_DOWN_RETRY_SECONDS) } });
 }
 
 async function adminPage(request: Request, ctx: AdminContext): Promise<Response> {
@@ -355,7 +365,7 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
     admitKey: crypto.randomUUID(),
     actionPrefix: `${config.pathPrefix}admin/`,
     actionQuery: ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`,
-    liveUrl: `${config.pathPrefix}admin/live${ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`}`,
+    liveUrl: liveUrl(ctx),
     liveSeconds: Math.max(2, config.stateCacheSeconds),
     queues: ctx.overview === undefined ? undefined : await ctx.overview(nowMs),
     assetPrefix: `${config.pathPrefix}assets/`,

@@ -92,6 +92,9 @@ export function scriptJson(value: unknown): SafeHtml {
 
 export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_HTML): string {
   const { view, texts } = page;
+  // A check (a proof of work, a provider's widget) comes before any place: the page shows no
+  // place and does not say the visitor keeps one.
+  const beforePlace = page.pow !== undefined || page.hook !== undefined;
   return renderTemplate(template, {
     html_lang: page.locale.htmlLang,
     dir: page.locale.dir,
@@ -102,11 +105,11 @@ export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_
     message: page.message,
     state: view.state,
     heading: texts.heading,
-    // The provider's check comes before any place: the page shows no place and promises no retry,
-    // only what to do (the note, and the widget under it).
-    place_label: page.hook === undefined ? texts.placeLabel : '',
-    place: page.hook === undefined ? texts.place : '',
-    detail: page.hook === undefined ? texts.detail : '',
+    // Before a check is passed there is no place to show or to keep, and no retry to promise: only
+    // what to do (the note, and a provider's widget under it).
+    place_label: beforePlace ? '' : texts.placeLabel,
+    place: beforePlace ? '' : texts.place,
+    detail: beforePlace ? '' : texts.detail,
     estimate: texts.estimate,
     // A proof-of-work or challenge page says, without JavaScript, that it needs it (its script then
     // puts the usual note back, or asks for the check).
@@ -185,6 +188,8 @@ export function renderAdminPage(view: AdminView): string {
     queue: view.queue,
     notice: view.notice,
     ...figures,
+    // A tile whose figure is words (rate mode's "not counted") in the text size, as the others.
+    active_text: new SafeHtml(/^[0-9]/.test(figures.active) ? '' : ' class="text"'),
     chart: new SafeHtml(view.chart),
     live_url: view.liveUrl,
     live_seconds: view.liveSeconds,

@@ -178,8 +178,9 @@ export async function holdingPage(
     texts: holdTexts(view, locale),
     locale: messages(locale),
     title: config.pageTitle,
-    // The default message is about letting people in: an ended event says nothing of the kind.
-    message: config.pageMessage !== '' ? config.pageMessage : view.state === 'over' ? '' : messages(locale).defaultMessage,
+    // The default message is about letting people in: an ended event says nothing of the kind, nor
+    // does the page of a site that failed someone already let in (or passed without a queue).
+    message: config.pageMessage !== '' ? config.pageMessage : view.state === 'over' || view.state === 'unreachable' ? '' : messages(locale).defaultMessage,
     branding,
     assetPrefix,
     statusUrl,
