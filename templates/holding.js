@@ -12,6 +12,8 @@
   }
   if (data.pow) return prove(data.pow);
   if (data.hook) return check(data.hook);
+  // The event is over: nothing will change, so nothing is asked again (the page promises no update).
+  if (document.body.getAttribute('data-state') === 'over') return;
   var every = Math.max(1, data.refresh) * 1000;
   var next = Date.now() + every;
   var timer;
@@ -83,6 +85,8 @@
         return failed();
       }
       if (body.state === 'admitted' || body.state === 'none') return go();
+      // The event ended while this visitor waited: the page that says so, which then asks nothing.
+      if (body.state === 'over') return location.replace(location.href);
       if (body.state !== document.body.getAttribute('data-state')) document.body.setAttribute('data-state', body.state);
       if (body.texts) render(body.texts);
       schedule((body.refresh_seconds || data.refresh) * 1000);
