@@ -2,17 +2,20 @@
  * `npm run redis:bridge`: serves the Upstash REST API over a local Redis, so the Node host and
  * `fastly compute serve` can use local state with the same client code as production.
  *
- * Environment: REDIS_URL (default redis://127.0.0.1:6379), BRIDGE_PORT (default 8079),
- * BRIDGE_HOST (default 127.0.0.1), UPSTASH_TOKEN (default: `dev_secrets.upstash_token` from
- * devconfig.json at the project root, else a fixed development token).
+ * Environment: REDIS_URL (default redis://127.0.0.1:6379), WR_BRIDGE_PORT (default 8079, 0 picks a
+ * free one; BRIDGE_PORT, its older name, is read too), BRIDGE_HOST (default 127.0.0.1),
+ * UPSTASH_TOKEN (default: `dev_secrets.upstash_token` from devconfig.json at the project root, else
+ * a fixed development token). A port that is taken stops it with one line naming the port and the
+ * variable that moves it, and exit status 1.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { checkPorts, failureLine, listenOn, readPort } from './local-ports';
 import { startUpstashBridge } from './upstash-bridge';
 
+const COMMAND = 'npm run redis:bridge';
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
-const DEFAULT_PORT = 8079;
 const DEFAULT_HOST = '127.0.0.1';
 const FALLBACK_TOKEN = 'dev-only-upstash-token';
 
@@ -45,22 +48,15 @@ function readToken(root: string): { token: string; source: string } {
   return { token: FALLBACK_TOKEN, source: `the built-in development token (${path} has no dev_secrets.upstash_token)` };
 }
 
-function readPort(value: string | undefined): number {
-  if (value === undefined || value === '') return DEFAULT_PORT;
-  const port = Number(value);
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-    throw new Error(`BRIDGE_PORT must be a port number (0-65535), got "${value}"`);
-  }
-  return port;
-}
-
 async function main(): Promise<void> {
   const redisUrl = process.env.REDIS_URL || DEFAULT_REDIS_URL;
-  const port = readPort(process.env.BRIDGE_PORT);
   const host = process.env.BRIDGE_HOST || DEFAULT_HOST;
+  const chosen = { ...readPort(COMMAND, 'bridge'), host };
+  // Before Redis is asked for: a taken port is the answer, whether or not Redis is up.
+  await checkPorts(COMMAND, [chosen]);
   const { token, source } = readToken(findProjectRoot());
 
-  const bridge = await startUpstashBridge({ redisUrl, token, port, host });
+  const bridge = await listenOn(COMMAND, chosen, (port) => startUpstashBridge({ redisUrl, token, port, host }));
   console.log(`Upstash REST bridge for ${redisUrl}`);
   console.log(`  url:   ${bridge.url}`);
   console.log(`  token: ${token}  (from ${source})`);
@@ -84,6 +80,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  console.error(`redis:bridge: ${error instanceof Error ? error.message : String(error)}`);
+  process.stderr.write(failureLine(COMMAND, error));
   process.exit(1);
 });

@@ -1,29 +1,56 @@
 /**
- * `npm run serve:fastly`: serves bin/main.wasm with `fastly compute serve` on 127.0.0.1:7676, from
- * the project's fastly.toml `[local_server]`, after bringing up what that section points at: the
- * demo origin on 127.0.0.1:7677 (unless something already listens there) and the Upstash bridge on
- * 127.0.0.1:8079 over a real Redis (REDIS_URL, else 127.0.0.1:6379, else a redis-server it starts).
+ * `npm run serve:fastly`: serves bin/main.wasm with `fastly compute serve`, after starting what the
+ * manifest's `[local_server]` points at: the demo origin, and the Upstash bridge over a Redis.
+ *
+ * Ports (all on 127.0.0.1; 0 picks a free one): PORT (the wasm, default 7676), WR_ORIGIN_PORT
+ * (the demo origin, default 7677), WR_BRIDGE_PORT (the bridge, default 8079; BRIDGE_PORT is read
+ * too) and WR_REDIS_PORT (the redis-server it starts, default a free port). The project's
+ * fastly.toml names 7677 and 8079, so each run writes a copy pointed at its own ports,
+ * bin/serve-fastly-<PORT>/fastly.toml (with the config store's upstash_url set to its bridge;
+ * removed when the run stops), and serves with `--dir` on that folder: two runs with different
+ * ports never share a process or a Redis.
+ *
+ * It only talks to what it started, unless told otherwise: ORIGIN_URL uses your origin instead of
+ * the demo one, REDIS_URL your Redis instead of a redis-server of its own, and both are said on
+ * the console. A port that is taken stops it before anything starts, with one line naming the port
+ * and the variable that moves it, and exit status 1.
  *
  * Viceroy: with VICEROY_PATH set, that binary (Viceroy or a stand-in with its command line) is used;
  * otherwise the Fastly CLI uses its own Viceroy, as `fastly compute serve` always does.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkLocalConfig } from './check-config';
 import { startDemoOrigin } from './demo-origin';
-import { freePort, type RunningServer } from './host';
+import { freePort } from './host';
+import { checkPorts, failureLine, listenOn, LOCAL_HOST, localServerManifest, portProblem, readPort, type ChosenPort } from './local-ports';
 import { startUpstashBridge } from './upstash-bridge';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const COMMAND = 'npm run serve:fastly';
 const children: ChildProcess[] = [];
 const servers: { close(): Promise<void> }[] = [];
+/** The process group of `fastly compute serve` (its own, so that stopping it stops everything it started). */
+let cliGroup: number | undefined;
+/** This run's folder under bin/ (its manifest copy), removed when the run stops. */
+let runDir: string | undefined;
+
+/** The nearest folder with a package.json: right whether this runs from src/node or as a bundle in bin/. */
+function findProjectRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+    const parent = dirname(dir);
+    if (parent === dir) return process.cwd();
+    dir = parent;
+  }
+}
 
 function isListening(port: number): Promise<boolean> {
   return new Promise((done) => {
-    const socket = createConnection({ port, host: '127.0.0.1' });
+    const socket = createConnection({ port, host: LOCAL_HOST });
     socket.once('connect', () => {
       socket.destroy();
       done(true);
@@ -32,15 +59,44 @@ function isListening(port: number): Promise<boolean> {
   });
 }
 
-async function redisUrl(): Promise<string> {
-  if (process.env['REDIS_URL']) return process.env['REDIS_URL'];
-  if (await isListening(6379)) return 'redis://127.0.0.1:6379';
-  const port = await freePort();
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+/** A Redis URL as it may be printed: without its password. */
+function printableRedisUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.protocol}//${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`;
+  } catch {
+    return '(REDIS_URL, not a URL)';
+  }
+}
+
+// `setpriv --pdeathsig KILL`: the kernel ends redis-server with this process, even when it is
+// killed outright, so a run never leaves a Redis behind on a fixed WR_REDIS_PORT.
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((path) => existsSync(path));
+
+/** A redis-server of this run's own on `chosen` (its port checked free just before), up when this returns. */
+async function startRedisServer(chosen: ChosenPort): Promise<string> {
+  const port = chosen.port === 0 ? await freePort() : chosen.port;
+  const args = ['--port', String(port), '--bind', LOCAL_HOST, '--save', '', '--appendonly', 'no'];
+  const child = SETPRIV
+    ? spawn(SETPRIV, ['--pdeathsig', 'KILL', 'redis-server', ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
-  for (let i = 0; i < 50 && !(await isListening(port)); i++) await new Promise((r) => setTimeout(r, 100));
-  process.stderr.write(`started redis-server on 127.0.0.1:${port}\n`);
-  return `redis://127.0.0.1:${port}`;
+  let log = '';
+  const keep = (chunk: Buffer) => (log = (log + chunk.toString('utf8')).slice(-2_000));
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  let spawnError: NodeJS.ErrnoException | undefined;
+  child.once('error', (error) => (spawnError = error));
+  const gone = () => spawnError !== undefined || child.exitCode !== null || child.signalCode !== null;
+  for (let i = 0; i < 100 && !gone() && !(await isListening(port)); i++) await new Promise((r) => setTimeout(r, 50));
+  // setpriv reports a missing program itself, with exit status 127.
+  if (spawnError?.code === 'ENOENT' || child.exitCode === 127) {
+    throw new Error('redis-server was not found: install it (apt-get install redis-server) or set REDIS_URL to a Redis you run');
+  }
+  if (/already in use/i.test(log)) throw await portProblem(COMMAND, { ...chosen, port }, 'taken');
+  if (gone()) throw new Error(`redis-server did not start on ${LOCAL_HOST}:${port}: ${log.trim().split('\n').pop() ?? spawnError?.message ?? ''}`);
+  if (!(await isListening(port))) throw new Error(`redis-server did not listen on ${LOCAL_HOST}:${port} within 5 s`);
+  return `redis://${LOCAL_HOST}:${port}`;
 }
 
 function devToken(): string {
@@ -48,53 +104,157 @@ function devToken(): string {
   return process.env['UPSTASH_TOKEN'] ?? 'dev-only-upstash-token';
 }
 
-async function stop(code: number): Promise<never> {
-  for (const child of children) child.kill('SIGTERM');
+/** ORIGIN_URL as the backend takes it (http or https, no query), or a one-line error. */
+function readOriginUrl(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error(`ORIGIN_URL must be an http:// or https:// URL, got ${JSON.stringify(value)}`);
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '') {
+    throw new Error(`ORIGIN_URL must be an http:// or https:// URL without a query, got ${JSON.stringify(value)}`);
+  }
+  return url.href.replace(/\/+$/, '');
+}
+
+/**
+ * The config store file for this run: bin/local-config.json (the build's split of devconfig.json)
+ * with `upstash_url` set to this run's bridge, so the setting names the backend it really reaches.
+ */
+function writeRunConfig(root: string, dir: string, bridgeUrl: string): Record<string, string> {
+  const built = 'bin/local-config.json';
+  const source = resolve(root, built);
+  if (!existsSync(source)) throw new Error(`${built} is missing: run npm run build`);
+  const items = JSON.parse(readFileSync(source, 'utf8')) as Record<string, string>;
+  if (typeof items['settings'] === 'string') {
+    const settings = JSON.parse(items['settings']) as Record<string, unknown>;
+    items['settings'] = JSON.stringify({ ...settings, upstash_url: bridgeUrl });
+  }
+  const target = join(dir, 'local-config.json');
+  writeFileSync(target, `${JSON.stringify(items, null, 2)}\n`);
+  return { [built]: target };
+}
+
+let stopping: Promise<never> | undefined;
+
+/** Ends what this run started (the first reason to stop sets the exit status). */
+function stop(code: number): Promise<never> {
+  stopping ??= stopAll(code);
+  return stopping;
+}
+
+/** Whether any process of the group `pgid` is still there. */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function stopAll(code: number): Promise<never> {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+  // node_modules/.bin/fastly is a Node wrapper around the CLI's binary, which starts Viceroy: the
+  // whole process group goes, or the binary and Viceroy would outlive this run and keep its port.
+  if (cliGroup !== undefined && groupAlive(cliGroup)) {
+    process.kill(-cliGroup, 'SIGTERM');
+    for (let i = 0; i < 30 && groupAlive(cliGroup); i++) await new Promise((r) => setTimeout(r, 100));
+    if (groupAlive(cliGroup)) process.kill(-cliGroup, 'SIGKILL');
+  }
   await Promise.allSettled(servers.map((s) => s.close()));
+  if (runDir !== undefined) rmSync(runDir, { recursive: true, force: true });
   process.exit(code);
 }
 
 async function main(): Promise<void> {
-  if (!existsSync(resolve(root, 'bin/main.wasm'))) throw new Error('bin/main.wasm is missing: run npm run build');
+  process.once('SIGINT', () => void stop(0));
+  process.once('SIGTERM', () => void stop(0));
+  const root = findProjectRoot();
+  const env = process.env;
+  const originUrlFromEnv = env['ORIGIN_URL'] ? readOriginUrl(env['ORIGIN_URL']) : undefined;
+  const redisUrlFromEnv = env['REDIS_URL'] || undefined;
+  const hostPort = readPort(COMMAND, 'host', env);
+  const originPort = originUrlFromEnv === undefined ? readPort(COMMAND, 'origin', env) : undefined;
+  const bridgePort = readPort(COMMAND, 'bridge', env);
+  const redisPort = redisUrlFromEnv === undefined ? readPort(COMMAND, 'redis', env) : undefined;
+  const wasm = resolve(root, 'bin/main.wasm');
+  if (!existsSync(wasm)) throw new Error('bin/main.wasm is missing: run npm run build');
   // The wasm cannot list its config store, so a misspelt key of devconfig.json is caught here.
   // No environment: `fastly compute serve` reads the file alone (bin/local-config.json).
   const problems = checkLocalConfig(resolve(root, 'devconfig.json'), {});
   if (problems.length > 0) {
     throw new Error(`devconfig.json is not valid:\n${problems.map((p) => `  - ${p.key}: ${p.message}`).join('\n')}`);
   }
-  let origin: RunningServer | undefined;
-  if (await isListening(7677)) {
-    process.stderr.write('origin: something already listens on 127.0.0.1:7677; using it\n');
+  // Before anything starts: a taken port stops the run here, with nothing to clean up.
+  const originHint = (port: number) => `set ORIGIN_URL=http://${LOCAL_HOST}:${port} if that is an origin to use`;
+  const hints = originPort === undefined ? {} : { origin: originHint(originPort.port) };
+  await checkPorts(COMMAND, [hostPort, originPort, bridgePort, redisPort].filter((p) => p !== undefined), hints);
+  if (originUrlFromEnv !== undefined && env['WR_ORIGIN_PORT']) process.stderr.write('note: WR_ORIGIN_PORT is ignored: ORIGIN_URL replaces the demo origin\n');
+  if (redisUrlFromEnv !== undefined && env['WR_REDIS_PORT']) process.stderr.write('note: WR_REDIS_PORT is ignored: REDIS_URL replaces the redis-server of this run\n');
+
+  let originUrl: string;
+  let originLine: string;
+  if (originPort === undefined) {
+    originUrl = originUrlFromEnv!;
+    originLine = `${originUrl} (ORIGIN_URL: yours, not started here)`;
   } else {
-    origin = await startDemoOrigin({ port: 7677 });
+    const origin = await listenOn(COMMAND, originPort, (port) => startDemoOrigin({ port }), originHint(originPort.port));
     servers.push(origin);
+    originUrl = origin.url;
+    originLine = `${origin.url} (the demo origin, started here; ${originPort.variable} moves it)`;
   }
-  if (await isListening(8079)) {
-    process.stderr.write('upstash: something already listens on 127.0.0.1:8079 (a bridge?); using it\n');
+
+  let redisUrl: string;
+  let redisLine: string;
+  if (redisPort === undefined) {
+    redisUrl = redisUrlFromEnv!;
+    redisLine = `the Redis at ${printableRedisUrl(redisUrl)} (REDIS_URL: yours, not started here)`;
   } else {
-    const bridge = await startUpstashBridge({ redisUrl: await redisUrl(), token: devToken(), port: 8079 });
-    servers.push(bridge);
+    redisUrl = await startRedisServer(redisPort);
+    redisLine = `a redis-server of its own at ${redisUrl} (${redisPort.variable} fixes its port)`;
   }
-  const args = ['compute', 'serve', '--skip-build', '--addr', '127.0.0.1:7676'];
-  const viceroy = process.env['VICEROY_PATH'];
+  const bridge = await listenOn(COMMAND, bridgePort, (port) => startUpstashBridge({ redisUrl, token: devToken(), port }));
+  servers.push(bridge);
+
+  const port = hostPort.port === 0 ? await freePort() : hostPort.port;
+  // This run's manifest: the project's fastly.toml with [local_server] pointed at what it started.
+  const dir = resolve(root, 'bin', `serve-fastly-${port}`);
+  mkdirSync(dir, { recursive: true });
+  runDir = dir;
+  const manifest = localServerManifest(readFileSync(resolve(root, 'fastly.toml'), 'utf8'), {
+    root,
+    backends: { origin: `${originUrl}/`, upstash: `${bridge.url}/` },
+    files: writeRunConfig(root, dir, bridge.url),
+  });
+  const header = `# Written by ${COMMAND} for its run on port ${port}, and removed when it stops: the project's\n# fastly.toml with [local_server] pointed at the origin and bridge of that run. Edit fastly.toml instead.\n\n`;
+  writeFileSync(join(dir, 'fastly.toml'), header + manifest);
+
+  const args = ['compute', 'serve', '--skip-build', '--non-interactive', '--dir', dir, '--file', wasm, '--addr', `${LOCAL_HOST}:${port}`];
+  const viceroy = env['VICEROY_PATH'];
   if (viceroy) args.push('--viceroy-path', resolve(root, viceroy));
+  const shown = args.map((arg) => (arg.startsWith(root) ? relative(root, arg) || '.' : arg));
   process.stderr.write(
     [
       '',
-      `fastly ${args.join(' ')}`,
-      '  Visitors: http://127.0.0.1:7676/',
-      '  Admin:    http://127.0.0.1:7676/__wr/admin  (user admin, password dev_secrets.admin_password in devconfig.json)',
+      `fastly ${shown.join(' ')}`,
+      `  Visitors: http://${LOCAL_HOST}:${port}/   (${hostPort.variable} moves it)`,
+      `  Admin:    http://${LOCAL_HOST}:${port}/__wr/admin  (user admin, password dev_secrets.admin_password in devconfig.json)`,
+      `  Origin:   ${originLine}`,
+      `  Store:    the Upstash bridge at ${bridge.url} (started here; ${bridgePort.variable} moves it) over ${redisLine}`,
+      `  Manifest: ${relative(root, join(dir, 'fastly.toml'))} (fastly.toml with these ports)`,
       '',
     ].join('\n'),
   );
-  const cli = spawn(resolve(root, 'node_modules/.bin/fastly'), args, { cwd: root, stdio: 'inherit' });
-  children.push(cli);
+  // Its own process group: Ctrl-C reaches this process, which stops the group. No stdin: a
+  // background group that reads the terminal is stopped, and --non-interactive never asks.
+  const cli = spawn(resolve(root, 'node_modules/.bin/fastly'), args, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'], detached: true });
+  cliGroup = cli.pid;
   cli.once('exit', (code) => void stop(code ?? 0));
-  process.once('SIGINT', () => void stop(0));
-  process.once('SIGTERM', () => void stop(0));
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(failureLine(COMMAND, error));
   void stop(1);
 });

@@ -1,8 +1,14 @@
 /**
- * `npm start`: the waiting room on http://127.0.0.1:7676 in front of the demo origin, with the
- * embedded in-memory store and the dev values of `devconfig.json`. Zero configuration.
+ * `npm start`: the waiting room on http://127.0.0.1:7676 in front of the demo origin on
+ * 127.0.0.1:7677, with the embedded in-memory store and the dev values of `devconfig.json`. Zero
+ * configuration.
  *
- * Optional environment: PORT, ORIGIN_URL (use your own origin instead of the demo one),
+ * Ports: PORT moves the waiting room and WR_ORIGIN_PORT the demo origin (0 picks a free one). A
+ * port that is taken stops the start before anything listens, with one line naming the port and
+ * the variable that moves it, and exit status 1: it never serves beside, or in front of, a process
+ * it did not start.
+ *
+ * Optional environment: ORIGIN_URL (use your own origin instead of the demo one),
  * WR_STORE=upstash (use the Upstash store at `upstash_url`, e.g. the local bridge), WR_STORE=redis
  * with REDIS_URL (Redis 7+ itself, one server or a cluster: see WR_REDIS_CLUSTER; several hosts
  * behind a load balancer then share the queues), WR_DEMO_PROTECTED=1 (the demo origin refuses
@@ -21,6 +27,7 @@ import { connectRedis, createRedisQueueStore, reportRedisErrors, waitUntilReady,
 import { createNodeUpstashOptions } from '../platform/node';
 import { startDemoOrigin } from './demo-origin';
 import { startHost } from './host';
+import { checkPorts, failureLine, listenOn, readPort } from './local-ports';
 import { buildWaitingRoom } from './waiting-room';
 
 function findProjectFile(name: string): string {
@@ -32,14 +39,22 @@ function findProjectFile(name: string): string {
   throw new Error(`${name} not found next to the project`);
 }
 
+const COMMAND = 'npm start';
+
 async function main(): Promise<void> {
-  const port = Number(process.env['PORT'] ?? 7676);
-  // The waiting room's JWKS and audience, known once its settings are read (below).
+  const hostPort = readPort(COMMAND, 'host');
+  const originPort = process.env['ORIGIN_URL'] === undefined ? readPort(COMMAND, 'origin') : undefined;
+  if (originPort === undefined && process.env['WR_ORIGIN_PORT']) process.stderr.write('note: WR_ORIGIN_PORT is ignored: ORIGIN_URL replaces the demo origin\n');
+  // Both ports before either listens: a taken one stops the start with nothing left running.
+  await checkPorts(COMMAND, originPort === undefined ? [hostPort] : [hostPort, originPort]);
+  // The waiting room's port (with PORT=0, known once it listens), JWKS and audience (known once its
+  // settings are read): the protected demo origin asks for them later.
+  let port = hostPort.port;
   let jwksPath = '/__wr/.well-known/jwks.json';
   let audience = 'origin';
   // WR_DEMO_PROTECTED=1: the demo origin answers 403 to anything without the waiting room's signed admission.
   const protect = process.env['WR_DEMO_PROTECTED'] === '1' ? { jwksUrl: () => `http://127.0.0.1:${port}${jwksPath}`, get audience() { return audience; } } : undefined;
-  const origin = process.env['ORIGIN_URL'] === undefined ? await startDemoOrigin({ port: 7677, ...(protect !== undefined && { protect }) }) : undefined;
+  const origin = originPort === undefined ? undefined : await listenOn(COMMAND, originPort, (p) => startDemoOrigin({ port: p, ...(protect !== undefined && { protect }) }));
   const originUrl = process.env['ORIGIN_URL'] ?? origin!.url;
   const memoryStore = new MemoryQueueStore();
   // Kept across reloads of devconfig.json, as the store is: a new setting must not free a held guesser.
@@ -128,13 +143,14 @@ async function main(): Promise<void> {
   }
   jwksPath = `${room.config.pathPrefix}.well-known/jwks.json`;
   audience = room.config.admissionAudience;
-  const host = await startHost((request, client) => current(request, client), { port });
+  const host = await listenOn(COMMAND, hostPort, (p) => startHost((request, client) => current(request, client), { port: p }));
+  port = host.port;
   const prefix = room.config.pathPrefix;
   process.stderr.write(
     [
       '',
-      `Waiting room (${storeLabel(hostOptions, room.config.upstashUrl)}) in front of ${originUrl}`,
-      `  Visitors:  ${host.url}/`,
+      `Waiting room (${storeLabel(hostOptions, room.config.upstashUrl)}) in front of ${originUrl}${origin === undefined ? ' (ORIGIN_URL)' : ` (the demo origin; ${originPort!.variable} moves it)`}`,
+      `  Visitors:  ${host.url}/   (${hostPort.variable} moves it)`,
       `  Admin:     ${host.url}${prefix}admin   user "${room.config.adminUser}", password: dev_secrets.admin_password in devconfig.json`,
       `  Origin API: curl -X POST -H "Authorization: Bearer <dev_secrets.admin_api_token>" "${host.url}${prefix}api/admit?count=5"`,
       ...(protect === undefined ? [] : [`  Origin:    protected: 403 without the signed admission (keys at ${host.url}${jwksPath})`]),
@@ -166,6 +182,6 @@ function storeLabel(host: ReturnType<typeof readLocalConfig>['host'], upstashUrl
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(failureLine(COMMAND, error));
   process.exit(1);
 });

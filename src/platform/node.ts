@@ -136,6 +136,14 @@ export const HOST_ENV = {
   WR_TEMPLATES_DIR: undefined,
   /** `npm start`'s demo origin refuses (403) requests without the waiting room's signed admission. */
   WR_DEMO_PROTECTED: ['0', '1'],
+  /**
+   * Ports of the local commands (src/node/local-ports.ts, which checks their values): the demo
+   * origin (`npm start`, `serve:fastly`), the Upstash bridge and the redis-server `serve:fastly`
+   * starts. Known here so that one shell can set them all and still run `npm start`.
+   */
+  WR_ORIGIN_PORT: undefined,
+  WR_BRIDGE_PORT: undefined,
+  WR_REDIS_PORT: undefined,
 } as const satisfies Record<string, readonly string[] | undefined>;
 
 export interface HostOptions {
