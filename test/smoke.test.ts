@@ -3,11 +3,17 @@
  * working deployment and fail, saying why, on the broken ones an operator will meet: nothing
  * deployed (a bare origin), the store unreachable, a wrong API token.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseArguments, report, runSmoke, type SmokeOptions, type SmokeResult } from '../src/node/smoke';
 import { ADMIN_PASSWORD, API_TOKEN } from './support/fixtures';
+import { findComputeHost, PROJECT_ROOT } from './support/compute-host';
+import { freePort } from '../src/node/host';
 import { startNodeStack, type Stack } from './support/stack';
 
 const outcomes = (results: readonly SmokeResult[]) => Object.fromEntries(results.map((r) => [r.name, r.outcome]));
@@ -52,6 +58,58 @@ describe('the smoke check against the Node host', () => {
     } finally {
       await stack.startBridge();
     }
+  });
+});
+
+const computeHost = findComputeHost();
+
+describe.skipIf(!computeHost.found)('the smoke check against the local deployment, npm run serve:fastly', () => {
+  // The real command in a copy of the project (its own bin/, so the suite's other builds are
+  // untouched): it builds the wasm and serves it with fastly compute serve, the demo origin, the
+  // bridge and a redis-server of its own, every port a free one.
+  let project: string;
+  let child: ChildProcess;
+  let output = '';
+  let url: string;
+  beforeAll(async () => {
+    if (!computeHost.found) return;
+    project = mkdtempSync(join(tmpdir(), 'wr-serve-smoke-'));
+    for (const dir of ['src', 'templates']) cpSync(join(PROJECT_ROOT, dir), join(project, dir), { recursive: true });
+    for (const file of ['package.json', 'fastly.toml', 'devconfig.json']) copyFileSync(join(PROJECT_ROOT, file), join(project, file));
+    symlinkSync(join(PROJECT_ROOT, 'node_modules'), join(project, 'node_modules'));
+    const port = await freePort();
+    url = `http://127.0.0.1:${port}`;
+    child = spawn('npm', ['run', 'serve:fastly'], {
+      cwd: project,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, PORT: String(port), WR_ORIGIN_PORT: '0', WR_BRIDGE_PORT: '0', WR_REDIS_PORT: '0', VICEROY_PATH: computeHost.path, FASTLY_DISABLE_WASM_METRICS: '1' },
+    });
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    const deadline = Date.now() + 180_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`npm run serve:fastly exited (${child.exitCode}):\n${output}`);
+      if (Date.now() > deadline) throw new Error(`npm run serve:fastly did not answer within 180 s:\n${output}`);
+      const up = await fetch(`${url}/__wr/health`).then((r) => r.ok, () => false);
+      if (up) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }, 200_000);
+  afterAll(async () => {
+    if (child?.pid !== undefined && child.exitCode === null) {
+      const exited = new Promise((r) => child.once('exit', r));
+      process.kill(-child.pid, 'SIGTERM');
+      await exited;
+    }
+    if (project !== undefined) rmSync(project, { recursive: true, force: true });
+  }, 30_000);
+
+  it('passes every check with the dev credentials of devconfig.json, a VIP visitor reaching the demo origin through the wasm', async () => {
+    const dev = JSON.parse(readFileSync(join(PROJECT_ROOT, 'devconfig.json'), 'utf8')) as { dev_secrets: Record<string, string> };
+    const results = await runSmoke(options(url, { adminPassword: dev.dev_secrets['admin_password'], apiToken: dev.dev_secrets['admin_api_token'] }));
+    expect(outcomes(results), JSON.stringify(results, null, 1)).toEqual({ health: 'pass', visitor: 'pass', status: 'pass', admin: 'pass', jwks: 'pass', admitted: 'pass' });
+    expect(report(results).status).toBe(0);
   });
 });
 
