@@ -7,7 +7,9 @@
  * Every port is on 127.0.0.1; 0 asks the system for a free one (printed once it is known).
  */
 import { createServer } from 'node:net';
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 export const LOCAL_HOST = '127.0.0.1';
 
@@ -203,4 +205,15 @@ export function localServerManifest(
     throw new Error(`fastly.toml has no url line under ${missing.map((name) => `[local_server.backends.${name}]`).join(' or ')} to point at this run`);
   }
   return lines.join('\n');
+}
+
+/** The nearest folder with a package.json: right whether this runs from src/node or as a bundle in bin/. */
+export function findProjectRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+    const parent = dirname(dir);
+    if (parent === dir) return process.cwd();
+    dir = parent;
+  }
 }

@@ -9,26 +9,14 @@
  * variable that moves it, and exit status 1.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { checkPorts, failureLine, listenOn, readPort } from './local-ports';
+import { join } from 'node:path';
+import { checkPorts, failureLine, findProjectRoot, listenOn, readPort } from './local-ports';
 import { startUpstashBridge } from './upstash-bridge';
 
 const COMMAND = 'npm run redis:bridge';
 const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
 const DEFAULT_HOST = '127.0.0.1';
 const FALLBACK_TOKEN = 'dev-only-upstash-token';
-
-/** The nearest folder with a package.json: right whether this runs from src/node or as a bundle in bin/. */
-function findProjectRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    if (existsSync(join(dir, 'package.json'))) return dir;
-    const parent = dirname(dir);
-    if (parent === dir) return process.cwd();
-    dir = parent;
-  }
-}
 
 function readToken(root: string): { token: string; source: string } {
   const fromEnv = process.env.UPSTASH_TOKEN;

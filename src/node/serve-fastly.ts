@@ -21,12 +21,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
-import { dirname, join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, relative, resolve } from 'node:path';
 import { checkLocalConfig } from './check-config';
 import { startDemoOrigin } from './demo-origin';
 import { freePort } from './host';
-import { checkPorts, failureLine, listenOn, LOCAL_HOST, localServerManifest, portProblem, readPort, type ChosenPort } from './local-ports';
+import { checkPorts, failureLine, findProjectRoot, listenOn, LOCAL_HOST, localServerManifest, portProblem, readPort, type ChosenPort } from './local-ports';
 import { startUpstashBridge } from './upstash-bridge';
 
 const COMMAND = 'npm run serve:fastly';
@@ -36,17 +35,6 @@ const servers: { close(): Promise<void> }[] = [];
 let cliGroup: number | undefined;
 /** This run's folder under bin/ (its manifest copy), removed when the run stops. */
 let runDir: string | undefined;
-
-/** The nearest folder with a package.json: right whether this runs from src/node or as a bundle in bin/. */
-function findProjectRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    if (existsSync(join(dir, 'package.json'))) return dir;
-    const parent = dirname(dir);
-    if (parent === dir) return process.cwd();
-    dir = parent;
-  }
-}
 
 function isListening(port: number): Promise<boolean> {
   return new Promise((done) => {
