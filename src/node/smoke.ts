@@ -34,9 +34,10 @@ export interface SmokeResult {
 }
 
 /** The holding page's own script: how a page of ours is told from the origin's. */
-const HOLDING_MARK = /assets\/holding\.js|<meta name="waiting-room"/;
+const HOLDING_MARK = /assets\/holding\.js/;
 
-function cookieHeader(response: Response, jar: Map<string, string>): void {
+/** Keeps the cookies a response sets in `jar` (a cleared one leaves it), as a browser would. */
+function takeCookies(response: Response, jar: Map<string, string>): void {
   for (const line of response.headers.getSetCookie()) {
     const pair = line.split(';', 1)[0] ?? '';
     const eq = pair.indexOf('=');
@@ -84,7 +85,7 @@ export async function runSmoke(options: SmokeOptions): Promise<SmokeResult[]> {
   let visitorReachedOrigin = false;
   await check('visitor', async () => {
     const response = await get(options.path, { accept: 'text/html', 'accept-language': 'en' });
-    cookieHeader(response, visitor);
+    takeCookies(response, visitor);
     const text = await bodyText(response);
     const ours = HOLDING_MARK.test(text);
     if (visitor.size === 0) return { outcome: 'fail', detail: `${response.status} without a queue cookie: is ${options.path} a queued path?` };
@@ -149,13 +150,13 @@ export async function runSmoke(options: SmokeOptions): Promise<SmokeResult[]> {
     const jar = new Map<string, string>();
     const separator = options.path.includes('?') ? '&' : '?';
     const spent = await get(`${options.path}${separator}wr_vip=${code}`, { accept: 'text/html' });
-    cookieHeader(spent, jar);
+    takeCookies(spent, jar);
     await bodyText(spent);
     const location = spent.headers.get('location');
     if (spent.status < 300 || spent.status > 399 || location === null) return { outcome: 'fail', detail: `the VIP link answered ${spent.status}, expected a redirect with an access cookie` };
     if (location.includes('wr_vip')) return { outcome: 'fail', detail: `the redirect keeps the code: ${location}` };
     const inside = await get(new URL(location, url(options.path)).pathname, { accept: 'text/html', cookie: jarText(jar) });
-    cookieHeader(inside, jar);
+    takeCookies(inside, jar);
     const text = await bodyText(inside);
     if (HOLDING_MARK.test(text)) return { outcome: 'fail', detail: `${inside.status}: still the holding page after the VIP code` };
     if (inside.status >= 500) return { outcome: 'fail', detail: `${inside.status} from the origin: ${text.slice(0, 200)}` };
