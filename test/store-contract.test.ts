@@ -2887,8 +2887,28 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await newStore(replying([...STATE, 2, 0])).admit(q, 1, at(P), OFF)).toEqual({ ...STATE_OBJECT, admitted: 2, replayed: false });
       expect(await newStore(replying([...STATE, 2, '1'])).admit(q, 1, at(P), OFF, 'k')).toEqual({ ...STATE_OBJECT, admitted: 2, replayed: true });
       expect(await newStore(replying(STATE)).control(q, { paused: true }, T0, cap(1, 0))).toEqual(STATE_OBJECT);
-      expect(await newStore(replying([...STATE, 3, 1_234, 4])).stats(q, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, reserved: 3, avgWaitSeconds: 0.3 });
-      expect(await newStore(replying([...STATE, 3, 0, 0])).stats(q, T0, cap(1, 0))).toMatchObject({ avgWaitSeconds: null });
+      expect(await newStore(replying([...STATE, 3, 1_234, 4, ''])).stats(q, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, reserved: 3, avgWaitSeconds: 0.3 });
+      expect(await newStore(replying([...STATE, 3, 0, 0, ''])).stats(q, T0, cap(1, 0))).toMatchObject({ avgWaitSeconds: null });
+      // The adaptive controller's fields (see parseAdaptiveStatus).
+      const controller = `a|40|1:10:90:5:20||||${T0}:30:40:h;${T0 + 1}:40:30:s`;
+      expect((await newStore(replying([...STATE, 3, 0, 0, controller])).stats(q, T0, cap(1, 0))).adaptive).toEqual({
+        enabled: true,
+        source: 'config',
+        knob: 'max_active',
+        value: 40,
+        pinned: false,
+        min: 10,
+        max: 90,
+        errorPercent: 5,
+        slowPercent: 20,
+        signals: null,
+        moves: [
+          { atMs: T0, from: 30, to: 40, reason: 'healthy' },
+          { atMs: T0 + 1, from: 40, to: 30, reason: 'slow' },
+        ],
+      });
+      // Without them the reply is not the stats script's.
+      await expect(newStore(replying([...STATE, 3, 0, 0])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
       expect(await newStore(replying(['1'])).touch(q, 1, T0, cap(1, 0), T0)).toBe(true);
       expect(await newStore(replying([0])).leave(q, 1, T0, cap(1, 0), 0)).toBe(false);
       expect(await newStore(replying([5, '2'])).peek(q)).toEqual({ tail: 5, cursor: 2 });

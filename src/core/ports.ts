@@ -53,6 +53,74 @@ export interface AdmissionPolicy {
    * pre-queue. Scripts read no clock and no random source of their own.
    */
   readonly seed?: number;
+  /**
+   * Adaptive admission (see docs/adaptive-admission.md): the controller's settings and this POP's
+   * recent origin outcomes. Only `join` and `poll` (the calls that load a POP's state) carry it to
+   * the store, which keeps the settings it last got; the other calls use those.
+   */
+  readonly adaptive?: AdaptivePolicy;
+}
+
+/** What one POP (or Node host) saw of the origin over its last OBSERVE_WINDOW_SECONDS. */
+export interface OriginReport {
+  /** The reporting POP: its report replaces its own previous one. 1-32 characters of [A-Za-z0-9_.-]. */
+  readonly pop: string;
+  /** Requests passed to the origin that got an answer or failed. */
+  readonly requests: number;
+  /** Of those, the ones that failed: a 5xx or 429 answer, or none (timeout, refused connection). */
+  readonly errors: number;
+  /** Of those, the ones not failed whose first byte came later than the slow threshold. */
+  readonly slow: number;
+}
+
+/**
+ * The controller's settings. It tunes the admission knob in effect (rate mode: the visitors let in
+ * per period; capacity mode: max active, or max new per minute when that is the only threshold)
+ * between `min` and `max`: up by a step while the origin is healthy and people wait, down by a
+ * quarter when the share of errors or of slow answers is over its target.
+ */
+export interface AdaptivePolicy {
+  /** On from the configuration (the console may switch it either way, see RuntimeControl.adaptive). */
+  readonly enabled: boolean;
+  /** Bounds of the learned value, 1 <= min <= max. */
+  readonly min: number;
+  readonly max: number;
+  /** Targets, whole percent 0-100: over them the value goes down. */
+  readonly errorPercent: number;
+  readonly slowPercent: number;
+  /** This POP's recent origin outcomes, when it counts them. */
+  readonly report?: OriginReport | undefined;
+}
+
+/** A move of the learned value, newest last in AdaptiveStatus.moves. */
+export interface AdaptiveMove {
+  readonly atMs: number;
+  readonly from: number;
+  readonly to: number;
+  /** `errors`/`slow`: over target, down; `healthy`: up; `pinned`/`released`: the operator. */
+  readonly reason: 'errors' | 'slow' | 'healthy' | 'pinned' | 'released';
+}
+
+/** The controller as the store last left it (QueueStats.adaptive). */
+export interface AdaptiveStatus {
+  /** In effect now: from the configuration, or as the console switched it. */
+  readonly enabled: boolean;
+  /** Who decided `enabled`: the configuration, or the console (until it hands back). */
+  readonly source: 'config' | 'console';
+  /** The knob it moves, from the mode the queue is in. */
+  readonly knob: 'admit_per_period' | 'max_active' | 'max_new_per_minute';
+  /** The value in effect: learned, or pinned by the operator. */
+  readonly value: number;
+  /** The operator's value holds until released. */
+  readonly pinned: boolean;
+  readonly min: number;
+  readonly max: number;
+  readonly errorPercent: number;
+  readonly slowPercent: number;
+  /** What the last decision saw, summed over the POPs' fresh reports; null before any. */
+  readonly signals: { readonly atMs: number; readonly requests: number; readonly errors: number; readonly slow: number; readonly pops: number } | null;
+  /** The last moves, oldest first (at most ADAPTIVE_LOG). */
+  readonly moves: readonly AdaptiveMove[];
 }
 
 /** What the store knows about one queue. Ticket `t` is called once `t <= cursor`. */
@@ -199,6 +267,10 @@ export interface RuntimeControl {
   readonly switch?: EmergencySwitch;
   readonly maxActive?: number | null;
   readonly maxNewPerMinute?: number | null;
+  /** Adaptive admission switched on or off from the console; `null` hands it back to the configuration. */
+  readonly adaptive?: 'on' | 'off' | null;
+  /** Pins the adaptive knob at this value (an integer >= 1) until released with `null`. */
+  readonly adaptivePin?: number | null;
 }
 
 export interface QueueStats extends QueueState {
@@ -208,6 +280,8 @@ export interface QueueStats extends QueueState {
   readonly avgWaitSeconds: number | null;
   /** The last hour's history, as `history` answers it: only when asked for (`StatsOptions.history`). */
   readonly history?: readonly HistoryPoint[];
+  /** The adaptive controller, when the store has its settings (a join or poll carried them). */
+  readonly adaptive?: AdaptiveStatus;
 }
 
 /** What a POP last saw of a queue's state (see QueueStore.join). */

@@ -58,12 +58,14 @@ import {
   checkVipCode,
   checkVipHash,
   checkWaitedMs,
+  checkAdaptive,
   createDrawRng,
   generationArg,
   isOpen,
   periodStart,
   type CheckedPolicy,
 } from './scripts';
+import { adaptiveStatusRaw, adaptiveValue, controlAdaptive, parseAdaptiveStatus, takeAdaptive, type AdaptiveFields } from './adaptive';
 
 interface MemoryQueue {
   tail: number;
@@ -110,6 +112,8 @@ interface MemoryQueue {
   figures: { readonly active: number; readonly minute: number; readonly five: number } | undefined;
   /** ctl's join ring (see scripts.ts, Joins): slot → the latest join whose key falls in it. */
   readonly joins: Map<number, JoinEntry>;
+  /** Adaptive admission's fields of ctl (ac_* and the POPs' reports o<n>; see adaptive.ts). */
+  readonly ac: AdaptiveFields;
 }
 
 /** One entry of the join ring: a key, the ticket it took, when, in which life of the queue, and whether it walked in. */
@@ -135,6 +139,11 @@ interface Effective {
   readonly paused: boolean;
   readonly maxActive: number;
   readonly maxNewPerMinute: number;
+  /** Rate mode's visitors per period: the policy's, or adaptive admission's value. */
+  readonly count: number;
+  /** Adaptive admission's knob ('a', 'n', 'r', '' none) and its value in effect (undefined: off). */
+  readonly knob: string;
+  readonly adaptive: number | undefined;
 }
 
 /** One call, as one script run sees it: the queue, the policy, the controls and the draw generator. */
@@ -162,11 +171,16 @@ export class MemoryQueueStore implements QueueStore {
     const recover = checkRecoverMs(options.recoverMs);
     const f = checkFloor(options.floor);
     const key = checkJoinKey(options.joinKey);
+    const adaptive = checkAdaptive(policy.adaptive);
     const q = this.#queue(queue);
     // Mirrors RECOVERY: the first evidence of a lost state in this generation opens the window;
     // with recoverIfNew, only a state this join finds absent is that evidence.
     const created = q.generation === 0;
     ensureGeneration(q, p);
+    // Mirrors the join script: the settings and report first, then read_controls (its step sees
+    // the tail before this join's ticket).
+    takeAdaptive(q.ac, adaptive, p.nowMs);
+    effective(q, p);
     if (recover > 0 && q.recoverUntil === 0 && (options.recoverIfNew !== true || created)) q.recoverUntil = p.nowMs + recover;
     // Mirrors join_ring: a retry of a join whose answer was lost gets its ticket again.
     const slot = key === '' ? undefined : joinSlot(key);
@@ -224,7 +238,11 @@ export class MemoryQueueStore implements QueueStore {
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
+    const adaptive = checkAdaptive(policy.adaptive);
     const q = this.#queue(queue);
+    takeAdaptive(q.ac, adaptive, p.nowMs);
+    ensureGeneration(q, p);
+    effective(q, p);
     prologue(q, p, q.tail);
     const r = begin(q, p);
     admissionStep(r);
@@ -372,6 +390,7 @@ export class MemoryQueueStore implements QueueStore {
     if (c.switch !== undefined) q.switch = c.switch === 'normal' ? undefined : c.switch;
     if (c.maxActive !== undefined) q.maxActive = c.maxActive ?? undefined;
     if (c.maxNewPerMinute !== undefined) q.maxNewPerMinute = c.maxNewPerMinute ?? undefined;
+    controlAdaptive(q.ac, p.nowMs, c.adaptive, c.adaptivePin);
     const r = begin(q, p);
     admissionStep(r);
     return finish(r);
@@ -393,10 +412,12 @@ export class MemoryQueueStore implements QueueStore {
         count += 1;
       }
     }
+    const adaptive = parseAdaptiveStatus(adaptiveStatusRaw(q.ac, run.e.knob, run.e.adaptive));
     return {
       ...readState(run),
       reserved: countAfter(q.reserved, p.nowMs),
       avgWaitSeconds: averageWaitSeconds(sum, count),
+      ...(adaptive !== undefined ? { adaptive } : {}),
       ...(options?.history === true ? { history: await this.history(queue, nowMs) } : {}),
     };
   }
@@ -537,6 +558,7 @@ function emptyQueue(): MemoryQueue {
     idempotency: new Map(),
     joins: new Map(),
     figures: undefined,
+    ac: new Map(),
   };
 }
 
@@ -550,18 +572,37 @@ function liveVip(codes: Map<string, MemoryVip>, codeHash: string, nowMs: number)
   return vip;
 }
 
-function effective(q: MemoryQueue, p: CheckedPolicy): Effective {
-  const maxActive = q.maxActive ?? p.maxActive;
-  const maxNewPerMinute = q.maxNewPerMinute ?? p.maxNewPerMinute;
+/** Mirrors read_controls, adaptive admission's step included (a second call in one run steps no more). */
+function effective(q: MemoryQueue, p: CheckedPolicy, readOnly = false): Effective {
+  let maxActive = q.maxActive ?? p.maxActive;
+  let maxNewPerMinute = q.maxNewPerMinute ?? p.maxNewPerMinute;
+  let count = p.count;
   // Mirrors `recovering`: capacity mode admits nobody new while the recovery window is open.
   const recovering = p.nowMs < q.recoverUntil && (maxActive > 0 || maxNewPerMinute > 0);
-  return { paused: q.paused || q.switch === 'hold' || recovering, maxActive, maxNewPerMinute };
+  const paused = q.paused || q.switch === 'hold' || recovering;
+  const step = { nowMs: p.nowMs, frozen: paused || q.switch !== undefined || !isOpen(p) || readOnly, waiting: q.tail > q.cursor };
+  let knob = '';
+  let adaptive: number | undefined;
+  if (maxActive > 0) {
+    knob = 'a';
+    adaptive = adaptiveValue(q.ac, { ...step, base: maxActive });
+    maxActive = adaptive ?? maxActive;
+  } else if (maxNewPerMinute > 0) {
+    knob = 'n';
+    adaptive = adaptiveValue(q.ac, { ...step, base: maxNewPerMinute });
+    maxNewPerMinute = adaptive ?? maxNewPerMinute;
+  } else if (count > 0) {
+    knob = 'r';
+    adaptive = adaptiveValue(q.ac, { ...step, base: count });
+    count = adaptive ?? count;
+  }
+  return { paused, maxActive, maxNewPerMinute, count, knob, adaptive };
 }
 
 /** A run's context, read after the run's control changes (as READ_QUEUE is). */
 function begin(q: MemoryQueue, p: CheckedPolicy, readOnly = false): Run {
   if (!readOnly) ensureGeneration(q, p);
-  return { q, p, e: effective(q, p), open: isOpen(p), random: p.method === 'random', rng: createDrawRng(p.seed), readOnly };
+  return { q, p, e: effective(q, p, readOnly), open: isOpen(p), random: p.method === 'random', rng: createDrawRng(p.seed), readOnly };
 }
 
 /** The join ring's slot of a key: its first JOIN_SLOT_DIGITS hex digits (see scripts.ts, Joins). */
@@ -768,15 +809,16 @@ function drawTickets(r: Run, n: number): void {
 /** The same rule as `auto_admit` in scripts.ts; `walkIn`: the join's own ticket, claimed by the join. */
 function autoAdmit(r: Run, walkIn?: number): void {
   const { q, p } = r;
-  if (r.e.paused || p.count <= 0 || !r.open) return;
+  const count = r.e.count;
+  if (r.e.paused || count <= 0 || !r.open) return;
   const start = periodStart(p.nowMs, p.periodMs);
   if (q.lastPeriodStart !== undefined && start <= q.lastPeriodStart) return;
   q.lastPeriodStart = start;
   if (r.random) {
-    drawTickets(r, p.count);
+    drawTickets(r, count);
     return;
   }
-  const target = Math.min(q.cursor + p.count, q.tail + p.count);
+  const target = Math.min(q.cursor + count, q.tail + count);
   if (target <= q.cursor) return;
   let lastReserved = Math.min(target, q.tail);
   if (walkIn !== undefined && lastReserved === walkIn) lastReserved = walkIn - 1;

@@ -251,6 +251,8 @@ import IDEMPOTENT_RECORD_LUA from './lua/lib/idempotent_record.lua';
 import JOIN_RING_LUA from './lua/lib/join_ring.lua';
 import HISTORY_READ_LUA from './lua/lib/history_read.lua';
 import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
+import CONTROLLER_LUA from './lua/lib/controller.lua';
+import { AC_MIN_REQUESTS, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
 
 /** @default key prefix for every store key. */
 export const DEFAULT_KEY_PREFIX = 'wr';
@@ -650,9 +652,11 @@ export interface CheckedControl {
   readonly maxActive: number | null | undefined;
   readonly maxNewPerMinute: number | null | undefined;
   readonly switch: EmergencySwitch | undefined;
+  readonly adaptive: 'on' | 'off' | null | undefined;
+  readonly adaptivePin: number | null | undefined;
 }
 
-const CONTROL_FIELDS = new Set(['paused', 'maxActive', 'maxNewPerMinute', 'switch']);
+const CONTROL_FIELDS = new Set(['paused', 'maxActive', 'maxNewPerMinute', 'switch', 'adaptive', 'adaptivePin']);
 const SWITCHES: readonly EmergencySwitch[] = ['normal', 'open', 'hold'];
 
 /**
@@ -665,7 +669,7 @@ export function checkControl(change: RuntimeControl): CheckedControl {
   }
   for (const field of Object.keys(change)) {
     if (!CONTROL_FIELDS.has(field)) {
-      throw new StoreArgumentError(`invalid control field ${JSON.stringify(field)}: expected paused, maxActive, maxNewPerMinute or switch`);
+      throw new StoreArgumentError(`invalid control field ${JSON.stringify(field)}: expected paused, maxActive, maxNewPerMinute, switch, adaptive or adaptivePin`);
     }
   }
   const { paused, maxActive, maxNewPerMinute } = change;
@@ -681,7 +685,24 @@ export function checkControl(change: RuntimeControl): CheckedControl {
       throw new StoreArgumentError(`invalid ${name} ${String(value)}: expected an integer >= 0, or null for the configured value`);
     }
   }
-  return { paused, maxActive, maxNewPerMinute, switch: sw };
+  const { adaptive, adaptivePin } = change;
+  if (adaptive !== undefined && adaptive !== null && adaptive !== 'on' && adaptive !== 'off') {
+    throw new StoreArgumentError(`invalid adaptive ${JSON.stringify(adaptive)}: expected on, off, or null for the configured value`);
+  }
+  if (adaptivePin !== undefined && adaptivePin !== null && !isSafeCount(adaptivePin, 1)) {
+    throw new StoreArgumentError(`invalid adaptivePin ${String(adaptivePin)}: expected an integer >= 1, or null to release the pin`);
+  }
+  return { paused, maxActive, maxNewPerMinute, switch: sw, adaptive, adaptivePin };
+}
+
+/** Adaptive admission's settings and report as the join and poll scripts take them (see adaptiveArg). */
+export function checkAdaptive(a: AdmissionPolicy['adaptive']): string {
+  try {
+    return adaptiveArg(a);
+  } catch (error) {
+    if (error instanceof AdaptiveArgumentError) throw new StoreArgumentError(error.message);
+    throw error;
+  }
 }
 
 /** Start (ms) of the period containing `nowMs`; the same arithmetic as the Lua `auto_admit`. */
@@ -710,10 +731,10 @@ export function policyArgv(p: CheckedPolicy): string[] {
   ].map(String);
 }
 
-/** ARGV 12..15 of the control script: '' = leave as it is, 'del' = back to configured / unpause; the switch. */
+/** ARGV 12..17 of the control script (16, 17: adaptive admission, see adaptiveControlArgv): '' = leave as it is, 'del' = back to configured / unpause; the switch. */
 export function controlArgv(c: CheckedControl): string[] {
   const threshold = (v: number | null | undefined): string => (v === undefined ? '' : v === null ? 'del' : String(v));
-  return [c.paused === undefined ? '' : c.paused ? '1' : '0', threshold(c.maxActive), threshold(c.maxNewPerMinute), c.switch ?? ''];
+  return [c.paused === undefined ? '' : c.paused ? '1' : '0', threshold(c.maxActive), threshold(c.maxNewPerMinute), c.switch ?? '', ...adaptiveControlArgv(c.adaptive, c.adaptivePin)];
 }
 
 /** The mean wait, in seconds with one decimal, from the sum and count the stores keep; null for none. */
@@ -743,6 +764,12 @@ const LUA_CONSTANTS = {
   VIP_MAX_USES,
   VIP_KEEP_EXPIRED_MS,
   VIP_TTL_MS,
+  AC_MIN_REQUESTS,
+  AC_SLOTS,
+  AC_STEP_MS,
+  AC_STEPS,
+  AC_WINDOW_MS,
+  ADAPTIVE_LOG,
 } as const;
 
 const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
@@ -762,6 +789,7 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
   join_ring: JOIN_RING_LUA,
   history_read: HISTORY_READ_LUA,
   vip_prelude: VIP_PRELUDE_LUA,
+  controller: CONTROLLER_LUA,
 };
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
@@ -781,19 +809,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = '8a649210a6d547b6f790a3f5d860efe539e64dc9';
-export const POLL_SHA1 = '2158837f51bab54d6ad749102b3fe047cdf708ab';
-export const CLAIM_SHA1 = '89860317d55cf1dab79a29929a682ba33e416612';
-export const TOUCH_SHA1 = 'c664f350e3a552114ab2421d410dd76c6c11a754';
-export const LEAVE_SHA1 = '5d2b0860a8e0765b1a62741068f36e41026e5ea7';
-export const ADMIT_SHA1 = '8375dadcd9c9360fba1b7723f84679fbda71ea44';
-export const CONTROL_SHA1 = '37c150ed444bc22a38b037b022adf635427e0afe';
-export const STATS_SHA1 = 'c20ab325399b82c75523ae7eee4b33c605f71498';
+export const JOIN_SHA1 = '60631054dff794617b6bc02dd66a085ea66f4d75';
+export const POLL_SHA1 = '530992264543d73fbc2f9babcd9a6d18c63cfe2f';
+export const CLAIM_SHA1 = '5f1b93252b8a419bbb57fbd07945e90cf6223486';
+export const TOUCH_SHA1 = '0b872e4bd5256c4d018f8bacdbcaf0ecc17808f7';
+export const LEAVE_SHA1 = '036e0dbe018c395ac155d7502ee674505fcabc99';
+export const ADMIT_SHA1 = '70f5f52711c299456c5f6aa4736c97a3b720eb65';
+export const CONTROL_SHA1 = '58d2ecdb8df9e29570be05cc7982a91d80fa79e9';
+export const STATS_SHA1 = 'cdf49357a879a31defedc6fa3872ba1fdff4dd11';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'c0a174b6db835a2293a9d8d30410b2c716151592';
-export const RESET_SHA1 = '977bd3224c534aa3112898f872ca94a1ea23cb53';
+export const DRAW_SHA1 = '24b2598e4ed49a053be7fe1c5ae21df84147e9a9';
+export const RESET_SHA1 = '00c6049fcd9d8ed3dda81ecc016af8c1f990df9a';
 export const HISTORY_SHA1 = 'c01ffc5374a835e2721dda54a6a20287bbbe2c22';
 
 export interface StoreScript {

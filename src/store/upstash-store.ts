@@ -74,10 +74,12 @@ import {
   checkIdempotencyKey,
   policyArgv,
   policyKeys,
+  checkAdaptive,
   vipCreateArgv,
   vipKey,
   type StoreScript,
 } from './scripts';
+import { parseAdaptiveStatus } from './adaptive';
 
 /** The narrow slice of the client this store needs. */
 export type UpstashScriptClient = Pick<Redis, 'evalsha' | 'eval'>;
@@ -129,6 +131,7 @@ export class UpstashQueueStore implements QueueStore {
       f === undefined ? '' : String(f.tail),
       f === undefined ? '' : String(f.generation),
       checkJoinKey(options.joinKey),
+      checkAdaptive(policy.adaptive),
     ];
     const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 3);
     const state = toState(JOIN, reply);
@@ -143,7 +146,7 @@ export class UpstashQueueStore implements QueueStore {
 
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
     const keys = this.#keys(queue);
-    const argv = policyArgv(checkPolicy(nowMs, policy));
+    const argv = [...policyArgv(checkPolicy(nowMs, policy)), checkAdaptive(policy.adaptive)];
     return toState(POLL, parseReply(POLL, await this.#run(POLL, keys, argv), STATE_LENGTH));
   }
 
@@ -187,14 +190,19 @@ export class UpstashQueueStore implements QueueStore {
     const withHistory = options?.history === true;
     const argv = [...policyArgv(checkPolicy(nowMs, policy)), withHistory ? '1' : ''];
     const raw = await this.#run(STATS, keys, argv);
-    // The figures, then (asked for) the history members: one script run for the admin panel.
-    const figures = Array.isArray(raw) && withHistory ? raw.slice(0, STATE_LENGTH + 3) : raw;
+    // The figures, the controller's fields, then (asked for) the history members: one script run
+    // for the admin panel.
+    const figures = Array.isArray(raw) ? raw.slice(0, STATE_LENGTH + 3) : raw;
     const reply = parseReply(STATS, figures, STATE_LENGTH + 3);
+    const controller = Array.isArray(raw) ? raw[STATE_LENGTH + 3] : undefined;
+    if (typeof controller !== 'string') throw new StoreReplyError(STATS.name, raw);
+    const adaptive = parseAdaptiveStatus(controller);
     return {
       ...toState(STATS, reply),
       reserved: reply.int(STATE_LENGTH),
       avgWaitSeconds: averageWaitSeconds(reply.int(STATE_LENGTH + 1), reply.int(STATE_LENGTH + 2)),
-      ...(withHistory ? { history: parseHistory((raw as unknown[]).slice(STATE_LENGTH + 3)) } : {}),
+      ...(adaptive !== undefined ? { adaptive } : {}),
+      ...(withHistory ? { history: parseHistory((raw as unknown[]).slice(STATE_LENGTH + 4)) } : {}),
     };
   }
 

@@ -2,8 +2,9 @@
 --- Change runtime controls, then run admission with them (resuming or raising a threshold calls
 --- tickets at once). ARGV 12 paused ('' keep, '0', '1'), 13 max active and 14 max new per minute
 --- ('' keep, 'del' back to configured, integer >= 0 override), 15 the emergency switch ('' keep,
---- 'normal', 'open', 'hold'; see SWITCH). Returns the state.
--- wr control: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, paused, max_active, max_new_per_minute, switch; returns {state...}
+--- 'normal', 'open', 'hold'; see SWITCH), 16 adaptive admission ('' keep, 'on', 'off', 'config' back to
+--- the configuration), 17 its pin ('' keep, 'del' release, integer >= 1 pin). Returns the state.
+-- wr control: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, paused, max_active, max_new_per_minute, switch, adaptive, pin; returns {state...}
 -- #include policy_header
 
 local function check_threshold(i)
@@ -19,6 +20,18 @@ if sw ~= '' and sw ~= 'normal' and sw ~= 'open' and sw ~= 'hold' then error('wr:
 prologue(ctl_int('tail') or 0)
 if p == '1' then set_ctl('paused', '1') elseif p == '0' then del_ctl('paused') end
 if sw == 'normal' then del_ctl('switch') elseif sw ~= '' then set_ctl('switch', sw) end
+local ac, pin = ARGV[16] or '', ARGV[17] or ''
+if ac ~= '' and ac ~= 'on' and ac ~= 'off' and ac ~= 'config' then error('wr: ARGV[16] must be empty, on, off or config') end
+if pin ~= '' and pin ~= 'del' then arg_int(17, 1) end
+if ac == 'on' then set_ctl('ac_on', '1') elseif ac == 'off' then set_ctl('ac_on', '0') elseif ac == 'config' then del_ctl('ac_on') end
+local held = ctl().ac_pin
+if pin == 'del' and held then
+  ac_move(tonumber(held), tonumber(held), 'u')
+  del_ctl('ac_pin')
+elseif pin ~= '' and pin ~= 'del' then
+  ac_move(tonumber(held or ctl().ac_val) or 0, tonumber(pin), 'p')
+  set_ctl('ac_pin', fmt(tonumber(pin)))
+end
 for _, c in ipairs(changes) do
   if c[2] == 'del' then
     del_ctl(c[1])

@@ -10,13 +10,14 @@
 --- the state absent (the caller's POP served it before, so it was lost), '' = open it (a token of a
 --- lost generation is the evidence). ARGV 14, 15: the tail and generation the caller's POP last saw
 --- ('' = none): a ticket at or below that tail in that generation means the store was rolled back.
+--- ARGV 17: adaptive admission's settings and the POP's report ('' = none; see controller).
 --- ARGV 16: the join key ('' = none; see Joins in the header): a join whose key ctl's join ring
 --- holds (same epoch and generation, under JOIN_KEEP_MS old) is a retry of one whose answer was
 --- lost, and gets that ticket again instead of a new one. The tail, the ring entry and the rest of
 --- ctl's changes go in the run's one HSET, so a rate FIFO join costs three billed commands (EVALSHA,
 --- HMGET, HSET), its period step included. Returns the state, then ticket, claimed (0/1) and
 --- replayed (0/1).
--- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms, recover_when, floor_tail, floor_gen, join_key; returns {state..., ticket, claimed, replayed}
+-- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms, recover_when, floor_tail, floor_gen, join_key, adaptive; returns {state..., ticket, claimed, replayed}
 -- #include policy_header
 defer_ctl()
 -- #include join_ring
@@ -28,6 +29,7 @@ if (ARGV[12] or '') ~= '' then
 end
 local FLOOR_TAIL, FLOOR_GEN
 if (ARGV[14] or '') ~= '' then FLOOR_TAIL, FLOOR_GEN = arg_int(14, 0), arg_int(15, 1) end
+ac_take(17)
 local paused, max_active, max_new = read_controls()
 local replay = join_replay()
 if replay then return replay_join(replay, paused, max_active, max_new) end

@@ -1,8 +1,9 @@
 #!lua flags=allow-key-locking
---- Run admission (capacity: expire and call or draw into free room; rate: the period step). Returns the state. */
--- wr poll: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms; returns {state...}
+--- Run admission (capacity: expire and call or draw into free room; rate: the period step). ARGV 12: adaptive admission's settings and the POP's report ('' = none; see controller). Returns the state.
+-- wr poll: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, adaptive; returns {state...}
 -- #include policy_header
 defer_ctl()
+ac_take(12)
 -- #include read_queue
 
 prologue(tail)

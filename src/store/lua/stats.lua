@@ -1,7 +1,8 @@
 #!lua flags=allow-key-locking
 --- Read the figures, writing nothing. Returns the state, then reserved (live reservations), and the
---- sum (ms) and count of the waits recorded in the last 300 s; with ARGV 12 '1', the history members.
--- wr stats: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, with_history; returns {state..., reserved, wait_sum_ms, wait_count, history member...}
+--- sum (ms) and count of the waits recorded in the last 300 s, the adaptive controller's fields
+--- (one string); with ARGV 12 '1', the history members.
+-- wr stats: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, with_history; returns {state..., reserved, wait_sum_ms, wait_count, adaptive, history member...}
 -- #include policy_header
 -- #include history_read
 
@@ -23,6 +24,9 @@ for _, m in ipairs(waits) do
 end
 state[15] = sum
 state[16] = n
+-- The adaptive controller as read_controls found it (see parseAdaptiveStatus).
+local c = ctl()
+state[17] = table.concat({AC_KNOB, AC_VALUE and fmt(AC_VALUE) or '', c.ac_cfg or '', c.ac_on or '', c.ac_pin or '', c.ac_sig or '', c.ac_log or ''}, '|')
 -- ARGV 12 '1': the last hour's history points follow, as the history script returns them (strings),
 -- so the admin panel reads its figures and its chart in one run.
 if ARGV[12] == '1' then

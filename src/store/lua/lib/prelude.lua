@@ -95,6 +95,7 @@ local function del_ctl(...)
   end
 end
 -- #include generation
+-- #include controller
 
 -- The emergency switch: '' (normal), 'open' (the room steps aside: joins take no ticket, and the
 -- edge lets everyone through) or 'hold' (nobody new gets in: as paused, and neither an explicit
@@ -108,5 +109,19 @@ local function read_controls()
   GEN = ensure_gen(c.gen)
   SWITCH = c.switch or ''
   local max_active, max_new = read_override(c.max_active or nil, CFG_MAX_ACTIVE), read_override(c.max_new_per_minute or nil, CFG_MAX_NEW)
-  return c.paused == '1' or SWITCH == 'hold' or recovering(tonumber(c.recover_until) or 0, max_active, max_new), max_active, max_new
+  local paused = c.paused == '1' or SWITCH == 'hold' or recovering(tonumber(c.recover_until) or 0, max_active, max_new)
+  -- Adaptive admission: the learned (or pinned) value stands in for the knob of the mode.
+  local frozen = paused or SWITCH ~= '' or not OPEN or GEN_READ_ONLY
+  local waiting = (tonumber(c.tail) or 0) > (tonumber(c.cursor) or 0)
+  if max_active > 0 then
+    AC_KNOB, AC_VALUE = 'a', ac_value(max_active, frozen, waiting)
+    max_active = AC_VALUE or max_active
+  elseif max_new > 0 then
+    AC_KNOB, AC_VALUE = 'n', ac_value(max_new, frozen, waiting)
+    max_new = AC_VALUE or max_new
+  elseif AUTO_COUNT > 0 then
+    AC_KNOB, AC_VALUE = 'r', ac_value(AUTO_COUNT, frozen, waiting)
+    AUTO_COUNT = AC_VALUE or AUTO_COUNT
+  end
+  return paused, max_active, max_new
 end

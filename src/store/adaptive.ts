@@ -1,0 +1,229 @@
+/**
+ * Adaptive admission in the store: the controller that tunes the admission knob from what the edge
+ * saw of the origin (docs/adaptive-admission.md). The Lua side is src/store/lua/lib/controller.lua;
+ * this module holds its constants, the argument checks, the parsing of what the stats script
+ * answers, and the same rules over a field map for the in-memory store. The two are bound by the
+ * contract suite (test/store-contract.test.ts, "adaptive admission").
+ *
+ * Everything lives in fields of the queue's `ctl` hash, read by the HMGET every script already runs
+ * and written by its one deferred HSET, so the controller costs no command of its own:
+ *   ac_cfg   `<on 0|1>:<min>:<max>:<error %>:<slow %>`, the settings the last join or poll carried;
+ *   ac_on    the console's switch, '1' or '0' (absent: the configuration decides);
+ *   ac_val   the learned value (absent: the knob's own value, within the bounds);
+ *   ac_pin   the operator's value, in effect until released;
+ *   ac_at    when the last step looked at the reports; ac_move, when the value last moved;
+ *   ac_sig   `<ms>:<requests>:<errors>:<slow>:<pops>`, what that step saw;
+ *   ac_log   the last ADAPTIVE_LOG moves `<ms>:<from>:<to>:<e|s|h|p|u>`, joined by ';';
+ *   o<n>     a POP's report `<pop>:<ms>:<requests>:<errors>:<slow>`, slot n = reportSlot(pop).
+ */
+import type { AdaptiveMove, AdaptivePolicy, AdaptiveStatus } from '../core/ports';
+
+/** A step looks at the reports at most this often, ms; a POP writes its report at most this often. */
+export const AC_STEP_MS = 5_000;
+/** A POP's report covers this span before it (what Fastly's rate counters count over at the least), ms. */
+export const AC_WINDOW_MS = 10_000;
+/** Fewer requests than this in the reports are no evidence for a move down. */
+export const AC_MIN_REQUESTS = 20;
+/** Report slots in ctl: POPs beyond this share slots (the later report in a slot wins). */
+export const AC_SLOTS = 32;
+/** Moves kept for the console. */
+export const ADAPTIVE_LOG = 12;
+/** A healthy step adds (max - min) / AC_STEPS, at least 1: floor to ceiling in AC_STEPS steps. */
+export const AC_STEPS = 40;
+/** The longest POP name kept. */
+export const POP_PATTERN = /^[A-Za-z0-9_.-]{1,32}$/;
+
+export class AdaptiveArgumentError extends RangeError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'AdaptiveArgumentError';
+  }
+}
+
+const isCount = (v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= max;
+
+/** The settings and report as the join and poll scripts take them ('' = none). Throws on nonsense. */
+export function adaptiveArg(a: AdaptivePolicy | undefined): string {
+  if (a === undefined) return '';
+  if (typeof a !== 'object' || a === null) throw new AdaptiveArgumentError('invalid adaptive: expected an object');
+  if (typeof a.enabled !== 'boolean') throw new AdaptiveArgumentError(`invalid adaptive.enabled ${String(a.enabled)}: expected true or false`);
+  if (!isCount(a.min, 1) || !isCount(a.max, a.min)) throw new AdaptiveArgumentError(`invalid adaptive bounds ${String(a.min)}..${String(a.max)}: expected integers 1 <= min <= max`);
+  for (const [name, v] of [['errorPercent', a.errorPercent], ['slowPercent', a.slowPercent]] as const) {
+    if (!isCount(v, 0, 100)) throw new AdaptiveArgumentError(`invalid adaptive.${name} ${String(v)}: expected an integer 0-100`);
+  }
+  const cfg = `${a.enabled ? 1 : 0}:${a.min}:${a.max}:${a.errorPercent}:${a.slowPercent}`;
+  const r = a.report;
+  if (r === undefined) return cfg;
+  if (typeof r.pop !== 'string' || !POP_PATTERN.test(r.pop)) throw new AdaptiveArgumentError(`invalid adaptive.report.pop ${JSON.stringify(r.pop)}: expected 1-32 of A-Z a-z 0-9 _ . -`);
+  for (const [name, v] of [['requests', r.requests], ['errors', r.errors], ['slow', r.slow]] as const) {
+    if (!isCount(v, 0)) throw new AdaptiveArgumentError(`invalid adaptive.report.${name} ${String(v)}: expected an integer >= 0`);
+  }
+  return `${cfg}|${r.pop}:${r.requests}:${r.errors}:${r.slow}`;
+}
+
+/** ARGV 16, 17 of the control script: '' keep; 'on', 'off', 'config'; a pin, 'del' to release it. */
+export function adaptiveControlArgv(adaptive: 'on' | 'off' | null | undefined, pin: number | null | undefined): string[] {
+  return [adaptive === undefined ? '' : adaptive === null ? 'config' : adaptive, pin === undefined ? '' : pin === null ? 'del' : String(pin)];
+}
+
+/** The report slot of a POP: djb2 over its bytes, mod AC_SLOTS (the Lua's ac_slot does the same). */
+export function reportSlot(pop: string): number {
+  let h = 5381;
+  for (let i = 0; i < pop.length; i++) h = (h * 33 + pop.charCodeAt(i)) % 4_294_967_296;
+  return h % AC_SLOTS;
+}
+
+interface Settings {
+  readonly on: boolean;
+  readonly min: number;
+  readonly max: number;
+  readonly err: number;
+  readonly slow: number;
+}
+
+function settingsOf(cfg: string | undefined): Settings | undefined {
+  const m = /^([01]):(\d+):(\d+):(\d+):(\d+)$/.exec(cfg ?? '');
+  if (m === null) return undefined;
+  return { on: m[1] === '1', min: Number(m[2]), max: Number(m[3]), err: Number(m[4]), slow: Number(m[5]) };
+}
+
+const REASONS: Readonly<Record<string, AdaptiveMove['reason']>> = { e: 'errors', s: 'slow', h: 'healthy', p: 'pinned', u: 'released' };
+
+/**
+ * What the stats script answers about the controller: `<knob>|<value>|ac_cfg|ac_on|ac_pin|ac_sig|ac_log`
+ * (knob r, a, n, or '' when there is nothing to tune; value '' when the controller is off).
+ * Undefined when the store has no settings.
+ */
+export function parseAdaptiveStatus(raw: string): AdaptiveStatus | undefined {
+  const [knob = '', value = '', cfg = '', on = '', pin = '', sig = '', log = ''] = raw.split('|');
+  const s = settingsOf(cfg);
+  if (s === undefined) return undefined;
+  const sigMatch = /^(\d+):(\d+):(\d+):(\d+):(\d+)$/.exec(sig);
+  const moves: AdaptiveMove[] = [];
+  for (const entry of log.split(';')) {
+    const m = /^(\d+):(\d+):(\d+):([eshpu])$/.exec(entry);
+    if (m !== null) moves.push({ atMs: Number(m[1]), from: Number(m[2]), to: Number(m[3]), reason: REASONS[m[4]!]! });
+  }
+  const enabled = on === '1' || (on !== '0' && s.on);
+  return {
+    enabled: enabled && knob !== '',
+    source: on === '' ? 'config' : 'console',
+    knob: knob === 'a' ? 'max_active' : knob === 'n' ? 'max_new_per_minute' : 'admit_per_period',
+    value: value === '' ? 0 : Number(value),
+    pinned: enabled && pin !== '',
+    min: s.min,
+    max: s.max,
+    errorPercent: s.err,
+    slowPercent: s.slow,
+    signals: sigMatch === null ? null : { atMs: Number(sigMatch[1]), requests: Number(sigMatch[2]), errors: Number(sigMatch[3]), slow: Number(sigMatch[4]), pops: Number(sigMatch[5]) },
+    moves,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rules over a field map: the in-memory store's twin of controller.lua, line for line.
+
+/** The controller's fields of one queue (ctl's ac_* and o<n>), as strings, as Redis keeps them. */
+export type AdaptiveFields = Map<string, string>;
+
+/** join/poll: keep the settings carried; stage this POP's report (written when due). */
+export function takeAdaptive(f: AdaptiveFields, arg: string, nowMs: number): void {
+  if (arg === '') return;
+  const bar = arg.indexOf('|');
+  const cfg = bar < 0 ? arg : arg.slice(0, bar);
+  if (f.get('ac_cfg') !== cfg) f.set('ac_cfg', cfg);
+  if (bar < 0) return;
+  const [pop = '', requests, errors, slow] = arg.slice(bar + 1).split(':');
+  const field = `o${reportSlot(pop)}`;
+  const at = /^[^:]+:(\d+):/.exec(f.get(field) ?? '');
+  const other = !(f.get(field) ?? '').startsWith(`${pop}:`);
+  if (at === null || other || Number(at[1]) <= nowMs - AC_STEP_MS) f.set(field, `${pop}:${nowMs}:${requests}:${errors}:${slow}`);
+}
+
+function logMove(f: AdaptiveFields, nowMs: number, from: number, to: number, reason: string): void {
+  const kept = (f.get('ac_log') ?? '').split(';').filter((e) => e !== '');
+  const out = kept.slice(Math.max(0, kept.length - ADAPTIVE_LOG + 1));
+  out.push(`${nowMs}:${from}:${to}:${reason}`);
+  f.set('ac_val', String(to));
+  f.set('ac_move', String(nowMs));
+  f.set('ac_log', out.join(';'));
+}
+
+export interface StepInput {
+  readonly nowMs: number;
+  /** The knob's own value (configured or overridden). */
+  readonly base: number;
+  /** No step: paused, switched, before the event's start, or a read-only run. */
+  readonly frozen: boolean;
+  /** Tickets wait (tail > cursor). */
+  readonly waiting: boolean;
+}
+
+/** The value in effect, stepping when due; undefined when the controller is off (the knob's own value stands). */
+export function adaptiveValue(f: AdaptiveFields, input: StepInput): number | undefined {
+  const s = settingsOf(f.get('ac_cfg'));
+  if (s === undefined) return undefined;
+  const switched = f.get('ac_on');
+  if (!(switched === '1' || (switched !== '0' && s.on))) return undefined;
+  const pin = f.get('ac_pin');
+  if (pin !== undefined) return Number(pin);
+  const { nowMs } = input;
+  const learned = f.get('ac_val');
+  const value = Math.min(s.max, Math.max(s.min, learned === undefined ? input.base : Number(learned)));
+  if (input.frozen || nowMs - Number(f.get('ac_at') ?? 0) < AC_STEP_MS) return value;
+  const since = Number(f.get('ac_move') ?? 0) + AC_WINDOW_MS;
+  let requests = 0;
+  let errors = 0;
+  let slow = 0;
+  let pops = 0;
+  for (let i = 0; i < AC_SLOTS; i++) {
+    const m = /^[^:]+:(\d+):(\d+):(\d+):(\d+)$/.exec(f.get(`o${i}`) ?? '');
+    if (m === null) continue;
+    const at = Number(m[1]);
+    if (at >= since && at > nowMs - AC_WINDOW_MS) {
+      requests += Number(m[2]);
+      errors += Number(m[3]);
+      slow += Number(m[4]);
+      pops += 1;
+    }
+  }
+  if (pops === 0) return value;
+  f.set('ac_at', String(nowMs));
+  f.set('ac_sig', `${nowMs}:${requests}:${errors}:${slow}:${pops}`);
+  let to = value;
+  let reason: string | undefined;
+  if (requests >= AC_MIN_REQUESTS && errors * 100 > s.err * requests) {
+    to = Math.max(s.min, Math.floor((value * 3) / 4));
+    reason = 'e';
+  } else if (requests >= AC_MIN_REQUESTS && slow * 100 > s.slow * requests) {
+    to = Math.max(s.min, Math.floor((value * 3) / 4));
+    reason = 's';
+  } else if (input.waiting && errors * 100 <= s.err * requests && slow * 100 <= s.slow * requests) {
+    to = Math.min(s.max, value + Math.max(1, Math.ceil((s.max - s.min) / AC_STEPS)));
+    reason = 'h';
+  }
+  if (reason !== undefined && to !== value) logMove(f, nowMs, value, to, reason);
+  return to;
+}
+
+/** The control script's ARGV 16, 17 over the fields (see control.lua). */
+export function controlAdaptive(f: AdaptiveFields, nowMs: number, adaptive: 'on' | 'off' | null | undefined, pin: number | null | undefined): void {
+  if (adaptive === 'on') f.set('ac_on', '1');
+  else if (adaptive === 'off') f.set('ac_on', '0');
+  else if (adaptive === null) f.delete('ac_on');
+  if (pin === undefined) return;
+  const held = f.get('ac_pin');
+  if (pin === null) {
+    if (held === undefined) return;
+    logMove(f, nowMs, Number(held), Number(held), 'u');
+    f.delete('ac_pin');
+    return;
+  }
+  logMove(f, nowMs, Number(held ?? f.get('ac_val') ?? 0), pin, 'p');
+  f.set('ac_pin', String(pin));
+}
+
+/** The stats script's controller answer (see parseAdaptiveStatus). */
+export function adaptiveStatusRaw(f: AdaptiveFields, knob: string, value: number | undefined): string {
+  return [knob, value === undefined ? '' : String(value), f.get('ac_cfg') ?? '', f.get('ac_on') ?? '', f.get('ac_pin') ?? '', f.get('ac_sig') ?? '', f.get('ac_log') ?? ''].join('|');
+}

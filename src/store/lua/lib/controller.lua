@@ -1,0 +1,80 @@
+--- Adaptive admission (src/store/adaptive.ts documents the ctl fields; adaptiveValue there is this
+--- file's twin for the in-memory store). ac_take: join and poll carry the settings and their POP's
+--- report; the settings are kept in ac_cfg, the report goes to its slot when the slot's last one is
+--- __AC_STEP_MS__ ms old (or another POP's), in the run's one HSET. ac_value: the value in effect for
+--- the knob, and at most once per __AC_STEP_MS__ ms a step over the fresh reports made after the
+--- last move could show in them: down to 3/4 when errors or slow answers are over their share (from
+--- __AC_MIN_REQUESTS__ requests up), else up by a step while tickets wait.
+
+for _, f in ipairs({'ac_cfg', 'ac_on', 'ac_val', 'ac_pin', 'ac_at', 'ac_move', 'ac_sig', 'ac_log'}) do CTL_FIELDS[#CTL_FIELDS + 1] = f end
+for i = 0, __AC_SLOTS__ - 1 do CTL_FIELDS[#CTL_FIELDS + 1] = 'o' .. i end
+local function ac_slot(pop)
+  local h = 5381
+  for i = 1, #pop do h = (h * 33 + string.byte(pop, i)) % 4294967296 end
+  return h % __AC_SLOTS__
+end
+local function ac_settings(cfg)
+  local on, mn, mx, ep, sp = string.match(cfg or '', '^([01]):(%d+):(%d+):(%d+):(%d+)$')
+  if not on then return nil end
+  return {on = on == '1', min = tonumber(mn), max = tonumber(mx), err = tonumber(ep), slow = tonumber(sp)}
+end
+local function ac_take(i)
+  local arg = ARGV[i] or ''
+  if arg == '' then return end
+  local cfg, report = string.match(arg, '^([^|]*)(.*)$')
+  local s = ac_settings(cfg)
+  if not s or s.min < 1 or s.max < s.min or s.err > 100 or s.slow > 100 then error('wr: ARGV[' .. i .. '] must be adaptive settings') end
+  if ctl().ac_cfg ~= cfg then set_ctl('ac_cfg', cfg) end
+  if report == '' then return end
+  local pop, rq, er, sl = string.match(report, '^|([%w_.-]+):(%d+):(%d+):(%d+)$')
+  if not pop or #pop > 32 then error('wr: ARGV[' .. i .. '] must end with a report pop:requests:errors:slow') end
+  local field = 'o' .. ac_slot(pop)
+  local held = ctl()[field] or ''
+  local at = tonumber(string.match(held, '^[^:]+:(%d+):'))
+  if not at or string.sub(held, 1, #pop + 1) ~= pop .. ':' or at <= NOW - __AC_STEP_MS__ then
+    set_ctl(field, table.concat({pop, fmt(NOW), rq, er, sl}, ':'))
+  end
+end
+local function ac_move(from, to, reason)
+  local kept = {}
+  for e in string.gmatch(ctl().ac_log or '', '[^;]+') do kept[#kept + 1] = e end
+  local out = {}
+  for j = math.max(1, #kept - __ADAPTIVE_LOG__ + 2), #kept do out[#out + 1] = kept[j] end
+  out[#out + 1] = table.concat({fmt(NOW), fmt(from), fmt(to), reason}, ':')
+  set_ctl('ac_val', fmt(to), 'ac_move', fmt(NOW), 'ac_log', table.concat(out, ';'))
+end
+-- The value in effect, or nil when the controller is off (the knob's own value `base` stands).
+-- frozen: no step (paused, switched, before the start, a read-only run); waiting: tickets wait.
+local function ac_value(base, frozen, waiting)
+  local c = ctl()
+  local s = ac_settings(c.ac_cfg)
+  if not s then return nil end
+  if not (c.ac_on == '1' or (c.ac_on ~= '0' and s.on)) then return nil end
+  if c.ac_pin then return tonumber(c.ac_pin) end
+  local value = math.min(s.max, math.max(s.min, tonumber(c.ac_val) or base))
+  if frozen or NOW - (tonumber(c.ac_at) or 0) < __AC_STEP_MS__ then return value end
+  local since = (tonumber(c.ac_move) or 0) + __AC_WINDOW_MS__
+  local rq, er, sl, pops = 0, 0, 0, 0
+  for j = 0, __AC_SLOTS__ - 1 do
+    local at, a, b, d = string.match(c['o' .. j] or '', '^[^:]+:(%d+):(%d+):(%d+):(%d+)$')
+    at = tonumber(at)
+    if at and at >= since and at > NOW - __AC_WINDOW_MS__ then
+      rq, er, sl, pops = rq + tonumber(a), er + tonumber(b), sl + tonumber(d), pops + 1
+    end
+  end
+  if pops == 0 then return value end
+  set_ctl('ac_at', fmt(NOW), 'ac_sig', table.concat({fmt(NOW), fmt(rq), fmt(er), fmt(sl), fmt(pops)}, ':'))
+  local to, reason = value, nil
+  if rq >= __AC_MIN_REQUESTS__ and er * 100 > s.err * rq then
+    to, reason = math.max(s.min, math.floor(value * 3 / 4)), 'e'
+  elseif rq >= __AC_MIN_REQUESTS__ and sl * 100 > s.slow * rq then
+    to, reason = math.max(s.min, math.floor(value * 3 / 4)), 's'
+  elseif waiting and er * 100 <= s.err * rq and sl * 100 <= s.slow * rq then
+    to, reason = math.min(s.max, value + math.max(1, math.ceil((s.max - s.min) / __AC_STEPS__))), 'h'
+  end
+  if reason and to ~= value then ac_move(value, to, reason) end
+  return to
+end
+-- The knob the controller moves ('a' max active, 'n' max new per minute, 'r' the count per period,
+-- '' none) and the value in effect (nil: off), as read_controls found them, for stats.
+local AC_KNOB, AC_VALUE = '', nil
