@@ -65,6 +65,7 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
         ? `rate: ${formatCount(config.admitPerPeriod)} every ${config.admitPeriodSeconds} s`
         : 'by hand (admin and origin)',
     method: config.queueMethod === 'random' ? 'random draw among visitors still waiting' : 'first in, first out',
+    adaptive: adaptiveText(stats, config, nowMs),
     event:
       config.eventStartMs === 0 && config.eventEndMs === 0
         ? 'none scheduled'
@@ -74,6 +75,25 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
             ? `open${config.eventEndMs > 0 ? ` until ${utc(config.eventEndMs)}` : ''}${stats.eventSize > 0 ? `; pre-queue of ${formatCount(stats.eventSize)} ${config.eventOrder === 'shuffle' ? 'shuffled' : 'kept in order'}` : ''}`
             : `ended at ${utc(config.eventEndMs)} (${config.eventAfter === 'pass' ? 'everyone goes through' : '"event over" page'})`,
   };
+}
+
+const KNOB_TEXT = { admit_per_period: 'visitors a period', max_active: 'at once', max_new_per_minute: 'new a minute' } as const;
+const REASON_TEXT = { errors: 'down: errors over target', slow: 'down: slow answers over target', healthy: 'up: healthy, people waiting', pinned: 'pinned by an operator', released: 'released by an operator' } as const;
+
+/** Adaptive admission in words: its value and bounds, what its last step saw, its last move. */
+export function adaptiveText(stats: QueueStats, config: Readonly<Config>, nowMs: number): string {
+  const a = stats.adaptive;
+  if (config.adaptiveAdmission === 'off' && (a === undefined || !a.enabled)) return 'off in the configuration (adaptive_admission = off)';
+  if (a === undefined) return 'no report from the edge yet';
+  const bounds = `${formatCount(a.min)} – ${formatCount(a.max)}`;
+  if (!a.enabled) return `off${a.source === 'console' ? ' (switched off here)' : ''}; bounds ${bounds}`;
+  const head = `${a.pinned ? 'pinned at' : 'learned'} ${formatCount(a.value)} ${KNOB_TEXT[a.knob]} (bounds ${bounds}${a.source === 'console' ? ', switched on here' : ''})`;
+  const s = a.signals;
+  const pct = (n: number) => (s === null || s.requests === 0 ? '0' : ((100 * n) / s.requests).toFixed(1));
+  const saw = s === null ? 'no origin answers counted yet' : `${formatCount(s.requests)} origin answers from ${s.pops} ${s.pops === 1 ? 'POP' : 'POPs'} in the 10 s before ${utc(s.atMs)}: ${pct(s.errors)} % errors (target ${a.errorPercent} %), ${pct(s.slow)} % slow (target ${a.slowPercent} %)`;
+  const last = a.moves.at(-1);
+  const moved = last === undefined ? 'no move yet' : `last move ${formatCount(last.from)} → ${formatCount(last.to)}, ${REASON_TEXT[last.reason]}, ${Math.max(0, Math.round((nowMs - last.atMs) / 1000))} s ago`;
+  return `${head}; ${saw}; ${moved}`;
 }
 
 /**

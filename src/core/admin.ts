@@ -9,7 +9,7 @@ import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSm
 import { adminPanel, type AdminFigures } from './admin-view';
 import { metricsText } from './metrics';
 import { escapeHtml, formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
-import { IDEMPOTENCY_KEY_PATTERN, type AdmissionPolicy, type AdmitResult, type Clock, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
+import { IDEMPOTENCY_KEY_PATTERN, type AdaptiveStatus, type AdmissionPolicy, type AdmitResult, type Clock, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { refusedTicketsLastMinute, type RefusalReason } from './ticket-limit';
 import { signToken, verifyToken } from './tokens';
@@ -61,7 +61,7 @@ export function parseAdmitCount(value: unknown): CountResult {
 }
 
 /** The queue's figures as the admin API answers them (the stats fields the issue names). */
-function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' | 'avgWaitSeconds'>>, config: Readonly<Config>): Record<string, unknown> {
+function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' | 'avgWaitSeconds' | 'adaptive'>>, config: Readonly<Config>): Record<string, unknown> {
   const capacity = state.maxActive > 0 || state.maxNewPerMinute > 0;
   return {
     queue: config.queueName,
@@ -84,8 +84,26 @@ function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' |
     ...(state.avgWaitSeconds !== undefined && { avg_wait_seconds: state.avgWaitSeconds }),
     admit_per_period: config.admitPerPeriod,
     admit_period_seconds: config.admitPeriodSeconds,
+    ...(state.adaptive !== undefined && { adaptive: describeAdaptive(state.adaptive) }),
     /** Changes reach every POP within this many seconds (the per-POP cache lifetime). */
     propagation_seconds: config.stateCacheSeconds,
+  };
+}
+
+/** Adaptive admission as the API answers it: what it moves, the value, its bounds, what it saw, its moves. */
+function describeAdaptive(a: AdaptiveStatus): Record<string, unknown> {
+  return {
+    enabled: a.enabled,
+    source: a.source,
+    knob: a.knob,
+    value: a.value,
+    pinned: a.pinned,
+    min: a.min,
+    max: a.max,
+    error_percent: a.errorPercent,
+    slow_percent: a.slowPercent,
+    signals: a.signals === null ? null : { at: new Date(a.signals.atMs).toISOString(), requests: a.signals.requests, errors: a.signals.errors, slow: a.signals.slow, pops: a.signals.pops },
+    moves: a.moves.map((m) => ({ at: new Date(m.atMs).toISOString(), from: m.from, to: m.to, reason: m.reason })),
   };
 }
 
@@ -101,10 +119,25 @@ export type ControlResult = { readonly ok: true; readonly change: RuntimeControl
  */
 export function parseControl(input: Readonly<Record<string, unknown>>): ControlResult {
   const keys = Object.keys(input);
-  if (keys.length === 0) return { ok: false, error: 'give at least one of paused, max_active, max_new_per_minute, switch' };
-  const change: { paused?: boolean; maxActive?: number | null; maxNewPerMinute?: number | null; switch?: EmergencySwitch } = {};
+  if (keys.length === 0) return { ok: false, error: 'give at least one of paused, max_active, max_new_per_minute, switch, adaptive, adaptive_pin' };
+  const change: { paused?: boolean; maxActive?: number | null; maxNewPerMinute?: number | null; switch?: EmergencySwitch; adaptive?: 'on' | 'off' | null; adaptivePin?: number | null } = {};
   for (const key of keys) {
     const value = input[key];
+    if (key === 'adaptive') {
+      if (value === 'on' || value === 'off') change.adaptive = value;
+      else if (value === null || value === 'config') change.adaptive = null;
+      else return { ok: false, error: `adaptive must be on, off or config (back to the configuration), got ${JSON.stringify(value)?.slice(0, 40)}` };
+      continue;
+    }
+    if (key === 'adaptive_pin') {
+      if (value === null || value === 'release') change.adaptivePin = null;
+      else if ((typeof value === 'number' && Number.isInteger(value)) || (typeof value === 'string' && /^\s*[0-9]+\s*$/.test(value))) {
+        const pin = Number(value);
+        if (pin < 1 || pin > MAX_THRESHOLD) return { ok: false, error: `adaptive_pin must be between 1 and ${MAX_THRESHOLD}, got ${pin}` };
+        change.adaptivePin = pin;
+      } else return { ok: false, error: `adaptive_pin must be a whole number, or release; got ${JSON.stringify(value)?.slice(0, 40)}` };
+      continue;
+    }
     if (key === 'switch') {
       if (value === 'normal' || value === 'open' || value === 'hold') change.switch = value;
       else return { ok: false, error: `switch must be normal, open (everyone passes, nobody is queued) or hold (nobody new gets in), got ${JSON.stringify(value)?.slice(0, 40)}` };
@@ -117,7 +150,7 @@ export function parseControl(input: Readonly<Record<string, unknown>>): ControlR
       continue;
     }
     if (key !== 'max_active' && key !== 'max_new_per_minute') {
-      return { ok: false, error: `unknown control ${JSON.stringify(key).slice(0, 60)}: use paused, max_active, max_new_per_minute or switch` };
+      return { ok: false, error: `unknown control ${JSON.stringify(key).slice(0, 60)}: use paused, max_active, max_new_per_minute, switch, adaptive or adaptive_pin` };
     }
     let parsed: number | null;
     if (value === null || value === 'default') parsed = null;
@@ -702,6 +735,11 @@ function describeChange(change: RuntimeControl): string {
   };
   limit('Capacity (active visitors)', change.maxActive);
   limit('New visitors per minute', change.maxNewPerMinute);
+  if (change.adaptive === 'on') parts.push('Adaptive admission switched on.');
+  if (change.adaptive === 'off') parts.push('Adaptive admission switched off.');
+  if (change.adaptive === null) parts.push('Adaptive admission back to the configuration.');
+  if (change.adaptivePin === null) parts.push('Adaptive admission released: it learns again.');
+  if (typeof change.adaptivePin === 'number') parts.push(`Adaptive admission pinned at ${formatCount(change.adaptivePin)}.`);
   return parts.join(' ');
 }
 

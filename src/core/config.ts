@@ -161,6 +161,39 @@ export interface Config {
    */
   readonly admitPeriodSeconds: number;
   /**
+   * Adaptive admission (docs/adaptive-admission.md): `off`, nothing counted and the console cannot
+   * switch it on; `standby`, the edge counts the origin's answers and the console can switch the
+   * controller on; `on`, the controller tunes the knob of the mode (admit_per_period, max_active,
+   * or max_new_per_minute) between adaptive_min and adaptive_max from those answers.
+   * @default "off"
+   */
+  readonly adaptiveAdmission: 'off' | 'standby' | 'on';
+  /**
+   * The least value the controller sets the knob to.
+   * @default 1
+   */
+  readonly adaptiveMin: number;
+  /**
+   * The most value the controller sets the knob to; 0 = twice the knob's configured value.
+   * @default 0
+   */
+  readonly adaptiveMax: number;
+  /**
+   * Over this share of failed origin answers (5xx, 429, none), percent, the knob goes down.
+   * @default 2
+   */
+  readonly adaptiveErrorPercent: number;
+  /**
+   * An origin answer whose first byte takes longer than this, ms, is slow.
+   * @default 1000
+   */
+  readonly adaptiveSlowMs: number;
+  /**
+   * Over this share of slow origin answers, percent, the knob goes down.
+   * @default 10
+   */
+  readonly adaptiveSlowPercent: number;
+  /**
    * Paths whose held requests get a JSON answer instead of the HTML page (as does any request
    * that accepts JSON but not HTML).
    * @default ""
@@ -442,6 +475,12 @@ export const CONFIG_KEYS = [
   'event_after',
   'admit_per_period',
   'admit_period_seconds',
+  'adaptive_admission',
+  'adaptive_min',
+  'adaptive_max',
+  'adaptive_error_percent',
+  'adaptive_slow_ms',
+  'adaptive_slow_percent',
   'json_paths',
   'hold_status',
   'store_failure',
@@ -709,6 +748,12 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
     eventAfter: r.oneOf('event_after', 'closed', ['closed', 'pass']),
     admitPerPeriod: r.integer('admit_per_period', 0, 0, 1_000_000),
     admitPeriodSeconds: r.integer('admit_period_seconds', 60, 1, DAY),
+    adaptiveAdmission: r.oneOf('adaptive_admission', 'off', ['off', 'standby', 'on']),
+    adaptiveMin: r.integer('adaptive_min', 1, 1, 10_000_000),
+    adaptiveMax: r.integer('adaptive_max', 0, 0, 10_000_000),
+    adaptiveErrorPercent: r.integer('adaptive_error_percent', 2, 0, 100),
+    adaptiveSlowMs: r.integer('adaptive_slow_ms', 1000, 1, 60_000),
+    adaptiveSlowPercent: r.integer('adaptive_slow_percent', 10, 0, 100),
     jsonPaths: r.parsed('json_paths', '', parsePathPatterns, []),
     holdStatus: Number(r.oneOf('hold_status', '200', ['200', '429', '503'])) as 200 | 429 | 503,
     storeFailure: r.oneOf('store_failure', 'hold', ['hold', 'pass']),
@@ -775,11 +820,28 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
       message: 'must be 0 when max_active or max_new_per_minute is set: the thresholds decide admission in capacity mode',
     });
   }
+  if (config.adaptiveAdmission !== 'off') {
+    if (adaptiveKnob(config) === 0) {
+      r.problems.push({ key: 'adaptive_admission', message: 'needs a knob to tune: set admit_per_period, max_active or max_new_per_minute' });
+    } else if (adaptiveBounds(config).max < config.adaptiveMin) {
+      r.problems.push({ key: 'adaptive_max', message: `must be 0 (twice the knob's value) or at least adaptive_min (${config.adaptiveMin})` });
+    }
+  }
   if (config.eventStartMs > 0 && config.eventEndMs > 0 && config.eventEndMs <= config.eventStartMs) {
     r.problems.push({ key: 'event_end', message: 'must be later than event_start' });
   }
   if (r.problems.length > 0) throw new ConfigError(r.problems);
   return Object.freeze(config);
+}
+
+/** The configured value of the knob adaptive admission moves: max active, else max new per minute, else the count per period. */
+export function adaptiveKnob(config: Pick<Config, 'maxActive' | 'maxNewPerMinute' | 'admitPerPeriod'>): number {
+  return config.maxActive > 0 ? config.maxActive : config.maxNewPerMinute > 0 ? config.maxNewPerMinute : config.admitPerPeriod;
+}
+
+/** Adaptive admission's bounds: adaptive_max 0 is twice the knob's configured value. */
+export function adaptiveBounds(config: Pick<Config, 'maxActive' | 'maxNewPerMinute' | 'admitPerPeriod' | 'adaptiveMin' | 'adaptiveMax'>): { readonly min: number; readonly max: number } {
+  return { min: config.adaptiveMin, max: config.adaptiveMax > 0 ? config.adaptiveMax : Math.max(config.adaptiveMin, 2 * adaptiveKnob(config)) };
 }
 
 const INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/;

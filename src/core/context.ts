@@ -4,11 +4,11 @@
  * timed store call, a signed cookie). The steps (visit.ts, respond.ts, own-paths.ts, rules.ts) are
  * plain functions of this context, so a test can build one without building a handler.
  */
-import type { Config, Secrets } from './config';
+import { adaptiveBounds, type Config, type Secrets } from './config';
 import { serializeCookie } from './cookies';
 import { negotiateLocale, type Locale } from './i18n';
 import type { Branding } from './pages';
-import { JOIN_KEEP_SECONDS, type AdmissionPolicy, type Clock, type FailureLimiter, type Logger, type Origin, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource } from './ports';
+import { JOIN_KEEP_SECONDS, type AdaptivePolicy, type AdmissionPolicy, type OriginMeter, type Clock, type FailureLimiter, type Logger, type Origin, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource } from './ports';
 import { countStoreError } from './metrics';
 import { callStore, type StoreOutcome } from './store-call';
 import { signToken, type TokenClaims } from './tokens';
@@ -44,6 +44,13 @@ export interface HandlerDeps {
   readonly ticketLimiter?: FailureLimiter | undefined;
   /** Asks the challenge provider about a token (`challenge_provider`); fetch by default. */
   readonly siteVerifier?: SiteVerifier | undefined;
+  /**
+   * Counts the origin's answers for adaptive admission (the POP's Edge Rate Limiting on Fastly,
+   * memory on the Node host). Without it, or with `adaptive_admission = off`, nothing is counted.
+   */
+  readonly originMeter?: OriginMeter | undefined;
+  /** The name this POP (or Node host) reports its counts under: 1-32 of A-Z a-z 0-9 _ . - */
+  readonly meterName?: string | undefined;
 }
 
 /** The claims a cookie may carry beyond the queue, kind, ticket and times. */
@@ -85,6 +92,10 @@ export interface HandlerContext extends Pick<HandlerDeps, 'config' | 'secrets' |
   readonly statusUrl: string;
   /** The policy for one store call: fresh randomness each time (draws; the shuffle seed at the start). */
   policyNow(): AdmissionPolicy;
+  /** policyNow with this POP's report of the origin's answers: for the calls that load the state (join, poll). */
+  statePolicy(): AdmissionPolicy;
+  /** Counts an answer of the origin (adaptive admission), `ms` after the request went to it; undefined: none came. */
+  meterOrigin(status: number | undefined, ms: number): void;
   /** One store call under the store timeout, its time and failure noted on the trace. */
   storeCall<T>(trace: Trace, call: () => Promise<T>): Promise<StoreOutcome<T>>;
   /** A signed cookie of ours: a waiting ticket (`w`) or an access token (`a`). */
@@ -106,8 +117,22 @@ function cryptoSeed(): number {
   return (words[0]! & 0xffff) * 0x100000000 + words[1]!;
 }
 
+/** Adaptive admission's settings from the configuration; undefined when it is off there. */
+export function adaptivePolicy(config: Readonly<Config>): AdaptivePolicy | undefined {
+  if (config.adaptiveAdmission === 'off') return undefined;
+  return { enabled: config.adaptiveAdmission === 'on', ...adaptiveBounds(config), errorPercent: config.adaptiveErrorPercent, slowPercent: config.adaptiveSlowPercent };
+}
+
+/** A POP name as the store keeps it: what the platform calls it, cut to the allowed characters. */
+export function meterNameOf(name: string | undefined): string {
+  const clean = (name ?? '').replace(/[^A-Za-z0-9_.-]/g, '').slice(0, 32);
+  return clean === '' ? 'edge' : clean;
+}
+
 export function admissionPolicy(config: Readonly<Config>): AdmissionPolicy {
+  const adaptive = adaptivePolicy(config);
   return {
+    ...(adaptive !== undefined && { adaptive }),
     auto: { count: config.admitPerPeriod, periodMs: config.admitPeriodSeconds * 1000 },
     thresholds: { maxActive: config.maxActive, maxNewPerMinute: config.maxNewPerMinute },
     sessionMs: config.sessionSeconds * 1000,
@@ -124,6 +149,7 @@ export function createContext(deps: HandlerDeps): HandlerContext {
   const { config, secrets, store, origin, logger, clock, cache } = deps;
   const queue = config.queueName;
   const basePolicy = admissionPolicy(config);
+  const meterName = meterNameOf(deps.meterName);
   const randomSeed = deps.randomSeed ?? cryptoSeed;
   const random = config.queueMethod === 'random';
   const assetPrefix = `${config.pathPrefix}assets/`;
@@ -202,6 +228,27 @@ export function createContext(deps: HandlerDeps): HandlerContext {
     },
     statusUrl: `${config.pathPrefix}status?queue=${encodeURIComponent(queue)}`,
     policyNow: () => ({ ...basePolicy, seed: randomSeed() }),
+    statePolicy() {
+      const policy = { ...basePolicy, seed: randomSeed() };
+      const meter = deps.originMeter;
+      if (policy.adaptive === undefined || meter === undefined) return policy;
+      try {
+        return { ...policy, adaptive: { ...policy.adaptive, report: { pop: meterName, ...meter.recent(queue) } } };
+      } catch {
+        // The POP's counter failed (Edge Rate Limiting not enabled): the settings go without a report.
+        return policy;
+      }
+    },
+    meterOrigin(status, ms) {
+      const meter = deps.originMeter;
+      if (basePolicy.adaptive === undefined || meter === undefined) return;
+      const outcome = status === undefined || status >= 500 || status === 429 ? 'error' : ms > config.adaptiveSlowMs ? 'slow' : 'ok';
+      try {
+        meter.count(queue, outcome);
+      } catch {
+        // Not counted: the controller then sees fewer answers from this POP, nothing worse.
+      }
+    },
     expiryOf: (kind, nowMs, extra) => Math.floor(nowMs / 1000) + lifetimeOf(kind, Math.floor(nowMs / 1000), extra),
     storeCall,
     issue,

@@ -486,6 +486,21 @@ export interface FailureLimiter {
   countOf(key: string, windowSeconds: FailureWindow): Promise<number>;
 }
 
+/** What the origin answered one request we passed to it (see OriginMeter). */
+export type OriginOutcome = 'ok' | 'error' | 'slow';
+
+/**
+ * Counts the origin's answers in this POP, per queue, for adaptive admission: on Fastly the POP's
+ * Edge Rate Limiting rate counter, on the Node host process memory. Never a store call; both
+ * methods are synchronous and may throw (ERL not enabled): the core then counts nothing.
+ */
+export interface OriginMeter {
+  /** Counts one answer: `error` (5xx, 429, or none), `slow` (first byte over the slow threshold), else `ok`. */
+  count(queue: string, outcome: OriginOutcome): void;
+  /** This POP's answers of the last 10 seconds: all of them, the errors, the slow ones. */
+  recent(queue: string): { readonly requests: number; readonly errors: number; readonly slow: number };
+}
+
 export interface Clock {
   /** Milliseconds since the Unix epoch. */
   now(): number;

@@ -217,12 +217,16 @@ export async function pass(
   const { config, store, origin, clock, queue, basePolicy, storeCall, clearCookie } = ctx;
   const admitted = await admissionFor(ctx, request, v?.grant ?? { via }, trace);
   let response: Response;
+  // The origin's answer is counted for adaptive admission: its status and how long its first byte took.
+  const sent = clock.now();
   try {
     response = await origin.forward(request, admitted.header);
   } catch (error) {
+    ctx.meterOrigin(undefined, clock.now() - sent);
     trace.reason = `origin: ${error instanceof Error ? error.message : String(error)}`;
     return originDown(ctx, request, trace);
   }
+  ctx.meterOrigin(response.status, clock.now() - sent);
   const endsSession = response.headers.has(config.endSessionHeader);
   const cookie = endsSession && v !== undefined ? clearCookie() : v?.cookie;
   if (endsSession && v?.slot) {

@@ -6,7 +6,7 @@ import { ConfigError, parseSecrets, type Config, type Secrets, type SettingSourc
 import { admissionPolicy, createHandler, type Handler } from './handler';
 import { eventPhase } from './types';
 import { errorResponse } from './http';
-import type { Clock, FailureLimiter, Logger, Origin, QueueOverview, QueueStore, SiteVerifier, StateCache, TemplateSource } from './ports';
+import type { Clock, FailureLimiter, Logger, Origin, OriginMeter, QueueOverview, QueueStore, SiteVerifier, StateCache, TemplateSource } from './ports';
 import { reservedPrefixMatch } from './path-canon';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
 import { callStore } from './store-call';
@@ -32,6 +32,10 @@ export interface ServiceDeps {
   readonly ticketLimiter: FailureLimiter;
   /** Asks the challenge provider about a token; fetch by default (Fastly: its `challenge` backend). */
   readonly siteVerifier?: SiteVerifier | undefined;
+  /** Counts the origin's answers for adaptive admission, per queue (see HandlerDeps.originMeter). */
+  readonly originMeter?: OriginMeter | undefined;
+  /** The name this POP reports its counts under. */
+  readonly meterName?: string | undefined;
   /**
    * How the secrets are read from their source: all at once and checked (parseSecrets, the
    * default), or as requests need them (parseSecretsOnDemand, on Fastly, where each is a lookup).

@@ -204,4 +204,6 @@ export interface AdminFigures {
   readonly mode: string;
   readonly method: string;
   readonly event: string;
+  /** Adaptive admission: what it does, what it last saw, its last move. */
+  readonly adaptive: string;
 }

@@ -69,8 +69,8 @@ function isForeign(generation: number | undefined, state: Pick<QueueState, 'gene
  * call (which also runs admission) whose answer the cache keeps for its lifetime.
  */
 export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number): Promise<StoreOutcome<QueueState>> {
-  const { config, store, cache, queue, policyNow, cacheKey, storeCall } = ctx;
-  const direct = () => storeCall(trace, () => store.poll(queue, nowMs, policyNow()));
+  const { config, store, cache, queue, cacheKey, storeCall } = ctx;
+  const direct = () => storeCall(trace, () => store.poll(queue, nowMs, ctx.statePolicy()));
   if (config.stateCacheSeconds === 0) return direct();
   try {
     const { value, hit } = await cache.getOrLoad(cacheKey, config.stateCacheSeconds, async () => {
@@ -249,7 +249,7 @@ export async function settle(ctx: HandlerContext, trace: Trace, state: QueueStat
  * (see `recoverMs`), while the lost state's holders register their slots again.
  */
 export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number, lostState = false, pendingKey?: string): Promise<Visit> {
-  const { config, store, queue, random, policyNow, recoverMs, storeCall } = ctx;
+  const { config, store, queue, random, recoverMs, storeCall } = ctx;
   // Switched open, as this POP last saw the state: the room steps aside, no check, no store call.
   const seen = await cachedState(ctx);
   if (seen?.switch === 'open') {
@@ -301,7 +301,7 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   // ticket for it all the same, and then gives that one again), else 64 new random bits.
   const joinKey = pendingKey ?? randomHex(8);
   const options = { recoverMs: lostState || servedBefore ? recoverMs : undefined, recoverIfNew: servedBefore, floor, joinKey };
-  const joined = await storeCall(trace, () => store.join(queue, nowMs, policyNow(), options));
+  const joined = await storeCall(trace, () => store.join(queue, nowMs, ctx.statePolicy(), options));
   if (!joined.ok) {
     // The visitor keeps the key, so its next request asks for the same ticket (see JoinOptions.joinKey).
     return { kind: 'unavailable', ticket: undefined, cookie: await ctx.issue('w', 0, nowMs, { p: joinKey }) };

@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from '@upstash/redis';
 import { ConfigError } from '../core/config';
 import { MemoryFailureLimiter } from '../platform/memory-limiter';
+import { MemoryOriginMeter } from '../platform/memory-meter';
 import { directoryTemplateSource, readLocalConfig, systemClock } from '../platform/node';
 import { MemoryQueueStore } from '../store/memory-store';
 import { UpstashQueueStore } from '../store/upstash-store';
@@ -60,6 +61,7 @@ async function main(): Promise<void> {
   // Kept across reloads of devconfig.json, as the store is: a new setting must not free a held guesser.
   const authLimiter = new MemoryFailureLimiter(systemClock);
   const ticketLimiter = new MemoryFailureLimiter(systemClock);
+  const originMeter = new MemoryOriginMeter(systemClock);
   const configPath = findProjectFile('devconfig.json');
   // The store is chosen once at start (WR_STORE); a reload changes settings, not the store.
   const hostOptions = readLocalConfig(configPath).host;
@@ -103,6 +105,7 @@ async function main(): Promise<void> {
         : memoryStore,
       authLimiter,
       ticketLimiter,
+      originMeter,
       // Template overrides, as the KV Store wr_templates provides them on Fastly.
       templates: local.host.templatesDir === undefined ? undefined : directoryTemplateSource(local.host.templatesDir),
     });

@@ -6,9 +6,11 @@ import { ConfigError, type Config, type ConfigProblem, type Secrets, type Settin
 import type { Handler } from '../core/handler';
 import type { QueueSetup } from '../core/queues';
 import { createService } from '../core/service';
-import type { Clock, FailureLimiter, Logger, QueueStore, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
+import type { Clock, FailureLimiter, Logger, OriginMeter, QueueStore, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
 import { MemoryStateCache } from '../platform/memory-cache';
 import { MemoryFailureLimiter } from '../platform/memory-limiter';
+import { MemoryOriginMeter } from '../platform/memory-meter';
+import { hostname } from 'node:os';
 import { createHttpOrigin, createStreamLogger, fetchSiteVerifier, systemClock } from '../platform/node';
 
 export interface WaitingRoomOptions {
@@ -30,6 +32,10 @@ export interface WaitingRoomOptions {
   readonly ticketLimiter?: FailureLimiter;
   /** The challenge provider's siteverify: by default Node's fetch. */
   readonly siteVerifier?: SiteVerifier;
+  /** The origin's answers for adaptive admission: by default counted in this process's memory, on `clock`. */
+  readonly originMeter?: OriginMeter;
+  /** The name this host reports its counts under (several hosts sharing one Redis each need their own): by default host name and process id. */
+  readonly meterName?: string;
 }
 
 export interface WaitingRoom {
@@ -55,6 +61,8 @@ export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       authLimiter: options.authLimiter ?? new MemoryFailureLimiter(clock),
       ticketLimiter: options.ticketLimiter ?? new MemoryFailureLimiter(clock),
       siteVerifier: options.siteVerifier ?? fetchSiteVerifier,
+      originMeter: options.originMeter ?? new MemoryOriginMeter(clock),
+      meterName: options.meterName ?? `${hostname().slice(0, 20)}-${process.pid}`,
     });
   } catch (error) {
     if (error instanceof ConfigError && found.length > 0) throw new ConfigError([...found, ...error.problems]);

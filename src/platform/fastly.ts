@@ -17,7 +17,7 @@ import { ConfigError, parseConfig, parseSecrets, placeholderProblem, parseSecret
 import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../core/last-valid';
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
-import type { FailureLimiter, Logger as LogPort, OriginHeader, RequestLog, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
+import type { FailureLimiter, Logger as LogPort, OriginHeader, OriginMeter, RequestLog, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
 import { UpstashQueueStore, createUpstashClientOptions } from '../store/upstash-store';
 
 export const CONFIG_STORE = 'wr_config';
@@ -226,6 +226,28 @@ export const edgeFailureLimiter: FailureLimiter = edgeLimiter(AUTH_RATE_COUNTER,
 /** New tickets per client (see ticket-limit.ts): the same Edge Rate Limiting, its own counter and box. */
 export const edgeTicketLimiter: FailureLimiter = edgeLimiter(TICKET_RATE_COUNTER, TICKET_PENALTY_BOX);
 
+/** The Edge Rate Limiting counter of the origin's answers (adaptive admission). */
+const ORIGIN_RATE_COUNTER = 'wr_origin';
+
+/**
+ * The origin's answers counted by the POP's Edge Rate Limiting (all POP instances share it): entry
+ * `<queue>:r` counts every answer, `:e` the errors, `:s` the slow ones, so an answer that is neither
+ * is one increment. Read back over 10 s, the shortest span ERL counts over. Throws when ERL is not
+ * enabled on the service; the core then counts nothing.
+ */
+export const edgeOriginMeter: OriginMeter = {
+  count(queue, outcome) {
+    const counter = new RateCounter(ORIGIN_RATE_COUNTER);
+    counter.increment(`${queue}:r`, 1);
+    if (outcome === 'error') counter.increment(`${queue}:e`, 1);
+    else if (outcome === 'slow') counter.increment(`${queue}:s`, 1);
+  },
+  recent(queue) {
+    const counter = new RateCounter(ORIGIN_RATE_COUNTER);
+    return { requests: counter.lookupCount(`${queue}:r`, 10), errors: counter.lookupCount(`${queue}:e`, 10), slow: counter.lookupCount(`${queue}:s`, 10) };
+  },
+};
+
 const LAST_VALID_KEY = 'waiting-room:last-valid-settings';
 /** How long a POP remembers the last valid settings. */
 const LAST_VALID_MS = 7 * 86_400_000;
@@ -347,6 +369,8 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
           templates: kvTemplateSource(),
           authLimiter: edgeFailureLimiter,
           ticketLimiter: edgeTicketLimiter,
+          originMeter: edgeOriginMeter,
+          meterName: env('FASTLY_POP'),
           siteVerifier: backendSiteVerifier,
           readSecrets: (source) => parseSecretsOnDemand(source, readSecretLater),
         },
