@@ -48,6 +48,26 @@ export interface DemoOriginOptions {
     /** Where to note each admission header received (tests). */
     readonly seen?: (string | undefined)[];
   };
+  /**
+   * An origin that degrades above a load (adaptive admission's demonstration): up to `perSecond`
+   * requests a second (over the last two seconds) are answered at once; above it each waits `slowMs` first; above
+   * 1.5 × `perSecond` it answers 503 (overloaded). `npm start` sets it from WR_DEMO_CAPACITY.
+   */
+  readonly degrade?: { readonly perSecond: number; readonly slowMs: number };
+}
+
+/**
+ * The load gauge of a degrading origin: requests a second, averaged over the last two seconds (a
+ * server's queue absorbs a burst within a second; a load that lasts is what slows it down).
+ */
+function loadGauge(): () => number {
+  const arrivals: number[] = [];
+  return () => {
+    const now = Date.now();
+    arrivals.push(now);
+    while (arrivals.length > 0 && arrivals[0]! <= now - 2000) arrivals.shift();
+    return arrivals.length / 2;
+  };
 }
 
 export async function startDemoOrigin(options: DemoOriginOptions = {}): Promise<RunningServer> {
@@ -67,7 +87,9 @@ export async function startDemoOrigin(options: DemoOriginOptions = {}): Promise<
       handle(req, res);
     });
   };
-  const server = http.createServer(guarded((req, res) => {
+  const degrade = options.degrade;
+  const arrive = loadGauge();
+  const handle = guarded((req, res) => {
     let url: URL;
     try {
       // Read as a browser-facing server would: relative to its own origin.
@@ -129,6 +151,17 @@ export async function startDemoOrigin(options: DemoOriginOptions = {}): Promise<
     req.resume();
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'x-origin': 'demo' });
     res.end(homePage(url.pathname));
-  }));
+  });
+  const server = http.createServer((req, res) => {
+    if (degrade === undefined) return handle(req, res);
+    const load = arrive();
+    if (load > degrade.perSecond * 1.5) {
+      req.resume();
+      res.writeHead(503, { 'content-type': 'text/plain', 'x-origin': 'demo', 'retry-after': '1' }).end('overloaded');
+      return;
+    }
+    if (load > degrade.perSecond) setTimeout(() => handle(req, res), degrade.slowMs);
+    else handle(req, res);
+  });
   return serve(server, options.port ?? 0, host);
 }

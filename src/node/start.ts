@@ -55,7 +55,12 @@ async function main(): Promise<void> {
   let audience = 'origin';
   // WR_DEMO_PROTECTED=1: the demo origin answers 403 to anything without the waiting room's signed admission.
   const protect = process.env['WR_DEMO_PROTECTED'] === '1' ? { jwksUrl: () => `http://127.0.0.1:${port}${jwksPath}`, get audience() { return audience; } } : undefined;
-  const origin = originPort === undefined ? undefined : await listenOn(COMMAND, originPort, (p) => startDemoOrigin({ port: p, ...(protect !== undefined && { protect }) }));
+  // WR_DEMO_CAPACITY=<requests a second>: the demo origin slows down above it and fails above 1.5 × it
+  // (to watch adaptive admission learn it).
+  const capacity = Number(process.env['WR_DEMO_CAPACITY'] ?? '');
+  const degrade = Number.isSafeInteger(capacity) && capacity > 0 ? { perSecond: capacity, slowMs: 2_000 } : undefined;
+  if (process.env['WR_DEMO_CAPACITY'] !== undefined && degrade === undefined) process.stderr.write('note: WR_DEMO_CAPACITY must be a whole number of requests a second; ignored\n');
+  const origin = originPort === undefined ? undefined : await listenOn(COMMAND, originPort, (p) => startDemoOrigin({ port: p, ...(protect !== undefined && { protect }), ...(degrade !== undefined && { degrade }) }));
   const originUrl = process.env['ORIGIN_URL'] ?? origin!.url;
   const memoryStore = new MemoryQueueStore();
   // Kept across reloads of devconfig.json, as the store is: a new setting must not free a held guesser.
