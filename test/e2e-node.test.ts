@@ -21,6 +21,8 @@ import {
   defineAdmissionScenario,
   defineSwitchScenario,
   SWITCH_SETTINGS,
+  ADAPTIVE_SETTINGS,
+  defineAdaptiveScenario,
   ADMISSION_SETTINGS,
   POW_SETTINGS,
   eventSettings,
@@ -198,4 +200,15 @@ describe('Node host under password and token guessing and a ticket flood', () =>
   const ticketsAgain = defineTicketLimitScenario(() => throttled);
   defineThrottleScenario(() => throttled, passTime);
   ticketsAgain(passTime);
+});
+
+describe("Node host with adaptive admission (the origin's answers counted at the edge)", () => {
+  let adaptive: Stack;
+  beforeAll(async () => {
+    adaptive = await startNodeStack(ADAPTIVE_SETTINGS);
+  });
+  afterAll(async () => {
+    await adaptive?.close();
+  });
+  defineAdaptiveScenario(() => adaptive);
 });

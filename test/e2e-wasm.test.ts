@@ -25,6 +25,8 @@ import {
   defineAdmissionScenario,
   defineSwitchScenario,
   SWITCH_SETTINGS,
+  ADAPTIVE_SETTINGS,
+  defineAdaptiveScenario,
   ADMISSION_SETTINGS,
   POW_SETTINGS,
   eventSettings,
@@ -294,4 +296,16 @@ describe.skipIf(!host.found)('wasm under password and token guessing and a ticke
   const ticketsAgain = defineTicketLimitScenario(() => throttled);
   defineThrottleScenario(() => throttled, passTime);
   ticketsAgain(passTime);
+});
+
+describe.skipIf(!host.found)("wasm with adaptive admission (the origin's answers counted at the edge)", () => {
+  let adaptive: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    adaptive = await startWasmStack({ viceroyPath: host.path, settings: ADAPTIVE_SETTINGS });
+  }, 120_000);
+  afterAll(async () => {
+    await adaptive?.close();
+  });
+  defineAdaptiveScenario(() => adaptive);
 });

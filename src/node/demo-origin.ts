@@ -134,6 +134,14 @@ export async function startDemoOrigin(options: DemoOriginOptions = {}): Promise<
       res.end(release ? 'released' : 'nothing held');
       return;
     }
+    const status = /^\/status\/([1-5][0-9][0-9])$/.exec(url.pathname);
+    if (status !== null && Number(status[1]) >= 200) {
+      // Answers with the status asked for: an origin in trouble, on demand (tests).
+      req.resume();
+      res.writeHead(Number(status[1]), { 'content-type': 'text/plain', 'x-origin': 'demo' });
+      res.end(`status ${status[1]}`);
+      return;
+    }
     if (url.pathname === '/checkout/done') {
       // After checkout the origin ends the visitor's session, freeing the slot for the next one.
       req.resume();

@@ -969,3 +969,30 @@ export function defineSwitchScenario(stack: () => Stack): void {
     expect(Date.now() - started).toBeLessThan(15_000);
   });
 }
+
+/** Adaptive admission on, rate mode: 5 a minute. */
+export const ADAPTIVE_SETTINGS: Record<string, string> = { admit_per_period: '5', admit_period_seconds: '60', adaptive_admission: 'on', adaptive_min: '2', adaptive_max: '40' };
+
+/**
+ * Adaptive admission through the host: the origin's answers to an admitted visitor are counted
+ * where they pass (on the wasm, by the compute host's Edge Rate Limiting), carried with a later join,
+ * and the controller, seeing a third of them fail, turns the rate down.
+ */
+export function defineAdaptiveScenario(stack: () => Stack): void {
+  it('counts the origin\'s answers at the edge, carries them with a join, and turns the rate down on errors', async () => {
+    const url = stack().url;
+    const first = await fetch(`${url}/products`);
+    expect(first.headers.get('x-origin')).toBe('demo');
+    const cookie = `waiting_room=${cookieFrom(first)!}`;
+    for (let i = 0; i < 10; i++) expect((await fetch(`${url}/status/503`, { headers: { cookie } })).status).toBe(503);
+    for (let i = 0; i < 9; i++) expect((await fetch(`${url}/products`, { headers: { cookie } })).headers.get('x-origin')).toBe('demo');
+    // The controller looks at most once per 5 s: the first join's step saw no answers yet.
+    await new Promise((resolve) => setTimeout(resolve, 5_200));
+    await fetch(`${url}/products`);
+    const stats = (await (await fetch(`${url}/__wr/api/stats`, { headers: { authorization: `Bearer ${API_TOKEN}` } })).json()) as { adaptive: { value: number; signals: unknown; moves: unknown[] } };
+    expect(stats.adaptive).toMatchObject({ enabled: true, source: 'config', knob: 'admit_per_period', min: 2, max: 40 });
+    expect(stats.adaptive.signals).toMatchObject({ requests: 20, errors: 10, slow: 0, pops: 1 });
+    expect(stats.adaptive.moves.at(-1)).toMatchObject({ from: 5, to: 3, reason: 'errors' });
+    expect(stats.adaptive.value).toBe(3);
+  });
+}
