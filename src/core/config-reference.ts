@@ -38,7 +38,7 @@ const SETTING_MEANINGS: Record<(typeof CONFIG_KEYS)[number], string> = {
   admit_period_seconds: 'length of an automatic-admission period',
   adaptive_admission: '`off`; `standby` (the edge counts the origin\'s answers, the console can switch the controller on); `on` (the controller tunes `admit_per_period`, `max_active` or `max_new_per_minute`, whichever the mode uses, from the origin\'s errors and slow answers); see [Adaptive admission](adaptive-admission.md)',
   adaptive_min: 'the least value adaptive admission sets the knob to',
-  adaptive_max: 'the most value adaptive admission sets the knob to (`0` = twice the knob\'s configured value); the step up is (max − min) / 40',
+  adaptive_max: 'the most value adaptive admission sets the knob to (`0` = twice the knob\'s configured value); the step up is (max − min) / 20',
   adaptive_error_percent: 'over this share of failed origin answers (5xx, 429, no answer), percent, adaptive admission turns the knob down',
   adaptive_slow_ms: 'an origin answer whose first byte comes later than this (ms) is slow',
   adaptive_slow_percent: 'over this share of slow origin answers, percent, adaptive admission turns the knob down',
