@@ -277,6 +277,14 @@ describe('npm start', () => {
     expect(errorLines(started)).toEqual(['npm start: PORT must be a port number from 0 to 65535 (0 picks a free one), got "76767"']);
   });
 
+  it('refuses a WR_DEMO_CAPACITY that is not a number of requests a second, by name', async () => {
+    for (const value of ['abc', '0', '2.5', '-3']) {
+      const started = run('node-host', { PORT: '0', WR_ORIGIN_PORT: '0', WR_DEMO_CAPACITY: value });
+      expect(await started.exit).toBe(1);
+      expect(errorLines(started)).toEqual([`npm start: WR_DEMO_CAPACITY must be a whole number of requests a second from 1 to 999999, got ${JSON.stringify(value)}`]);
+    }
+  });
+
   it('serves on PORT in front of the demo origin on WR_ORIGIN_PORT, and frees both when stopped', async () => {
     const [host, origin] = [await freePort(), await freePort()];
     // serve:fastly's own port variables set in the same shell do not stop npm start.

@@ -57,9 +57,13 @@ async function main(): Promise<void> {
   const protect = process.env['WR_DEMO_PROTECTED'] === '1' ? { jwksUrl: () => `http://127.0.0.1:${port}${jwksPath}`, get audience() { return audience; } } : undefined;
   // WR_DEMO_CAPACITY=<requests a second>: the demo origin slows down above it and fails above 1.5 × it
   // (to watch adaptive admission learn it).
-  const capacity = Number(process.env['WR_DEMO_CAPACITY'] ?? '');
-  const degrade = Number.isSafeInteger(capacity) && capacity > 0 ? { perSecond: capacity, slowMs: 2_000 } : undefined;
-  if (process.env['WR_DEMO_CAPACITY'] !== undefined && degrade === undefined) process.stderr.write('note: WR_DEMO_CAPACITY must be a whole number of requests a second; ignored\n');
+  const capacityText = process.env['WR_DEMO_CAPACITY'];
+  const capacity = capacityText === undefined ? undefined : /^[1-9][0-9]{0,5}$/.test(capacityText.trim()) ? Number(capacityText.trim()) : Number.NaN;
+  if (Number.isNaN(capacity)) {
+    process.stderr.write(`${COMMAND}: WR_DEMO_CAPACITY must be a whole number of requests a second from 1 to 999999, got ${JSON.stringify(capacityText)}\n`);
+    process.exit(1);
+  }
+  const degrade = capacity === undefined ? undefined : { perSecond: capacity, slowMs: 2_000 };
   const origin = originPort === undefined ? undefined : await listenOn(COMMAND, originPort, (p) => startDemoOrigin({ port: p, ...(protect !== undefined && { protect }), ...(degrade !== undefined && { degrade }) }));
   const originUrl = process.env['ORIGIN_URL'] ?? origin!.url;
   const memoryStore = new MemoryQueueStore();

@@ -136,6 +136,8 @@ export const HOST_ENV = {
   WR_TEMPLATES_DIR: undefined,
   /** `npm start`'s demo origin refuses (403) requests without the waiting room's signed admission. */
   WR_DEMO_PROTECTED: ['0', '1'],
+  /** `npm start`'s demo origin slows down above this many requests a second, and fails above 1.5 × it (src/node/start.ts checks the value). */
+  WR_DEMO_CAPACITY: undefined,
   /**
    * Ports of the local commands (src/node/local-ports.ts, which checks their values): the demo
    * origin (`npm start`, `serve:fastly`), the Upstash bridge and the redis-server `serve:fastly`
