@@ -20,8 +20,8 @@ import { seededRandom } from './support/seeded-random';
 const T0 = 1_700_000_000_000;
 const PERIOD_MS = 1_000;
 const SETTINGS: AdaptivePolicy = { enabled: true, min: 10, max: 90, errorPercent: 5, slowPercent: 20 };
-/** (90 - 10) / 40 */
-const STEP = 2;
+/** (90 - 10) / AC_STEPS (20) */
+const STEP = 4;
 
 const healthy = (pop = 'pop-a', requests = 100): OriginReport => ({ pop, requests, errors: 0, slow: 0 });
 /** Rate mode, `count` per 1-s period, with the controller's settings and a report. */
@@ -206,10 +206,35 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       expect((await store.stats(queue, T0 + 3 * AC_WINDOW_MS + 2, rate(20))).adaptive).toMatchObject({ enabled: false, source: 'config' });
     });
 
+    it('capacity mode: a threshold set by hand while the controller is on pins it, and back to the configured value releases it', async () => {
+      const store = create();
+      const queue = q();
+      const p = (report?: OriginReport) => capacity(50, report, { min: 1, max: 40 });
+      await store.join(queue, T0, p(healthy()));
+      await store.control(queue, { maxActive: 12 }, T0 + 1, p());
+      let stats = await store.stats(queue, T0 + 1, p());
+      expect(stats.maxActive).toBe(12);
+      expect(stats.adaptive).toMatchObject({ value: 12, pinned: true });
+      // Reports do not move a pinned value.
+      await store.join(queue, T0 + AC_WINDOW_MS + 2, p({ pop: 'pop-a', requests: 100, errors: 100, slow: 0 }));
+      expect((await store.stats(queue, T0 + AC_WINDOW_MS + 2, p())).maxActive).toBe(12);
+      await store.control(queue, { maxActive: null }, T0 + AC_WINDOW_MS + 3, p());
+      stats = await store.stats(queue, T0 + AC_WINDOW_MS + 3, p());
+      expect(stats.adaptive).toMatchObject({ value: 12, pinned: false });
+      expect(stats.adaptive?.moves.map((m) => m.reason).slice(-2)).toEqual(['pinned', 'released']);
+      // Switched off, a threshold by hand is only that.
+      await store.control(queue, { adaptive: 'off' }, T0 + AC_WINDOW_MS + 4, p());
+      await store.control(queue, { maxActive: 7 }, T0 + AC_WINDOW_MS + 5, p());
+      stats = await store.stats(queue, T0 + AC_WINDOW_MS + 5, p());
+      expect(stats.maxActive).toBe(7);
+      expect(stats.adaptive).toMatchObject({ enabled: false, pinned: false });
+    });
+
     it('keeps the last moves only', async () => {
       const store = create();
       const queue = q();
-      await joinMany(store, queue, 2_000, rate(20, null));
+      // Enough tickets that people still wait at the last step (calls nobody claims are handed on).
+      await joinMany(store, queue, 3_000, rate(20, null));
       for (let i = 0; i < ADAPTIVE_LOG + 5; i++) await store.poll(queue, T0 + i * AC_WINDOW_MS, rate(20, {}, healthy()));
       const moves = (await store.stats(queue, T0 + 100 * AC_WINDOW_MS, rate(20))).adaptive?.moves ?? [];
       expect(moves).toHaveLength(ADAPTIVE_LOG);
@@ -253,6 +278,7 @@ async function randomRun(store: QueueStore, queue: string, seed: number): Promis
     else if (u < 0.8) out.push(await store.poll(queue, now, policy(report)));
     else if (u < 0.85) out.push(await store.control(queue, next() < 0.5 ? { adaptivePin: 1 + Math.floor(next() * 30) } : { adaptivePin: null }, now, policy()));
     else if (u < 0.88) out.push(await store.control(queue, { paused: next() < 0.3 }, now, policy()));
+    else if (u < 0.9) out.push(await store.control(queue, next() < 0.5 ? { maxActive: next() < 0.5 ? null : 1 + Math.floor(next() * 40) } : { adaptive: next() < 0.5 ? 'off' : next() < 0.5 ? 'on' : null }, now, policy()));
     else out.push(await store.stats(queue, now, policy()));
   }
   return out;

@@ -28,8 +28,13 @@ export const AC_MIN_REQUESTS = 20;
 export const AC_SLOTS = 32;
 /** Moves kept for the console. */
 export const ADAPTIVE_LOG = 12;
-/** A healthy step adds (max - min) / AC_STEPS, at least 1: floor to ceiling in AC_STEPS steps. */
-export const AC_STEPS = 40;
+/**
+ * A healthy step adds (max - min) / AC_STEPS, at least 1: floor to ceiling in AC_STEPS steps. 20, not
+ * 40: in rate mode the load answers a change of the count only as sessions turn over (minutes), and
+ * the flash-sale simulation (test/sim/adaptive.ts) found smaller steps no steadier, only slower to
+ * take back capacity the origin regained (docs/adaptive-admission.md, "The simulation").
+ */
+export const AC_STEPS = 20;
 /** The longest POP name kept. */
 export const POP_PATTERN = /^[A-Za-z0-9_.-]{1,32}$/;
 
@@ -206,12 +211,24 @@ export function adaptiveValue(f: AdaptiveFields, input: StepInput): number | und
   return to;
 }
 
-/** The control script's ARGV 16, 17 over the fields (see control.lua). */
-export function controlAdaptive(f: AdaptiveFields, nowMs: number, adaptive: 'on' | 'off' | null | undefined, pin: number | null | undefined): void {
+/**
+ * The control script's ARGV 16, 17 over the fields (see control.lua). `hand`: the change of the
+ * knob's threshold by hand (capacity mode: max active, or max new per minute when it is the knob),
+ * after the other changes; while the controller is on it pins that value, and `null` (back to the
+ * configured value) releases the pin.
+ */
+export function controlAdaptive(f: AdaptiveFields, nowMs: number, adaptive: 'on' | 'off' | null | undefined, pin: number | null | undefined, hand?: number | null): void {
   if (adaptive === 'on') f.set('ac_on', '1');
   else if (adaptive === 'off') f.set('ac_on', '0');
   else if (adaptive === null) f.delete('ac_on');
-  if (pin === undefined) return;
+  if (pin === undefined) {
+    const s = settingsOf(f.get('ac_cfg'));
+    const switched = f.get('ac_on');
+    if (s === undefined || !(switched === '1' || (switched !== '0' && s.on))) return;
+    if (hand === null) pin = null;
+    else if (hand !== undefined && hand > 0) pin = hand;
+    else return;
+  }
   const held = f.get('ac_pin');
   if (pin === null) {
     if (held === undefined) return;

@@ -390,7 +390,9 @@ export class MemoryQueueStore implements QueueStore {
     if (c.switch !== undefined) q.switch = c.switch === 'normal' ? undefined : c.switch;
     if (c.maxActive !== undefined) q.maxActive = c.maxActive ?? undefined;
     if (c.maxNewPerMinute !== undefined) q.maxNewPerMinute = c.maxNewPerMinute ?? undefined;
-    controlAdaptive(q.ac, p.nowMs, c.adaptive, c.adaptivePin);
+    // The knob's threshold changed by hand (see control.lua): max active when it is in effect or changed, else max new per minute.
+    const hand = (q.maxActive ?? p.maxActive) > 0 || c.maxActive !== undefined ? c.maxActive : c.maxNewPerMinute;
+    controlAdaptive(q.ac, p.nowMs, c.adaptive, c.adaptivePin, hand);
     const r = begin(q, p);
     admissionStep(r);
     return finish(r);

@@ -809,19 +809,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = '60631054dff794617b6bc02dd66a085ea66f4d75';
-export const POLL_SHA1 = '530992264543d73fbc2f9babcd9a6d18c63cfe2f';
-export const CLAIM_SHA1 = '5f1b93252b8a419bbb57fbd07945e90cf6223486';
-export const TOUCH_SHA1 = '0b872e4bd5256c4d018f8bacdbcaf0ecc17808f7';
-export const LEAVE_SHA1 = '036e0dbe018c395ac155d7502ee674505fcabc99';
-export const ADMIT_SHA1 = '70f5f52711c299456c5f6aa4736c97a3b720eb65';
-export const CONTROL_SHA1 = '58d2ecdb8df9e29570be05cc7982a91d80fa79e9';
-export const STATS_SHA1 = 'cdf49357a879a31defedc6fa3872ba1fdff4dd11';
+export const JOIN_SHA1 = 'f6c832a9c49c2eb6efb8bb95d12bf058d0a703a3';
+export const POLL_SHA1 = '96b8fd93bd5ed733e6c7dda69490b1e6c5586d49';
+export const CLAIM_SHA1 = 'd9a0e77db14b3516e6aef88762202b706d92bf7a';
+export const TOUCH_SHA1 = 'e128743f76f4a3e1bdeff0560bb2368b44d313d6';
+export const LEAVE_SHA1 = 'd9d08e8762579b53d6a45c6119ceaec041c7f4fa';
+export const ADMIT_SHA1 = 'd4fbedb9065d3fbea651185cdb8e60c084eb4ec2';
+export const CONTROL_SHA1 = '80b33a31b113255ff79e6dc793d0ed0434986f92';
+export const STATS_SHA1 = '984078c76a50b7b3213c147887cdbc61897de970';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '24b2598e4ed49a053be7fe1c5ae21df84147e9a9';
-export const RESET_SHA1 = '00c6049fcd9d8ed3dda81ecc016af8c1f990df9a';
+export const DRAW_SHA1 = '6dffea591ab416fb96996a47c47b1109b448cd63';
+export const RESET_SHA1 = 'b65180c091b3f1aabb792d2bf7e5a5979b7edf4f';
 export const HISTORY_SHA1 = 'c01ffc5374a835e2721dda54a6a20287bbbe2c22';
 
 export interface StoreScript {

@@ -39,6 +39,21 @@ for _, c in ipairs(changes) do
     set_ctl(c[1], fmt(tonumber(c[2])))
   end
 end
+-- A threshold set by hand while the controller moves it pins it there; back to the configured value
+-- releases the pin (see controller).
+local s = ac_settings(ctl().ac_cfg)
+if pin == '' and s and (ctl().ac_on == '1' or (ctl().ac_on ~= '0' and s.on)) then
+  local hand = changes[2][2]
+  if read_override(ctl().max_active or nil, CFG_MAX_ACTIVE) > 0 or changes[1][2] ~= '' then hand = changes[1][2] end
+  local held = ctl().ac_pin
+  if hand == 'del' and held then
+    ac_move(tonumber(held), tonumber(held), 'u')
+    del_ctl('ac_pin')
+  elseif hand ~= '' and hand ~= 'del' and tonumber(hand) > 0 then
+    ac_move(tonumber(held or ctl().ac_val) or 0, tonumber(hand), 'p')
+    set_ctl('ac_pin', fmt(tonumber(hand)))
+  end
+end
 -- #include read_queue
 
 cursor = admission_step(tail, cursor, paused, max_active, max_new)
