@@ -58,6 +58,7 @@ import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/u
 import { API_TOKEN, BASE_SECRETS, cookieFrom, ManualClock, payloadOf, source } from '../support/fixtures';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 import { parseCommandstats as parseStats } from '../support/command-stats';
+import { mainAdaptive } from './adaptive';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters (every loop below is bounded by these)
@@ -1494,6 +1495,8 @@ function chosenSizes(argv: readonly string[], env: string | undefined): readonly
 }
 
 async function main(): Promise<number> {
+  // Adaptive admission's simulation (issue 17) is a model of its own: test/sim/adaptive.ts.
+  if (process.argv.includes('--adaptive')) return mainAdaptive(process.argv.slice(2));
   const runStarted = Date.now();
   const deadline = runStarted + WATCHDOG_MS;
   let redisServer: RedisServer | undefined;

@@ -1,0 +1,554 @@
+/**
+ * `npm run simulate -- --adaptive`: adaptive admission (issue 17) on the REAL store code, against a
+ * modelled origin whose capacity the waiting room does not know and which halves mid-sale, then
+ * recovers. The same seeded crowd meets fixed counts set too low, right and too high, and the
+ * controller; the report says what each run cost the origin and what the visitors got.
+ *
+ * The store: MemoryQueueStore (the contract suite binds it to the Redis scripts), or with `--redis`
+ * the UpstashQueueStore through the Upstash REST bridge (src/node/upstash-bridge.ts) on a
+ * redis-server started here. Joins, polls and claims are real store calls (and a stats call each
+ * second reads the learned value); the visitors, the POPs' counting and the origin are modelled.
+ * With `--redis` the joins and claims of one tick go out together, so which visitor of a second
+ * takes which ticket may differ from the memory run (the totals come out close, not equal).
+ *
+ * Time is virtual, in 1-s ticks (TICK_S). In each tick, in this order:
+ *   1. arrivals join, one `store.join` each, at their POP, carrying that POP's report;
+ *   2. each POP polls the store once (its state cache, state_cache_seconds = 1), carrying its report
+ *      (what it counted of the origin over the 10 s before this tick);
+ *   3. tickets the POP's state shows called are noticed by their visitor at its next poll, which
+ *      claims the call (`store.claim`, as the edge does): a waiting visitor polls every
+ *      refresh_seconds (20 s) +- 2 s (uniform, each poll), counted from its arrival;
+ *   4. admitted visitors browse: a first request when they notice the call, then one every 2.5-7.5 s
+ *      (uniform, mean 5 s) until their session ends (exponential, mean 2 minutes, drawn per visitor
+ *      and the same in every run), all through their own POP;
+ *   5. the origin answers this second's requests, and each POP counts its own visitors' outcomes.
+ *
+ * The origin (modelled): true capacity C requests per second (100; 50 from minute 10 to minute 20).
+ * In a second with n requests, when n > C, n - C of them, drawn at random, fail (503); the others
+ * take base 100 ms times a jitter (log-normal, sigma 0.3) times a factor of the utilisation
+ * rho = n / C: 1 up to rho = 0.85, then 1 + 9 x^2 with x = (rho - 0.85) / 0.15, so 10x base at
+ * rho = 1 and above. Slow = time to first byte over 500 ms. Requests are counted in the second they
+ * are sent (a second or less off). No queueing carries load from one second to the next, so a
+ * Poisson-like burst in one second can fail requests although the mean is under C: that is what
+ * makes the error rate of a threshold "right" on average non-zero.
+ *
+ * A visitor whose request fails gives up. Served = sessions that ended, before the sale ended,
+ * without an error. Waiting visitors never give up (no abandonment is modelled). Mean wait = from
+ * the join to noticing the call, over the visitors who got in during the sale.
+ *
+ * The runs (same crowd, same seeds): rate mode, admit_per_period every 10 s. "Right" is what full
+ * capacity sustains: C x period / (requests per session), a session's mean requests being
+ * 1 + 120 s / 5 s = 25, so 100 x 10 / 25 = 40; "too low" is half of it, "too high" twice it. The
+ * controller: configured as an operator would (adaptive_admission = on, adaptive_min = 5,
+ * adaptive_max = 4 x right = 160, adaptive_error_percent = 1, adaptive_slow_ms = 500,
+ * adaptive_slow_percent = 10, read by parseConfig and turned into the policy by admissionPolicy, the
+ * POP's report added as the edge adds its meter's counts), starting from the operator's guess of the
+ * "too low" count.
+ *
+ * Adaptation is read from the learned value (store.stats, every tick of the controller run): after
+ * the halving, the first second its value is at or below what the halved capacity sustains
+ * (right / 2); after the recovery, the first second it is at or above 90 % of what full capacity
+ * sustains (0.9 x right): the controller's own healthy operating point sits a little below full
+ * utilisation, since it backs off at 1 % errors and 10 % slow.
+ */
+import { randomUUID } from 'node:crypto';
+import { Redis } from '@upstash/redis';
+import { parseConfig } from '../../src/core/config';
+import { admissionPolicy } from '../../src/core/handler';
+import type { AdmissionPolicy, OriginReport, QueueStore } from '../../src/core/ports';
+import { startUpstashBridge } from '../../src/node/upstash-bridge';
+import { reportSlot } from '../../src/store/adaptive';
+import { MemoryQueueStore } from '../../src/store/memory-store';
+import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
+import { source } from '../support/fixtures';
+import { table } from '../support/markdown-table';
+import { startRedisServer } from '../support/redis-server';
+import { seededRandom } from '../support/seeded-random';
+
+// ---------------------------------------------------------------------------------------------
+// The model's parameters
+
+export interface AdaptiveScenario {
+  /** Length of the sale, simulated seconds. */
+  readonly saleS: number;
+  /** Visitors arriving over the first `crowdS` seconds (Poisson, even rate), then `tricklePerS`. */
+  readonly crowd: number;
+  readonly crowdS: number;
+  readonly tricklePerS: number;
+  /** The origin's true capacity, requests per second, and when it halves and recovers (s into the sale). */
+  readonly capacity: number;
+  readonly halvesAtS: number;
+  readonly recoversAtS: number;
+  readonly seed: number;
+  /** The edge's slow threshold (time to first byte), ms, and the controller's targets, whole percent. */
+  readonly slowMs: number;
+  readonly errorPercent: number;
+  readonly slowPercent: number;
+}
+
+
+export const TICK_S = 1;
+/** Rate mode's period (admit_period_seconds). */
+export const PERIOD_S = 10;
+/** A waiting visitor's poll interval (refresh_seconds), give or take POLL_JITTER_S. */
+export const REFRESH_S = 20;
+export const POLL_JITTER_S = 2;
+/** POPs and their shares of the visitors. */
+export const POPS: readonly { readonly name: string; readonly share: number }[] = [
+  { name: 'fra', share: 0.4 },
+  { name: 'lhr', share: 0.3 },
+  { name: 'iad', share: 0.2 },
+  { name: 'nrt', share: 0.1 },
+];
+/** A POP's report covers this many seconds before the tick. */
+export const REPORT_WINDOW_S = 10;
+export const SESSION_MEAN_S = 120;
+/** Gaps between an admitted visitor's requests: uniform in [GAP_MIN_S, GAP_MAX_S]. */
+export const GAP_MIN_S = 2.5;
+export const GAP_MAX_S = 7.5;
+/** Mean requests of a session: the first page, then one per mean gap. */
+export const REQUESTS_PER_SESSION = 1 + SESSION_MEAN_S / ((GAP_MIN_S + GAP_MAX_S) / 2);
+export const BASE_LATENCY_MS = 100;
+export const LATENCY_SIGMA = 0.3;
+export const KNEE = 0.85;
+export const PEAK_FACTOR = 10;
+export const SLOW_MS = 500;
+/** The controller's settings besides its bounds. */
+export const ERROR_PERCENT = 1;
+export const SLOW_PERCENT = 10;
+export const ADAPTIVE_MIN = 5;
+/** The full run (`npm run simulate -- --adaptive`). */
+export const FULL_SCENARIO: AdaptiveScenario = { saleS: 1_800, crowd: 40_000, crowdS: 600, tricklePerS: 3, capacity: 100, halvesAtS: 600, recoversAtS: 1_200, seed: 20_261_126, slowMs: SLOW_MS, errorPercent: ERROR_PERCENT, slowPercent: SLOW_PERCENT };
+/** Learned-value samples in the report, every this many seconds. */
+export const SERIES_EVERY_S = 30;
+const T0 = Date.UTC(2026, 10, 26, 18, 0, 0);
+
+/** The count per period that `capacity` requests per second sustain with every session served. */
+export function sustainedCount(capacity: number): number {
+  return Math.round((capacity * PERIOD_S) / REQUESTS_PER_SESSION);
+}
+
+export function capacityAt(s: AdaptiveScenario, t: number): number {
+  return t >= s.halvesAtS && t < s.recoversAtS ? s.capacity / 2 : s.capacity;
+}
+
+/** Latency multiplier at utilisation rho (offered load / capacity). */
+export function latencyFactor(rho: number): number {
+  if (rho <= KNEE) return 1;
+  if (rho >= 1) return PEAK_FACTOR;
+  const x = (rho - KNEE) / (1 - KNEE);
+  return 1 + (PEAK_FACTOR - 1) * x * x;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The crowd: drawn once from the seed, the same for every run
+
+interface Visitor {
+  readonly arrivalS: number;
+  readonly pop: number;
+  readonly sessionS: number;
+  /** Seeds this visitor's gaps between requests, so it browses alike in every run. */
+  readonly seed: number;
+}
+
+function poisson(next: () => number, mean: number): number {
+  // Knuth's method; the means here are below 100, well within a double's range of e^-mean.
+  const limit = Math.exp(-mean);
+  let k = 0;
+  let p = next();
+  while (p > limit) {
+    k += 1;
+    p *= next();
+  }
+  return k;
+}
+
+export function drawCrowd(s: AdaptiveScenario): Visitor[] {
+  const next = seededRandom(s.seed);
+  const out: Visitor[] = [];
+  for (let t = 0; t < s.saleS; t += TICK_S) {
+    const n = poisson(next, t < s.crowdS ? (s.crowd / s.crowdS) * TICK_S : s.tricklePerS * TICK_S);
+    for (let i = 0; i < n; i++) {
+      const u = next();
+      let pop = 0;
+      for (let acc = POPS[0]!.share; u > acc && pop < POPS.length - 1; acc += POPS[++pop]!.share);
+      out.push({ arrivalS: t, pop, sessionS: -SESSION_MEAN_S * Math.log(1 - next()), seed: Math.floor(next() * 2 ** 32) });
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One run
+
+export interface RunSpec {
+  readonly name: string;
+  /** admit_per_period configured (the controller's starting value when it is on). */
+  readonly count: number;
+  /** The controller's bounds, or none: the count is fixed (adaptive_admission = off). */
+  readonly adaptive?: { readonly min: number; readonly max: number };
+}
+
+export interface RunResult {
+  readonly spec: RunSpec;
+  readonly arrivals: number;
+  /** Visitors who noticed their call during the sale, and their mean wait, s. */
+  readonly admitted: number;
+  readonly meanWaitS: number;
+  readonly served: number;
+  /** Sessions ended by an error (the visitor gave up). */
+  readonly failed: number;
+  /** Requests the origin got, and of them failed and slow. */
+  readonly requests: number;
+  readonly errors: number;
+  readonly slow: number;
+  /** Mean over the sale's seconds of min(load, C) / C. */
+  readonly utilisation: number;
+  /** Per second: requests sent, capacity, errors, slow. */
+  readonly perSecond: { readonly requests: number; readonly capacity: number; readonly errors: number; readonly slow: number }[];
+  /** Controller runs: the value in effect at the end of each second (from store.stats). */
+  readonly learned: number[];
+  /** Per period: how many tickets the period step called (cursor moved). */
+  readonly calledPerPeriod: number[];
+  /** Controller runs: seconds from the halving (recovery) to the value within reach; undefined = never. */
+  readonly halvingReachS?: number | undefined;
+  readonly recoveryReachS?: number | undefined;
+  readonly wallMs: number;
+}
+
+/**
+ * When a waiting visitor first polls at or after `fromS`: its polls come every refresh_seconds
+ * plus or minus POLL_JITTER_S (uniform), from its arrival, drawn from its own seed (a separate
+ * stream from its browsing), so its phase drifts as in the browser and is the same in every run.
+ */
+function firstPollFrom(v: Visitor, fromS: number): number {
+  const next = seededRandom(v.seed ^ 0x9e3779b9);
+  let at = v.arrivalS;
+  do at += REFRESH_S + POLL_JITTER_S * (2 * next() - 1);
+  while (at < fromS);
+  return at;
+}
+
+/**
+ * The policy the edge builds from its configuration (src/core/context.ts admissionPolicy): the
+ * controller's settings come from the same keys an operator sets; the report is added per POP as
+ * the edge adds its meter's counts.
+ */
+export function runPolicy(s: AdaptiveScenario, spec: RunSpec): AdmissionPolicy {
+  const settings: Record<string, string> = {
+    queue_name: 'adaptive-sim',
+    admit_per_period: String(spec.count),
+    admit_period_seconds: String(PERIOD_S),
+    refresh_seconds: String(REFRESH_S),
+    state_cache_seconds: '1',
+  };
+  if (spec.adaptive !== undefined) {
+    Object.assign(settings, {
+      adaptive_admission: 'on',
+      adaptive_min: String(spec.adaptive.min),
+      adaptive_max: String(spec.adaptive.max),
+      adaptive_error_percent: String(s.errorPercent),
+      adaptive_slow_ms: String(s.slowMs),
+      adaptive_slow_percent: String(s.slowPercent),
+    });
+  }
+  const config = parseConfig(source(settings));
+  return admissionPolicy(config);
+}
+
+/** One run of the sale; `concurrentCalls`: a tick's joins (and its claims) go out together, as they would from many visitors. */
+export async function runScenario(store: QueueStore, s: AdaptiveScenario, crowd: readonly Visitor[], spec: RunSpec, options: { concurrentCalls?: boolean } = {}): Promise<RunResult> {
+  const started = Date.now();
+  const queue = `ac-sim-${randomUUID().slice(0, 8)}`;
+  const base = runPolicy(s, spec);
+  // Each POP's outcome counts per second over the report window: a ring indexed by t % window.
+  const counts = POPS.map(() => Array.from({ length: REPORT_WINDOW_S }, () => ({ requests: 0, errors: 0, slow: 0 })));
+  const policyOf = (pop: number): AdmissionPolicy => {
+    if (base.adaptive === undefined) return base;
+    const r: { -readonly [K in keyof OriginReport]: OriginReport[K] } = { pop: POPS[pop]!.name, requests: 0, errors: 0, slow: 0 };
+    for (const c of counts[pop]!) {
+      r.requests += c.requests;
+      r.errors += c.errors;
+      r.slow += c.slow;
+    }
+    return { ...base, adaptive: { ...base.adaptive, report: r } };
+  };
+  const ticketOwner = new Map<number, number>();
+  const ticketOf = new Map<number, number>();
+  let generation = 0;
+  /** Visitors whose join found their ticket called (they go straight in). */
+  const walkedIn = new Set<number>();
+  const arrivalsAt = new Map<number, number[]>();
+  crowd.forEach((v, i) => {
+    const list = arrivalsAt.get(v.arrivalS) ?? [];
+    list.push(i);
+    arrivalsAt.set(v.arrivalS, list);
+  });
+  /** Second → visitors who notice their call then (a session starts). */
+  const starts = new Map<number, number[]>();
+  /** Second → requests sent then: [visitor, its session's end, its gap generator]. */
+  const sends = new Map<number, { v: number; end: number; next: () => number }[]>();
+  const origin = seededRandom(s.seed ^ 0x5eed);
+  const normal = (): number => Math.sqrt(-2 * Math.log(1 - origin())) * Math.cos(2 * Math.PI * origin());
+  const push = <T>(m: Map<number, T[]>, k: number, item: T): void => {
+    const list = m.get(k);
+    if (list === undefined) m.set(k, [item]);
+    else list.push(item);
+  };
+  let calledUpTo = 0;
+  let admitted = 0;
+  let waitSum = 0;
+  let served = 0;
+  let failed = 0;
+  let requests = 0;
+  let errors = 0;
+  let slow = 0;
+  let utilSum = 0;
+  const perSecond: RunResult['perSecond'][number][] = [];
+  const learned: number[] = [];
+  const calledPerPeriod: number[] = [];
+  let periodStartCursor = 0;
+
+  for (let t = 0; t < s.saleS; t += TICK_S) {
+    const nowMs = T0 + t * 1000;
+    // 1. Arrivals join at their POP.
+    const arriving = arrivalsAt.get(t) ?? [];
+    const joinOne = async (i: number): Promise<void> => {
+      const r = await store.join(queue, nowMs, policyOf(crowd[i]!.pop));
+      ticketOwner.set(r.ticket, i);
+      ticketOf.set(i, r.ticket);
+      if (r.claimed) walkedIn.add(i);
+    };
+    if (options.concurrentCalls === true) await Promise.all(arriving.map(joinOne));
+    else for (const i of arriving) await joinOne(i);
+    // 2. Each POP polls once, as its state cache expires.
+    let cursor = Number.POSITIVE_INFINITY;
+    for (let p = 0; p < POPS.length; p++) {
+      const state = await store.poll(queue, nowMs, policyOf(p));
+      cursor = Math.min(cursor, state.cursor);
+      generation = state.generation;
+    }
+    if (t % PERIOD_S === PERIOD_S - 1) {
+      calledPerPeriod.push(cursor - periodStartCursor);
+      periodStartCursor = cursor;
+    }
+    // 3. Called tickets are noticed at their holder's next poll.
+    for (; calledUpTo < cursor; calledUpTo++) {
+      const i = ticketOwner.get(calledUpTo + 1);
+      if (i === undefined) continue;
+      const v = crowd[i]!;
+      push(starts, walkedIn.has(i) ? t : Math.floor(firstPollFrom(v, t)), i);
+    }
+    if (spec.adaptive !== undefined) learned.push((await store.stats(queue, nowMs, base)).adaptive?.value ?? 0);
+    // 4. A visitor who notices its call claims it (the edge's one store call for it: in rate mode it
+    // records the arrival; a call nobody claims within the reservation is handed on), then its
+    // session starts with a first request.
+    const starting = starts.get(t) ?? [];
+    const claimOne = async (i: number): Promise<void> => {
+      if (walkedIn.has(i)) return;
+      await store.claim(queue, ticketOf.get(i)!, nowMs, base, (t - crowd[i]!.arrivalS) * 1000, generation);
+    };
+    if (options.concurrentCalls === true) await Promise.all(starting.map(claimOne));
+    else for (const i of starting) await claimOne(i);
+    for (const i of starting) {
+      const v = crowd[i]!;
+      admitted += 1;
+      waitSum += t - v.arrivalS;
+      const gaps = seededRandom(v.seed);
+      push(sends, t, { v: i, end: t + v.sessionS, next: () => GAP_MIN_S + (GAP_MAX_S - GAP_MIN_S) * gaps() });
+    }
+    starts.delete(t);
+    // 5. The origin answers this second's requests.
+    const batch = sends.get(t) ?? [];
+    sends.delete(t);
+    const capacity = capacityAt(s, t);
+    const n = batch.length;
+    // The excess over capacity fails: a partial Fisher-Yates moves the failing ones to the front.
+    const failing = Math.max(0, n - capacity);
+    for (let k = 0; k < failing; k++) {
+      const j = k + Math.floor(origin() * (n - k));
+      [batch[k], batch[j]] = [batch[j]!, batch[k]!];
+    }
+    const factor = latencyFactor(n / capacity);
+    const slot = t % REPORT_WINDOW_S;
+    for (const c of counts) c[slot] = { requests: 0, errors: 0, slow: 0 };
+    let secondSlow = 0;
+    batch.forEach((req, k) => {
+      const c = counts[crowd[req.v]!.pop]![slot]!;
+      c.requests += 1;
+      if (k < failing) {
+        c.errors += 1;
+        failed += 1;
+        return;
+      }
+      if (BASE_LATENCY_MS * factor * Math.exp(LATENCY_SIGMA * normal()) > s.slowMs) {
+        c.slow += 1;
+        secondSlow += 1;
+      }
+      const at = t + req.next();
+      if (at < req.end) push(sends, Math.floor(at), req);
+      else if (req.end < s.saleS) served += 1;
+    });
+    requests += n;
+    errors += failing;
+    slow += secondSlow;
+    utilSum += Math.min(n, capacity) / capacity;
+    perSecond.push({ requests: n, capacity, errors: failing, slow: secondSlow });
+  }
+  const reach = (from: number, ok: (value: number) => boolean): number | undefined => {
+    if (spec.adaptive === undefined) return undefined;
+    for (let t = from; t < learned.length; t++) if (ok(learned[t]!)) return t - from;
+    return undefined;
+  };
+  const right = sustainedCount(s.capacity);
+  return {
+    spec,
+    arrivals: crowd.length,
+    admitted,
+    meanWaitS: admitted === 0 ? 0 : waitSum / admitted,
+    served,
+    failed,
+    requests,
+    errors,
+    slow,
+    utilisation: utilSum / (s.saleS / TICK_S),
+    perSecond,
+    learned,
+    calledPerPeriod,
+    halvingReachS: reach(s.halvesAtS, (v) => v <= sustainedCount(s.capacity / 2)),
+    recoveryReachS: reach(s.recoversAtS, (v) => v >= 0.9 * right),
+    wallMs: Date.now() - started,
+  };
+}
+
+/** The four runs: fixed too low, right, too high, and the controller (starting at the low guess). */
+export function runSpecs(s: AdaptiveScenario): RunSpec[] {
+  const right = sustainedCount(s.capacity);
+  return [
+    { name: 'fixed, too low', count: Math.round(right / 2) },
+    { name: 'fixed, right', count: right },
+    { name: 'fixed, too high', count: right * 2 },
+    { name: 'controller', count: Math.round(right / 2), adaptive: { min: ADAPTIVE_MIN, max: right * 4 } },
+  ];
+}
+
+export const errorRate = (r: RunResult): number => (r.requests === 0 ? 0 : r.errors / r.requests);
+
+export interface Verdict {
+  readonly best: RunResult;
+  readonly controller: RunResult;
+  /** controller served / best fixed served. */
+  readonly servedRatio: number;
+  readonly throughputOk: boolean;
+  readonly errorsOk: boolean;
+  readonly adaptationOk: boolean;
+}
+
+/** The issue's bar: within 10 % of the best fixed's served, error rate no higher, adapted within 60 s. */
+export function judge(results: readonly RunResult[]): Verdict {
+  const fixed = results.filter((r) => r.spec.adaptive === undefined);
+  const best = fixed.reduce((a, b) => (b.served > a.served ? b : a));
+  const controller = results.find((r) => r.spec.adaptive !== undefined)!;
+  const servedRatio = controller.served / best.served;
+  return {
+    best,
+    controller,
+    servedRatio,
+    throughputOk: servedRatio >= 0.9,
+    errorsOk: errorRate(controller) <= errorRate(best),
+    adaptationOk: controller.halvingReachS !== undefined && controller.halvingReachS <= 60 && controller.recoveryReachS !== undefined && controller.recoveryReachS <= 60,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The report
+
+const pct = (x: number, digits = 1): string => `${(100 * x).toFixed(digits)} %`;
+const int = (n: number): string => Math.round(n).toLocaleString('en-US');
+const clock = (t: number): string => `${Math.floor(t / 60)}:${String(Math.floor(t % 60)).padStart(2, '0')}`;
+
+export function reportMarkdown(s: AdaptiveScenario, results: readonly RunResult[], storeName: string): string {
+  const right = sustainedCount(s.capacity);
+  const out: string[] = [];
+  out.push(`### Adaptive admission: ${storeName}, ${int(results[0]?.arrivals ?? 0)} visitors over ${s.saleS / 60} simulated minutes`);
+  out.push('');
+  out.push(`Origin capacity ${s.capacity} requests/s, ${s.capacity / 2} from ${clock(s.halvesAtS)} to ${clock(s.recoversAtS)}; "right" = ${right} per ${PERIOD_S} s period (what full capacity sustains), halved capacity sustains ${sustainedCount(s.capacity / 2)}.`);
+  out.push('');
+  out.push(
+    table(
+      ['run', 'admit per period', 'origin error rate', 'slow', 'origin utilisation', 'admitted', 'served', 'gave up on an error', 'mean wait'],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+      results.map((r) => [
+        r.spec.name,
+        r.spec.adaptive === undefined ? String(r.spec.count) : `learned, ${r.spec.adaptive.min}-${r.spec.adaptive.max} from ${r.spec.count}`,
+        pct(errorRate(r), 2),
+        pct(r.requests === 0 ? 0 : r.slow / r.requests),
+        pct(r.utilisation),
+        int(r.admitted),
+        int(r.served),
+        int(r.failed),
+        `${clock(r.meanWaitS)}`,
+      ]),
+    ),
+  );
+  const v = judge(results);
+  const c = v.controller;
+  out.push('');
+  out.push(`Best fixed: "${v.best.spec.name}" (${int(v.best.served)} served, ${pct(errorRate(v.best), 2)} errors). Controller: ${pct(v.servedRatio)} of its served (bar: at least 90 %: ${v.throughputOk ? 'met' : 'NOT met'}), error rate ${pct(errorRate(c), 2)} (bar: at most the best fixed's: ${v.errorsOk ? 'met' : 'NOT met'}).`);
+  out.push(`Controller's served against each fixed count: ${results.filter((r) => r.spec.adaptive === undefined).map((r) => `"${r.spec.name}" ${pct(c.served / r.served)}`).join(', ')}.`);
+  const reach = (x: number | undefined): string => (x === undefined ? 'never' : `${x} s`);
+  out.push(`Adaptation: after the halving at ${clock(s.halvesAtS)} the learned value was at or below ${sustainedCount(s.capacity / 2)} after ${reach(c.halvingReachS)}; after the recovery at ${clock(s.recoversAtS)} at or above ${Math.ceil(0.9 * right)} (90 % of ${right}) after ${reach(c.recoveryReachS)} (bar: both within 60 s: ${v.adaptationOk ? 'met' : 'NOT met'}).`);
+  out.push('');
+  out.push(`The controller over time (learned value at the time; the origin over the ${SERIES_EVERY_S} s before it):`);
+  out.push('');
+  const rows: string[][] = [];
+  for (let t = SERIES_EVERY_S; t <= s.saleS; t += SERIES_EVERY_S) {
+    const span = c.perSecond.slice(t - SERIES_EVERY_S, t);
+    const sent = span.reduce((a, x) => a + x.requests, 0);
+    const errs = span.reduce((a, x) => a + x.errors, 0);
+    const slows = span.reduce((a, x) => a + x.slow, 0);
+    rows.push([clock(t), String(c.learned[t - 1] ?? ''), String(span.at(-1)?.capacity ?? ''), (sent / SERIES_EVERY_S).toFixed(1), pct(sent === 0 ? 0 : errs / sent), pct(sent === 0 ? 0 : slows / sent)]);
+  }
+  out.push(table(['time', 'learned', 'capacity rps', 'origin load rps', 'errors', 'slow'], ['r', 'r', 'r', 'r', 'r', 'r'], rows));
+  return out.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+// `npm run simulate -- --adaptive [--redis]`
+
+export async function runAll(s: AdaptiveScenario, makeStore: () => QueueStore, options: { concurrentCalls?: boolean; log?: (line: string) => void } = {}): Promise<RunResult[]> {
+  const crowd = drawCrowd(s);
+  const out: RunResult[] = [];
+  for (const spec of runSpecs(s)) {
+    const r = await runScenario(makeStore(), s, crowd, spec, options);
+    options.log?.(`${spec.name}: ${(r.wallMs / 1000).toFixed(1)} s`);
+    out.push(r);
+  }
+  return out;
+}
+
+export async function mainAdaptive(argv: readonly string[]): Promise<number> {
+  const log = (line: string): void => void process.stderr.write(`simulate --adaptive: ${line}\n`);
+  for (const [a, b] of POPS.flatMap((x, i) => POPS.slice(i + 1).map((y) => [x.name, y.name] as const))) {
+    if (reportSlot(a) === reportSlot(b)) throw new Error(`POPs ${a} and ${b} share a report slot`);
+  }
+  const started = Date.now();
+  if (!argv.includes('--redis')) {
+    const results = await runAll(FULL_SCENARIO, () => new MemoryQueueStore(), { log });
+    process.stdout.write(`${reportMarkdown(FULL_SCENARIO, results, 'MemoryQueueStore')}\n\nMeasured in ${((Date.now() - started) / 1000).toFixed(0)} s.\n`);
+    return 0;
+  }
+  const server = await startRedisServer();
+  const token = `adaptive-sim-${randomUUID()}`;
+  const bridge = await startUpstashBridge({ redisUrl: server.url, token });
+  try {
+    log(`redis-server on ${server.url}, bridge on ${bridge.url}`);
+    const redis = new Redis({ ...createUpstashClientOptions({ url: bridge.url, token }), retry: false });
+    const results = await runAll(FULL_SCENARIO, () => new UpstashQueueStore({ redis, keyPrefix: `wr-ac-${randomUUID().slice(0, 8)}` }), { log, concurrentCalls: true });
+    process.stdout.write(`${reportMarkdown(FULL_SCENARIO, results, 'UpstashQueueStore on redis-server')}\n\nMeasured in ${((Date.now() - started) / 1000).toFixed(0)} s.\n`);
+    return 0;
+  } finally {
+    await bridge.close();
+    await server.stop();
+  }
+}
