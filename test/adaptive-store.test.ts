@@ -151,13 +151,20 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       await store.poll(queue, t1, rate(20, {}, { pop: a, requests: 10, errors: 1, slow: 0 }));
       stats = await store.stats(queue, t1, rate(20));
       expect(stats.adaptive?.signals).toEqual({ atMs: t1, requests: 40, errors: 1, slow: 3, pops: 2 });
-      expect(stats.adaptive?.moves).toEqual([{ atMs: t1, from: 20, to: 20 + STEP, reason: 'healthy' }]);
+      // Healthy, but the load rose by more than a tenth since the last step (10 to 40): no move up
+      // while it is still rising.
+      expect(stats.adaptive?.moves).toEqual([]);
       // After the window, b's report is too old to count, and a's alone says: errors.
       const t3 = t1 + AC_WINDOW_MS + 1;
       await store.poll(queue, t3, rate(20, {}, { pop: a, requests: 25, errors: 25, slow: 0 }));
       stats = await store.stats(queue, t3, rate(20));
       expect(stats.adaptive?.signals).toEqual({ atMs: t3, requests: 25, errors: 25, slow: 0, pops: 1 });
-      expect(stats.adaptive?.moves.at(-1)).toEqual({ atMs: t3, from: 20 + STEP, to: Math.floor(((20 + STEP) * 3) / 4), reason: 'errors' });
+      // Not falling against t1's 40 by a tenth? 25 is: so the step waits, and the next one cuts.
+      expect(stats.adaptive?.moves).toEqual([]);
+      const t4 = t3 + AC_STEP_MS;
+      await store.poll(queue, t4, rate(20, {}, { pop: a, requests: 25, errors: 25, slow: 0 }));
+      stats = await store.stats(queue, t4, rate(20));
+      expect(stats.adaptive?.moves.at(-1)).toEqual({ atMs: t4, from: 20, to: 15, reason: 'errors' });
     });
 
     it('capacity mode moves max active: the learned value is the threshold a walk-in meets', async () => {
@@ -228,6 +235,27 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       stats = await store.stats(queue, T0 + AC_WINDOW_MS + 5, p());
       expect(stats.maxActive).toBe(7);
       expect(stats.adaptive).toMatchObject({ enabled: false, pinned: false });
+    });
+
+    it('waits for the load to settle: no move up while it still rises, no move down while it already falls', async () => {
+      const store = create();
+      const queue = q();
+      await joinMany(store, queue, 500, rate(40, null), T0 - PERIOD_MS);
+      const step = async (i: number, requests: number, slow: number) => {
+        await store.poll(queue, T0 + i * AC_WINDOW_MS, rate(40, {}, { pop: 'pop-a', requests, errors: 0, slow }));
+        return (await store.stats(queue, T0 + i * AC_WINDOW_MS, rate(40))).adaptive?.value;
+      };
+      expect(await step(0, 100, 0)).toBe(40 + STEP);
+      // Up by more than a tenth: still rising from the raise.
+      expect(await step(1, 111, 0)).toBe(40 + STEP);
+      // Up by a tenth or less: settled, healthy: up again.
+      expect(await step(2, 122, 0)).toBe(40 + 2 * STEP);
+      expect(await step(3, 130, 40)).toBe(Math.floor(((40 + 2 * STEP) * 3) / 4));
+      // Still slow, but the load fell by more than a tenth: the cut is showing, let it.
+      const cut = Math.floor(((40 + 2 * STEP) * 3) / 4);
+      expect(await step(4, 116, 30)).toBe(cut);
+      // Still slow and no longer falling: down again.
+      expect(await step(5, 110, 30)).toBe(Math.floor((cut * 3) / 4));
     });
 
     it('keeps the last moves only', async () => {

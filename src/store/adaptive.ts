@@ -193,17 +193,26 @@ export function adaptiveValue(f: AdaptiveFields, input: StepInput): number | und
     }
   }
   if (pops === 0) return value;
+  // The load against the last step's: while it still moves by more than a tenth, wait for it to
+  // settle before raising into a rise or cutting into a fall (rate mode: a count reaches the load
+  // only as sessions turn over).
+  const prev = /^\d+:(\d+):/.exec(f.get('ac_sig') ?? '');
+  const before = prev === null ? undefined : Number(prev[1]);
+  const rising = before !== undefined && requests * 10 > before * 11;
+  const falling = before !== undefined && requests * 10 < before * 9;
   f.set('ac_at', String(nowMs));
   f.set('ac_sig', `${nowMs}:${requests}:${errors}:${slow}:${pops}`);
   let to = value;
   let reason: string | undefined;
-  if (requests >= AC_MIN_REQUESTS && errors * 100 > s.err * requests) {
+  if (falling && (errors * 100 > s.err * requests || slow * 100 > s.slow * requests)) {
+    // Over target, but the load is already coming down: let it.
+  } else if (requests >= AC_MIN_REQUESTS && errors * 100 > s.err * requests) {
     to = Math.max(s.min, Math.floor((value * 3) / 4));
     reason = 'e';
   } else if (requests >= AC_MIN_REQUESTS && slow * 100 > s.slow * requests) {
     to = Math.max(s.min, Math.floor((value * 3) / 4));
     reason = 's';
-  } else if (input.waiting && errors * 100 <= s.err * requests && slow * 100 <= s.slow * requests) {
+  } else if (input.waiting && !rising && errors * 100 <= s.err * requests && slow * 100 <= s.slow * requests) {
     to = Math.min(s.max, value + Math.max(1, Math.ceil((s.max - s.min) / AC_STEPS)));
     reason = 'h';
   }

@@ -809,19 +809,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'f6c832a9c49c2eb6efb8bb95d12bf058d0a703a3';
-export const POLL_SHA1 = '96b8fd93bd5ed733e6c7dda69490b1e6c5586d49';
-export const CLAIM_SHA1 = 'd9a0e77db14b3516e6aef88762202b706d92bf7a';
-export const TOUCH_SHA1 = 'e128743f76f4a3e1bdeff0560bb2368b44d313d6';
-export const LEAVE_SHA1 = 'd9d08e8762579b53d6a45c6119ceaec041c7f4fa';
-export const ADMIT_SHA1 = 'd4fbedb9065d3fbea651185cdb8e60c084eb4ec2';
-export const CONTROL_SHA1 = '80b33a31b113255ff79e6dc793d0ed0434986f92';
-export const STATS_SHA1 = '984078c76a50b7b3213c147887cdbc61897de970';
+export const JOIN_SHA1 = 'fb005f72c618a3383c484d56a3a0f58fc50e7ece';
+export const POLL_SHA1 = '604e7150ab143c856e84cf63df97ec14fb7a25ec';
+export const CLAIM_SHA1 = 'dde463f05b4add73edb2099870660ade3a1f121b';
+export const TOUCH_SHA1 = '78370e6ed06f1a4e5b8f6fc84c470c51a880ca76';
+export const LEAVE_SHA1 = '037d54eafab286d88ccaef6bb5a5764c1ae2f3f6';
+export const ADMIT_SHA1 = 'd20c049cf3f3dd4b6cc0a26eb1e10758b4dbabd4';
+export const CONTROL_SHA1 = '5018c098f668e32b1a7575a045d5a804967d6aa3';
+export const STATS_SHA1 = 'b30f3feed571ba2c8da57e9484e20f7ffd1a0182';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '6dffea591ab416fb96996a47c47b1109b448cd63';
-export const RESET_SHA1 = 'b65180c091b3f1aabb792d2bf7e5a5979b7edf4f';
+export const DRAW_SHA1 = '3fc59d44aee8d5a8a9db5319e6accede9a5637b6';
+export const RESET_SHA1 = 'c9bc45a09fc247565f638d72eeb7bf9433099e73';
 export const HISTORY_SHA1 = 'c01ffc5374a835e2721dda54a6a20287bbbe2c22';
 
 export interface StoreScript {

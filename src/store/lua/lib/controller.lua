@@ -4,7 +4,8 @@
 --- __AC_STEP_MS__ ms old (or another POP's), in the run's one HSET. ac_value: the value in effect for
 --- the knob, and at most once per __AC_STEP_MS__ ms a step over the fresh reports made after the
 --- last move could show in them: down to 3/4 when errors or slow answers are over their share (from
---- __AC_MIN_REQUESTS__ requests up), else up by a step while tickets wait.
+--- __AC_MIN_REQUESTS__ requests up) unless the load is already falling by more than a tenth since the
+--- last step, else up by a step while tickets wait and the load is not still rising by that much.
 
 for _, f in ipairs({'ac_cfg', 'ac_on', 'ac_val', 'ac_pin', 'ac_at', 'ac_move', 'ac_sig', 'ac_log'}) do CTL_FIELDS[#CTL_FIELDS + 1] = f end
 for i = 0, __AC_SLOTS__ - 1 do CTL_FIELDS[#CTL_FIELDS + 1] = 'o' .. i end
@@ -63,13 +64,20 @@ local function ac_value(base, frozen, waiting)
     end
   end
   if pops == 0 then return value end
+  -- The load against the last step's: while it still moves by more than a tenth, wait for it to
+  -- settle before raising into a rise or cutting into a fall (a move shows only as sessions turn over).
+  local before = tonumber(string.match(c.ac_sig or '', '^%d+:(%d+):'))
+  local rising = before and rq * 10 > before * 11
+  local falling = before and rq * 10 < before * 9
   set_ctl('ac_at', fmt(NOW), 'ac_sig', table.concat({fmt(NOW), fmt(rq), fmt(er), fmt(sl), fmt(pops)}, ':'))
   local to, reason = value, nil
-  if rq >= __AC_MIN_REQUESTS__ and er * 100 > s.err * rq then
+  if falling and (er * 100 > s.err * rq or sl * 100 > s.slow * rq) then
+    -- Over target, but the load is already coming down: let it.
+  elseif rq >= __AC_MIN_REQUESTS__ and er * 100 > s.err * rq then
     to, reason = math.max(s.min, math.floor(value * 3 / 4)), 'e'
   elseif rq >= __AC_MIN_REQUESTS__ and sl * 100 > s.slow * rq then
     to, reason = math.max(s.min, math.floor(value * 3 / 4)), 's'
-  elseif waiting and er * 100 <= s.err * rq and sl * 100 <= s.slow * rq then
+  elseif waiting and not rising and er * 100 <= s.err * rq and sl * 100 <= s.slow * rq then
     to, reason = math.min(s.max, value + math.max(1, math.ceil((s.max - s.min) / __AC_STEPS__))), 'h'
   end
   if reason and to ~= value then ac_move(value, to, reason) end
