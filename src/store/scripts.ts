@@ -242,6 +242,7 @@ import EVENTS_LUA from './lua/lib/events.lua';
 import FIGURES_LUA from './lua/lib/figures.lua';
 import DRAWS_LUA from './lua/lib/draws.lua';
 import RATE_MODE_LUA from './lua/lib/rate_mode.lua';
+import BOOK_LUA from './lua/lib/book.lua';
 import CAPACITY_MODE_LUA from './lua/lib/capacity_mode.lua';
 import POLICY_HEADER_LUA from './lua/lib/policy_header.lua';
 import READ_QUEUE_LUA from './lua/lib/read_queue.lua';
@@ -753,6 +754,7 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
   figures: FIGURES_LUA,
   draws: DRAWS_LUA,
   rate_mode: RATE_MODE_LUA,
+  book: BOOK_LUA,
   capacity_mode: CAPACITY_MODE_LUA,
   policy_header: POLICY_HEADER_LUA,
   read_queue: READ_QUEUE_LUA,
@@ -781,20 +783,20 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = '8a649210a6d547b6f790a3f5d860efe539e64dc9';
-export const POLL_SHA1 = '2158837f51bab54d6ad749102b3fe047cdf708ab';
-export const CLAIM_SHA1 = '89860317d55cf1dab79a29929a682ba33e416612';
-export const TOUCH_SHA1 = 'c664f350e3a552114ab2421d410dd76c6c11a754';
-export const LEAVE_SHA1 = '5d2b0860a8e0765b1a62741068f36e41026e5ea7';
-export const ADMIT_SHA1 = '8375dadcd9c9360fba1b7723f84679fbda71ea44';
-export const CONTROL_SHA1 = '37c150ed444bc22a38b037b022adf635427e0afe';
-export const STATS_SHA1 = 'c20ab325399b82c75523ae7eee4b33c605f71498';
+export const JOIN_SHA1 = '852f283adb0902f41b9a316ebfb0c19171f9cc22';
+export const POLL_SHA1 = '5ce2c6d43ddac97715d403ea1ec94a69ebc2ed7d';
+export const CLAIM_SHA1 = '03590fa97c61ef90b26da18e890df24b01d280ae';
+export const TOUCH_SHA1 = '7e183203fc8e2ff86749f1cad2fe5fd82b50e43e';
+export const LEAVE_SHA1 = '95c0f15d13fc30616e5e587d694cd9341d4acb32';
+export const ADMIT_SHA1 = '7a2d5ac3efbd30329ae4dfa42e9ede3d7745063c';
+export const CONTROL_SHA1 = '62ffae440fabcef2ff1a70e7196c2152b4004c25';
+export const STATS_SHA1 = 'a351d948e3ab0a254c2f73a7ad80f02b61a6a492';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'c0a174b6db835a2293a9d8d30410b2c716151592';
-export const RESET_SHA1 = '977bd3224c534aa3112898f872ca94a1ea23cb53';
-export const HISTORY_SHA1 = 'c01ffc5374a835e2721dda54a6a20287bbbe2c22';
+export const DRAW_SHA1 = '20c0817538a8226735f7c73f623eeab9d50928db';
+export const RESET_SHA1 = 'a31e44037214383c8dc6a1efa93272c98fee3241';
+export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {
   readonly name:

@@ -5,6 +5,7 @@
 --- 'normal', 'open', 'hold'; see SWITCH). Returns the state.
 -- wr control: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, paused, max_active, max_new_per_minute, switch; returns {state...}
 -- #include policy_header
+defer_ctl()
 
 local function check_threshold(i)
   local v = ARGV[i]
@@ -31,4 +32,5 @@ end
 cursor = admission_step(tail, cursor, paused, max_active, max_new)
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
+flush_ctl()
 return state

@@ -11,6 +11,7 @@
 --- Returns the state, then outcome (DRAW_OUTCOMES) and claimed (0/1).
 -- wr draw: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, waited_ms, generation; returns {state..., outcome, claimed}
 -- #include policy_header
+defer_ctl()
 -- #include read_queue
 
 local ticket = arg_int(12, 1)
@@ -60,4 +61,5 @@ local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
 state[14] = outcome
 state[15] = claimed
+flush_ctl()
 return state

@@ -33,7 +33,7 @@ local replay = join_replay()
 if replay then return replay_join(replay, paused, max_active, max_new) end
 if SWITCH == 'open' then
   -- The room steps aside: no ticket, nothing written; the edge lets the visitor through.
-  local open = read_state(ctl_int('tail') or 0, ctl_int('cursor') or 0, paused, max_active, max_new, 'remembered')
+  local open = read_state(ctl_int('tail') or 0, ctl_int('cursor') or 0, paused, max_active, max_new)
   open[14], open[15], open[16] = 0, 0, 0
   return open
 end
@@ -63,14 +63,14 @@ end
 local claimed = 0
 -- Capacity mode or the random method with others waiting ahead (or nobody to be admitted now): the
 -- admission step is the polls' (random: the draws'), as in rate FIFO; this join only takes its
--- number (see read_state's `figures`).
+-- number, and reports the book's figures (see book_figures).
 local capacity = max_active > 0 or max_new > 0
+if not (capacity or RANDOM) then drop_book() end
 local queued = (RANDOM or capacity) and (paused or not OPEN or cursor < ticket - 1)
-local figures = queued and 'remembered' or nil
 if queued then
   -- Nothing to admit here: the ticket waits, unclaimed.
 elseif capacity and not RANDOM then
-  claimed, figures = walk_in(ticket, max_active, max_new)
+  claimed = walk_in(ticket, max_active, max_new)
   if claimed == 1 then cursor = ticket end
 elseif capacity then
   expire()
@@ -95,7 +95,7 @@ else
   -- ctl's call buckets (see called_counts), so the walk-in writes nothing of its own.
   if ticket <= cursor then claimed = 1 end
 end
-local state = read_state(tail, cursor, paused, max_active, max_new, figures)
+local state = read_state(tail, cursor, paused, max_active, max_new)
 -- No history point: a join is the hottest call; the minute's first poll, claim, draw, admit or
 -- control writes it.
 state[14] = ticket
