@@ -783,19 +783,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = '852f283adb0902f41b9a316ebfb0c19171f9cc22';
-export const POLL_SHA1 = '5ce2c6d43ddac97715d403ea1ec94a69ebc2ed7d';
-export const CLAIM_SHA1 = '03590fa97c61ef90b26da18e890df24b01d280ae';
-export const TOUCH_SHA1 = '7e183203fc8e2ff86749f1cad2fe5fd82b50e43e';
-export const LEAVE_SHA1 = '95c0f15d13fc30616e5e587d694cd9341d4acb32';
-export const ADMIT_SHA1 = '7a2d5ac3efbd30329ae4dfa42e9ede3d7745063c';
-export const CONTROL_SHA1 = '62ffae440fabcef2ff1a70e7196c2152b4004c25';
-export const STATS_SHA1 = 'a351d948e3ab0a254c2f73a7ad80f02b61a6a492';
+export const JOIN_SHA1 = 'cd30ec38a7d9653afb1387f7f107ca3eef3942a3';
+export const POLL_SHA1 = 'da6743689aff3a91e2f46864fcee37f959920ac8';
+export const CLAIM_SHA1 = 'f718516d691a2686b47995ae7d9744a52bf73b2c';
+export const TOUCH_SHA1 = 'c0cb11b00b6380efd9a03796a82da0c65b9b1431';
+export const LEAVE_SHA1 = '51f23e5a2ada41670459fbcb8b08685ddfcb2f43';
+export const ADMIT_SHA1 = '4e12142b672ca92ab1cf557285232d1327c74ef8';
+export const CONTROL_SHA1 = '4807385e55e878541590b00f804560bb7075a7d0';
+export const STATS_SHA1 = 'd8220c5b6f5c555f461c4fc6c33b0503b80184d4';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '20c0817538a8226735f7c73f623eeab9d50928db';
-export const RESET_SHA1 = 'a31e44037214383c8dc6a1efa93272c98fee3241';
+export const DRAW_SHA1 = '7323047cea3c70a9cf4e1825dbe1de5eb85b8a7c';
+export const RESET_SHA1 = 'c19b440952e2853926ec4f9c79d50cfcf183ac74';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

@@ -29,6 +29,7 @@ end
 local FLOOR_TAIL, FLOOR_GEN
 if (ARGV[14] or '') ~= '' then FLOOR_TAIL, FLOOR_GEN = arg_int(14, 0), arg_int(15, 1) end
 local paused, max_active, max_new = read_controls()
+if RANDOM or max_active > 0 or max_new > 0 then start_book() end
 local replay = join_replay()
 if replay then return replay_join(replay, paused, max_active, max_new) end
 if SWITCH == 'open' then

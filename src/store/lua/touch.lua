@@ -11,6 +11,7 @@ local until_ms = arg_int(13, 0)
 local paused, max_active, max_new = read_controls()
 if not (max_active > 0 or max_new > 0) then return {1} end
 defer_ctl()
+start_book()
 local m = fmt(ticket)
 local score, created
 if foreign_gen(14) then

@@ -163,6 +163,16 @@ local function build_book()
   refill_stale()
   return BOOK
 end
+-- A run that writes the generation (none was stored: the queue is new, or its state was lost)
+-- and finds no book: whatever the sets still hold belongs to no generation now (a holder of the lost
+-- one registers again, see touch), so they go, and the book starts empty, for one command.
+local function start_book()
+  if not GEN_CREATED or load_book() then return end
+  redis.call('DEL', K_ACTIVE, K_RESERVED, K_WAITING)
+  BOOK = {slots = 0, w = {}}
+  for i, width in ipairs({MINUTE_MS, KEEP_MS}) do BOOK.w[i] = {width = width, edge = NOW - width, count = 0, floor = NOW, list = {}} end
+  BOOK_DIRTY = true
+end
 -- Lapsed slots and reservations leave, and the lapse bound is found again; runs only once the bound
 -- has come.
 local function expire_lapsed()
