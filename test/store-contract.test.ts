@@ -2616,12 +2616,13 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       const policy = withEvent(randomly(OFF), MIN0 + 1_000, 7);
       await store.join(q, MIN0 + 500, policy);
       const gen = String(7 + MIN0 + 500 + 1);
-      // A join writes no history point; no cursor before the start. The first run builds the book
-      // (see scripts.ts, Book): nothing stored, both windows empty, read at its now.
+      // A join writes no history point; no cursor before the start. The first run (a new generation)
+      // starts the book (see scripts.ts, Book): nothing stored, both windows empty from its now; and
+      // the presence count: members of the waiting set, and a score at or before the lowest.
       const book = { seat: '0:', w1: `${MIN0 + 500 - 60_000}:0:${MIN0 + 500}:`, w5: `${MIN0 + 500 - 300_000}:0:${MIN0 + 500}:` };
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '1', ...book });
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '1', ...book, pres: `1:${MIN0 + 500}` });
       await store.join(q, MIN0 + 1_000, policy);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', ...book, ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', ...book, pres: `2:${MIN0 + 500}`, ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['1', String(MIN0 + 500), '2', String(MIN0 + 1_000)]);
       await store.draw(q, 1, MIN0 + 2_000, policy, 0);
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['2', String(MIN0 + 1_000), '1', String(MIN0 + 2_000)]);
@@ -2646,7 +2647,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await store.control(q, { maxActive: 3 }, MIN0 + 3_700_000, policy);
       await store.reset(q, MIN0 + 3_700_001, policy);
       expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:ctl`]);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', cursor: '2', max_active: '3', epoch: String(MIN0 + 3_700_001) });
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', cursor: '2', max_active: '3', epoch: String(MIN0 + 3_700_001), pres: '0:' });
     });
 
     it('draws the same tickets as the memory store for the same seeds, in ZSET order (score, then member bytes)', async () => {

@@ -783,19 +783,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'cd30ec38a7d9653afb1387f7f107ca3eef3942a3';
-export const POLL_SHA1 = 'da6743689aff3a91e2f46864fcee37f959920ac8';
-export const CLAIM_SHA1 = 'f718516d691a2686b47995ae7d9744a52bf73b2c';
-export const TOUCH_SHA1 = 'c0cb11b00b6380efd9a03796a82da0c65b9b1431';
-export const LEAVE_SHA1 = '51f23e5a2ada41670459fbcb8b08685ddfcb2f43';
-export const ADMIT_SHA1 = '4e12142b672ca92ab1cf557285232d1327c74ef8';
-export const CONTROL_SHA1 = '4807385e55e878541590b00f804560bb7075a7d0';
-export const STATS_SHA1 = 'd8220c5b6f5c555f461c4fc6c33b0503b80184d4';
+export const JOIN_SHA1 = '746905ed762c95340930615d886ee730544774a9';
+export const POLL_SHA1 = '5b06a2ff7f7d760adb55103bb28a8ded7c7f3bbe';
+export const CLAIM_SHA1 = '463990f02eb01fd61d999ecfdfbc4eb554dc4cef';
+export const TOUCH_SHA1 = '19cdd4ac682968ed469ce095f525676d7a9cc19f';
+export const LEAVE_SHA1 = '299fbd47a1875eba57d538d0f76231c7780e9539';
+export const ADMIT_SHA1 = '96febf4e24c5be64693857899c9ca0de3164145c';
+export const CONTROL_SHA1 = '227ab33b312e9530d7ca00e7f66b43f5c8e4bbaa';
+export const STATS_SHA1 = '0851419af18ee1e00f87fa215427ecaa1196020a';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '7323047cea3c70a9cf4e1825dbe1de5eb85b8a7c';
-export const RESET_SHA1 = 'c19b440952e2853926ec4f9c79d50cfcf183ac74';
+export const DRAW_SHA1 = '04808bffdbe02d6bcc77df3b6963089dfdaf6ef2';
+export const RESET_SHA1 = '6504e31cddeead7ed73d9d248b347227a894b381';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

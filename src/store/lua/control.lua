@@ -18,11 +18,16 @@ local changes = {{'max_active', check_threshold(13)}, {'max_new_per_minute', che
 local sw = ARGV[15] or ''
 if sw ~= '' and sw ~= 'normal' and sw ~= 'open' and sw ~= 'hold' then error('wr: ARGV[15] must be empty, normal, open or hold') end
 prologue(ctl_int('tail') or 0)
-if p == '1' then set_ctl('paused', '1') elseif p == '0' then del_ctl('paused') end
-if sw == 'normal' then del_ctl('switch') elseif sw ~= '' then set_ctl('switch', sw) end
+-- A field already absent is not deleted again (an HDEL is billed like any command).
+if p == '1' then set_ctl('paused', '1') elseif p == '0' and ctl().paused then del_ctl('paused') end
+if sw == 'normal' then
+  if ctl().switch then del_ctl('switch') end
+elseif sw ~= '' then
+  set_ctl('switch', sw)
+end
 for _, c in ipairs(changes) do
   if c[2] == 'del' then
-    del_ctl(c[1])
+    if ctl()[c[1]] then del_ctl(c[1]) end
   elseif c[2] ~= '' then
     set_ctl(c[1], fmt(tonumber(c[2])))
   end

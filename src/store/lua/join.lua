@@ -41,7 +41,10 @@ end
 local ticket = (ctl_int('tail') or 0) + 1
 set_ctl('tail', fmt(ticket))
 prologue(ticket - 1)
-if RANDOM then redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket)) end
+if RANDOM then
+  redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket))
+  presence_add(1)
+end
 local tail = ticket
 local cursor = ctl_int('cursor') or 0
 -- Rolled back (see Generations): the caller's POP saw this generation with a tail of at least this
@@ -79,7 +82,8 @@ elseif capacity then
   claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, 0)
 elseif RANDOM then
   cursor = admission_step(tail, cursor, paused, max_active, max_new)
-  if redis.call('ZSCORE', K_RESERVED, fmt(ticket)) then
+  -- A new ticket holds a reservation only if this run drew it.
+  if DRAWN_NOW[fmt(ticket)] then
     collect(ticket, 0)
     claimed = 1
   end

@@ -23,7 +23,8 @@ if expected == '' or tonumber(expected) == epoch then
   redis.call('ZREMRANGEBYSCORE', K_ACTIVE, '-inf', fmt(NOW))
   del_ctl('ev_start', 'ev_size', 'ev_seed', 'hist', 'period', 'seat', 'w1', 'w5', unpack(CALL_FIELDS))
   del_ctl(unpack(HISTORY_FIELDS))
-  set_ctl('epoch', fmt(NOW))
+  set_ctl('epoch', fmt(NOW), 'pres', '0:')
+  PRES = {n = 0}
   applied = 1
 end
 -- #include read_queue

@@ -45,6 +45,7 @@ local function load_book()
   return BOOK
 end
 save_book = function()
+  save_presence()
   if not BOOK_DIRTY or not BOOK then return end
   BOOK_DIRTY = false
   set_ctl('seat', fmt(BOOK.slots) .. ':' .. (BOOK.lapse and fmt(BOOK.lapse) or ''), 'w1', format_window(BOOK.w[1]), 'w5', format_window(BOOK.w[2]))
@@ -169,6 +170,8 @@ end
 local function start_book()
   if not GEN_CREATED or load_book() then return end
   redis.call('DEL', K_ACTIVE, K_RESERVED, K_WAITING)
+  -- The waiting set went too: its count is written where the method keeps one (see presence).
+  PRES = {n = 0, dirty = RANDOM or ctl().pres ~= false}
   BOOK = {slots = 0, w = {}}
   for i, width in ipairs({MINUTE_MS, KEEP_MS}) do BOOK.w[i] = {width = width, edge = NOW - width, count = 0, floor = NOW, list = {}} end
   BOOK_DIRTY = true

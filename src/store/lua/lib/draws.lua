@@ -10,8 +10,11 @@ local function next_rank(n)
   if r >= n then r = n - 1 end
   return r
 end
+-- The members this run drew (a poll then settles its own ticket without looking it up).
+local DRAWN_NOW = {}
 local function draw_tickets(cursor, n)
-  local present = redis.call('ZCARD', K_WAITING)
+  -- After the prologue every stored member is present.
+  local present = presence().n
   local k = math.min(n, present)
   if k < 1 then return cursor end
   -- Each rank is among the visitors not drawn yet; `taken` (ascending) maps it to its index in the
@@ -27,12 +30,14 @@ local function draw_tickets(cursor, n)
     table.insert(taken, at, i)
     local m = redis.call('ZRANGE', K_WAITING, i, i)[1]
     members[#members + 1] = m
+    DRAWN_NOW[m] = true
     reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
     reserve[#reserve + 1] = m
     present = present - 1
   end
   redis.call('ZREM', K_WAITING, unpack(members))
   redis.call('ZADD', K_RESERVED, unpack(reserve))
+  presence_add(-k)
   book_reservations(k)
   book_expiry(NOW + RESERVATION_MS)
   set_ctl('cursor', fmt(cursor + k))

@@ -41,7 +41,7 @@ end
 -- The ctl hash, read once per run with one HMGET of every field a script needs (CTL_FIELDS), so
 -- the controls, the generation, the event's frozen pre-queue, the epoch and the history mark cost
 -- one command together. A run that writes one of these fields updates CTL too (set_ctl).
-local CTL_FIELDS = {'paused', 'switch', 'max_active', 'max_new_per_minute', 'gen', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'tail', 'cursor', 'period', 'seat', 'w1', 'w5'}
+local CTL_FIELDS = {'paused', 'switch', 'max_active', 'max_new_per_minute', 'gen', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'tail', 'cursor', 'period', 'seat', 'w1', 'w5', 'pres'}
 -- Rate FIFO: the tickets called in each CALL_BUCKET_MS bucket of the last five minutes, one field
 -- per bucket, reused round-robin (see calls_entry and called_counts).
 local CALL_FIELDS = {}
