@@ -2558,9 +2558,10 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         cursor: '2',
         hist: String(minute),
         [`h${(minute / 60_000) % 60}`]: `${minute}:0:0:0:0:0`,
-        // The book: one seat stored (2's reservation), nothing can lapse before T0 + 11 s; each
-        // window counts 1's arrival (listed, at T0) and 2's reservation, read first at T0.
-        seat: `1:${T0 + 11_000}`,
+        // The book: one seat stored (2's reservation: no reservation can lapse before T0 + 11 s, and
+        // no slot is stored); each window counts 1's arrival (listed, at T0) and 2's reservation,
+        // read first at T0.
+        seat: `1:${T0 + 11_000}:`,
         w1: `${T0 - 60_000}:2:${T0}:${T0}`,
         w5: `${T0 - 300_000}:2:${T0}:${T0}`,
       });
@@ -2619,7 +2620,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       // A join writes no history point; no cursor before the start. The first run (a new generation)
       // starts the book (see scripts.ts, Book): nothing stored, both windows empty from its now; and
       // the presence count: members of the waiting set, and a score at or before the lowest.
-      const book = { seat: '0:', w1: `${MIN0 + 500 - 60_000}:0:${MIN0 + 500}:`, w5: `${MIN0 + 500 - 300_000}:0:${MIN0 + 500}:` };
+      const book = { seat: '0::', w1: `${MIN0 + 500 - 60_000}:0:${MIN0 + 500}:`, w5: `${MIN0 + 500 - 300_000}:0:${MIN0 + 500}:` };
       expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '1', ...book, pres: `1:${MIN0 + 500}` });
       await store.join(q, MIN0 + 1_000, policy);
       expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', ...book, pres: `2:${MIN0 + 500}`, ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });

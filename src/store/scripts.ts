@@ -783,19 +783,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = '746905ed762c95340930615d886ee730544774a9';
-export const POLL_SHA1 = '5b06a2ff7f7d760adb55103bb28a8ded7c7f3bbe';
-export const CLAIM_SHA1 = '463990f02eb01fd61d999ecfdfbc4eb554dc4cef';
-export const TOUCH_SHA1 = '19cdd4ac682968ed469ce095f525676d7a9cc19f';
-export const LEAVE_SHA1 = '299fbd47a1875eba57d538d0f76231c7780e9539';
-export const ADMIT_SHA1 = '96febf4e24c5be64693857899c9ca0de3164145c';
-export const CONTROL_SHA1 = '227ab33b312e9530d7ca00e7f66b43f5c8e4bbaa';
-export const STATS_SHA1 = '0851419af18ee1e00f87fa215427ecaa1196020a';
+export const JOIN_SHA1 = 'c2979d5f15016d02813bea7800b47cd4da85f035';
+export const POLL_SHA1 = '64f7e5df0660ae43deb3a970d7eb66980137c56d';
+export const CLAIM_SHA1 = 'ee1e40719ceb45d91ddd555621b0d821bd564dc1';
+export const TOUCH_SHA1 = '991cea818c67a1b93261bb10c2ce83424d65937a';
+export const LEAVE_SHA1 = '4f466c3b17a0bbabf2ae9a585855264bef04e363';
+export const ADMIT_SHA1 = 'fd49273306b436eef642e032eb9ac385d67a80e9';
+export const CONTROL_SHA1 = '04657c3ea4e738c2c473c83593c87a6b233cfda5';
+export const STATS_SHA1 = '75a90dc1ff68a76f775cd6e96f2c1b45ea9f673e';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '04808bffdbe02d6bcc77df3b6963089dfdaf6ef2';
-export const RESET_SHA1 = '6504e31cddeead7ed73d9d248b347227a894b381';
+export const DRAW_SHA1 = 'f421a2191d1e3fc2822223c1e57fa14d53bd85c8';
+export const RESET_SHA1 = '52e88121edc40390ae6f0580a67ec6a2ac21237a';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

@@ -31,7 +31,7 @@ if foreign_gen(14) then
   if not score or tonumber(score) <= NOW then return done(0) end
   if tonumber(score) > NOW + grace then
     redis.call('ZADD', K_ACTIVE, fmt(NOW + grace), m)
-    book_expiry(NOW + grace)
+    book_expiry(ACTIVE_SET, NOW + grace)
   end
   return done(1)
 end
@@ -54,7 +54,7 @@ for _, key in ipairs({K_ACTIVE, K_RESERVED}) do
     held = 1
     if tonumber(score) > until_ms then
       redis.call('ZADD', key, fmt(until_ms), m)
-      book_expiry(until_ms)
+      book_expiry(key == K_RESERVED and RESERVED_SET or ACTIVE_SET, until_ms)
     end
   end
 end

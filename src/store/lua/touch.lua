@@ -28,7 +28,7 @@ local expiry = math.min(NOW + SESSION_MS, until_ms)
 redis.call('ZADD', K_ACTIVE, fmt(expiry), m)
 -- The book (see book.lua): a slot registered again counts, and an earlier expiry moves the bound.
 if created then book_slots(1) end
-book_expiry(expiry)
+book_expiry(ACTIVE_SET, expiry)
 flush_ctl()
 if expiry > NOW then return {1} end
 return {0}

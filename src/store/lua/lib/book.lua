@@ -1,8 +1,9 @@
 --- The book (capacity mode and the random method; see Book in the header): the counts their
 --- admission needs, kept in ctl so that the HMGET every run makes reads them and the run's one HSET
---- writes them, instead of counting sorted sets on every run. `seat` = `<slots>:<lapse>`: the stored
---- slots and reservations, and a time at or before the earliest expiry among them ('' = none stored),
---- so that before it nothing can have lapsed and no expiry command runs. `w1`, `w5`, one per window
+--- writes them, instead of counting sorted sets on every run. `seat` = `<slots>:<lapse_r>:<lapse_a>`:
+--- the stored slots and reservations, and per set (reserved, active) a time at or before the earliest
+--- expiry in it ('' = none stored), so that before it nothing there can have lapsed and no expiry
+--- command runs for that set. `w1`, `w5`, one per window
 --- (60 s, 300 s) = `<edge>:<count>:<floor>:<t1,t2,...>`: count = arrivals after the window's edge
 --- plus every stored reservation (a live reservation counts once, in both windows, until its claim
 --- turns it into an arrival at the claim: the count does not move, so a claim writes nothing); the
@@ -35,20 +36,22 @@ end
 -- The book as ctl holds it, or nil (never written, dropped, or lost with ctl).
 local function load_book()
   if BOOK ~= nil then return BOOK or nil end
-  local slots, lapse = string.match(ctl().seat or '', '^(%-?%d+):(%d*)$')
+  local slots, lapse_r, lapse_a = string.match(ctl().seat or '', '^(%-?%d+):(%d*):(%d*)$')
   local w1, w5 = parse_window(ctl().w1, MINUTE_MS), parse_window(ctl().w5, KEEP_MS)
   if not slots or not w1 or not w5 then
     BOOK = false
     return nil
   end
-  BOOK = {slots = tonumber(slots), lapse = tonumber(lapse), w = {w1, w5}}
+  BOOK = {slots = tonumber(slots), lapse = {tonumber(lapse_r), tonumber(lapse_a)}, w = {w1, w5}}
   return BOOK
 end
 save_book = function()
   save_presence()
   if not BOOK_DIRTY or not BOOK then return end
   BOOK_DIRTY = false
-  set_ctl('seat', fmt(BOOK.slots) .. ':' .. (BOOK.lapse and fmt(BOOK.lapse) or ''), 'w1', format_window(BOOK.w[1]), 'w5', format_window(BOOK.w[2]))
+  local lapse = {}
+  for i = 1, 2 do lapse[i] = BOOK.lapse[i] and fmt(BOOK.lapse[i]) or '' end
+  set_ctl('seat', fmt(BOOK.slots) .. ':' .. lapse[1] .. ':' .. lapse[2], 'w1', format_window(BOOK.w[1]), 'w5', format_window(BOOK.w[2]))
 end
 -- Rate FIFO keeps no book (its reservations move without it): a book left from an earlier mode is
 -- dropped, and rebuilt when a later run needs it.
@@ -56,16 +59,21 @@ local function drop_book()
   if ctl().seat or ctl().w1 or ctl().w5 then del_ctl('seat', 'w1', 'w5') end
   BOOK = false
 end
--- A slot or reservation stored with this expiry: the lapse bound follows it down.
-local function book_expiry(x)
-  if load_book() and (not BOOK.lapse or x < BOOK.lapse) then
-    BOOK.lapse = x
+-- The sets the lapse bounds are kept for, in the order of `seat`.
+local RESERVED_SET, ACTIVE_SET = 1, 2
+-- A reservation (RESERVED_SET) or slot (ACTIVE_SET) stored with this expiry: the set's bound follows
+-- it down.
+local function book_expiry(set, x)
+  if load_book() and (not BOOK.lapse[set] or x < BOOK.lapse[set]) then
+    BOOK.lapse[set] = x
     BOOK_DIRTY = true
   end
 end
 local function book_slots(n)
   if load_book() and n ~= 0 then
     BOOK.slots = BOOK.slots + n
+    -- Nothing stored: nothing can lapse.
+    if BOOK.slots <= 0 then BOOK.lapse = {} end
     BOOK_DIRTY = true
   end
 end
@@ -89,6 +97,12 @@ local function book_arrival(from_reservation)
       elseif NOW < w.floor then
         w.floor = NOW
       end
+    elseif BOOK_DIRTY and #w.list < BOOK_LIST then
+      -- The run writes the book anyway: the arrival is listed (a claim that writes nothing leaves
+      -- it unlisted, at or after floor).
+      local i = #w.list + 1
+      while i > 1 and w.list[i - 1] > NOW do i = i - 1 end
+      table.insert(w.list, i, NOW)
     elseif NOW < w.floor then
       -- A clock behind the one that set floor: floor follows it, so the count stays exact.
       w.floor = NOW
@@ -134,13 +148,19 @@ local function advance_windows()
 end
 -- How many reservations this run removed as lapsed: random rate mode redraws as many (see redraw).
 local lapsed_calls = 0
--- The lapse bound: the earliest expiry among the stored reservations and slots (nil: none stored).
-local function find_lapse()
-  local r = redis.call('ZRANGE', K_RESERVED, 0, 0, 'WITHSCORES')
-  local a = redis.call('ZRANGEBYSCORE', K_ACTIVE, 0, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  local lapse = tonumber(r[2] or nil)
-  if a[2] and (not lapse or tonumber(a[2]) < lapse) then lapse = tonumber(a[2]) end
-  return lapse
+-- The earliest expiry stored in a set (nil: none).
+local function find_lapse(set)
+  local first
+  if set == RESERVED_SET then
+    first = redis.call('ZRANGE', K_RESERVED, 0, 0, 'WITHSCORES')
+  else
+    first = redis.call('ZRANGEBYSCORE', K_ACTIVE, 0, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  end
+  return tonumber(first[2] or nil)
+end
+-- Whether something stored may have lapsed by now.
+local function lapse_due(b)
+  return (b.lapse[1] and NOW >= b.lapse[1]) or (b.lapse[2] and NOW >= b.lapse[2])
 end
 -- Reads again the windows that advance_windows found stale. Arrivals older than 300 s go from the
 -- set when the 300-s window is read again (no count reads them).
@@ -158,7 +178,7 @@ end
 -- The book built from the sets (a run that found none): every stored slot and reservation counted,
 -- both windows read.
 local function build_book()
-  BOOK = {slots = redis.call('ZCARD', K_RESERVED) + redis.call('ZCOUNT', K_ACTIVE, 0, '+inf'), lapse = find_lapse(), w = {}}
+  BOOK = {slots = redis.call('ZCARD', K_RESERVED) + redis.call('ZCOUNT', K_ACTIVE, 0, '+inf'), lapse = {find_lapse(RESERVED_SET), find_lapse(ACTIVE_SET)}, w = {}}
   for i, width in ipairs({MINUTE_MS, KEEP_MS}) do BOOK.w[i] = {width = width, edge = 0, count = 0, floor = 0, list = {}, stale = true} end
   BOOK_DIRTY = true
   refill_stale()
@@ -172,21 +192,25 @@ local function start_book()
   redis.call('DEL', K_ACTIVE, K_RESERVED, K_WAITING)
   -- The waiting set went too: its count is written where the method keeps one (see presence).
   PRES = {n = 0, dirty = RANDOM or ctl().pres ~= false}
-  BOOK = {slots = 0, w = {}}
+  BOOK = {slots = 0, lapse = {}, w = {}}
   for i, width in ipairs({MINUTE_MS, KEEP_MS}) do BOOK.w[i] = {width = width, edge = NOW - width, count = 0, floor = NOW, list = {}} end
   BOOK_DIRTY = true
 end
--- Lapsed slots and reservations leave, and the lapse bound is found again; runs only once the bound
--- has come.
+-- Lapsed reservations, then lapsed slots, leave, and the set's bound is found again; each only once
+-- its set's bound has come.
 local function expire_lapsed()
-  if not BOOK.lapse or NOW < BOOK.lapse then return end
-  local reservations = redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
-  local slots = redis.call('ZREMRANGEBYSCORE', K_ACTIVE, 0, fmt(NOW))
-  lapsed_calls = lapsed_calls + reservations
-  book_reservations(-reservations)
-  book_slots(-slots)
-  BOOK.lapse = find_lapse()
-  BOOK_DIRTY = true
+  if BOOK.lapse[RESERVED_SET] and NOW >= BOOK.lapse[RESERVED_SET] then
+    local reservations = redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
+    lapsed_calls = lapsed_calls + reservations
+    book_reservations(-reservations)
+    BOOK.lapse[RESERVED_SET] = find_lapse(RESERVED_SET)
+    BOOK_DIRTY = true
+  end
+  if BOOK.lapse[ACTIVE_SET] and NOW >= BOOK.lapse[ACTIVE_SET] then
+    book_slots(-redis.call('ZREMRANGEBYSCORE', K_ACTIVE, 0, fmt(NOW)))
+    BOOK.lapse[ACTIVE_SET] = find_lapse(ACTIVE_SET)
+    BOOK_DIRTY = true
+  end
 end
 -- A writing run's book, ready for admission: built from the sets when absent, lapsed entries out,
 -- both windows exact at now.
@@ -219,7 +243,7 @@ local function book_figures()
       refill_stale()
       stale = false
     end
-    if stale or (b.lapse and NOW >= b.lapse) then return count_by_score() end
+    if stale or lapse_due(b) then return count_by_score() end
   end
   return BOOK.slots, math.max(0, BOOK.w[1].count), math.max(0, BOOK.w[2].count)
 end

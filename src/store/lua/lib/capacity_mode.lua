@@ -45,7 +45,7 @@ end
 -- arrival's member. Answers whether m held no slot before.
 local function seat(m, arrival)
   local x = NOW + SESSION_MS
-  book_expiry(x)
+  book_expiry(ACTIVE_SET, x)
   return redis.call('ZADD', K_ACTIVE, fmt(x), m, fmt(arrival_score(NOW)), arrival) == 2
 end
 -- A ticket takes its slot: claim its live reservation (it becomes an arrival at now: the figures do
@@ -61,7 +61,7 @@ local function take_slot(ticket, tail, cursor, paused, max_active, max_new, wait
     return 1
   end
   if redis.call('ZSCORE', K_ACTIVE, m) then
-    book_expiry(NOW + SESSION_MS)
+    book_expiry(ACTIVE_SET, NOW + SESSION_MS)
     redis.call('ZADD', K_ACTIVE, fmt(NOW + SESSION_MS), m)
     return 1
   end

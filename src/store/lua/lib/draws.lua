@@ -39,7 +39,7 @@ local function draw_tickets(cursor, n)
   redis.call('ZADD', K_RESERVED, unpack(reserve))
   presence_add(-k)
   book_reservations(k)
-  book_expiry(NOW + RESERVATION_MS)
+  book_expiry(RESERVED_SET, NOW + RESERVATION_MS)
   set_ctl('cursor', fmt(cursor + k))
   return cursor + k
 end

@@ -41,6 +41,8 @@ local function presence_add(n)
   local p = presence()
   p.n = p.n + n
   if n > 0 and (not p.bound or NOW < p.bound) then p.bound = NOW end
+  -- Nobody stored: nobody can lapse.
+  if p.n <= 0 then p.bound = nil end
   p.dirty = true
 end
 -- The visitors present now: the stored count while nobody can have lapsed, else counted by score.

@@ -27,7 +27,7 @@ local function reserve_tickets(from, to, call_entries)
   end
   if call_entries and to >= from then
     book_reservations(to - from + 1)
-    book_expiry(NOW + RESERVATION_MS)
+    book_expiry(RESERVED_SET, NOW + RESERVATION_MS)
   end
 end
 -- Rate FIFO: the calls from..to (none when from > to) made now and the calls that lapsed
