@@ -7,9 +7,11 @@
  * the Fastly engine for build-time checks. State lives as long as the instance; it is not shared
  * between processes or POPs.
  *
- * The state mirrors the Redis layout documented in scripts.ts (the same members in the same sorted
- * sets, as Maps member → score), and each helper below mirrors the Lua function of the same name, so
- * the two stores count, expire, call and draw tickets identically. Draws walk the waiting visitors
+ * The state mirrors the Redis layout documented in scripts.ts as it stood before issue 13 (the same
+ * members in sorted sets, as Maps member → score, counted by score on every call), and each helper
+ * below mirrors the Lua function of the same name, so the two stores count, expire, call and draw
+ * tickets identically. The Lua keeps its counts in ctl (the book and `pres`, see scripts.ts) to bill
+ * fewer commands; what a caller sees is the same, which the contract suite checks on both. Draws walk the waiting visitors
  * in Redis's ZSET order (score, then member bytes) with the same generator (`createDrawRng`), so the
  * same seed draws the same tickets here and in Redis.
  */
