@@ -48,6 +48,9 @@ describe('billed commands per request class (Upstash store, real redis-server)',
       await store.claim(warm, 1, T0, policy, 0);
       await store.admit(warm, 1, T0, policy);
       await store.stats(warm, T0, policy, { history: true });
+      await store.touch(warm, 1, T0, policy, T0 + 1);
+      await store.leave(warm, 1, T0, policy, 0);
+      await store.draw(warm, 1, T0, policy, 0);
     }
   });
 
@@ -99,27 +102,47 @@ describe('billed commands per request class (Upstash store, real redis-server)',
     expect(busy).toBe(quiet);
   });
 
-  it('capacity mode', async () => {
+  it('capacity mode: every class at or under its budget', async () => {
     const q = `c-${randomUUID().slice(0, 8)}`;
     const walkInKey = keyed();
-    await measure('capacity: join, walk-in', () => store.join(q, T0, CAPACITY, walkInKey));
-    await measure('capacity: join retried with its key: the same walk-in, its slot renewed', () => store.join(q, T0 + 1, CAPACITY, walkInKey));
+    // The queue's first run starts its generation and an empty book (one DEL of what a lost state may
+    // have left): once per life of the state.
+    await measure("capacity: join, walk-in, the queue's first run (its generation, an empty book)", () => store.join(q, T0, CAPACITY, keyed()), 5);
+    await measure('capacity: join, walk-in', () => store.join(q, T0 + 1, CAPACITY, walkInKey), 4);
+    await measure('capacity: join retried with its key: the same walk-in, its slot renewed', () => store.join(q, T0 + 1, CAPACITY, walkInKey), 5);
     for (let i = 0; i < 10; i += 1) await store.join(q, T0 + 1, CAPACITY, keyed());
-    await measure('capacity: join, waiting', () => store.join(q, T0 + 2, CAPACITY, keyed()));
-    await store.leave(q, 1, T0 + 3, CAPACITY, 0);
-    await measure('capacity: poll (cache miss)', () => store.poll(q, T0 + 4, CAPACITY));
-    await measure('capacity: claim of a called ticket', () => store.claim(q, 6, T0 + 5, CAPACITY, 0));
-    await measure('capacity: poll (cache miss), lapsed reservation replaced', () => store.poll(q, T0 + 10_004, CAPACITY));
-    await measure('capacity: admit 3', () => store.admit(q, 3, T0 + 10_005, CAPACITY));
+    await measure('capacity: join, waiting', () => store.join(q, T0 + 2, CAPACITY, keyed()), 3);
+    await measure('capacity: leave (a slot freed, the next ticket called)', () => store.leave(q, 1, T0 + 3, CAPACITY, 0), 6);
+    await measure('capacity: poll (cache miss)', () => store.poll(q, T0 + 4, CAPACITY), 4);
+    await measure('capacity: claim of a called ticket', () => store.claim(q, 6, T0 + 5, CAPACITY, 0), 4);
+    await measure('capacity: claim again (two tabs): its slot renewed', () => store.claim(q, 6, T0 + 6, CAPACITY, 0), 5);
+    await measure('capacity: touch (a slot refreshed)', () => store.touch(q, 6, T0 + 7, CAPACITY, Number.MAX_SAFE_INTEGER), 3);
+    await measure('capacity: stats, the admin panel (figures and the hour\'s chart)', () => store.stats(q, T0 + 8, CAPACITY, { history: true }), 4);
+    // An admission step after a lapse: the lapsed entries leave, the bound is found again, the room
+    // is called into (the admission's own writes, as an admit's).
+    await measure('capacity: poll (cache miss), lapsed reservation replaced', () => store.poll(q, T0 + 10_004, CAPACITY), 5);
+    await measure('capacity: admit 3', () => store.admit(q, 3, T0 + 10_005, CAPACITY), 4);
   });
 
   it('random method', async () => {
     const q = `d-${randomUUID().slice(0, 8)}`;
     const RANDOM: AdmissionPolicy = { ...RATE, method: 'random', seed: 1, presenceMs: 30_000 };
     await store.join(q, T0, RANDOM, keyed());
-    await measure('random: join, first (nobody waiting: the period step draws it)', () => store.join(q, T0 + 1, RANDOM, keyed()));
-    for (let i = 0; i < 10; i += 1) await store.join(q, T0 + 2, RANDOM, keyed());
-    await measure('random: join, others waiting (the draws are the polls\')', () => store.join(q, T0 + 3, RANDOM, keyed()));
-    await measure('random: a waiting visitor\'s poll (a draw)', () => store.draw(q, 12, T0 + 4, RANDOM, 0));
+    await measure("random: join, nobody waiting (the period's step ran already)", () => store.join(q, T0 + 1, RANDOM, keyed()), 4);
+    // A new period: the join's step draws it at once (its rank read, it leaves the draw, its
+    // reservation written and collected in the same run).
+    const p = `d-${randomUUID().slice(0, 8)}`;
+    await store.join(p, T0, RANDOM, keyed());
+    let drawn = false;
+    await measure('random: join, first of a period with nobody waiting: the step draws it', async () => void (drawn = (await store.join(p, T0 + 60_000, RANDOM, keyed())).claimed), 9);
+    expect(drawn).toBe(true);
+    for (let i = 0; i < 10; i += 1) await store.join(q, T0 + 60_002, RANDOM, keyed());
+    await measure('random: join, others waiting (the draws are the polls\')', () => store.join(q, T0 + 60_003, RANDOM, keyed()), 4);
+    // The period's step (5 drawn: a rank read each, one ZREM and one ZADD for all), the presence of
+    // the visitors who stopped polling lapsed, the minute's history point.
+    await measure("random: a waiting visitor's poll that runs the period's step (5 drawn) and the minute's history point", () => store.draw(q, 14, T0 + 60_004, RANDOM, 0), 14);
+    // A visitor who joined after the step, still in the draw: its presence renewed, nothing else.
+    const { ticket } = await store.join(q, T0 + 60_005, RANDOM, keyed());
+    await measure("random: a waiting visitor's poll (a draw)", () => store.draw(q, ticket, T0 + 60_006, RANDOM, 0), 3);
   });
 });

@@ -2542,13 +2542,13 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await store.control(c, { maxNewPerMinute: 7 }, T0, policy);
       await joinMany(store, c, 2, T0, policy);
       await store.leave(c, 1, T0 + 1_000, policy, 0);
-      // The slot 1 held is gone (an empty sorted set is no key); 2 is reserved.
+      // The slot 1 held is gone; its arrival stays in the active set, at -1 - its arrival ms (slots
+      // are at their expiry, >= 0), its wait (0) in its member; 2 is reserved. No admits or waits set.
       expect((await direct.keys(`${prefix}:{${c}}*`)).sort()).toEqual(
-        ['admits', 'ctl', 'reserved', 'waits'].map((k) => `${cb}:${k}`),
+        ['active', 'ctl', 'reserved'].map((k) => `${cb}:${k}`),
       );
       expect(await direct.zrange(`${cb}:reserved`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 11_000)]);
-      expect(await direct.zrange(`${cb}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(T0), '2', String(T0 + 1_000)]);
-      expect(await direct.zrange(`${cb}:waits`, 0, -1, 'WITHSCORES')).toEqual(['1:0', String(T0)]);
+      expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['1:0', String(-1 - T0)]);
       // The control wrote the minute's history point into ctl's slot of its minute.
       const minute = Math.floor(T0 / 60_000) * 60_000;
       expect(await direct.hgetall(`${cb}:ctl`)).toEqual({
@@ -2558,13 +2558,21 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         cursor: '2',
         hist: String(minute),
         [`h${(minute / 60_000) % 60}`]: `${minute}:0:0:0:0:0`,
-        // The figures the last run that counted them saw (the second join: one seat, one arrival).
-        fig: '1:1:1',
+        // The book: one seat stored (2's reservation: no reservation can lapse before T0 + 11 s, and
+        // no slot is stored); each window counts 1's arrival (listed, at T0) and 2's reservation,
+        // read first at T0.
+        seat: `1:${T0 + 11_000}:`,
+        w1: `${T0 - 60_000}:2:${T0}:${T0}`,
+        w5: `${T0 - 300_000}:2:${T0}:${T0}`,
       });
       await store.claim(c, 2, T0 + 2_000, policy, 1_500);
-      expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 2_000 + SESSION_MS)]);
-      // The claim re-timed 2's admission from its call to its arrival.
-      expect(await direct.zrange(`${cb}:admits`, 0, -1, 'WITHSCORES')).toEqual(['1', String(T0), '2', String(T0 + 2_000)]);
+      // The claim wrote 2's slot and its arrival (with its wait) in one ZADD, and took its
+      // reservation out; the book does not move (a reservation becomes an arrival).
+      expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(
+        ['2:1500', String(-1 - (T0 + 2_000)), '1:0', String(-1 - T0), '2', String(T0 + 2_000 + SESSION_MS)],
+      );
+      expect(await direct.exists(`${cb}:reserved`)).toBe(0);
+      expect(await direct.hget(`${cb}:ctl`, 'w1')).toBe(`${T0 - 60_000}:2:${T0}:${T0}`);
     });
 
     it('keeps each VIP code in one hash under the queue\'s hash tag, with a TTL relative to the caller\'s clock', async () => {
@@ -2609,10 +2617,13 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       const policy = withEvent(randomly(OFF), MIN0 + 1_000, 7);
       await store.join(q, MIN0 + 500, policy);
       const gen = String(7 + MIN0 + 500 + 1);
-      // A join writes no history point; no cursor before the start.
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '1', fig: '0:0:0' });
+      // A join writes no history point; no cursor before the start. The first run (a new generation)
+      // starts the book (see scripts.ts, Book): nothing stored, both windows empty from its now; and
+      // the presence count: members of the waiting set, and a score at or before the lowest.
+      const book = { seat: '0::', w1: `${MIN0 + 500 - 60_000}:0:${MIN0 + 500}:`, w5: `${MIN0 + 500 - 300_000}:0:${MIN0 + 500}:` };
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '1', ...book, pres: `1:${MIN0 + 500}` });
       await store.join(q, MIN0 + 1_000, policy);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', fig: '0:0:0', ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', ...book, pres: `2:${MIN0 + 500}`, ev_start: String(MIN0 + 1_000), ev_size: '1', ev_seed: '7' });
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['1', String(MIN0 + 500), '2', String(MIN0 + 1_000)]);
       await store.draw(q, 1, MIN0 + 2_000, policy, 0);
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['2', String(MIN0 + 1_000), '1', String(MIN0 + 2_000)]);
@@ -2637,7 +2648,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await store.control(q, { maxActive: 3 }, MIN0 + 3_700_000, policy);
       await store.reset(q, MIN0 + 3_700_001, policy);
       expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:ctl`]);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', cursor: '2', max_active: '3', epoch: String(MIN0 + 3_700_001), fig: '0:0:0' });
+      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', cursor: '2', max_active: '3', epoch: String(MIN0 + 3_700_001), pres: '0:' });
     });
 
     it('draws the same tickets as the memory store for the same seeds, in ZSET order (score, then member bytes)', async () => {

@@ -7,9 +7,11 @@
  * the Fastly engine for build-time checks. State lives as long as the instance; it is not shared
  * between processes or POPs.
  *
- * The state mirrors the Redis layout documented in scripts.ts (the same members in the same sorted
- * sets, as Maps member → score), and each helper below mirrors the Lua function of the same name, so
- * the two stores count, expire, call and draw tickets identically. Draws walk the waiting visitors
+ * The state mirrors the Redis layout documented in scripts.ts as it stood before issue 13 (the same
+ * members in sorted sets, as Maps member → score, counted by score on every call), and each helper
+ * below mirrors the Lua function of the same name, so the two stores count, expire, call and draw
+ * tickets identically. The Lua keeps its counts in ctl (the book and `pres`, see scripts.ts) to bill
+ * fewer commands; what a caller sees is the same, which the contract suite checks on both. Draws walk the waiting visitors
  * in Redis's ZSET order (score, then member bytes) with the same generator (`createDrawRng`), so the
  * same seed draws the same tickets here and in Redis.
  */
@@ -108,8 +110,6 @@ interface MemoryQueue {
   recoverUntil: number;
   /** Explicit admits' idempotency keys → the count that admit let in, and when the key is forgotten (ms). */
   readonly idempotency: Map<string, { readonly admitted: number; readonly untilMs: number }>;
-  /** ctl `fig`: the figures the last writing run counted (capacity mode and random), for joins that do no admission work. */
-  figures: { readonly active: number; readonly minute: number; readonly five: number } | undefined;
   /** ctl's join ring (see scripts.ts, Joins): slot → the latest join whose key falls in it. */
   readonly joins: Map<number, JoinEntry>;
   /** Adaptive admission's fields of ctl (ac_* and the POPs' reports o<n>; see adaptive.ts). */
@@ -189,7 +189,7 @@ export class MemoryQueueStore implements QueueStore {
       return replayJoin(q, p, entry);
     }
     // Mirrors the join script: switched open, no ticket and nothing written.
-    if (q.switch === 'open') return { ...readState(begin(q, p, true), true), ticket: 0, claimed: false, replayed: false };
+    if (q.switch === 'open') return { ...readState(begin(q, p, true)), ticket: 0, claimed: false, replayed: false };
     q.tail += 1;
     let ticket = q.tail;
     prologue(q, p, ticket - 1);
@@ -205,7 +205,8 @@ export class MemoryQueueStore implements QueueStore {
     const r = begin(q, p);
     let claimed = false;
     // Mirrors the join script: with others waiting ahead (or nobody to admit now), capacity mode and
-    // the random method leave the admission step to the polls and report the remembered figures.
+    // the random method leave the admission step to the polls (the figures are exact all the same:
+    // ctl's book, or counted by score).
     const capacity = isCapacity(r.e);
     const queued = (capacity || r.random) && (r.e.paused || !r.open || q.cursor < ticket - 1);
     if (queued) {
@@ -232,7 +233,7 @@ export class MemoryQueueStore implements QueueStore {
     }
     if (slot !== undefined) q.joins.set(slot, { key, ticket, atMs: p.nowMs, epoch: q.epoch, generation: q.generation, claimed });
     // No history point: the join script writes none.
-    return { ...readState(r, queued), ticket, claimed, replayed: false };
+    return { ...readState(r), ticket, claimed, replayed: false };
   }
 
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -559,7 +560,6 @@ function emptyQueue(): MemoryQueue {
     recoverUntil: 0,
     idempotency: new Map(),
     joins: new Map(),
-    figures: undefined,
     ac: new Map(),
   };
 }
@@ -731,15 +731,11 @@ function recordCalls(q: MemoryQueue, nowMs: number, from: number, to: number, la
   q.calls.set(slot, { bucket, from, to, lapsed });
 }
 
-/** Mirrors `read_state`; `remembered`: a join that did no admission work reports ctl `fig` when there is one. */
-function readState({ q, p, e, random, readOnly }: Run, remembered = false): QueueState {
+/** Mirrors `read_state`: exact figures at now (the Lua reads them from ctl's book, or counts by score). */
+function readState({ q, p, e, random }: Run): QueueState {
   const nowMs = p.nowMs;
   const callEntries = random || isCapacity(e);
-  let figures = remembered && callEntries ? q.figures : undefined;
-  if (figures === undefined && callEntries) {
-    figures = { active: countAfter(q.active, nowMs) + countAfter(q.reserved, nowMs), ...admittedCounts(q, nowMs) };
-    if (!readOnly) q.figures = figures;
-  }
+  const figures = callEntries ? { active: countAfter(q.active, nowMs) + countAfter(q.reserved, nowMs), ...admittedCounts(q, nowMs) } : undefined;
   const { minute, five } = figures ?? calledCounts(q, nowMs);
   const event = p.eventStartMs > 0 && q.event?.start === p.eventStartMs ? q.event : undefined;
   return {

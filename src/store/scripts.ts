@@ -23,9 +23,11 @@
  *                                   `c0`..`c60`, rate FIFO's calls per 5-s bucket of the last five
  *                                   minutes (CALL_BUCKET_MS, CALL_SLOTS), each `<bucket start>:<first
  *                                   called>:<last called>:<lapsed>`, reused round-robin (see
- *                                   Figures); `fig`, capacity mode and random: `<active>:
- *                                   <admitted_1m>:<admitted_5m>` as the last run that counted
- *                                   them saw them (see Capacity joins); `j0`..`j4095`, the join
+ *                                   Figures); `seat`, `w1`, `w5`, capacity mode and random: the
+ *                                   book (see Book); `pres`, random: `<stored>:<bound>`, the
+ *                                   waiting set's size and a score at or before its lowest ('' =
+ *                                   empty), so presence lapses and is counted only once someone
+ *                                   can have lapsed (see Methods); `j0`..`j4095`, the join
  *                                   ring (see Joins); `idem`,
  *                                   the idempotency keys of recent admits, only read by the admit
  *                                   script (see IDEMPOTENT_REPLAY); `h0`..`h59`,
@@ -37,30 +39,28 @@
  *                                   none. `waiting` is `tail - cursor` (at least 0) in FIFO, the
  *                                   present visitors in random. Read (history, stats) only: the
  *                                   slots whose minute is > now - HISTORY_MS, oldest first.
- *   `${prefix}:{${queue}}:active`   capacity mode: ZSET ticket → slot expiry (ms). A slot is live
- *                                   while its expiry is > now.
+ *   `${prefix}:{${queue}}:active`   capacity mode: ZSET ticket → slot expiry (ms, >= 0). A slot is
+ *                                   live while its expiry is > now. Capacity mode and the random
+ *                                   method: also the ARRIVALS, at negative scores (-1 - arrival ms),
+ *                                   kept 300 s: `<ticket>:<waitedMs>` for a walk-in or a claimed
+ *                                   (collected) reservation, `<ticket>@<now>[#k]:<waitedMs>` for a
+ *                                   slot taken directly (a late claim after the reservation lapsed,
+ *                                   or a returning holder), unique so that two arrivals never
+ *                                   collapse into one; the wait is the average wait's. A slot and
+ *                                   its arrival are written by one ZADD. Scores split the two kinds:
+ *                                   slot commands range over [0, +inf), arrival counts over
+ *                                   (-inf, -1].
  *   `${prefix}:{${queue}}:reserved` ZSET ticket → reservation expiry (ms), in every mode: a called
  *                                   (drawn) ticket's slot (capacity mode) or admission (rate mode),
  *                                   held for its holder for `reservationMs`: its claim deadline.
- *   `${prefix}:{${queue}}:admits`   capacity mode and the random method: ZSET member → admission
- *                                   time (ms), kept 300 s: the sliding-minute limit and the measured
- *                                   rate. Members: `<ticket>` for a ticket called or drawn, written
- *                                   at the call; re-timed to the claim (or random rate mode's
- *                                   collection) when its reservation is taken up (the visitor's
- *                                   arrival; written anew if the 300 s trim took it), and removed
- *                                   again when its reservation lapses or is left unclaimed, which
- *                                   gives the per-minute budget back; `<ticket>@<now>[#k]` for a
- *                                   slot taken directly (a late claim after the reservation lapsed,
- *                                   or a returning holder), unique so that two admissions never
- *                                   collapse into one. The entry of a ticket still reserved is not
- *                                   counted by its score: see Figures. Rate FIFO writes none.
- *   `${prefix}:{${queue}}:waits`    ZSET `<ticket>:<waitedMs>` → time (ms), kept 300 s: how long
- *                                   each claimed slot's (or collected draw's) holder waited, for the
- *                                   average wait.
+ *   `${prefix}:{${queue}}:admits`, `…:waits`  written by no script since issue 13 (the arrivals
+ *                                   and their waits are in `active`); still passed as KEYS 3 and 4,
+ *                                   and deleted by reset, so a state from before goes with the line.
  *   `${prefix}:{${queue}}:waiting`  random method: ZSET ticket → last poll time (ms): the visitors
  *                                   taking part in draws. A member is present while its score is
  *                                   > now - presenceMs; every writing random-mode script first
- *                                   removes the others. A drawn ticket leaves it for good.
+ *                                   removes the others (once `pres` says one can have lapsed). A
+ *                                   drawn ticket leaves it for good.
  *   `${prefix}:{${queue}}:vip:<hash>`  HASH, one per VIP access code; `<hash>` is the lower-case hex
  *                                   SHA-256 the caller made of the code (the store never sees a
  *                                   code). Fields: `left` (uses left; kept at 0 once used up, so a
@@ -72,9 +72,29 @@
  *                                   caller's clock and Redis's. Only the two VIP scripts touch it.
  *
  * Modes: capacity mode while the effective `maxActive > 0 || maxNewPerMinute > 0`, else rate mode
- * (the period step, exactly as before thresholds existed). Figures are counted by score (a slot or
- * reservation whose expiry is <= now is not counted even before a script removes it), so `stats`
- * needs no writes and every script reports the same numbers.
+ * (the period step, exactly as before thresholds existed). Figures are exact at the run's now (a
+ * slot or reservation whose expiry is <= now is not counted even before a script removes it), so
+ * `stats` needs no writes and every script reports the same numbers.
+ *
+ * Book (capacity mode and the random method; issue 13: Upstash bills every command a script runs,
+ * so the hot scripts must not count sorted sets). ctl keeps what admission needs, read by the HMGET
+ * every run makes and written by its one HSET. `seat` = `<slots>:<lapse_r>:<lapse_a>`: the stored
+ * slots and reservations, and per set (reserved, active) a time at or before its earliest expiry
+ * ('' = nothing stored): until it comes nothing there can have lapsed, so no expiry command runs;
+ * when it comes, the lapsed go and the set's earliest expiry is read (two commands). `w1`, `w5` (60
+ * s, 300 s) = `<edge>:<count>:<floor>:<t1,…>`: count = arrivals after the window's edge + every
+ * stored reservation (a live reservation counts once, in both windows, until its claim turns it
+ * into an arrival at the claim: the count does not move, so a claim writes no ctl); the listed
+ * times (at most 16) are arrivals known exactly, every unlisted arrival is at or after floor, and
+ * every arrival at or before edge has been taken out. A run takes out the listed arrivals that left
+ * the window at no cost, and reads the window again from `active` (one ZREVRANGEBYSCORE of the
+ * earliest 17, and a ZCOUNT when there are more, plus the reservations' ZCARD) only when an unlisted
+ * one may have left (floor <= now - window) or its clock is behind an edge already taken out; that
+ * read also trims arrivals older than 300 s. A run that may not write (stats) or does no admission
+ * work (a queued join) uses the book only when it answers exactly at its now, and counts by score
+ * otherwise. An absent book (none yet, a queue that was in rate FIFO, which drops it, a lost ctl) is
+ * built from the sets; a run that writes a new generation starts an empty one and deletes what the
+ * sets still hold (a lost life's: its holders register again, see Generations), one DEL.
  *
  * Figures. Rate FIFO counts CALLS, the pace of the line: the tickets called in the last 60 s (300
  * s) less the calls that lapsed unclaimed, from ctl's 5-s call buckets (read with the controls, so
@@ -87,7 +107,7 @@
  * claim or returning holder at that claim), not when its ticket is called: the call only reserves.
  * So `admittedLastMinute` = claims whose claim time is in the last 60 s + live reservations
  * (called, not yet claimed, WHATEVER their call time: each is one arrival still to come, counted
- * exactly once), and `admittedLast5Minutes` the same over 300 s (random rate mode: a draw is a
+ * exactly once), and `admittedLast5Minutes` the same over 300 s, kept by the book (random rate mode: a draw is a
  * reservation, counted while live and then at its collection). `maxNewPerMinute` keeps that minute figure <= the limit (explicit admits aside): a reservation is
  * counted from its call until it becomes a claim (then counted at its claim time) or lapses (then
  * counted no more), so the visitors who actually arrive in ANY 60 s window never exceed the limit,
@@ -95,9 +115,8 @@
  *
  * Capacity and random joins: a join with others waiting ahead of it (cursor < ticket - 1), or while
  * nobody may be admitted (paused, recovering, before the event's start), runs no admission step: the
- * waiting visitors' polls do, as in rate mode. It takes its number and reports ctl `fig`, the
- * figures the last counting run (any writing run but these joins) kept, so it costs what a rate
- * join costs. A join with nobody ahead walks in when both thresholds leave room, straight to its
+ * waiting visitors' polls do, as in rate mode. It takes its number and reports the book's figures
+ * (see Book), so it costs what a rate join costs. A join with nobody ahead walks in when both thresholds leave room, straight to its
  * slot (no reservation written and claimed in the same run; its arrival and a wait of 0 recorded).
  * The random method's joins follow the same rule: with undrawn tickets ahead (cursor < ticket - 1)
  * the draws are the waiting visitors' (each poll is a draw); a join with nobody ahead runs the step,
@@ -161,13 +180,19 @@
  * seeded from ARGV seed (state = (seed mod 2147483646) + 1; next = state * 16807 mod 2147483647,
  * exact in doubles; one stream per script run), and picks rank r = floor(next / 2147483647 * N)
  * among the N members of `waiting` in ZSET order (score, then member bytes), removes it, N - 1,
- * n times. Each drawn ticket is reserved exactly as a FIFO call (reserved + admits at now) and the
+ * n times (the ranks are mapped to the set as it stands, so one ZREM and one ZADD write them all).
+ * Each drawn ticket is reserved exactly as a FIFO call (reserved, counted by the book) and the
  * cursor counts the draws, so `tail - cursor` is still the number not yet called. Capacity mode
  * draws min(free room, N); rate mode's period step draws min(count, N) (same period rules; lapsed
  * reservations are expired as in capacity mode); admit(count) draws min(count, N). In random mode a
  * slot is taken only through a live reservation (or renewed), never directly from free room, and a
- * rate-mode reservation is "collected" by its holder's draw (ZREM reserved, admits re-timed to now,
+ * rate-mode reservation is "collected" by its holder's draw (ZREM reserved, its arrival at now,
  * wait recorded): a ticket drawn and collected cannot be drawn again, so nobody is admitted twice.
+ * Presence is counted in ctl `pres` (see the key layout): a join adds one, a draw takes its k out,
+ * and the lapsed leave (ZREMRANGEBYSCORE, then the new lowest score read) only once now -
+ * presenceMs reaches its bound; N is that count. A waiting poll renews its presence first (ZADD XX
+ * CH: one command when the score changes) and settles only a ticket its own step drew: a ticket in
+ * the draw holds no reservation or slot.
  *
  * Method switches mid-queue are not smoothed over: a FIFO ticket never entered `waiting` (its draw
  * answers unknown), and in random mode the cursor counts draws, not a ticket number, so a switch back
@@ -242,6 +267,7 @@ import EVENTS_LUA from './lua/lib/events.lua';
 import FIGURES_LUA from './lua/lib/figures.lua';
 import DRAWS_LUA from './lua/lib/draws.lua';
 import RATE_MODE_LUA from './lua/lib/rate_mode.lua';
+import BOOK_LUA from './lua/lib/book.lua';
 import CAPACITY_MODE_LUA from './lua/lib/capacity_mode.lua';
 import POLICY_HEADER_LUA from './lua/lib/policy_header.lua';
 import READ_QUEUE_LUA from './lua/lib/read_queue.lua';
@@ -780,6 +806,7 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
   figures: FIGURES_LUA,
   draws: DRAWS_LUA,
   rate_mode: RATE_MODE_LUA,
+  book: BOOK_LUA,
   capacity_mode: CAPACITY_MODE_LUA,
   policy_header: POLICY_HEADER_LUA,
   read_queue: READ_QUEUE_LUA,
@@ -809,20 +836,20 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'fb005f72c618a3383c484d56a3a0f58fc50e7ece';
-export const POLL_SHA1 = '604e7150ab143c856e84cf63df97ec14fb7a25ec';
-export const CLAIM_SHA1 = 'dde463f05b4add73edb2099870660ade3a1f121b';
-export const TOUCH_SHA1 = '78370e6ed06f1a4e5b8f6fc84c470c51a880ca76';
-export const LEAVE_SHA1 = '037d54eafab286d88ccaef6bb5a5764c1ae2f3f6';
-export const ADMIT_SHA1 = 'd20c049cf3f3dd4b6cc0a26eb1e10758b4dbabd4';
-export const CONTROL_SHA1 = '5018c098f668e32b1a7575a045d5a804967d6aa3';
-export const STATS_SHA1 = 'b30f3feed571ba2c8da57e9484e20f7ffd1a0182';
+export const JOIN_SHA1 = 'ee1791c2461ef14658a6bace6325946c10fb784f';
+export const POLL_SHA1 = 'cb17421e6e84771929b53a80cc61d007977563ba';
+export const CLAIM_SHA1 = '835be2beb121d2e6bb30d2df9192364b358880b6';
+export const TOUCH_SHA1 = 'e4ece1ca8a7b2e18cfd68efd71b7cb053b957acd';
+export const LEAVE_SHA1 = '15704b9af8e72a5afd8dce76e1d62e960485f959';
+export const ADMIT_SHA1 = '4d5d70bec5c35c5b099bbb7cd36cbfb362b36b32';
+export const CONTROL_SHA1 = '4a8f6f312b85da84fcd43e8826ed22017ecdf9a2';
+export const STATS_SHA1 = '2dc7557964d465e43a394a09a01e314d780fe0cc';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '3fc59d44aee8d5a8a9db5319e6accede9a5637b6';
-export const RESET_SHA1 = 'c9bc45a09fc247565f638d72eeb7bf9433099e73';
-export const HISTORY_SHA1 = 'c01ffc5374a835e2721dda54a6a20287bbbe2c22';
+export const DRAW_SHA1 = 'adb81396324e17f5d937d160e85a491807f12bbf';
+export const RESET_SHA1 = '070a35f8caba7add546e629154667107f12a46e2';
+export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {
   readonly name:

@@ -73,20 +73,27 @@ const CAP = {
   stats: 11,
 } as const;
 
-/** `budget`: round trips per request; `billedBudget`, billed commands per request, is for issue 13 to set. */
-const CAPACITY_CLASSES: readonly { readonly label: string; readonly budget: string; readonly billedBudget?: number }[] = [
-  { label: 'new visitor while there is room: walks in (the join claims the slot)', budget: '≤ 1' },
-  { label: 'new visitor when full: gets a ticket (join)', budget: '≤ 1' },
-  { label: 'called visitor claims a slot: poll + claim (state cache off)', budget: '≤ 2 = claim 1 + poll 1 (0 on a cache hit)' },
-  { label: 'admitted visitor between refreshes (token only)', budget: '≤ 0' },
-  { label: `admitted visitor after the refresh interval: burst of ${CAPACITY_BURST} each`, budget: `≤ 1 per visitor = ≤ ${(1 / CAPACITY_BURST).toFixed(2)}` },
-  { label: '  └ its 1st request after the interval (touch, renewed cookie)', budget: '≤ 1' },
-  { label: `  └ its requests 2–${CAPACITY_BURST} (the renewed cookie)`, budget: '≤ 0' },
-  { label: 'heartbeat (POST __wr/heartbeat: touch)', budget: '≤ 1' },
-  { label: 'leave (POST __wr/leave)', budget: '≤ 1' },
-  { label: 'end of session by the origin (GET /checkout/done, end-session header)', budget: '≤ 1' },
-  { label: 'runtime control (POST __wr/api/control {"paused":false})', budget: '≤ 1' },
-  { label: 'stats (GET __wr/api/stats)', budget: '≤ 1' },
+/**
+ * `budget`: round trips per request; `billedBudget`: billed commands per request, on average over the
+ * class (what Upstash bills: the script and every command it runs). Issue 13's ceilings where it sets
+ * one (a capacity walk-in ≤ 4; a cache-miss state load ≤ 4 and a claim ≤ 4; the admin page's stats
+ * ≤ 4; a queued join 3, as in rate mode); the others at what the store measured when they were set,
+ * with one command to spare where a run may also do the book's occasional work (an expiry come due,
+ * a window read again), so that a regression fails the run.
+ */
+const CAPACITY_CLASSES: readonly { readonly label: string; readonly budget: string; readonly billedBudget: number }[] = [
+  { label: 'new visitor while there is room: walks in (the join claims the slot)', budget: '≤ 1', billedBudget: 4 },
+  { label: 'new visitor when full: gets a ticket (join)', budget: '≤ 1', billedBudget: 3 },
+  { label: 'called visitor claims a slot: poll + claim (state cache off)', budget: '≤ 2 = claim 1 + poll 1 (0 on a cache hit)', billedBudget: 8 },
+  { label: 'admitted visitor between refreshes (token only)', budget: '≤ 0', billedBudget: 0 },
+  { label: `admitted visitor after the refresh interval: burst of ${CAPACITY_BURST} each`, budget: `≤ 1 per visitor = ≤ ${(1 / CAPACITY_BURST).toFixed(2)}`, billedBudget: 4 / CAPACITY_BURST },
+  { label: '  └ its 1st request after the interval (touch, renewed cookie)', budget: '≤ 1', billedBudget: 4 },
+  { label: `  └ its requests 2–${CAPACITY_BURST} (the renewed cookie)`, budget: '≤ 0', billedBudget: 0 },
+  { label: 'heartbeat (POST __wr/heartbeat: touch)', budget: '≤ 1', billedBudget: 4 },
+  { label: 'leave (POST __wr/leave)', budget: '≤ 1', billedBudget: 6 },
+  { label: 'end of session by the origin (GET /checkout/done, end-session header)', budget: '≤ 1', billedBudget: 7 },
+  { label: 'runtime control (POST __wr/api/control {"paused":false})', budget: '≤ 1', billedBudget: 3 },
+  { label: 'stats (GET __wr/api/stats)', budget: '≤ 1', billedBudget: 4 },
 ];
 
 interface CapacityRow extends Counts {
@@ -243,6 +250,10 @@ async function runCapacityPass(input: CapacityInput): Promise<CapacityResult> {
   // round-trip pass), outside any class's counts.
   await loadStoreScripts(input.bridge, 'capacity pass');
   const c = capacityClient(input.host, input.base, input.agent, config, input.apiToken);
+  // The queue's first writing run starts its generation and an empty book (scripts.ts, Book): one
+  // command more, once per life of the queue's state, not per walk-in. Made here, outside the
+  // classes, as the script cache is warmed (test/billed-commands.test.ts measures it).
+  await c.control();
   const rows: CapacityRow[] = new Array<CapacityRow>(CAPACITY_CLASSES.length);
   const measure = async (index: number, requests: number, allowed: number, run: () => Promise<void>): Promise<void> => {
     rows[index] = { requests, allowed, ...(await counted(snapshot, run)) };

@@ -174,7 +174,9 @@ export function methodsPass(): Pass {
           : [],
         billed: (['node', 'wasm'] as const).flatMap((arm) => [
           ...pollWindowBilled('methods', arm, `fifo, state cache ${ttlSeconds} s`, outcomes[arm]?.fifo),
-          ...pollWindowBilled('methods', arm, `random, state cache ${ttlSeconds} s`, outcomes[arm]?.random),
+          // Random: a join behind undrawn tickets is its number and its entry in the draw (ZADD), 4; a
+          // waiting poll is a state load of its own (the cache cannot answer a presence), ≤ 4.
+          ...pollWindowBilled('methods', arm, `random, state cache ${ttlSeconds} s`, outcomes[arm]?.random, { join: 4, poll: 4 }),
         ]),
       };
     },

@@ -6,6 +6,7 @@
 --- the configuration), 17 its pin ('' keep, 'del' release, integer >= 1 pin). Returns the state.
 -- wr control: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, paused, max_active, max_new_per_minute, switch, adaptive, pin; returns {state...}
 -- #include policy_header
+defer_ctl()
 
 local function check_threshold(i)
   local v = ARGV[i]
@@ -18,12 +19,17 @@ local changes = {{'max_active', check_threshold(13)}, {'max_new_per_minute', che
 local sw = ARGV[15] or ''
 if sw ~= '' and sw ~= 'normal' and sw ~= 'open' and sw ~= 'hold' then error('wr: ARGV[15] must be empty, normal, open or hold') end
 prologue(ctl_int('tail') or 0)
-if p == '1' then set_ctl('paused', '1') elseif p == '0' then del_ctl('paused') end
-if sw == 'normal' then del_ctl('switch') elseif sw ~= '' then set_ctl('switch', sw) end
+-- A field already absent is not deleted again (an HDEL is billed like any command).
+if p == '1' then set_ctl('paused', '1') elseif p == '0' and ctl().paused then del_ctl('paused') end
+if sw == 'normal' then
+  if ctl().switch then del_ctl('switch') end
+elseif sw ~= '' then
+  set_ctl('switch', sw)
+end
 local ac, pin = ARGV[16] or '', ARGV[17] or ''
 if ac ~= '' and ac ~= 'on' and ac ~= 'off' and ac ~= 'config' then error('wr: ARGV[16] must be empty, on, off or config') end
 if pin ~= '' and pin ~= 'del' then arg_int(17, 1) end
-if ac == 'on' then set_ctl('ac_on', '1') elseif ac == 'off' then set_ctl('ac_on', '0') elseif ac == 'config' then del_ctl('ac_on') end
+if ac == 'on' then set_ctl('ac_on', '1') elseif ac == 'off' then set_ctl('ac_on', '0') elseif ac == 'config' and ctl().ac_on then del_ctl('ac_on') end
 local held = ctl().ac_pin
 if pin == 'del' and held then
   ac_move(tonumber(held), tonumber(held), 'u')
@@ -34,7 +40,7 @@ elseif pin ~= '' and pin ~= 'del' then
 end
 for _, c in ipairs(changes) do
   if c[2] == 'del' then
-    del_ctl(c[1])
+    if ctl()[c[1]] then del_ctl(c[1]) end
   elseif c[2] ~= '' then
     set_ctl(c[1], fmt(tonumber(c[2])))
   end
@@ -59,4 +65,5 @@ end
 cursor = admission_step(tail, cursor, paused, max_active, max_new)
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
+flush_ctl()
 return state

@@ -11,6 +11,7 @@
 --- Returns the state, then outcome (DRAW_OUTCOMES) and claimed (0/1).
 -- wr draw: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, waited_ms, generation; returns {state..., outcome, claimed}
 -- #include policy_header
+defer_ctl()
 -- #include read_queue
 
 local ticket = arg_int(12, 1)
@@ -30,16 +31,27 @@ local function settle()
   end
   return nil, 0
 end
+-- Drawn by this run's own step: its reservation is the one just written.
+local function settle_drawn()
+  if capacity then
+    if take_slot(ticket, tail, cursor, paused, max_active, max_new, waited) == 1 then return DRAWN, 1 end
+    return FRONT, 0
+  end
+  collect(ticket, waited)
+  return DRAWN, 0
+end
 local outcome, claimed = nil, 0
 if RANDOM then
   expire()
-  outcome, claimed = settle()
-  if not outcome and redis.call('ZSCORE', K_WAITING, m) then
-    redis.call('ZADD', K_WAITING, fmt(NOW), m)
+  -- A ticket still in the draw (the common poll) holds no reservation or slot (a draw takes it out
+  -- of the draw for good): its presence is renewed first, in one command when the score changes
+  -- (ZADD XX CH answers 1), else a ZSCORE tells a member polled at this very ms from none.
+  local present = redis.call('ZADD', K_WAITING, 'XX', 'CH', fmt(NOW), m) == 1 or redis.call('ZSCORE', K_WAITING, m)
+  if present then
     cursor = admission_step(tail, cursor, paused, max_active, max_new)
-    outcome, claimed = settle()
-    if not outcome then outcome = WAITING end
+    if DRAWN_NOW[m] then outcome, claimed = settle_drawn() else outcome = WAITING end
   else
+    outcome, claimed = settle()
     cursor = admission_step(tail, cursor, paused, max_active, max_new)
     if not outcome then outcome = UNKNOWN end
   end
@@ -60,4 +72,5 @@ local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
 state[14] = outcome
 state[15] = claimed
+flush_ctl()
 return state

@@ -31,18 +31,22 @@ local FLOOR_TAIL, FLOOR_GEN
 if (ARGV[14] or '') ~= '' then FLOOR_TAIL, FLOOR_GEN = arg_int(14, 0), arg_int(15, 1) end
 ac_take(17)
 local paused, max_active, max_new = read_controls()
+if RANDOM or max_active > 0 or max_new > 0 then start_book() end
 local replay = join_replay()
 if replay then return replay_join(replay, paused, max_active, max_new) end
 if SWITCH == 'open' then
   -- The room steps aside: no ticket, nothing written; the edge lets the visitor through.
-  local open = read_state(ctl_int('tail') or 0, ctl_int('cursor') or 0, paused, max_active, max_new, 'remembered')
+  local open = read_state(ctl_int('tail') or 0, ctl_int('cursor') or 0, paused, max_active, max_new)
   open[14], open[15], open[16] = 0, 0, 0
   return open
 end
 local ticket = (ctl_int('tail') or 0) + 1
 set_ctl('tail', fmt(ticket))
 prologue(ticket - 1)
-if RANDOM then redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket)) end
+if RANDOM then
+  redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket))
+  presence_add(1)
+end
 local tail = ticket
 local cursor = ctl_int('cursor') or 0
 -- Rolled back (see Generations): the caller's POP saw this generation with a tail of at least this
@@ -65,14 +69,14 @@ end
 local claimed = 0
 -- Capacity mode or the random method with others waiting ahead (or nobody to be admitted now): the
 -- admission step is the polls' (random: the draws'), as in rate FIFO; this join only takes its
--- number (see read_state's `figures`).
+-- number, and reports the book's figures (see book_figures).
 local capacity = max_active > 0 or max_new > 0
+if not (capacity or RANDOM) then drop_book() end
 local queued = (RANDOM or capacity) and (paused or not OPEN or cursor < ticket - 1)
-local figures = queued and 'remembered' or nil
 if queued then
   -- Nothing to admit here: the ticket waits, unclaimed.
 elseif capacity and not RANDOM then
-  claimed, figures = walk_in(ticket, max_active, max_new)
+  claimed = walk_in(ticket, max_active, max_new)
   if claimed == 1 then cursor = ticket end
 elseif capacity then
   expire()
@@ -80,7 +84,8 @@ elseif capacity then
   claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, 0)
 elseif RANDOM then
   cursor = admission_step(tail, cursor, paused, max_active, max_new)
-  if redis.call('ZSCORE', K_RESERVED, fmt(ticket)) then
+  -- A new ticket holds a reservation only if this run drew it.
+  if DRAWN_NOW[fmt(ticket)] then
     collect(ticket, 0)
     claimed = 1
   end
@@ -97,7 +102,7 @@ else
   -- ctl's call buckets (see called_counts), so the walk-in writes nothing of its own.
   if ticket <= cursor then claimed = 1 end
 end
-local state = read_state(tail, cursor, paused, max_active, max_new, figures)
+local state = read_state(tail, cursor, paused, max_active, max_new)
 -- No history point: a join is the hottest call; the minute's first poll, claim, draw, admit or
 -- control writes it.
 state[14] = ticket

@@ -7,31 +7,44 @@
 --- reservation was there.
 -- wr leave: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, ticket, grace_ms, generation; returns {held}
 -- #include policy_header
+defer_ctl()
 -- #include read_queue
 
 local ticket = arg_int(12, 1)
 local grace = arg_int(13, 0)
 prologue(tail)
-if not capacity then return {0} end
+local function done(held)
+  flush_ctl()
+  return {held}
+end
+if not capacity then return done(0) end
 local m = fmt(ticket)
 if foreign_gen(14) then
   -- A holder from a lost generation leaves the slot registered for it (see touch), nobody else's.
   m = foreign_member(ticket, 14)
-  if grace == 0 then return {redis.call('ZREM', K_ACTIVE, m)} end
+  if grace == 0 then
+    local held = redis.call('ZREM', K_ACTIVE, m)
+    book_slots(-held)
+    return done(held)
+  end
   local score = redis.call('ZSCORE', K_ACTIVE, m)
-  if not score or tonumber(score) <= NOW then return {0} end
-  if tonumber(score) > NOW + grace then redis.call('ZADD', K_ACTIVE, fmt(NOW + grace), m) end
-  return {1}
+  if not score or tonumber(score) <= NOW then return done(0) end
+  if tonumber(score) > NOW + grace then
+    redis.call('ZADD', K_ACTIVE, fmt(NOW + grace), m)
+    book_expiry(ACTIVE_SET, NOW + grace)
+  end
+  return done(1)
 end
 if grace == 0 then
   expire()
   local held = redis.call('ZREM', K_ACTIVE, m)
+  book_slots(-held)
   if redis.call('ZREM', K_RESERVED, m) == 1 then
-    redis.call('ZREM', K_ADMITS, m)
+    book_reservations(-1)
     held = 1
   end
   advance(tail, cursor, paused, max_active, max_new)
-  return {held}
+  return done(held)
 end
 local held = 0
 local until_ms = NOW + grace
@@ -39,7 +52,10 @@ for _, key in ipairs({K_ACTIVE, K_RESERVED}) do
   local score = redis.call('ZSCORE', key, m)
   if score and tonumber(score) > NOW then
     held = 1
-    if tonumber(score) > until_ms then redis.call('ZADD', key, fmt(until_ms), m) end
+    if tonumber(score) > until_ms then
+      redis.call('ZADD', key, fmt(until_ms), m)
+      book_expiry(key == K_RESERVED and RESERVED_SET or ACTIVE_SET, until_ms)
+    end
   end
 end
-return {held}
+return done(held)

@@ -18,10 +18,13 @@ if expected == '' or tonumber(expected) == epoch then
   local tail = ctl_int('tail') or 0
   redis.call('DEL', K_RESERVED, K_ADMITS, K_WAITS, K_WAITING)
   if tail > 0 then set_ctl('cursor', fmt(tail)) else del_ctl('cursor') end
+  -- Lapsed slots go, and every arrival (at negative scores, see Book) with them; the book is
+  -- built again from what stays by the next run that needs it.
   redis.call('ZREMRANGEBYSCORE', K_ACTIVE, '-inf', fmt(NOW))
-  del_ctl('ev_start', 'ev_size', 'ev_seed', 'hist', 'period', unpack(CALL_FIELDS))
+  del_ctl('ev_start', 'ev_size', 'ev_seed', 'hist', 'period', 'seat', 'w1', 'w5', unpack(CALL_FIELDS))
   del_ctl(unpack(HISTORY_FIELDS))
-  set_ctl('epoch', fmt(NOW))
+  set_ctl('epoch', fmt(NOW), 'pres', '0:')
+  PRES = {n = 0}
   applied = 1
 end
 -- #include read_queue

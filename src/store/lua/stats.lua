@@ -7,14 +7,20 @@
 -- #include history_read
 
 GEN_READ_ONLY = true
+-- ARGV 12 '1': the history's minute slots are read with the controls, in the one HMGET.
+local WITH_HISTORY = ARGV[12] == '1'
+if WITH_HISTORY then
+  for _, f in ipairs(HISTORY_FIELDS) do CTL_FIELDS[#CTL_FIELDS + 1] = f end
+end
 -- #include read_queue
 
 local state = read_state(tail, cursor, paused, max_active, max_new)
 state[14] = count_after(K_RESERVED, NOW)
 local sum, n = 0, 0
--- Waits are recorded where a slot is claimed or a draw collected: rate FIFO has none to read.
+-- Waits are recorded with each arrival (where a slot is claimed or a draw collected, see Book):
+-- rate FIFO has none to read.
 local waits = {}
-if capacity or RANDOM then waits = redis.call('ZRANGEBYSCORE', K_WAITS, '(' .. fmt(NOW - KEEP_MS), '+inf') end
+if capacity or RANDOM then waits = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', after_edge(NOW - KEEP_MS)) end
 for _, m in ipairs(waits) do
   local waited = tonumber(string.match(m, ':(%d+)$'))
   if waited then
@@ -29,7 +35,9 @@ local c = ctl()
 state[17] = table.concat({AC_KNOB, AC_VALUE and fmt(AC_VALUE) or '', c.ac_cfg or '', c.ac_on or '', c.ac_pin or '', c.ac_sig or '', c.ac_log or ''}, '|')
 -- ARGV 12 '1': the last hour's history points follow, as the history script returns them (strings),
 -- so the admin panel reads its figures and its chart in one run.
-if ARGV[12] == '1' then
-  for _, m in ipairs(read_history(K_CTL, NOW)) do state[#state + 1] = m end
+if WITH_HISTORY then
+  local values = {}
+  for i, f in ipairs(HISTORY_FIELDS) do values[i] = ctl()[f] end
+  for _, m in ipairs(read_history(K_CTL, NOW, values)) do state[#state + 1] = m end
 end
 return state

@@ -1,33 +1,9 @@
---- Figures (arrivals, see the header), counted by score so they are right whether or not lapsed
---- entries were removed yet. Every stored reservation's call-time entry in admits is taken out of the
---- count (it is no arrival yet); a live reservation then counts once, whatever its call time; a
---- lapsed one that is still stored (rate mode, or stats) not at all. Claimed entries count by their
---- claim time. record_history: the minute's first writing run keeps its state (see the header).
+--- Figures (see the header): capacity mode and random count arrivals and live reservations from the
+--- book (book.lua); rate FIFO counts calls from ctl's call buckets. record_history: the minute's
+--- first writing run keeps its state (see the header).
 
 local function count_after(key, min_exclusive)
   return redis.call('ZCOUNT', key, '(' .. fmt(min_exclusive), '+inf')
-end
-local function admitted_counts()
-  local minute = count_after(K_ADMITS, NOW - MINUTE_MS)
-  local five = count_after(K_ADMITS, NOW - KEEP_MS)
-  local members, live = {}, 0
-  local reserved = redis.call('ZRANGE', K_RESERVED, 0, -1, 'WITHSCORES')
-  for i = 1, #reserved, 2 do
-    members[#members + 1] = reserved[i]
-    if tonumber(reserved[i + 1]) > NOW then live = live + 1 end
-  end
-  for i = 1, #members, 500 do
-    for _, s in ipairs(redis.call('ZMSCORE', K_ADMITS, unpack(members, i, math.min(i + 499, #members)))) do
-      if s then
-        s = tonumber(s)
-        if s > NOW - MINUTE_MS then minute = minute - 1 end
-        if s > NOW - KEEP_MS then five = five - 1 end
-      end
-    end
-  end
-  minute = minute + live
-  five = five + live
-  return minute, five
 end
 -- Rate FIFO: the tickets called in the last 60 s and 300 s less the calls that lapsed unclaimed,
 -- from the call buckets read with ctl (no command): a bucket counts while any of it is in the
@@ -50,28 +26,12 @@ local function called_counts(tail, cursor)
   return math.max(0, minute), math.max(0, five)
 end
 -- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m,
---  event_size, event_seed, waiting, epoch, generation}. Capacity mode and random: a writing run
--- keeps the figures it counted in ctl `fig` (`<active>:<admitted_1m>:<admitted_5m>`, written with
--- its other ctl fields, and only when they changed); a join that does no admission work (others
--- wait ahead of it) passes `figures` 'remembered' and reports those instead of counting them again;
--- a walk-in passes the figures it counted ({active, admitted_1m, admitted_5m}).
-local function read_state(tail, cursor, paused, max_active, max_new, figures)
+--  event_size, event_seed, waiting, epoch, generation}. Capacity mode and random: the figures of the
+-- book (see book_figures).
+local function read_state(tail, cursor, paused, max_active, max_new)
   local slots, minute, five = 0, 0, 0
   if RANDOM or max_active > 0 or max_new > 0 then
-    local a, m, f
-    if figures == 'remembered' then a, m, f = string.match(ctl().fig or '', '^(%d+):(%d+):(%d+)$') end
-    if a then
-      slots, minute, five = tonumber(a), tonumber(m), tonumber(f)
-    else
-      if type(figures) == 'table' then
-        slots, minute, five = figures[1], figures[2], figures[3]
-      else
-        slots = count_after(K_ACTIVE, NOW) + count_after(K_RESERVED, NOW)
-        minute, five = admitted_counts()
-      end
-      local fig = fmt(slots) .. ':' .. fmt(minute) .. ':' .. fmt(five)
-      if not GEN_READ_ONLY and ctl().fig ~= fig then set_ctl('fig', fig) end
-    end
+    slots, minute, five = book_figures()
   else
     -- Rate FIFO holds no slots (an admitted visitor's token needs nothing from the store), and
     -- counts its calls from ctl.
@@ -79,7 +39,7 @@ local function read_state(tail, cursor, paused, max_active, max_new, figures)
   end
   local ev_size, ev_seed, epoch = read_event()
   local waiting = 0
-  if RANDOM then waiting = count_after(K_WAITING, NOW - PRESENCE_MS) end
+  if RANDOM then waiting = present_count() end
   -- The third field is the controls' mode: 0 normal, 1 paused, 2 switched to hold, 3 switched open.
   local mode = SWITCH == 'open' and 3 or SWITCH == 'hold' and 2 or (paused and 1 or 0)
   return {tail, cursor, mode, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch, GEN}

@@ -1,5 +1,6 @@
 -- #include prelude
 -- #include events
+-- #include book
 -- #include figures
 -- #include draws
 -- #include rate_mode

@@ -41,7 +41,7 @@ end
 -- The ctl hash, read once per run with one HMGET of every field a script needs (CTL_FIELDS), so
 -- the controls, the generation, the event's frozen pre-queue, the epoch and the history mark cost
 -- one command together. A run that writes one of these fields updates CTL too (set_ctl).
-local CTL_FIELDS = {'paused', 'switch', 'max_active', 'max_new_per_minute', 'gen', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'tail', 'cursor', 'period', 'fig'}
+local CTL_FIELDS = {'paused', 'switch', 'max_active', 'max_new_per_minute', 'gen', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'tail', 'cursor', 'period', 'seat', 'w1', 'w5', 'pres'}
 -- Rate FIFO: the tickets called in each CALL_BUCKET_MS bucket of the last five minutes, one field
 -- per bucket, reused round-robin (see calls_entry and called_counts).
 local CALL_FIELDS = {}
@@ -65,6 +65,8 @@ end
 -- defer_ctl() collects them and writes them all with one HSET in flush_ctl(), which it calls before
 -- every return: the step, the generation, the history mark and an admit's record cost one command.
 local PENDING
+-- Writes the book's fields when the run changed them (see book.lua), with the run's other fields.
+local save_book
 local function set_ctl(...)
   local pairs_ = {...}
   local c = ctl()
@@ -77,6 +79,7 @@ local function set_ctl(...)
 end
 local function defer_ctl() PENDING = PENDING or {} end
 local function flush_ctl()
+  if save_book then save_book() end
   if PENDING and #PENDING > 0 then redis.call('HSET', K_CTL, unpack(PENDING)) end
   PENDING = nil
 end

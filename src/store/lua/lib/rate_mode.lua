@@ -6,30 +6,28 @@
 --- tickets called before they exist walk in at their join (see JOIN). The step also trims the
 --- 300-s sets once per period, so claims need not.
 ---
---- call_tickets: reserve from..to (ZADD per 500) and move the cursor. `call_entries`: also write
---- each one's admission entry at the call (capacity, random), re-timed at the claim or removed at the
---- lapse. Rate FIFO writes none: the claim writes it, so a call costs the join's figures nothing.
+--- call_tickets: reserve from..to (ZADD per 500) and move the cursor. `call_entries` (capacity,
+--- random): the reservations go into the book (see book.lua), each counted until its claim turns it
+--- into an arrival or it lapses. Rate FIFO counts calls in its call buckets instead.
 ---
 --- replace_lapsed (rate FIFO): called tickets whose claim deadline passed unclaimed give their
 --- admissions to the next waiting tickets at once (one ZCOUNT when none lapsed). Never past the
 --- tail: a lapsed call's admission is spent on a ticket that exists or dropped, never banked. Paused
 --- or before the start: left stored (figures ignore them by score) until admission may run.
 
-local function trim(key)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(NOW - KEEP_MS))
-end
 local function reserve_tickets(from, to, call_entries)
-  local reserve, admit = {}, {}
+  local reserve = {}
   for t = from, to do
     reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
     reserve[#reserve + 1] = fmt(t)
-    admit[#admit + 1] = fmt(NOW)
-    admit[#admit + 1] = fmt(t)
     if #reserve >= 1000 or t == to then
       redis.call('ZADD', K_RESERVED, unpack(reserve))
-      if call_entries then redis.call('ZADD', K_ADMITS, unpack(admit)) end
-      reserve, admit = {}, {}
+      reserve = {}
     end
+  end
+  if call_entries and to >= from then
+    book_reservations(to - from + 1)
+    book_expiry(RESERVED_SET, NOW + RESERVATION_MS)
   end
 end
 -- Rate FIFO: the calls from..to (none when from > to) made now and the calls that lapsed
