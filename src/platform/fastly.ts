@@ -18,7 +18,7 @@ import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../c
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
 import type { FailureLimiter, Logger as LogPort, OriginHeader, OriginMeter, RequestLog, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
-import { UpstashQueueStore, createUpstashClientOptions } from '../store/upstash-store';
+import { UpstashQueueStore, createUpstashClientOptions, type UpstashScriptClient } from '../store/upstash-store';
 
 export const CONFIG_STORE = 'wr_config';
 export const SECRET_STORE = 'wr_secrets';
@@ -108,11 +108,16 @@ function createUpstashStore(config: Readonly<Config>, secrets: Readonly<Secrets>
   // No AbortController here: a timed-out call cannot be cancelled, so the `upstash` backend's own
   // timeouts (set on the service to store_timeout_ms, see the README) are what end the request.
   // Operator writes are idempotent for the same reason (admit keys, reset's expected epoch).
-  const redis = new Redis({
-    ...createUpstashClientOptions({ url: config.upstashUrl, token: secrets.upstashToken, retries: config.storeRetries }),
-    backend: UPSTASH_BACKEND,
-  });
-  return new UpstashQueueStore({ redis });
+  const options = { ...createUpstashClientOptions({ url: config.upstashUrl, token: secrets.upstashToken, retries: config.storeRetries }), backend: UPSTASH_BACKEND };
+  // Made on the first store call: building the client is about 1 ms of interpreted work in a
+  // fresh instance, and an admitted visitor's request makes no store call at all.
+  let client: Redis | undefined;
+  const redis = (): Redis => (client ??= new Redis(options));
+  const lazy: UpstashScriptClient = {
+    evalsha: (sha1, keys, args) => redis().evalsha(sha1, keys, args),
+    eval: (script, keys, args) => redis().eval(script, keys, args),
+  };
+  return new UpstashQueueStore({ redis: lazy });
 }
 
 /**
@@ -396,12 +401,15 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
     if (error instanceof ConfigError) return configFailure(event.request, error, log);
     return configFailure(event.request, new ConfigError([{ key: 'stores', message: String(error) }]), log);
   }
-  const country = event.client.geo?.country_code;
   try {
     return await service.handler(event.request, {
       address: event.client.address,
       pop: env('FASTLY_POP'),
-      country: typeof country === 'string' && country !== '' ? country : undefined,
+      // Looked up only when asked for (queues chosen by country): a geolocation lookup per request otherwise.
+      get country() {
+        const country = event.client.geo?.country_code;
+        return typeof country === 'string' && country !== '' ? country : undefined;
+      },
     });
   } catch (error) {
     // A bad admin password or API token is found when an admin request first asks for it.
