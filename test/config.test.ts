@@ -26,6 +26,15 @@ describe('parseConfig', () => {
     expect(placeholderProblem('backend origin', '127.0.0.1')).toBeUndefined();
   });
 
+  it('takes every default when it is given explicitly (a default is never checked when it stands in for a missing key)', () => {
+    const defaults: Record<string, string> = {};
+    parseConfig(() => undefined, (shape) => {
+      if (shape.fallback !== '') defaults[shape.key] = shape.fallback;
+    });
+    expect(Object.keys(defaults).length).toBeGreaterThan(30);
+    expect(parseConfig(source(defaults))).toEqual(parseConfig(() => undefined));
+  });
+
   it('has a documented default for every key', () => {
     const config = parseConfig(() => undefined);
     expect(config).toMatchObject({

@@ -48,6 +48,8 @@ export interface BuiltService {
  * wrong before parsing (a settings document's broken JSON or unknown names): they refuse the
  * settings like a bad value does, named together with any bad value. Throws the ConfigError when
  * there is no valid configuration to fall back on (or the secrets themselves are broken).
+ * `later`: where valid settings are remembered when the host can do it off the request's path
+ * (Fastly: after the response); without it, before this returns.
  */
 export async function buildWithLastValid(
   settings: SettingSource,
@@ -55,14 +57,20 @@ export async function buildWithLastValid(
   deps: ServiceDeps,
   memory: SettingsMemory,
   settingProblems: readonly ConfigProblem[] = [],
+  later?: (work: () => Promise<void>) => void,
 ): Promise<BuiltService> {
   let refused: ConfigError;
   try {
     const service = createService(settings, secrets, deps);
     if (settingProblems.length > 0) throw new ConfigError(settingProblems);
-    const snapshot = snapshotSettings(settings);
-    const held = memory.holds !== undefined ? await memory.holds(snapshot).catch(() => false) : (await memory.recall().catch(() => undefined)) === snapshot;
-    if (!held) await memory.remember(snapshot).catch(() => undefined);
+    const keep = async (): Promise<void> => {
+      const snapshot = snapshotSettings(settings);
+      const held = memory.holds !== undefined ? await memory.holds(snapshot).catch(() => false) : (await memory.recall().catch(() => undefined)) === snapshot;
+      if (!held) await memory.remember(snapshot).catch(() => undefined);
+    };
+    // The request itself does not need the settings remembered: a host may do it off its path.
+    if (later !== undefined) later(() => keep().catch(() => undefined));
+    else await keep();
     return { service, refused: undefined };
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;

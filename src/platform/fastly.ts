@@ -325,6 +325,18 @@ function placeholderBackends(): readonly ConfigProblem[] {
   return (backendProblems = problems);
 }
 
+/**
+ * Work a request need not wait for (remembering the last valid settings: a cache lookup) is done
+ * once its response is on its way: a timer set when the response is ready fires after the promise
+ * reactions that hand it to the runtime, and waitUntil keeps the instance alive until it is done.
+ */
+function afterResponse(event: FetchEvent, later: readonly (() => Promise<void>)[]): void {
+  if (later.length === 0) return;
+  event.waitUntil(new Promise<void>((resolve) => setTimeout(resolve, 0)).then(async () => {
+    for (const work of later) await work();
+  }));
+}
+
 let logger: LogPort | undefined;
 /**
  * The service built from one settings text and one key ring and Upstash token, kept for the
@@ -334,6 +346,15 @@ let logger: LogPort | undefined;
 let built: { readonly settings: SettingsRead; readonly secretsKey: string; readonly service: BuiltService } | undefined;
 
 export async function handleFastlyRequest(event: FetchEvent): Promise<Response> {
+  const later: (() => Promise<void>)[] = [];
+  try {
+    return await serve(event, later);
+  } finally {
+    afterResponse(event, later);
+  }
+}
+
+async function serve(event: FetchEvent, later: (() => Promise<void>)[]): Promise<Response> {
   const log = (logger ??= createLogger());
   let service;
   try {
@@ -381,6 +402,7 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
         },
         coreCacheSettingsMemory,
         settings.problems,
+        (work) => later.push(work),
       );
       built = { settings, secretsKey, service: result };
     }
