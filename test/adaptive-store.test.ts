@@ -350,6 +350,26 @@ describe('adaptive admission on every store', () => {
     }
   });
 
+  it('a store that forgets its state mid-sale: the next poll carries the settings again and the controller starts over from the configured value', async () => {
+    const prefix = `wrf-${randomUUID().slice(0, 8)}`;
+    const store = createRedisQueueStore({ redis: direct, keyPrefix: prefix });
+    const queue = q();
+    await joinMany(store, queue, 200, rate(20, null), T0 - PERIOD_MS);
+    await store.poll(queue, T0, rate(20, {}, healthy()));
+    await store.poll(queue, T0 + AC_WINDOW_MS, rate(20, {}, healthy()));
+    expect((await store.stats(queue, T0 + AC_WINDOW_MS, rate(20))).adaptive?.value).toBe(20 + 2 * STEP);
+    // Everything under the prefix goes, as in a restart without persistence.
+    const keys = await direct.keys(`${prefix}:*`);
+    expect(keys.length).toBeGreaterThan(0);
+    await direct.del(...keys);
+    expect((await store.stats(queue, T0 + AC_WINDOW_MS + 1, rate(20))).adaptive).toBeUndefined();
+    await store.poll(queue, T0 + 2 * AC_WINDOW_MS, rate(20, {}, healthy()));
+    const stats = await store.stats(queue, T0 + 2 * AC_WINDOW_MS, rate(20));
+    expect(stats.adaptive).toMatchObject({ enabled: true, value: 20, min: 10, max: 90, moves: [] });
+    // Nobody waits in the new life of the queue: the healthy report raises nothing.
+    expect(stats.adaptive?.signals).toMatchObject({ requests: 100, pops: 1 });
+  });
+
   it('spreads POP names over the report slots', () => {
     const slots = new Set(Array.from({ length: 200 }, (_, i) => reportSlot(`pop-${i}`)));
     expect(slots.size).toBe(AC_SLOTS);

@@ -86,6 +86,11 @@ interface Settings {
   readonly slow: number;
 }
 
+/** On: switched on from the console ('1'), or on in the settings and not switched off ('0'). */
+function isEnabled(switched: string | undefined, s: Settings): boolean {
+  return switched === '1' || (switched !== '0' && s.on);
+}
+
 function settingsOf(cfg: string | undefined): Settings | undefined {
   const m = /^([01]):(\d+):(\d+):(\d+):(\d+)$/.exec(cfg ?? '');
   if (m === null) return undefined;
@@ -109,7 +114,7 @@ export function parseAdaptiveStatus(raw: string): AdaptiveStatus | undefined {
     const m = /^(\d+):(\d+):(\d+):([eshpu])$/.exec(entry);
     if (m !== null) moves.push({ atMs: Number(m[1]), from: Number(m[2]), to: Number(m[3]), reason: REASONS[m[4]!]! });
   }
-  const enabled = on === '1' || (on !== '0' && s.on);
+  const enabled = isEnabled(on, s);
   return {
     enabled: enabled && knob !== '',
     source: on === '' ? 'config' : 'console',
@@ -168,8 +173,7 @@ export interface StepInput {
 export function adaptiveValue(f: AdaptiveFields, input: StepInput): number | undefined {
   const s = settingsOf(f.get('ac_cfg'));
   if (s === undefined) return undefined;
-  const switched = f.get('ac_on');
-  if (!(switched === '1' || (switched !== '0' && s.on))) return undefined;
+  if (!isEnabled(f.get('ac_on'), s)) return undefined;
   const pin = f.get('ac_pin');
   if (pin !== undefined) return Number(pin);
   const { nowMs } = input;
@@ -204,15 +208,14 @@ export function adaptiveValue(f: AdaptiveFields, input: StepInput): number | und
   f.set('ac_sig', `${nowMs}:${requests}:${errors}:${slow}:${pops}`);
   let to = value;
   let reason: string | undefined;
-  if (falling && (errors * 100 > s.err * requests || slow * 100 > s.slow * requests)) {
+  const overErrors = errors * 100 > s.err * requests;
+  const overSlow = slow * 100 > s.slow * requests;
+  if (falling && (overErrors || overSlow)) {
     // Over target, but the load is already coming down: let it.
-  } else if (requests >= AC_MIN_REQUESTS && errors * 100 > s.err * requests) {
+  } else if (requests >= AC_MIN_REQUESTS && (overErrors || overSlow)) {
     to = Math.max(s.min, Math.floor((value * 3) / 4));
-    reason = 'e';
-  } else if (requests >= AC_MIN_REQUESTS && slow * 100 > s.slow * requests) {
-    to = Math.max(s.min, Math.floor((value * 3) / 4));
-    reason = 's';
-  } else if (input.waiting && !rising && errors * 100 <= s.err * requests && slow * 100 <= s.slow * requests) {
+    reason = overErrors ? 'e' : 's';
+  } else if (input.waiting && !rising && !overErrors && !overSlow) {
     to = Math.min(s.max, value + Math.max(1, Math.ceil((s.max - s.min) / AC_STEPS)));
     reason = 'h';
   }
@@ -232,8 +235,7 @@ export function controlAdaptive(f: AdaptiveFields, nowMs: number, adaptive: 'on'
   else if (adaptive === null) f.delete('ac_on');
   if (pin === undefined) {
     const s = settingsOf(f.get('ac_cfg'));
-    const switched = f.get('ac_on');
-    if (s === undefined || !(switched === '1' || (switched !== '0' && s.on))) return;
+    if (s === undefined || !isEnabled(f.get('ac_on'), s)) return;
     if (hand === null) pin = null;
     else if (hand !== undefined && hand > 0) pin = hand;
     else return;

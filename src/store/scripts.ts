@@ -836,19 +836,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = 'ee1791c2461ef14658a6bace6325946c10fb784f';
-export const POLL_SHA1 = 'cb17421e6e84771929b53a80cc61d007977563ba';
-export const CLAIM_SHA1 = '835be2beb121d2e6bb30d2df9192364b358880b6';
-export const TOUCH_SHA1 = 'e4ece1ca8a7b2e18cfd68efd71b7cb053b957acd';
-export const LEAVE_SHA1 = '15704b9af8e72a5afd8dce76e1d62e960485f959';
-export const ADMIT_SHA1 = '4d5d70bec5c35c5b099bbb7cd36cbfb362b36b32';
-export const CONTROL_SHA1 = '4a8f6f312b85da84fcd43e8826ed22017ecdf9a2';
-export const STATS_SHA1 = '2dc7557964d465e43a394a09a01e314d780fe0cc';
+export const JOIN_SHA1 = '80f208c10818b7f2ee8c2bb076281ab472310d66';
+export const POLL_SHA1 = '011960884ba75f898e5db36decbdb40ed2c70026';
+export const CLAIM_SHA1 = '52812d0688d9806e7bc777eb3baec8fd214a60b6';
+export const TOUCH_SHA1 = '065590afe7d5b670818d95d94a0a8e3e0374ef63';
+export const LEAVE_SHA1 = '5edb5b8c8b5fc936f990b46fe33f9c356c1d0025';
+export const ADMIT_SHA1 = '7442bcbad30d43f34ec31705c5966cd031a169b8';
+export const CONTROL_SHA1 = 'eb24de3b1eb055ed62f29eac457ff85bd04e17a6';
+export const STATS_SHA1 = 'd5eabcd9b6fe758c52decaf4aa3c23eb1edb81c1';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'adb81396324e17f5d937d160e85a491807f12bbf';
-export const RESET_SHA1 = '070a35f8caba7add546e629154667107f12a46e2';
+export const DRAW_SHA1 = '11b26fba13cfb7b8fa8f79dc31570288de7046dd';
+export const RESET_SHA1 = 'c2f4116f690ca637b24ca3e473fd2bda4e737479';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

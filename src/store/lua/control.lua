@@ -30,14 +30,7 @@ local ac, pin = ARGV[16] or '', ARGV[17] or ''
 if ac ~= '' and ac ~= 'on' and ac ~= 'off' and ac ~= 'config' then error('wr: ARGV[16] must be empty, on, off or config') end
 if pin ~= '' and pin ~= 'del' then arg_int(17, 1) end
 if ac == 'on' then set_ctl('ac_on', '1') elseif ac == 'off' then set_ctl('ac_on', '0') elseif ac == 'config' and ctl().ac_on then del_ctl('ac_on') end
-local held = ctl().ac_pin
-if pin == 'del' and held then
-  ac_move(tonumber(held), tonumber(held), 'u')
-  del_ctl('ac_pin')
-elseif pin ~= '' and pin ~= 'del' then
-  ac_move(tonumber(held or ctl().ac_val) or 0, tonumber(pin), 'p')
-  set_ctl('ac_pin', fmt(tonumber(pin)))
-end
+if pin == 'del' then ac_pin_at(nil) elseif pin ~= '' then ac_pin_at(tonumber(pin)) end
 for _, c in ipairs(changes) do
   if c[2] == 'del' then
     if ctl()[c[1]] then del_ctl(c[1]) end
@@ -48,17 +41,10 @@ end
 -- A threshold set by hand while the controller moves it pins it there; back to the configured value
 -- releases the pin (see controller).
 local s = ac_settings(ctl().ac_cfg)
-if pin == '' and s and (ctl().ac_on == '1' or (ctl().ac_on ~= '0' and s.on)) then
+if pin == '' and s and ac_enabled(ctl(), s) then
   local hand = changes[2][2]
   if read_override(ctl().max_active or nil, CFG_MAX_ACTIVE) > 0 or changes[1][2] ~= '' then hand = changes[1][2] end
-  local held = ctl().ac_pin
-  if hand == 'del' and held then
-    ac_move(tonumber(held), tonumber(held), 'u')
-    del_ctl('ac_pin')
-  elseif hand ~= '' and hand ~= 'del' and tonumber(hand) > 0 then
-    ac_move(tonumber(held or ctl().ac_val) or 0, tonumber(hand), 'p')
-    set_ctl('ac_pin', fmt(tonumber(hand)))
-  end
+  if hand == 'del' then ac_pin_at(nil) elseif hand ~= '' and tonumber(hand) > 0 then ac_pin_at(tonumber(hand)) end
 end
 -- #include read_queue
 

@@ -44,13 +44,26 @@ local function ac_move(from, to, reason)
   out[#out + 1] = table.concat({fmt(NOW), fmt(from), fmt(to), reason}, ':')
   set_ctl('ac_val', fmt(to), 'ac_move', fmt(NOW), 'ac_log', table.concat(out, ';'))
 end
+-- On: switched on from the console, or on in the settings and not switched off.
+local function ac_enabled(c, s) return c.ac_on == '1' or (c.ac_on ~= '0' and s.on) end
+-- Pins the value at v, or releases the pin (v nil; nothing when none is held): each a move in the log.
+local function ac_pin_at(v)
+  local held = tonumber(ctl().ac_pin)
+  if v then
+    ac_move(held or tonumber(ctl().ac_val) or 0, v, 'p')
+    set_ctl('ac_pin', fmt(v))
+  elseif held then
+    ac_move(held, held, 'u')
+    del_ctl('ac_pin')
+  end
+end
 -- The value in effect, or nil when the controller is off (the knob's own value `base` stands).
 -- frozen: no step (paused, switched, before the start, a read-only run); waiting: tickets wait.
 local function ac_value(base, frozen, waiting)
   local c = ctl()
   local s = ac_settings(c.ac_cfg)
   if not s then return nil end
-  if not (c.ac_on == '1' or (c.ac_on ~= '0' and s.on)) then return nil end
+  if not ac_enabled(c, s) then return nil end
   if c.ac_pin then return tonumber(c.ac_pin) end
   local value = math.min(s.max, math.max(s.min, tonumber(c.ac_val) or base))
   if frozen or NOW - (tonumber(c.ac_at) or 0) < __AC_STEP_MS__ then return value end
@@ -71,13 +84,12 @@ local function ac_value(base, frozen, waiting)
   local falling = before and rq * 10 < before * 9
   set_ctl('ac_at', fmt(NOW), 'ac_sig', table.concat({fmt(NOW), fmt(rq), fmt(er), fmt(sl), fmt(pops)}, ':'))
   local to, reason = value, nil
-  if falling and (er * 100 > s.err * rq or sl * 100 > s.slow * rq) then
+  local over_err, over_slow = er * 100 > s.err * rq, sl * 100 > s.slow * rq
+  if falling and (over_err or over_slow) then
     -- Over target, but the load is already coming down: let it.
-  elseif rq >= __AC_MIN_REQUESTS__ and er * 100 > s.err * rq then
-    to, reason = math.max(s.min, math.floor(value * 3 / 4)), 'e'
-  elseif rq >= __AC_MIN_REQUESTS__ and sl * 100 > s.slow * rq then
-    to, reason = math.max(s.min, math.floor(value * 3 / 4)), 's'
-  elseif waiting and not rising and er * 100 <= s.err * rq and sl * 100 <= s.slow * rq then
+  elseif rq >= __AC_MIN_REQUESTS__ and (over_err or over_slow) then
+    to, reason = math.max(s.min, math.floor(value * 3 / 4)), over_err and 'e' or 's'
+  elseif waiting and not rising and not over_err and not over_slow then
     to, reason = math.min(s.max, value + math.max(1, math.ceil((s.max - s.min) / __AC_STEPS__))), 'h'
   end
   if reason and to ~= value then ac_move(value, to, reason) end
