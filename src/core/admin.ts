@@ -112,6 +112,12 @@ export const MAX_THRESHOLD = 10_000_000;
 
 export type ControlResult = { readonly ok: true; readonly change: RuntimeControl } | { readonly ok: false; readonly error: string };
 
+/** A whole number from JSON (an integer) or a form (digits, spaces around them allowed); undefined otherwise. */
+function wholeNumber(value: unknown): number | undefined {
+  if (typeof value === 'number') return Number.isInteger(value) ? value : undefined;
+  return typeof value === 'string' && /^\s*[0-9]+\s*$/.test(value) ? Number(value.trim()) : undefined;
+}
+
 /**
  * Validates runtime controls from JSON (`{"paused": true, "max_active": 500}`) or a form
  * (`paused=true`, `max_active=500`, `max_active=default`). `null`/`default` returns a threshold to
@@ -130,12 +136,10 @@ export function parseControl(input: Readonly<Record<string, unknown>>): ControlR
       continue;
     }
     if (key === 'adaptive_pin') {
-      if (value === null || value === 'release') change.adaptivePin = null;
-      else if ((typeof value === 'number' && Number.isInteger(value)) || (typeof value === 'string' && /^\s*[0-9]+\s*$/.test(value))) {
-        const pin = Number(value);
-        if (pin < 1 || pin > MAX_THRESHOLD) return { ok: false, error: `adaptive_pin must be between 1 and ${MAX_THRESHOLD}, got ${pin}` };
-        change.adaptivePin = pin;
-      } else return { ok: false, error: `adaptive_pin must be a whole number, or release; got ${JSON.stringify(value)?.slice(0, 40)}` };
+      const pin = value === null || value === 'release' ? null : wholeNumber(value);
+      if (pin === undefined) return { ok: false, error: `adaptive_pin must be a whole number, or release; got ${JSON.stringify(value)?.slice(0, 40)}` };
+      if (pin !== null && (pin < 1 || pin > MAX_THRESHOLD)) return { ok: false, error: `adaptive_pin must be between 1 and ${MAX_THRESHOLD}, got ${pin}` };
+      change.adaptivePin = pin;
       continue;
     }
     if (key === 'switch') {
@@ -152,11 +156,8 @@ export function parseControl(input: Readonly<Record<string, unknown>>): ControlR
     if (key !== 'max_active' && key !== 'max_new_per_minute') {
       return { ok: false, error: `unknown control ${JSON.stringify(key).slice(0, 60)}: use paused, max_active, max_new_per_minute, switch, adaptive or adaptive_pin` };
     }
-    let parsed: number | null;
-    if (value === null || value === 'default') parsed = null;
-    else if (typeof value === 'number' && Number.isInteger(value)) parsed = value;
-    else if (typeof value === 'string' && /^\s*[0-9]+\s*$/.test(value)) parsed = Number(value.trim());
-    else return { ok: false, error: `${key} must be a whole number, or null for the configured value; got ${JSON.stringify(value)?.slice(0, 40)}` };
+    const parsed = value === null || value === 'default' ? null : wholeNumber(value);
+    if (parsed === undefined) return { ok: false, error: `${key} must be a whole number, or null for the configured value; got ${JSON.stringify(value)?.slice(0, 40)}` };
     if (parsed !== null && (parsed < 0 || parsed > MAX_THRESHOLD)) {
       return { ok: false, error: `${key} must be between 0 (no limit) and ${MAX_THRESHOLD}, got ${parsed}` };
     }
