@@ -9,17 +9,9 @@
  * About 80 s: the controller moves at most once per AC_WINDOW_MS (10 s), the shortest span Fastly's
  * rate counters count over.
  */
-import { Redis } from '@upstash/redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDemoOrigin } from '../src/node/demo-origin';
-import { startHost, type RunningServer } from '../src/node/host';
-import { startUpstashBridge, type UpstashBridge } from '../src/node/upstash-bridge';
-import { buildWaitingRoom } from '../src/node/waiting-room';
-import { createNodeUpstashOptions } from '../src/platform/node';
-import { UpstashQueueStore } from '../src/store/upstash-store';
-import { API_TOKEN, BASE_SECRETS, BASE_SETTINGS, MemoryLogger, source } from './support/fixtures';
-import { startRedisServer, type RedisServer } from './support/redis-server';
-import { UPSTASH_TOKEN } from './support/stack';
+import { API_TOKEN } from './support/fixtures';
+import { startNodeStack, type Stack } from './support/stack';
 
 const CAPACITY = 10;
 const START = 25;
@@ -27,20 +19,12 @@ const ARRIVALS_PER_S = 12;
 const RUN_S = 75;
 
 describe('adaptive admission on the Node host, against an origin that degrades above a load', () => {
-  let redis: RedisServer;
-  let bridge: UpstashBridge;
-  let origin: RunningServer;
-  let room: RunningServer;
+  let stack: Stack;
 
   beforeAll(async () => {
-    redis = await startRedisServer();
-    bridge = await startUpstashBridge({ redisUrl: redis.url, token: UPSTASH_TOKEN });
-    origin = await startDemoOrigin({ degrade: { perSecond: CAPACITY, slowMs: 1_500 } });
-    const built = buildWaitingRoom({
-      settings: source({
-        ...BASE_SETTINGS,
-        upstash_url: bridge.url,
-        ticket_limit: '0',
+    stack = await startNodeStack(
+      {
+        store_timeout_ms: '2000',
         refresh_seconds: '1',
         queue_timeout_seconds: '30',
         state_cache_seconds: '1',
@@ -52,19 +36,14 @@ describe('adaptive admission on the Node host, against an origin that degrades a
         adaptive_slow_ms: '1000',
         adaptive_slow_percent: '10',
         adaptive_error_percent: '2',
-      }),
-      secrets: source(BASE_SECRETS),
-      originUrl: origin.url,
-      logger: new MemoryLogger(),
-      store: (config, secrets) =>
-        new UpstashQueueStore({ redis: new Redis(createNodeUpstashOptions({ url: config.upstashUrl!, token: secrets.upstashToken!, retries: 0, timeoutMs: 2_000 })) }),
-    });
-    room = await startHost(built.handler);
+      },
+      undefined,
+      { degradeOrigin: { perSecond: CAPACITY, slowMs: 1_500 } },
+    );
   });
 
   afterAll(async () => {
-    await Promise.allSettled([room?.close(), origin?.close(), bridge?.close()]);
-    await redis?.stop();
+    await stack?.close();
   });
 
   it(`learns a rate near the origin's ${CAPACITY} requests a second from the configured ${START}`, { timeout: (RUN_S + 30) * 1000 }, async () => {
@@ -76,7 +55,7 @@ describe('adaptive admission on the Node host, against an origin that degrades a
     const visitor = async (n: number): Promise<void> => {
       let cookie = '';
       while (!stop) {
-        const response = await fetch(`${room.url}/shop`, { headers: { cookie, 'x-forwarded-for': `10.0.${n >> 8}.${n & 255}` } }).catch(() => undefined);
+        const response = await fetch(`${stack.url}/shop`, { headers: { cookie, 'x-forwarded-for': `10.0.${n >> 8}.${n & 255}` } }).catch(() => undefined);
         if (response !== undefined) {
           const set = response.headers.get('set-cookie');
           if (set !== null) cookie = set.split(';')[0]!;
@@ -92,7 +71,7 @@ describe('adaptive admission on the Node host, against an origin that degrades a
     };
     const values: { s: number; value: number }[] = [];
     const sample = async () => {
-      const stats = (await (await fetch(`${room.url}/__wr/api/stats`, { headers: { authorization: `Bearer ${API_TOKEN}` } })).json()) as { adaptive?: { value: number; moves: { reason: string }[] } };
+      const stats = (await (await fetch(`${stack.url}/__wr/api/stats`, { headers: { authorization: `Bearer ${API_TOKEN}` } })).json()) as { adaptive?: { value: number; moves: { reason: string }[] } };
       if (stats.adaptive !== undefined) values.push({ s: (Date.now() - started) / 1000, value: stats.adaptive.value });
       return stats;
     };

@@ -15,7 +15,7 @@ import { Redis } from '@upstash/redis';
 import IORedis from 'ioredis';
 import { SETTINGS_ITEM } from '../../src/core/config';
 import type { FailureLimiter, RequestLog } from '../../src/core/ports';
-import { startDemoOrigin } from '../../src/node/demo-origin';
+import { startDemoOrigin, type DemoOriginOptions } from '../../src/node/demo-origin';
 import { freePort, startHost, type RunningServer } from '../../src/node/host';
 import { startUpstashBridge, type UpstashBridge } from '../../src/node/upstash-bridge';
 import { buildWaitingRoom } from '../../src/node/waiting-room';
@@ -61,13 +61,19 @@ interface Shared {
   bridgePort: number;
 }
 
-/** `protect`: the demo origin requires the waiting room's signed admission (see src/node/admission-check.ts). */
-async function startShared(protect = false): Promise<Shared> {
+/**
+ * `protect`: the demo origin requires the waiting room's signed admission (see
+ * src/node/admission-check.ts); `degrade`: it slows down and fails above a load (DemoOriginOptions).
+ */
+async function startShared(protect = false, degrade?: DemoOriginOptions['degrade']): Promise<Shared> {
   const redis = await startRedisServer();
   const bridge = await startUpstashBridge({ redisUrl: redis.url, token: UPSTASH_TOKEN });
   const admissions: (string | undefined)[] = [];
   let roomUrl = '';
-  const origin = await startDemoOrigin(protect ? { protect: { jwksUrl: () => `${roomUrl}/__wr/.well-known/jwks.json`, seen: admissions } } : {});
+  const origin = await startDemoOrigin({
+    ...(protect && { protect: { jwksUrl: () => `${roomUrl}/__wr/.well-known/jwks.json`, seen: admissions } }),
+    ...(degrade !== undefined && { degrade }),
+  });
   const direct = new IORedis(redis.url, { maxRetriesPerRequest: 1 });
   return {
     admissions,
@@ -122,9 +128,9 @@ function settingsFor(shared: Shared, settings: Record<string, string>): Record<s
 export async function startNodeStack(
   settings: Record<string, string> = {},
   templates?: Record<string, string>,
-  options: { readonly authLimiter?: FailureLimiter; readonly ticketLimiter?: FailureLimiter; readonly protectOrigin?: boolean } = {},
+  options: { readonly authLimiter?: FailureLimiter; readonly ticketLimiter?: FailureLimiter; readonly protectOrigin?: boolean; readonly degradeOrigin?: DemoOriginOptions['degrade'] } = {},
 ): Promise<Stack> {
-  const shared = await startShared(options.protectOrigin);
+  const shared = await startShared(options.protectOrigin, options.degradeOrigin);
   const logger = new MemoryLogger();
   let templateDir: string | undefined;
   if (templates !== undefined) {
