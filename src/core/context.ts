@@ -151,6 +151,7 @@ export function createContext(deps: HandlerDeps): HandlerContext {
   const basePolicy = admissionPolicy(config);
   const meterName = meterNameOf(deps.meterName);
   const randomSeed = deps.randomSeed ?? cryptoSeed;
+  const policyNow = (): AdmissionPolicy => ({ ...basePolicy, seed: randomSeed() });
   const random = config.queueMethod === 'random';
   const assetPrefix = `${config.pathPrefix}assets/`;
 
@@ -227,9 +228,9 @@ export function createContext(deps: HandlerDeps): HandlerContext {
       background: config.pageBackgroundColor,
     },
     statusUrl: `${config.pathPrefix}status?queue=${encodeURIComponent(queue)}`,
-    policyNow: () => ({ ...basePolicy, seed: randomSeed() }),
+    policyNow,
     statePolicy() {
-      const policy = { ...basePolicy, seed: randomSeed() };
+      const policy = policyNow();
       const meter = deps.originMeter;
       if (policy.adaptive === undefined || meter === undefined) return policy;
       try {

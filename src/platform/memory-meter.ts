@@ -9,25 +9,20 @@ import type { Clock, OriginMeter, OriginOutcome } from '../core/ports';
 /** Seconds counted: the shortest span Fastly's rate counters look back over. */
 export const METER_SECONDS = 10;
 
-interface Ring {
-  /** Per slot `second % METER_SECONDS`: the second it holds, then its requests, errors and slow answers. */
-  readonly slots: Float64Array;
-}
-
 export class MemoryOriginMeter implements OriginMeter {
-  readonly #rings = new Map<string, Ring>();
+  /** Per queue, per slot `second % METER_SECONDS`: the second it holds, then its requests, errors and slow answers. */
+  readonly #rings = new Map<string, Float64Array>();
 
   constructor(private readonly clock: Clock) {}
 
   count(queue: string, outcome: OriginOutcome): void {
     const second = Math.floor(this.clock.now() / 1000);
-    let ring = this.#rings.get(queue);
-    if (ring === undefined) {
-      ring = { slots: new Float64Array(METER_SECONDS * 4).fill(-1) };
-      this.#rings.set(queue, ring);
+    let s = this.#rings.get(queue);
+    if (s === undefined) {
+      s = new Float64Array(METER_SECONDS * 4).fill(-1);
+      this.#rings.set(queue, s);
     }
     const at = (second % METER_SECONDS) * 4;
-    const s = ring.slots;
     if (s[at] !== second) {
       s[at] = second;
       s[at + 1] = s[at + 2] = s[at + 3] = 0;
@@ -39,7 +34,7 @@ export class MemoryOriginMeter implements OriginMeter {
 
   recent(queue: string): { requests: number; errors: number; slow: number } {
     const second = Math.floor(this.clock.now() / 1000);
-    const s = this.#rings.get(queue)?.slots;
+    const s = this.#rings.get(queue);
     let requests = 0;
     let errors = 0;
     let slow = 0;
