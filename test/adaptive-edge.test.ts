@@ -129,6 +129,19 @@ describe('adaptive admission through the handler', () => {
     expect(stats.adaptive.value).toBe(stats.adaptive.moves.at(-1).to);
   });
 
+  it('a counter that throws (Edge Rate Limiting not enabled) costs visitors nothing: answers pass, joins carry the settings without a report', async () => {
+    const clock = new ManualClock();
+    const { store, calls } = counting(new MemoryQueueStore());
+    const broken = { count: () => { throw new Error('ERL not enabled'); }, recent: () => { throw new Error('ERL not enabled'); } };
+    const handler = testHandler({ admit_per_period: '20', admit_period_seconds: '10', adaptive_admission: 'on' }, { store, clock, origin: new SlowOrigin(clock), originMeter: broken });
+    const cookie = await admittedCookie(handler);
+    expect((await handler(new Request(`${SITE}/page`, { headers: { cookie } }), CLIENT)).status).toBe(200);
+    expect((await handler(new Request(`${SITE}/`), { ...CLIENT, address: '198.51.100.7' })).status).toBe(200);
+    expect(calls.get('join')).toBe(2);
+    const stats = await (await handler(api('stats'), CLIENT)).json();
+    expect(stats.adaptive).toMatchObject({ enabled: true, signals: null, moves: [] });
+  });
+
   it('off in the configuration: nothing counted, nothing carried, nothing reported', async () => {
     const s = setup({});
     const cookie = await admittedCookie(s.handler);
