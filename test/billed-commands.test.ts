@@ -129,18 +129,29 @@ describe('billed commands per request class (Upstash store, real redis-server)',
     const RANDOM: AdmissionPolicy = { ...RATE, method: 'random', seed: 1, presenceMs: 30_000 };
     await store.join(q, T0, RANDOM, keyed());
     await measure("random: join, nobody waiting (the period's step ran already)", () => store.join(q, T0 + 1, RANDOM, keyed()), 4);
-    // A new period: the join's step draws it at once (its rank read, it leaves the draw, its
-    // reservation written and collected in the same run).
+    // A new period: the join's step draws it at once: it stands in the draw unstored and enters
+    // directly (no rank read, no reservation written and collected in the same run).
     const p = `d-${randomUUID().slice(0, 8)}`;
     await store.join(p, T0, RANDOM, keyed());
     let drawn = false;
-    await measure('random: join, first of a period with nobody waiting: the step draws it', async () => void (drawn = (await store.join(p, T0 + 60_000, RANDOM, keyed())).claimed), 9);
+    await measure('random: join, first of a period with nobody waiting: the step draws it', async () => void (drawn = (await store.join(p, T0 + 60_000, RANDOM, keyed())).claimed), 4);
     expect(drawn).toBe(true);
     for (let i = 0; i < 10; i += 1) await store.join(q, T0 + 60_002, RANDOM, keyed());
-    await measure('random: join, others waiting (the draws are the polls\')', () => store.join(q, T0 + 60_003, RANDOM, keyed()), 4);
-    // The period's step (5 drawn: a rank read each, one ZREM and one ZADD for all), the presence of
-    // the visitors who stopped polling lapsed, the minute's history point.
-    await measure("random: a waiting visitor's poll that runs the period's step (5 drawn) and the minute's history point", () => store.draw(q, 14, T0 + 60_004, RANDOM, 0), 14);
+    const waiting = await store.join(q, T0 + 60_003, RANDOM, keyed());
+    expect(waiting.claimed).toBe(false);
+    // The period's step in a waiting visitor's poll (5 drawn of 11: ranks this close are read by one
+    // ZRANGE; one ZREM and one ZADD for all), the minute's history point, and the visitor who stopped
+    // polling a minute ago leaving the draw (its removal and the next lowest score read).
+    await measure("random: a waiting visitor's poll that runs the period's step (5 drawn of 11; 1 lapsed)", () => store.draw(q, waiting.ticket, T0 + 60_004, RANDOM, 0), 9);
+    // Drawn far apart in a long line: a rank read per drawn ticket at most, as an admit writes per
+    // called ticket (the step's floor is the poll's 3, its presence, the ZREM and the ZADD).
+    const long = `d-${randomUUID().slice(0, 8)}`;
+    await store.join(long, T0, RANDOM, keyed());
+    const line = await Promise.all(Array.from({ length: 400 }, () => store.join(long, T0 + 80_000, RANDOM, keyed())));
+    const poller = line[line.length - 1]?.ticket ?? 0;
+    let stepped = 0;
+    await measure("random: the same step, 5 drawn of 400 (a rank read each)", async () => void (stepped = (await store.draw(long, poller, T0 + 100_000, RANDOM, 0)).cursor), 6 + 5);
+    expect(stepped).toBe(2 + 5);
     // A visitor who joined after the step, still in the draw: its presence renewed, nothing else.
     const { ticket } = await store.join(q, T0 + 60_005, RANDOM, keyed());
     await measure("random: a waiting visitor's poll (a draw)", () => store.draw(q, ticket, T0 + 60_006, RANDOM, 0), 3);

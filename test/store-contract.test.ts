@@ -2119,6 +2119,15 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const r = randomQueue();
         const r1 = await store.join(r, T0, every(3));
         expect(await store.join(r, T0 + 1, every(3), { floor: { tail: 9, generation: r1.generation } })).toMatchObject({ ticket: 10, paused: false });
+        // The random method: the number the visitor is given, above the floor, is the one in the
+        // draw (its poll finds it waiting), not the one the rolled-back tail would have given.
+        const d = randomQueue();
+        const drawn = randomly(OFF);
+        const d1 = await store.join(d, T0, drawn);
+        const lifted = await store.join(d, T0 + 1, drawn, { floor: { tail: 20, generation: d1.generation } });
+        expect(lifted).toMatchObject({ ticket: 21, claimed: false, waiting: 1 });
+        expect(await store.draw(d, 21, T0 + 2, drawn, 0, lifted.generation)).toMatchObject({ outcome: 'waiting' });
+        expect(await store.draw(d, 2, T0 + 2, drawn, 0, lifted.generation)).toMatchObject({ outcome: 'unknown' });
         await expect(store.join(r, T0 + 2, OFF, { floor: { tail: -1, generation: 1 } })).rejects.toBeInstanceOf(StoreArgumentError);
         await expect(store.join(r, T0 + 2, OFF, { floor: { tail: 1, generation: 0 } })).rejects.toBeInstanceOf(StoreArgumentError);
       });

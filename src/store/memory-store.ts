@@ -158,6 +158,8 @@ interface Run {
   readonly rng: { nextRank(n: number): number };
   /** A stats run (the Lua GEN_READ_ONLY): writes nothing, not even the figures it counted. */
   readonly readOnly: boolean;
+  /** The Lua `JOINER`: the joining ticket, in the draw (last) without being stored in `waiting`. */
+  joiner?: number;
 }
 
 export class MemoryQueueStore implements QueueStore {
@@ -199,9 +201,9 @@ export class MemoryQueueStore implements QueueStore {
       q.tail = f.tail + 1;
       q.cursor = Math.max(q.cursor, f.tail);
       ticket = q.tail;
+      if (p.method === 'random') q.waiting.clear();
       if (recover > 0) q.recoverUntil = p.nowMs + recover;
     }
-    if (p.method === 'random') q.waiting.set(ticket, p.nowMs);
     const r = begin(q, p);
     let claimed = false;
     // Mirrors the join script: with others waiting ahead (or nobody to admit now), capacity mode and
@@ -209,6 +211,8 @@ export class MemoryQueueStore implements QueueStore {
     // ctl's book, or counted by score).
     const capacity = isCapacity(r.e);
     const queued = (capacity || r.random) && (r.e.paused || !r.open || q.cursor < ticket - 1);
+    // The ticket joins the draw; random rate mode's own step draws among the stored and it (last).
+    if (r.random && (capacity || queued)) q.waiting.set(ticket, p.nowMs);
     if (queued) {
       // Nothing to admit here: the ticket waits, unclaimed.
     } else if (capacity && !r.random) {
@@ -218,10 +222,14 @@ export class MemoryQueueStore implements QueueStore {
       advance(r);
       claimed = takeSlot(r, ticket, 0);
     } else if (r.random) {
+      r.joiner = ticket;
       admissionStep(r);
-      if (q.reserved.has(ticket)) {
+      // Drawn by this call: it enters at once, with no reservation; else it is stored in the draw.
+      if (r.joiner === undefined) {
         collect(q, p.nowMs, ticket, 0);
         claimed = true;
+      } else {
+        q.waiting.set(ticket, p.nowMs);
       }
     } else {
       // Before the start, calls made ahead of the tail are taken back: nobody held those tickets.
@@ -788,15 +796,23 @@ function zsetOrder([a, scoreA]: [number, number], [b, scoreB]: [number, number])
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
-/** Mirrors `draw_tickets`: up to `n` present visitors, each by rank in ZSET order, reserved as a call. */
+/**
+ * Mirrors `draw_tickets`: up to `n` present visitors, each by rank in ZSET order with the joiner
+ * last, reserved as a call (the joiner, drawn, is not: `r.joiner` is cleared and the join collects it).
+ */
 function drawTickets(r: Run, n: number): void {
   const { q, p } = r;
-  const k = Math.min(n, q.waiting.size);
-  if (k < 1) return;
   const present = [...q.waiting].sort(zsetOrder).map(([ticket]) => ticket);
+  if (r.joiner !== undefined) present.push(r.joiner);
+  const k = Math.min(n, present.length);
+  if (k < 1) return;
   for (let i = 0; i < k; i += 1) {
     const [ticket] = present.splice(r.rng.nextRank(present.length), 1);
     if (ticket === undefined) throw new Error('unreachable: rank out of range');
+    if (ticket === r.joiner) {
+      r.joiner = undefined;
+      continue;
+    }
     q.waiting.delete(ticket);
     q.reserved.set(ticket, p.nowMs + p.reservationMs);
     q.admits.set(String(ticket), p.nowMs);

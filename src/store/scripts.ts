@@ -120,7 +120,8 @@
  * slot (no reservation written and claimed in the same run; its arrival and a wait of 0 recorded).
  * The random method's joins follow the same rule: with undrawn tickets ahead (cursor < ticket - 1)
  * the draws are the waiting visitors' (each poll is a draw); a join with nobody ahead runs the step,
- * and may be drawn at once.
+ * and may be drawn at once: it stands last in the draw without being stored, and drawn it enters
+ * directly (no entry in `waiting`, no reservation written and collected in the same run).
  *
  * Claims in every mode (why: a ticket whose holder never got the cookie — a join that timed out
  * after the store took the ticket — or who walked away must not use up an admission). A called
@@ -180,7 +181,8 @@
  * seeded from ARGV seed (state = (seed mod 2147483646) + 1; next = state * 16807 mod 2147483647,
  * exact in doubles; one stream per script run), and picks rank r = floor(next / 2147483647 * N)
  * among the N members of `waiting` in ZSET order (score, then member bytes), removes it, N - 1,
- * n times (the ranks are mapped to the set as it stands, so one ZREM and one ZADD write them all).
+ * n times (the ranks are mapped to the set as it stands, so one ZRANGE reads each run of ranks less
+ * than 16 apart, and one ZREM and one ZADD write them all).
  * Each drawn ticket is reserved exactly as a FIFO call (reserved, counted by the book) and the
  * cursor counts the draws, so `tail - cursor` is still the number not yet called. Capacity mode
  * draws min(free room, N); rate mode's period step draws min(count, N) (same period rules; lapsed
@@ -836,19 +838,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = '80f208c10818b7f2ee8c2bb076281ab472310d66';
-export const POLL_SHA1 = '011960884ba75f898e5db36decbdb40ed2c70026';
-export const CLAIM_SHA1 = '52812d0688d9806e7bc777eb3baec8fd214a60b6';
-export const TOUCH_SHA1 = '065590afe7d5b670818d95d94a0a8e3e0374ef63';
-export const LEAVE_SHA1 = '5edb5b8c8b5fc936f990b46fe33f9c356c1d0025';
-export const ADMIT_SHA1 = '7442bcbad30d43f34ec31705c5966cd031a169b8';
-export const CONTROL_SHA1 = 'eb24de3b1eb055ed62f29eac457ff85bd04e17a6';
-export const STATS_SHA1 = 'd5eabcd9b6fe758c52decaf4aa3c23eb1edb81c1';
+export const JOIN_SHA1 = '4b7b52cfaf639a90e6bef4b066e1a8b56697e013';
+export const POLL_SHA1 = '6e7896aefb68df7e08af148d4c8c562b93a66034';
+export const CLAIM_SHA1 = '93d9f3974e83e5653b05895e9c2dec3154c5063f';
+export const TOUCH_SHA1 = 'c0512d47ff97a908eb03e906da57fd86c0161642';
+export const LEAVE_SHA1 = '129eddfa4e54589b85e71db83d04d96912c2a00e';
+export const ADMIT_SHA1 = 'db75dd89daec01d07d4915fddadb0f74039b884b';
+export const CONTROL_SHA1 = 'd90ceb4e41f1c6bc54f66e2575f6349f8158d680';
+export const STATS_SHA1 = '35092bb487999506e3e14d379eeb0c484fd49b8b';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '11b26fba13cfb7b8fa8f79dc31570288de7046dd';
-export const RESET_SHA1 = 'c2f4116f690ca637b24ca3e473fd2bda4e737479';
+export const DRAW_SHA1 = 'f040efcd075a153e1885281324b73cfe3240b680';
+export const RESET_SHA1 = '65b2704162a20cc8d2826fd67a5d7097cd33ec1e';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

@@ -1,11 +1,11 @@
 #!lua flags=allow-key-locking
 --- Take the next ticket and run admission (before the event's start: nothing is admitted). Random
---- method: the ticket joins the draw first. Capacity mode: a ticket called (drawn) in this call, or
+--- method: the ticket joins the draw (the number it is given, after a rollback too). Capacity mode: a ticket called (drawn) in this call, or
 --- (FIFO) one called before it existed, claims its slot at once (a walk-in, wait 0). Rate mode: the
 --- period step (no replacement of lapsed calls: that is left to the poll; FIFO: only while nobody
 --- waits); FIFO: a ticket the cursor had already passed, or that this join's own step called, walks
---- in (admitted now, claimed); random: a ticket drawn in this call is collected at once and
---- reported claimed. Writes no history point. ARGV 12:
+--- in (admitted now, claimed); random: a ticket drawn in this call enters at once (it is stored
+--- neither in the draw nor as a reservation) and is reported claimed. Writes no history point. ARGV 12:
 --- the recovery window, ms ('' = none; see Recovery); ARGV 13 'new': open it only if this run finds
 --- the state absent (the caller's POP served it before, so it was lost), '' = open it (a token of a
 --- lost generation is the evidence). ARGV 14, 15: the tail and generation the caller's POP last saw
@@ -43,10 +43,6 @@ end
 local ticket = (ctl_int('tail') or 0) + 1
 set_ctl('tail', fmt(ticket))
 prologue(ticket - 1)
-if RANDOM then
-  redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket))
-  presence_add(1)
-end
 local tail = ticket
 local cursor = ctl_int('cursor') or 0
 -- Rolled back (see Generations): the caller's POP saw this generation with a tail of at least this
@@ -61,6 +57,11 @@ if FLOOR_TAIL and FLOOR_GEN == GEN and ticket <= FLOOR_TAIL then
   tail = ticket
   cursor = math.max(cursor, FLOOR_TAIL)
   set_ctl('gen', fmt(g), 'tail', fmt(ticket), 'cursor', fmt(cursor))
+  -- Random: the old numbers leave the draw with their generation (their holders join again).
+  if RANDOM then
+    redis.call('DEL', K_WAITING)
+    PRES = {n = 0, dirty = true}
+  end
   if RECOVER_WINDOW > 0 then
     RECOVER_MS = RECOVER_WINDOW
     paused = recovering(0, max_active, max_new) or paused
@@ -73,6 +74,13 @@ local claimed = 0
 local capacity = max_active > 0 or max_new > 0
 if not (capacity or RANDOM) then drop_book() end
 local queued = (RANDOM or capacity) and (paused or not OPEN or cursor < ticket - 1)
+-- The ticket joins the draw: stored now, unless random rate mode's step runs here (with nobody
+-- ahead), where it stands in the draw unstored and is stored only if not drawn (see draw_tickets).
+local function join_draw()
+  redis.call('ZADD', K_WAITING, fmt(NOW), fmt(ticket))
+  presence_add(1)
+end
+if RANDOM and (capacity or queued) then join_draw() end
 if queued then
   -- Nothing to admit here: the ticket waits, unclaimed.
 elseif capacity and not RANDOM then
@@ -83,11 +91,15 @@ elseif capacity then
   cursor = advance(tail, cursor, paused, max_active, max_new)
   claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, 0)
 elseif RANDOM then
+  JOINER = fmt(ticket)
   cursor = admission_step(tail, cursor, paused, max_active, max_new)
-  -- A new ticket holds a reservation only if this run drew it.
+  -- Drawn by this run: it enters at once, wait 0, without a reservation written and claimed.
   if DRAWN_NOW[fmt(ticket)] then
-    collect(ticket, 0)
+    collect(ticket, 0, true)
     claimed = 1
+  else
+    JOINER = nil
+    join_draw()
   end
 else
   if not OPEN and cursor > ticket - 1 then

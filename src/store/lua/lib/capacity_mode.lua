@@ -79,13 +79,15 @@ local function take_slot(ticket, tail, cursor, paused, max_active, max_new, wait
 end
 -- Random rate mode: the holder of a live reservation collects it. The reservation becomes its
 -- arrival at now, with the wait; the ticket left the draw when it was drawn, so it is never admitted
--- again.
-local function collect(ticket, waited)
-  local m = fmt(ticket)
-  redis.call('ZREM', K_RESERVED, m)
-  redis.call('ZADD', K_ACTIVE, fmt(arrival_score(NOW)), m .. ':' .. fmt(waited))
-  book_slots(-1)
-  book_arrival(true)
+-- again. `direct`: the joiner, drawn by its own join's step, holds no reservation (see draw_tickets):
+-- it arrives as a new arrival does.
+local function collect(ticket, waited, direct)
+  if not direct then
+    redis.call('ZREM', K_RESERVED, fmt(ticket))
+    book_slots(-1)
+  end
+  redis.call('ZADD', K_ACTIVE, fmt(arrival_score(NOW)), fmt(ticket) .. ':' .. fmt(waited))
+  book_arrival(not direct)
 end
 -- FIFO capacity mode, a join with nobody waiting ahead (its ticket is the next to call): it walks in
 -- when both thresholds leave room, straight to its slot (no reservation written and claimed in the

@@ -1,7 +1,9 @@
 --- Random method: the generator (Park–Miller minimal standard from ARGV seed; every step is exact in
 --- doubles, and createDrawRng in TS does the same arithmetic) and the draw. draw_tickets draws up to
---- n of the present visitors (prologue removed the others) by rank in ZSET order: each leaves the
---- draw and gets a reservation as a FIFO call does, and the cursor counts it.
+--- n of the present visitors (prologue removed the others) by rank in ZSET order, the joining visitor
+--- (JOINER, see join) last: each leaves the draw and gets a reservation as a FIFO call does, and the
+--- cursor counts it. The joiner was never stored, so if drawn it gets no reservation: the join
+--- collects it at once (see enter_drawn).
 
 local rng_state = (SEED % 2147483646) + 1
 local function next_rank(n)
@@ -10,16 +12,22 @@ local function next_rank(n)
   if r >= n then r = n - 1 end
   return r
 end
+-- Drawn ranks this close together are read by one ZRANGE (at most this many members in its reply).
+local RANK_SPAN = 16
 -- The members this run drew (a poll then settles its own ticket without looking it up).
 local DRAWN_NOW = {}
+-- The joining visitor's member while it is in the draw without being stored (nil otherwise).
+local JOINER
 local function draw_tickets(cursor, n)
   -- After the prologue every stored member is present.
-  local present = presence().n
+  local stored = presence().n
+  local present = stored + (JOINER and 1 or 0)
   local k = math.min(n, present)
   if k < 1 then return cursor end
   -- Each rank is among the visitors not drawn yet; `taken` (ascending) maps it to its index in the
-  -- set as it stands, so the draws leave the set and enter reserved in one command each.
-  local taken, members, reserve = {}, {}, {}
+  -- set as it stands (the joiner's is `stored`), so the draws are read, leave the set and enter
+  -- reserved with one command per run of nearby ranks, one ZREM and one ZADD.
+  local taken = {}
   for _ = 1, k do
     local i = next_rank(present)
     local at = 1
@@ -28,18 +36,38 @@ local function draw_tickets(cursor, n)
       at = at + 1
     end
     table.insert(taken, at, i)
-    local m = redis.call('ZRANGE', K_WAITING, i, i)[1]
-    members[#members + 1] = m
-    DRAWN_NOW[m] = true
-    reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
-    reserve[#reserve + 1] = m
     present = present - 1
   end
-  redis.call('ZREM', K_WAITING, unpack(members))
-  redis.call('ZADD', K_RESERVED, unpack(reserve))
-  presence_add(-k)
-  book_reservations(k)
-  book_expiry(RESERVED_SET, NOW + RESERVATION_MS)
+  local members, reserve = {}, {}
+  local j = 1
+  while j <= #taken and taken[j] < stored do
+    local first, last = taken[j], taken[j]
+    local e = j
+    while taken[e + 1] and taken[e + 1] < stored and taken[e + 1] - first < RANK_SPAN do
+      e = e + 1
+      last = taken[e]
+    end
+    local run = redis.call('ZRANGE', K_WAITING, first, last)
+    for x = j, e do
+      local m = run[taken[x] - first + 1]
+      members[#members + 1] = m
+      DRAWN_NOW[m] = true
+      reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
+      reserve[#reserve + 1] = m
+    end
+    j = e + 1
+  end
+  if JOINER and taken[#taken] == stored then
+    DRAWN_NOW[JOINER] = true
+    JOINER = nil
+  end
+  if #members > 0 then
+    redis.call('ZREM', K_WAITING, unpack(members))
+    redis.call('ZADD', K_RESERVED, unpack(reserve))
+    presence_add(-#members)
+    book_reservations(#members)
+    book_expiry(RESERVED_SET, NOW + RESERVATION_MS)
+  end
   set_ctl('cursor', fmt(cursor + k))
   return cursor + k
 end
