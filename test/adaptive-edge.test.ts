@@ -125,7 +125,8 @@ describe('adaptive admission through the handler', () => {
     expect(stats.adaptive).toMatchObject({ enabled: true, source: 'config', knob: 'admit_per_period', min: 4, max: 40 });
     // The POP's name as the store keeps it: cut to the allowed characters.
     expect(stats.adaptive.signals).toMatchObject({ requests: 30, errors: 10, slow: 0, pops: 1 });
-    expect(stats.adaptive.moves.at(-1)).toMatchObject({ reason: 'errors', to: Math.floor((stats.adaptive.moves.at(-1).from * 3) / 4) });
+    // A third failed, far over the target: the deepest cut, to half.
+    expect(stats.adaptive.moves.at(-1)).toMatchObject({ reason: 'errors', to: Math.floor(stats.adaptive.moves.at(-1).from / 2) });
     expect(stats.adaptive.value).toBe(stats.adaptive.moves.at(-1).to);
   });
 

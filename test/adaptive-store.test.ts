@@ -23,7 +23,10 @@ const SETTINGS: AdaptivePolicy = { enabled: true, min: 10, max: 90, errorPercent
 /** (90 - 10) / AC_STEPS (20) */
 const STEP = 4;
 
-const healthy = (pop = 'pop-a', requests = 100): OriginReport => ({ pop, requests, errors: 0, slow: 0 });
+/** Healthy, with one slow answer (under the target): a raise is one step. */
+const healthy = (pop = 'pop-a', requests = 100): OriginReport => ({ pop, requests, errors: 0, slow: 1 });
+/** Nothing failed and nothing slow: a raise is two steps. */
+const clean = (pop = 'pop-a', requests = 100): OriginReport => ({ pop, requests, errors: 0, slow: 0 });
 /** Rate mode, `count` per 1-s period, with the controller's settings and a report. */
 function rate(count: number, adaptive: Partial<AdaptivePolicy> | null = {}, report?: OriginReport): AdmissionPolicy {
   return {
@@ -71,7 +74,7 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       const stats = await store.stats(queue, T0, rate(20));
       expect(stats.adaptive).toMatchObject({ enabled: true, knob: 'admit_per_period', value: 20 + STEP, pinned: false });
       expect(stats.adaptive?.moves).toEqual([{ atMs: T0, from: 20, to: 20 + STEP, reason: 'healthy' }]);
-      expect(stats.adaptive?.signals).toEqual({ atMs: T0, requests: 100, errors: 0, slow: 0, pops: 1 });
+      expect(stats.adaptive?.signals).toEqual({ atMs: T0, requests: 100, errors: 0, slow: 1, pops: 1 });
       // A report made before the move's effect could show (within AC_WINDOW_MS of it) is no evidence.
       await store.poll(queue, T0 + AC_STEP_MS, rate(20, {}, healthy()));
       expect((await store.stats(queue, T0 + AC_STEP_MS, rate(20))).adaptive?.value).toBe(20 + STEP);
@@ -80,28 +83,41 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       expect(later.adaptive?.value).toBe(20 + 2 * STEP);
       // Each poll opened a period of its own, whose step let in the count in effect then.
       expect(later.cursor).toBe(20 + (20 + STEP) + (20 + STEP) + (20 + 2 * STEP));
+      // Nothing failed and nothing was slow: two steps.
+      await store.poll(queue, T0 + 2 * AC_WINDOW_MS, rate(20, {}, clean()));
+      const clear = await store.stats(queue, T0 + 2 * AC_WINDOW_MS, rate(20));
+      expect(clear.adaptive?.moves.at(-1)).toEqual({ atMs: T0 + 2 * AC_WINDOW_MS, from: 20 + 2 * STEP, to: 20 + 4 * STEP, reason: 'healthy' });
     });
 
-    it('goes down by a quarter when errors or slow answers are over target, never below the floor, and needs evidence to go down', async () => {
+    it('goes down as far as errors or slow answers are over target (5 % off just over it, a quarter at twice, half at three times), never below the floor, and needs evidence to go down', async () => {
       const store = create();
       const queue = q();
       await joinMany(store, queue, 500, rate(40, null));
       let now = T0;
-      // 6 errors in 100 is over 5 %.
+      const last = async () => (await store.stats(queue, now, rate(40))).adaptive?.moves.at(-1);
+      // 6 errors in 100 is over 5 % (1.2 times): 5 % off, 40 -> 38.
       await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 100, errors: 6, slow: 0 }));
-      expect((await store.stats(queue, now, rate(40))).adaptive?.moves.at(-1)).toEqual({ atMs: now, from: 40, to: 30, reason: 'errors' });
-      // 21 slow in 100 is over 20 %.
+      expect(await last()).toEqual({ atMs: now, from: 40, to: 38, reason: 'errors' });
+      // 21 slow in 100 is over 20 %: 38 -> 36 (38 x 0.95 = 36.1).
       now += AC_WINDOW_MS;
       await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 100, errors: 0, slow: 21 }));
-      expect((await store.stats(queue, now, rate(40))).adaptive?.moves.at(-1)).toEqual({ atMs: now, from: 30, to: 22, reason: 'slow' });
-      // Exactly on target is healthy: up.
+      expect(await last()).toEqual({ atMs: now, from: 38, to: 36, reason: 'slow' });
+      // Exactly on target is healthy: up (a step: some failed).
       now += AC_WINDOW_MS;
       await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 100, errors: 5, slow: 20 }));
-      expect((await store.stats(queue, now, rate(40))).adaptive?.value).toBe(22 + STEP);
+      expect((await store.stats(queue, now, rate(40))).adaptive?.value).toBe(36 + STEP);
       // Fewer than 20 requests: all failed, yet no move down (and no move up either).
       now += AC_WINDOW_MS;
       await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 19, errors: 19, slow: 0 }));
-      expect((await store.stats(queue, now, rate(40))).adaptive?.value).toBe(22 + STEP);
+      expect((await store.stats(queue, now, rate(40))).adaptive?.value).toBe(36 + STEP);
+      // Twice the error target: a quarter off, 40 -> 30; the worse signal decides (slow is 1.5 times its target).
+      now += AC_WINDOW_MS;
+      await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 100, errors: 10, slow: 30 }));
+      expect(await last()).toEqual({ atMs: now, from: 40, to: 30, reason: 'errors' });
+      // Three times: half, 30 -> 15.
+      now += AC_WINDOW_MS;
+      await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 100, errors: 15, slow: 0 }));
+      expect(await last()).toEqual({ atMs: now, from: 30, to: 15, reason: 'errors' });
       // Down to the floor and no further.
       for (let i = 0; i < 6; i++) {
         now += AC_WINDOW_MS;
@@ -129,7 +145,8 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       expect((await store.stats(queue, T0 + 5 * AC_WINDOW_MS, rate(40))).adaptive?.value).toBe(before);
       await store.control(queue, { switch: 'normal' }, T0 + 6 * AC_WINDOW_MS, rate(40));
       await store.poll(queue, T0 + 7 * AC_WINDOW_MS, rate(40, {}, { pop: 'a', requests: 100, errors: 100, slow: 0 }));
-      expect((await store.stats(queue, T0 + 7 * AC_WINDOW_MS, rate(40))).adaptive?.value).toBe(Math.floor(((before ?? 0) * 3) / 4));
+      // Every answer failed: the deepest cut, half.
+      expect((await store.stats(queue, T0 + 7 * AC_WINDOW_MS, rate(40))).adaptive?.value).toBe(Math.floor((before ?? 0) / 2));
     });
 
     it('sums the fresh reports of every POP; a POP\'s new report replaces its old one; old reports do not count', async () => {
@@ -164,15 +181,16 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       const t4 = t3 + AC_STEP_MS;
       await store.poll(queue, t4, rate(20, {}, { pop: a, requests: 25, errors: 25, slow: 0 }));
       stats = await store.stats(queue, t4, rate(20));
-      expect(stats.adaptive?.moves.at(-1)).toEqual({ atMs: t4, from: 20, to: 15, reason: 'errors' });
+      expect(stats.adaptive?.moves.at(-1)).toEqual({ atMs: t4, from: 20, to: 10, reason: 'errors' });
     });
 
     it('capacity mode moves max active: the learned value is the threshold a walk-in meets', async () => {
       const store = create();
       const queue = q();
-      // Configured 50, bounds 1..40: the controller starts at 40, then an error report halves room.
+      // Configured 50, bounds 1..40: the controller starts at 40, then an error report (twice the
+      // 5 % target) takes a quarter of the room away.
       const p = (report?: OriginReport) => capacity(50, report, { min: 1, max: 40 });
-      const first = await store.join(queue, T0, p({ pop: 'a', requests: 100, errors: 50, slow: 0 }));
+      const first = await store.join(queue, T0, p({ pop: 'a', requests: 100, errors: 10, slow: 0 }));
       expect(first.maxActive).toBe(30);
       expect((await store.stats(queue, T0, p())).adaptive).toMatchObject({ knob: 'max_active', value: 30 });
       let walkedIn = first.claimed ? 1 : 0;
@@ -199,12 +217,13 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       await store.control(queue, { adaptivePin: null }, T0 + AC_WINDOW_MS + 4, rate(20));
       await store.poll(queue, T0 + 3 * AC_WINDOW_MS, rate(20, { enabled: false }, { pop: 'pop-a', requests: 100, errors: 100, slow: 0 }));
       stats = await store.stats(queue, T0 + 3 * AC_WINDOW_MS, rate(20));
-      expect(stats.adaptive).toMatchObject({ value: 11, pinned: false });
+      // Every answer failed: half of 15, held at the floor of 10.
+      expect(stats.adaptive).toMatchObject({ value: 10, pinned: false });
       expect(stats.adaptive?.moves.map((m) => [m.from, m.to, m.reason])).toEqual([
         [20, 20 + STEP, 'healthy'],
         [20 + STEP, 15, 'pinned'],
         [15, 15, 'released'],
-        [15, 11, 'errors'],
+        [15, 10, 'errors'],
       ]);
       // Off from the console: the configured count again; null hands it back to the configuration.
       await store.control(queue, { adaptive: 'off' }, T0 + 3 * AC_WINDOW_MS + 1, rate(20));
@@ -245,17 +264,17 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
         await store.poll(queue, T0 + i * AC_WINDOW_MS, rate(40, {}, { pop: 'pop-a', requests, errors: 0, slow }));
         return (await store.stats(queue, T0 + i * AC_WINDOW_MS, rate(40))).adaptive?.value;
       };
-      expect(await step(0, 100, 0)).toBe(40 + STEP);
+      expect(await step(0, 100, 1)).toBe(40 + STEP);
       // Up by more than a tenth: still rising from the raise.
-      expect(await step(1, 111, 0)).toBe(40 + STEP);
+      expect(await step(1, 111, 1)).toBe(40 + STEP);
       // Up by a tenth or less: settled, healthy: up again.
-      expect(await step(2, 122, 0)).toBe(40 + 2 * STEP);
-      expect(await step(3, 130, 40)).toBe(Math.floor(((40 + 2 * STEP) * 3) / 4));
+      expect(await step(2, 122, 1)).toBe(40 + 2 * STEP);
+      // 40 slow of 130 is 1.54 times the 20 % target: 13.5 % off, 48 -> 41.
+      expect(await step(3, 130, 40)).toBe(41);
       // Still slow, but the load fell by more than a tenth: the cut is showing, let it.
-      const cut = Math.floor(((40 + 2 * STEP) * 3) / 4);
-      expect(await step(4, 116, 30)).toBe(cut);
-      // Still slow and no longer falling: down again.
-      expect(await step(5, 110, 30)).toBe(Math.floor((cut * 3) / 4));
+      expect(await step(4, 116, 30)).toBe(41);
+      // Still slow (1.36 times the target) and no longer falling: down again, 41 -> 37.
+      expect(await step(5, 110, 30)).toBe(37);
     });
 
     it('keeps the last moves only', async () => {

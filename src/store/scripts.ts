@@ -280,7 +280,7 @@ import JOIN_RING_LUA from './lua/lib/join_ring.lua';
 import HISTORY_READ_LUA from './lua/lib/history_read.lua';
 import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
 import CONTROLLER_LUA from './lua/lib/controller.lua';
-import { AC_MIN_REQUESTS, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
+import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_MIN_REQUESTS, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
 
 /** @default key prefix for every store key. */
 export const DEFAULT_KEY_PREFIX = 'wr';
@@ -793,6 +793,9 @@ const LUA_CONSTANTS = {
   VIP_KEEP_EXPIRED_MS,
   VIP_TTL_MS,
   AC_MIN_REQUESTS,
+  AC_CUT_KEEP_MAX,
+  AC_CUT_KEEP_MIN,
+  AC_CUT_SPAN,
   AC_SLOTS,
   AC_STEP_MS,
   AC_STEPS,
@@ -838,19 +841,19 @@ export const PEEK_SCRIPT = lua(PEEK_FILE);
 export const CREATE_VIP_SCRIPT = lua(CREATE_VIP_FILE);
 export const USE_VIP_SCRIPT = lua(USE_VIP_FILE);
 
-export const JOIN_SHA1 = '4b7b52cfaf639a90e6bef4b066e1a8b56697e013';
-export const POLL_SHA1 = '6e7896aefb68df7e08af148d4c8c562b93a66034';
-export const CLAIM_SHA1 = '93d9f3974e83e5653b05895e9c2dec3154c5063f';
-export const TOUCH_SHA1 = 'c0512d47ff97a908eb03e906da57fd86c0161642';
-export const LEAVE_SHA1 = '129eddfa4e54589b85e71db83d04d96912c2a00e';
-export const ADMIT_SHA1 = 'db75dd89daec01d07d4915fddadb0f74039b884b';
-export const CONTROL_SHA1 = 'd90ceb4e41f1c6bc54f66e2575f6349f8158d680';
-export const STATS_SHA1 = '35092bb487999506e3e14d379eeb0c484fd49b8b';
+export const JOIN_SHA1 = '82a2920f6ff2debb5e62dc388822e6c908f42860';
+export const POLL_SHA1 = 'fb9a9e768fa948417b20d99b0f8fce929cdca9a1';
+export const CLAIM_SHA1 = '6cac6cb0f00033e7574b31479f795b290b5deac7';
+export const TOUCH_SHA1 = '761aff11b69b5b1000f462d56745c0ec46f94b38';
+export const LEAVE_SHA1 = '6dd867db8a3a0ba8baeb1c7bbb91873157a27b03';
+export const ADMIT_SHA1 = 'ce83abd7bfeab1cb55a1655d2ac2d5bc54b7cad6';
+export const CONTROL_SHA1 = '02cc474e6b490befd9d9b739d09037c2d99215eb';
+export const STATS_SHA1 = '4406ba3d917b6e6721afac41eba83a44b2901dce';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'f040efcd075a153e1885281324b73cfe3240b680';
-export const RESET_SHA1 = '65b2704162a20cc8d2826fd67a5d7097cd33ec1e';
+export const DRAW_SHA1 = '31ac8100b19d25950b489c176575b3ba03f7d5be';
+export const RESET_SHA1 = '391703c16262ae3eec9e49119d39c4e6e1504d17';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

@@ -976,7 +976,7 @@ export const ADAPTIVE_SETTINGS: Record<string, string> = { admit_per_period: '5'
 /**
  * Adaptive admission through the host: the origin's answers to an admitted visitor are counted
  * where they pass (on the wasm, by the compute host's Edge Rate Limiting), carried with a later join,
- * and the controller, seeing a third of them fail, turns the rate down.
+ * and the controller, seeing half of them fail, halves the rate.
  */
 export function defineAdaptiveScenario(stack: () => Stack): void {
   it('counts the origin\'s answers at the edge, carries them with a join, and turns the rate down on errors', async () => {
@@ -992,7 +992,8 @@ export function defineAdaptiveScenario(stack: () => Stack): void {
     const stats = (await (await fetch(`${url}/__wr/api/stats`, { headers: { authorization: `Bearer ${API_TOKEN}` } })).json()) as { adaptive: { value: number; signals: unknown; moves: unknown[] } };
     expect(stats.adaptive).toMatchObject({ enabled: true, source: 'config', knob: 'admit_per_period', min: 2, max: 40 });
     expect(stats.adaptive.signals).toMatchObject({ requests: 20, errors: 10, slow: 0, pops: 1 });
-    expect(stats.adaptive.moves.at(-1)).toMatchObject({ from: 5, to: 3, reason: 'errors' });
-    expect(stats.adaptive.value).toBe(3);
+    // Half failed, fifty times the 1 % target: the deepest cut, to half (5 -> 2).
+    expect(stats.adaptive.moves.at(-1)).toMatchObject({ from: 5, to: 2, reason: 'errors' });
+    expect(stats.adaptive.value).toBe(2);
   });
 }

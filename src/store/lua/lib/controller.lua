@@ -3,9 +3,10 @@
 --- report; the settings are kept in ac_cfg, the report goes to its slot when the slot's last one is
 --- __AC_STEP_MS__ ms old (or another POP's), in the run's one HSET. ac_value: the value in effect for
 --- the knob, and at most once per __AC_STEP_MS__ ms a step over the fresh reports made after the
---- last move could show in them: down to 3/4 when errors or slow answers are over their share (from
---- __AC_MIN_REQUESTS__ requests up) unless the load is already falling by more than a tenth since the
---- last step, else up by a step while tickets wait and the load is not still rising by that much.
+--- last move could show in them: down, in proportion to how far errors or slow answers are over
+--- their share (from __AC_MIN_REQUESTS__ requests up; see ac_keep), unless the load is already
+--- falling by more than a tenth since the last step, else up by a step (two when nothing failed or
+--- was slow) while tickets wait and the load is not still rising by that much.
 
 for _, f in ipairs({'ac_cfg', 'ac_on', 'ac_val', 'ac_pin', 'ac_at', 'ac_move', 'ac_sig', 'ac_log'}) do CTL_FIELDS[#CTL_FIELDS + 1] = f end
 for i = 0, __AC_SLOTS__ - 1 do CTL_FIELDS[#CTL_FIELDS + 1] = 'o' .. i end
@@ -57,6 +58,17 @@ local function ac_pin_at(v)
     del_ctl('ac_pin')
   end
 end
+-- How much of the value a cut keeps: 1 - (r - 1) / __AC_CUT_SPAN__ within [__AC_CUT_KEEP_MIN__,
+-- __AC_CUT_KEEP_MAX__], r the worse signal over its target (cutKeep in adaptive.ts: the same arithmetic).
+local function ac_over(n, target, rq)
+  if n == 0 then return 0 end
+  if target == 0 then return math.huge end
+  return (n * 100) / (target * rq)
+end
+local function ac_keep(rq, er, sl, s)
+  local r = math.max(ac_over(er, s.err, rq), ac_over(sl, s.slow, rq))
+  return math.max(__AC_CUT_KEEP_MIN__, math.min(__AC_CUT_KEEP_MAX__, 1 - (r - 1) / __AC_CUT_SPAN__))
+end
 -- The value in effect, or nil when the controller is off (the knob's own value `base` stands).
 -- frozen: no step (paused, switched, before the start, a read-only run); waiting: tickets wait.
 local function ac_value(base, frozen, waiting)
@@ -88,9 +100,11 @@ local function ac_value(base, frozen, waiting)
   if falling and (over_err or over_slow) then
     -- Over target, but the load is already coming down: let it.
   elseif rq >= __AC_MIN_REQUESTS__ and (over_err or over_slow) then
-    to, reason = math.max(s.min, math.floor(value * 3 / 4)), over_err and 'e' or 's'
+    to, reason = math.max(s.min, math.floor(value * ac_keep(rq, er, sl, s))), over_err and 'e' or 's'
   elseif waiting and not rising and not over_err and not over_slow then
-    to, reason = math.min(s.max, value + math.max(1, math.ceil((s.max - s.min) / __AC_STEPS__))), 'h'
+    -- Nothing failed and nothing was slow: two steps (the origin shows no sign of its limit yet).
+    local steps = (er == 0 and sl == 0) and 2 or 1
+    to, reason = math.min(s.max, value + steps * math.max(1, math.ceil((s.max - s.min) / __AC_STEPS__))), 'h'
   end
   if reason and to ~= value then ac_move(value, to, reason) end
   return to
