@@ -5,16 +5,11 @@
  * answers from all three, call by call.
  */
 import { randomUUID } from 'node:crypto';
-import { Redis } from '@upstash/redis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AdaptivePolicy, AdmissionPolicy, OriginReport, QueueStore } from '../src/core/ports';
-import { startUpstashBridge } from '../src/node/upstash-bridge';
 import { AC_STEP_MS, AC_WINDOW_MS, ADAPTIVE_LOG, reportSlot, AC_SLOTS } from '../src/store/adaptive';
-import { MemoryQueueStore } from '../src/store/memory-store';
-import { connectRedis, createRedisQueueStore, waitUntilReady, type RedisConnection } from '../src/store/redis-store';
 import { StoreArgumentError } from '../src/store/scripts';
-import { UpstashQueueStore, createUpstashClientOptions } from '../src/store/upstash-store';
-import { startRedisServer, type RedisServer } from './support/redis-server';
+import { expectSameOnEveryStore, useEveryStore } from './support/every-store';
 import { seededRandom } from './support/seeded-random';
 
 const T0 = 1_700_000_000_000;
@@ -332,37 +327,16 @@ async function randomRun(store: QueueStore, queue: string, seed: number): Promis
 }
 
 describe('adaptive admission on every store', () => {
-  let server: RedisServer;
-  let bridge: Awaited<ReturnType<typeof startUpstashBridge>>;
-  let redis: Redis;
-  let direct: RedisConnection;
-  const token = `test-token-${randomUUID()}`;
+  const stores = useEveryStore();
 
-  beforeAll(async () => {
-    server = await startRedisServer();
-    bridge = await startUpstashBridge({ redisUrl: server.url, token });
-    redis = new Redis({ ...createUpstashClientOptions({ url: bridge.url, token }), retry: false });
-    direct = connectRedis({ urls: [server.url], cluster: false }, { timeoutMs: 5_000, retries: 0 });
-    await waitUntilReady(direct, 5_000);
-  });
-  afterAll(async () => {
-    await direct?.quit();
-    await bridge?.close();
-    await server?.stop();
-  });
-
-  describeAdaptive('MemoryQueueStore', () => new MemoryQueueStore());
-  describeAdaptive('UpstashQueueStore', () => new UpstashQueueStore({ redis, keyPrefix: `wra-${randomUUID().slice(0, 8)}` }));
-  describeAdaptive('Redis store', () => createRedisQueueStore({ redis: direct, keyPrefix: `wrr-${randomUUID().slice(0, 8)}` }));
+  describeAdaptive('MemoryQueueStore', stores.memory);
+  describeAdaptive('UpstashQueueStore', stores.upstash);
+  describeAdaptive('Redis store', () => stores.redis());
 
   it('answers a seeded random run of calls the same, call by call, on all three stores', async () => {
     for (const seed of [1, 2, 3, 4]) {
       const queue = q();
-      const memory = await randomRun(new MemoryQueueStore(), queue, seed);
-      const upstash = await randomRun(new UpstashQueueStore({ redis, keyPrefix: `wrs-${randomUUID().slice(0, 8)}` }), queue, seed);
-      const own = await randomRun(createRedisQueueStore({ redis: direct, keyPrefix: `wrs-${randomUUID().slice(0, 8)}` }), queue, seed);
-      expect(upstash).toEqual(memory);
-      expect(own).toEqual(memory);
+      const memory = await expectSameOnEveryStore(stores, (store) => randomRun(store, queue, seed));
       // The run moved the value, so the comparison covered the controller.
       const moves = memory.flatMap((r) => ((r as { adaptive?: { moves: unknown[] } }).adaptive?.moves ?? []));
       expect(moves.length).toBeGreaterThan(0);
@@ -371,7 +345,8 @@ describe('adaptive admission on every store', () => {
 
   it('a store that forgets its state mid-sale: the next poll carries the settings again and the controller starts over from the configured value', async () => {
     const prefix = `wrf-${randomUUID().slice(0, 8)}`;
-    const store = createRedisQueueStore({ redis: direct, keyPrefix: prefix });
+    const store = stores.redis(prefix);
+    const direct = stores.connection();
     const queue = q();
     await joinMany(store, queue, 200, rate(20, null), T0 - PERIOD_MS);
     await store.poll(queue, T0, rate(20, {}, healthy()));

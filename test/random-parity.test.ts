@@ -7,14 +7,9 @@
  * memory-store.ts); this holds them to the same answers where the contract suite checks promises.
  */
 import { randomUUID } from 'node:crypto';
-import { Redis } from '@upstash/redis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AdmissionPolicy, QueueStore } from '../src/core/ports';
-import { startUpstashBridge } from '../src/node/upstash-bridge';
-import { MemoryQueueStore } from '../src/store/memory-store';
-import { connectRedis, createRedisQueueStore, waitUntilReady, type RedisConnection } from '../src/store/redis-store';
-import { UpstashQueueStore, createUpstashClientOptions } from '../src/store/upstash-store';
-import { startRedisServer, type RedisServer } from './support/redis-server';
+import { expectSameOnEveryStore, useEveryStore } from './support/every-store';
 import { seededRandom } from './support/seeded-random';
 
 const T0 = 1_700_000_000_000;
@@ -79,24 +74,7 @@ function randomKey(next: () => number): string {
 }
 
 describe('the random method on every store', () => {
-  let server: RedisServer;
-  let bridge: Awaited<ReturnType<typeof startUpstashBridge>>;
-  let redis: Redis;
-  let direct: RedisConnection;
-  const token = `test-token-${randomUUID()}`;
-
-  beforeAll(async () => {
-    server = await startRedisServer();
-    bridge = await startUpstashBridge({ redisUrl: server.url, token });
-    redis = new Redis({ ...createUpstashClientOptions({ url: bridge.url, token }), retry: false });
-    direct = connectRedis({ urls: [server.url], cluster: false }, { timeoutMs: 5_000, retries: 0 });
-    await waitUntilReady(direct, 5_000);
-  });
-  afterAll(async () => {
-    await direct?.quit();
-    await bridge?.close();
-    await server?.stop();
-  });
+  const stores = useEveryStore();
 
   it.each([
     ['rate mode', false],
@@ -104,11 +82,7 @@ describe('the random method on every store', () => {
   ])('answers a seeded run of calls the same, call by call, on all three stores (%s)', async (_, capacityMode) => {
     for (const seed of [1, 2, 3]) {
       const queue = `rp-${randomUUID().slice(0, 8)}`;
-      const memory = await randomRun(new MemoryQueueStore(), queue, seed, capacityMode);
-      const upstash = await randomRun(new UpstashQueueStore({ redis, keyPrefix: `rpu-${randomUUID().slice(0, 8)}` }), queue, seed, capacityMode);
-      const own = await randomRun(createRedisQueueStore({ redis: direct, keyPrefix: `rpr-${randomUUID().slice(0, 8)}` }), queue, seed, capacityMode);
-      expect(upstash).toEqual(memory);
-      expect(own).toEqual(memory);
+      const memory = await expectSameOnEveryStore(stores, (store) => randomRun(store, queue, seed, capacityMode));
       // The run exercised what it is for: visitors drawn, some of them by their own join.
       const outcomes = memory.map((r) => (r as { outcome?: string }).outcome).filter((o) => o !== undefined);
       expect(outcomes).toContain('drawn');
