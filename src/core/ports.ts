@@ -76,8 +76,9 @@ export interface OriginReport {
 /**
  * The controller's settings. It tunes the admission knob in effect (rate mode: the visitors let in
  * per period; capacity mode: max active, or max new per minute when that is the only threshold)
- * between `min` and `max`: up by a step while the origin is healthy and people wait, down by a
- * quarter when the share of errors or of slow answers is over its target.
+ * between `min` and `max`: up by a step while the origin is healthy and people wait (two while
+ * nothing failed or was slow), down as far as the share of errors or of slow answers is over its
+ * target (5 % off just over it, half at three times it; see AC_CUT_SPAN in src/store/adaptive.ts).
  */
 export interface AdaptivePolicy {
   /** On from the configuration (the console may switch it either way, see RuntimeControl.adaptive). */

@@ -40,9 +40,11 @@ export const AC_STEPS = 20;
  * was marked): with r = the worse of errors and slow answers over their target share, the value
  * keeps 1 - (r - 1) / AC_CUT_SPAN of itself, at most AC_CUT_KEEP_MAX and at least
  * AC_CUT_KEEP_MIN: a share just over its target takes 5 % off, twice the target a quarter, three
- * times or more a half (an origin that lost capacity). The flash-sale simulation served 2-4 points
- * more of the best fixed count than with a fixed cut to 3/4, with the halving caught as fast
- * (docs/adaptive-admission.md, "The simulation").
+ * times or more a half (an origin that lost capacity). In the flash-sale simulation, with the
+ * double step up (adaptiveValue), it raised the mean share of the best fixed count's served over
+ * seven crowds from 82.5 % to 84.8 % (cautious targets) and 91.4 % to 95.5 % (throughput-first)
+ * against a cut to 3/4 (1/2 at three times the error target), the overload still stopped within
+ * 19-43 s of the halving (docs/adaptive-admission.md, "The simulation").
  */
 export const AC_CUT_SPAN = 4;
 export const AC_CUT_KEEP_MAX = 0.95;
