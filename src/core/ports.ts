@@ -61,7 +61,7 @@ export interface AdmissionPolicy {
   readonly adaptive?: AdaptivePolicy;
 }
 
-/** What one POP (or Node host) saw of the origin over its last OBSERVE_WINDOW_SECONDS. */
+/** What one POP (or Node host) saw of the origin over its last 10 seconds (see OriginMeter.recent). */
 export interface OriginReport {
   /** The reporting POP: its report replaces its own previous one. 1-32 characters of [A-Za-z0-9_.-]. */
   readonly pop: string;

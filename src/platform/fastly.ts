@@ -19,6 +19,7 @@ import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
 import type { FailureLimiter, Logger as LogPort, OriginHeader, OriginMeter, RequestLog, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
 import { UpstashQueueStore, createUpstashClientOptions, type UpstashScriptClient } from '../store/upstash-store';
+import { METER_SECONDS } from './memory-meter';
 
 export const CONFIG_STORE = 'wr_config';
 export const SECRET_STORE = 'wr_secrets';
@@ -249,7 +250,7 @@ export const edgeOriginMeter: OriginMeter = {
   },
   recent(queue) {
     const counter = new RateCounter(ORIGIN_RATE_COUNTER);
-    return { requests: counter.lookupCount(`${queue}:r`, 10), errors: counter.lookupCount(`${queue}:e`, 10), slow: counter.lookupCount(`${queue}:s`, 10) };
+    return { requests: counter.lookupCount(`${queue}:r`, METER_SECONDS), errors: counter.lookupCount(`${queue}:e`, METER_SECONDS), slow: counter.lookupCount(`${queue}:s`, METER_SECONDS) };
   },
 };
 
