@@ -31,6 +31,7 @@ import {
   createUpstashClientOptions,
   type UpstashScriptClient,
 } from '../src/store/upstash-store';
+import { createUpstashScriptClient } from '../src/store/upstash-http';
 import { startRedisCluster, startRedisServer } from './support/redis-server';
 import { adaptScript } from '../src/store/script-flags';
 import { REDIS_SCRIPT_SHAS, connectRedis, createRedisQueueStore, parseRedisUrls, waitUntilReady, type RedisConnection } from '../src/store/redis-store';
@@ -3068,6 +3069,27 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(() => new UpstashQueueStore({ redis, keyPrefix: '' })).toThrow(StoreArgumentError);
     });
   });
+});
+
+describe("UpstashQueueStore over @upstash/redis's HTTP client alone (the Fastly build's), through the bridge", () => {
+  const token = `test-token-${randomUUID()}`;
+  let server: Awaited<ReturnType<typeof startRedisServer>>;
+  let bridge: Awaited<ReturnType<typeof startUpstashBridge>>;
+  let client: UpstashScriptClient;
+
+  beforeAll(async () => {
+    server = await startRedisServer();
+    bridge = await startUpstashBridge({ redisUrl: server.url, token });
+    // As src/platform/fastly.ts makes it, minus retries (a test must see the first failure).
+    client = createUpstashScriptClient({ ...createUpstashClientOptions({ url: bridge.url, token, retries: 0 }), backend: 'upstash' });
+  });
+
+  afterAll(async () => {
+    await bridge?.close();
+    await server?.stop();
+  });
+
+  describeQueueStoreContract('UpstashQueueStore (HTTP client alone)', () => new UpstashQueueStore({ redis: client, keyPrefix: `wrh-${randomUUID().slice(0, 8)}` }));
 });
 
 describe('the Redis store (ioredis, straight to a real redis-server, no bridge)', () => {

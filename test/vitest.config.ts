@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { defineConfig } from 'vitest/config';
+// @ts-expect-error: a build script in plain JavaScript, without declarations.
+import { UPSTASH_HTTP_SPECIFIER, upstashHttpChunk } from '../src/node/upstash-chunk.mjs';
 
 // Templates and the store's Lua (src/store/lua) are imported as text, as esbuild's `text` loader does for the wasm and Node bundles.
 // They resolve to a private id first, so Vite's own CSS handling never sees them.
@@ -8,6 +10,10 @@ const TEXT_EXTENSIONS = /\.(html|css|svg|txt|lua)$|\/templates\/[^/]+\.js$/;
 const SUFFIX = '.as-text';
 
 export default defineConfig({
+  resolve: {
+    // @upstash/redis's HTTP client alone, as the Fastly build bundles it (src/store/upstash-http.ts).
+    alias: { [UPSTASH_HTTP_SPECIFIER as string]: upstashHttpChunk(resolve(dirname(new URL(import.meta.url).pathname), '..')) as string },
+  },
   plugins: [
     {
       name: 'text-loader',

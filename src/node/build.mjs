@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { UPSTASH_HTTP_SPECIFIER, upstashHttpChunk } from './upstash-chunk.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 // `--out DIR` puts the Fastly build elsewhere (the wasm end-to-end tests build into their own folder).
@@ -24,6 +25,14 @@ const templateScripts = {
   name: 'template-scripts-as-text',
   setup(b) {
     b.onLoad({ filter: /[\\/]templates[\\/][^\\/]+\.js$/ }, async (args) => ({ contents: readFileSync(args.path, 'utf8'), loader: 'text' }));
+  },
+};
+
+// @upstash/redis's HTTP client alone, from the chunk the package does not export by name (see upstash-chunk.mjs).
+const upstashHttpClient = {
+  name: 'upstash-http-client',
+  setup(b) {
+    b.onResolve({ filter: new RegExp(`^${UPSTASH_HTTP_SPECIFIER.replace(/[/.]/g, '\\$&')}$`) }, () => ({ path: upstashHttpChunk(root) }));
   },
 };
 
@@ -71,7 +80,7 @@ async function bundleForEngine(entry, outfile) {
     target: 'es2022',
     external: ['fastly:*'],
     loader: textLoaders,
-    plugins: [templateScripts],
+    plugins: [templateScripts, upstashHttpClient],
     logLevel: 'warning',
   });
 }

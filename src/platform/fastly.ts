@@ -3,7 +3,6 @@
  * Upstash as named backends, the log endpoint, the client's address and the POP. Everything else
  * is the core's.
  */
-import { Redis } from '@upstash/redis/fastly';
 import { Backend } from 'fastly:backend';
 import { CoreCache, SimpleCache } from 'fastly:cache';
 import { vCpuTime } from 'fastly:compute';
@@ -18,6 +17,7 @@ import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../c
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
 import type { FailureLimiter, Logger as LogPort, OriginHeader, OriginMeter, RequestLog, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
+import { createUpstashScriptClient } from '../store/upstash-http';
 import { UpstashQueueStore, createUpstashClientOptions, type UpstashScriptClient } from '../store/upstash-store';
 import { METER_SECONDS } from './memory-meter';
 
@@ -110,10 +110,10 @@ function createUpstashStore(config: Readonly<Config>, secrets: Readonly<Secrets>
   // timeouts (set on the service to store_timeout_ms, see the README) are what end the request.
   // Operator writes are idempotent for the same reason (admit keys, reset's expected epoch).
   const options = { ...createUpstashClientOptions({ url: config.upstashUrl, token: secrets.upstashToken, retries: config.storeRetries }), backend: UPSTASH_BACKEND };
-  // Made on the first store call: building the client is about 1 ms of interpreted work in a
-  // fresh instance, and an admitted visitor's request makes no store call at all.
-  let client: Redis | undefined;
-  const redis = (): Redis => (client ??= new Redis(options));
+  // @upstash/redis's HTTP client without the `Redis` class (see upstash-http.ts), made on the
+  // first store call: an admitted visitor's request makes no store call at all.
+  let client: UpstashScriptClient | undefined;
+  const redis = (): UpstashScriptClient => (client ??= createUpstashScriptClient(options));
   const lazy: UpstashScriptClient = {
     evalsha: (sha1, keys, args) => redis().evalsha(sha1, keys, args),
     eval: (script, keys, args) => redis().eval(script, keys, args),
