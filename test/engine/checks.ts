@@ -30,6 +30,7 @@ import { signAdmission } from '../../src/core/admission';
 import { MemoryQueueStore } from '../../src/store/memory-store';
 import { MemoryStateCache } from '../../src/platform/memory-cache';
 import { coreCacheSettingsMemory, simpleCacheStateCache } from '../../src/platform/fastly';
+import { requestWarmUp } from '../../src/platform/request-warm-up';
 
 // ---------------------------------------------------------------------------------------------
 // The runner: `check(name, fn)` runs one check and prints `ok` or `FAIL`; nothing stops early, so
@@ -865,6 +866,11 @@ async function buildTimeChecks(): Promise<void> {
   await tokenChecks(run);
   await pageChecks(run);
   await withStandIns(limits, () => handlerChecks(run, 'build'));
+  await run.check('warm-up: one admitted visitor ran through the core while the wasm was built (service, token, admitted visitor)', async () => {
+    const report = await requestWarmUp;
+    equal(report.error, undefined, 'why the warm-up stopped');
+    equal(report.steps.join(', '), 'service, token, admitted visitor', 'the steps it finished');
+  });
   const skipped = run.skipped > 0 ? `, ${run.skipped} skipped` : '';
   if (run.failed.length > 0) {
     run.emit(`engine checks: ${run.passed} passed, ${run.failed.length} failed${skipped}`);
