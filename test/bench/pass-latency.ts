@@ -12,7 +12,7 @@ import { table } from '../support/markdown-table';
 import { ARM_CONCURRENCY, countsBetween, MAIN_ROOM, visitorClasses, type Arm, type Pass, type VisitorClasses } from './harness';
 import type http from 'node:http';
 import type { RequestLogKeeper } from './trouble';
-import { log, mean, median, ms, PATH, percentile, send, signedMs } from './util';
+import { cookieFrom, log, mean, median, ms, PATH, percentile, send, signedMs } from './util';
 import { hostStats, type HostRequestStat } from './wasm-host';
 import { runLoadPlan, type ArmSample, type ArmSpec } from './workers';
 
@@ -46,9 +46,22 @@ interface ClassCensus {
  * engine's `vCpuTime()` returned when the request logged; on the stand-in that is the wall time of
  * the request so far, not a CPU meter).
  */
-async function census(name: string, url: string, agent: http.Agent, cookie: string, statsUrl: string, keeper: RequestLogKeeper | undefined): Promise<ClassCensus> {
+async function census(
+  name: string,
+  url: string,
+  agent: http.Agent,
+  cookie: string,
+  statsUrl: string,
+  keeper: RequestLogKeeper | undefined,
+  /** The room's cookie name: a renewed cookie replaces the one sent, as a browser keeps it. */
+  cookieName?: string,
+): Promise<ClassCensus> {
   const mark = keeper?.vcpuCount() ?? 0;
-  for (let i = 0; i < CENSUS_REQUESTS; i++) await send(agent, 'GET', url, { cookie });
+  let held = cookie;
+  for (let i = 0; i < CENSUS_REQUESTS; i++) {
+    const reply = await send(agent, 'GET', url, { cookie: held });
+    if (cookieName !== undefined) held = cookieFrom(reply, cookieName) ?? held;
+  }
   const stats: readonly HostRequestStat[] = (await hostStats(statsUrl))?.slice(-CENSUS_REQUESTS) ?? [];
   const numbers = (values: readonly (number | undefined)[]): number[] => values.filter((v): v is number => typeof v === 'number');
   const hostcalls = numbers(stats.map((s) => s.hostcalls));
@@ -216,7 +229,7 @@ async function runNodeLatency(arm: Arm): Promise<{ text: string; failed: boolean
     // The same Cookie header on every pass-through arm, so the requests are byte for byte alike.
     { name: 'origin, direct (no proxy)', url: `${arm.originUrl}${PATH}`, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
     { name: 'bare proxy (startHost + forward)', url: `${bare}${PATH}`, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
-    { name: 'waiting room: admitted (token check)', url: classes.page, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
+    { name: 'waiting room: admitted (token check)', url: classes.page, cookies: accessCookies, cookieName: host.config.cookieName, expectStatus: 200, expectOrigin: true },
     { name: 'waiting room: waiting poll (1 store trip)', url: classes.page, cookies: latencyWaiting, expectStatus: host.config.holdStatus, expectOrigin: false },
   ];
   const reports: { text: string; failed: boolean }[] = [];
@@ -240,7 +253,7 @@ async function runWasmLatency(arm: Arm): Promise<{ text: string; failed: boolean
   for (let i = 0; i < 2; i++) waitingCookies.push(await classes.newVisitor());
   const arms: ArmSpec[] = [
     { name: 'bare proxy wasm (one fetch to origin)', url: `${bare}${PATH}`, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
-    { name: 'waiting room wasm: admitted (token check)', url: classes.page, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
+    { name: 'waiting room wasm: admitted (token check)', url: classes.page, cookies: accessCookies, cookieName: host.config.cookieName, expectStatus: 200, expectOrigin: true },
     { name: 'waiting room wasm: waiting poll (1 store trip)', url: classes.page, cookies: waitingCookies, expectStatus: host.config.holdStatus, expectOrigin: false },
   ];
   const run = WASM_LATENCY_RUN;
@@ -253,8 +266,8 @@ async function runWasmLatency(arm: Arm): Promise<{ text: string; failed: boolean
   const appStats = (await host.stats())?.slice(-appRequests);
   const costs = [
     await census('bare proxy wasm', `${bare}${PATH}`, host.agent, accessCookies[0]!, bare, undefined),
-    await census('admitted (token check)', classes.page, host.agent, accessCookies[0]!, host.url, host.log),
-    await census('waiting poll (1 store trip)', classes.page, host.agent, waitingCookies[0]!, host.url, host.log),
+    await census('admitted (token check)', classes.page, host.agent, accessCookies[0]!, host.url, host.log, host.config.cookieName),
+    await census('waiting poll (1 store trip)', classes.page, host.agent, waitingCookies[0]!, host.url, host.log, host.config.cookieName),
   ];
   return wasmLatencyReport(result.arms, result.truncated, store.http, store.redis, appStats, costs);
 }

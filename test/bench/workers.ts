@@ -34,6 +34,13 @@ export interface ArmSpec {
   readonly url: string;
   /** Cookie headers, used in turn. */
   readonly cookies: readonly string[];
+  /**
+   * The room's cookie name, on arms that play visitors: a renewed cookie an answer sets replaces
+   * the one sent, as a browser keeps it. Without this an access cookie older than the renewal age
+   * would be renewed (signed again, its response copied to add Set-Cookie) on every request of the
+   * run, which no visitor does more than once a minute.
+   */
+  readonly cookieName?: string;
   readonly expectStatus: number;
   /** True when the demo origin must have answered (its `x-origin: demo` header). */
   readonly expectOrigin: boolean;
@@ -177,13 +184,16 @@ async function backendsWorker(input: BackendsInput): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // Worker: load generator
 
-function timedGet(agent: http.Agent, url: string, cookie: string | undefined, arm: ArmSpec): Promise<{ ms: number; error?: string }> {
+function timedGet(agent: http.Agent, url: string, cookie: string | undefined, arm: ArmSpec): Promise<{ ms: number; error?: string; renewed?: string }> {
   return new Promise((resolvePromise) => {
     const started = performance.now();
-    const done = (error?: string): void => resolvePromise({ ms: performance.now() - started, ...(error !== undefined && { error }) });
+    let renewed: string | undefined;
+    const done = (error?: string): void =>
+      resolvePromise({ ms: performance.now() - started, ...(error !== undefined && { error }), ...(renewed !== undefined && { renewed }) });
     const headers: http.OutgoingHttpHeaders = { accept: 'text/html' };
     if (cookie !== undefined) headers['cookie'] = cookie;
     const req = http.get(url, { agent, headers }, (res) => {
+      if (arm.cookieName !== undefined) renewed = cookieFrom({ headers: { 'set-cookie': res.headers['set-cookie'] } }, arm.cookieName);
       let error: string | undefined;
       if (res.statusCode !== arm.expectStatus) error = `status ${String(res.statusCode)}, expected ${arm.expectStatus}`;
       else if ((res.headers['x-origin'] === 'demo') !== arm.expectOrigin) error = arm.expectOrigin ? 'not from the origin' : 'unexpectedly from the origin';
@@ -201,6 +211,8 @@ async function runPlan(plan: LoadPlan): Promise<{ arms: ArmSample[]; truncated: 
   let truncated = false;
   const agents = plan.arms.map(() => new http.Agent({ keepAlive: true, maxSockets: plan.concurrency }));
   const turn = plan.arms.map(() => 0);
+  // Each arm's cookies, as its visitors hold them now (see ArmSpec.cookieName).
+  const jars = plan.arms.map((arm) => [...arm.cookies]);
   const samples: ArmSample[] = plan.arms.map((arm) => ({
     name: arm.name,
     latencies: [],
@@ -225,8 +237,11 @@ async function runPlan(plan: LoadPlan): Promise<{ arms: ArmSample[]; truncated: 
           return;
         }
         next++;
-        const cookie = arm.cookies.length === 0 ? undefined : arm.cookies[turn[index]!++ % arm.cookies.length];
+        const jar = jars[index]!;
+        const slot = jar.length === 0 ? -1 : turn[index]!++ % jar.length;
+        const cookie = slot < 0 ? undefined : jar[slot];
         const result = await timedGet(agent, arm.url, cookie, arm);
+        if (result.renewed !== undefined && slot >= 0) jar[slot] = result.renewed;
         sample.sent++;
         if (result.error !== undefined) {
           sample.errors++;
