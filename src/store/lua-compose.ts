@@ -12,7 +12,8 @@
  *   documentation is part of the script.
  * - `__NAME__` (upper case) is a constant the TS side owns (MINUTE_MS, STATE_LENGTH, …), written as
  *   the decimal the TS template literals used to produce, so the two sides cannot drift apart. An
- *   unknown name is an error at module load, never a script that fails in Redis.
+ *   unknown name is an error when the script is composed (the first time its text is asked for;
+ *   the contract suite composes every one), never a script that fails in Redis.
  */
 
 const DOC_LINE = /^---[^\n]*(?:\n|$)/gm;
