@@ -1,6 +1,7 @@
 // Builds the project's bundles with esbuild and, for Fastly, compiles them to wasm.
 //   node src/node/build.mjs node           bin/node-host.mjs, bin/redis-bridge.mjs, bin/check-config.mjs, bin/keys.mjs, bin/docs.mjs, bin/smoke.mjs, bin/bench.mjs
 //   node src/node/build.mjs fastly [--out DIR]  bin/main.wasm (+ the local_server files from devconfig.json)
+//   node src/node/build.mjs fastly-floor [--out DIR]  bin/floor.wasm: the room's code behind a bare proxy (the bench's floor)
 //   node src/node/build.mjs engine-checks  bin/engine-checks.wasm: checks that run inside the engine at build time
 //   node src/node/build.mjs engine-checks-fail  the same with a check that must fail (a control)
 //   node src/node/build.mjs pins           rewrites the scripts' SHA-1 pins in src/store/scripts.ts after a Lua edit
@@ -138,6 +139,10 @@ if (target === 'node') {
   await bundleForEngine('src/index.ts', resolve(bin, 'index.js'));
   compileWasm(resolve(bin, 'index.js'), resolve(bin, 'main.wasm'));
   writeLocalServerFiles();
+} else if (target === 'fastly-floor') {
+  // The bench's code-size floor: the room's bundle behind a bare proxy's handler (test/engine/floor.ts).
+  await bundleForEngine('test/engine/floor.ts', resolve(bin, 'floor.js'));
+  compileWasm(resolve(bin, 'floor.js'), resolve(bin, 'floor.wasm'));
 } else if (target === 'engine-checks' || target === 'engine-checks-fail') {
   const entry = target === 'engine-checks' ? 'test/engine/checks.ts' : 'test/engine/failing-check.ts';
   await bundleForEngine(entry, `bin/${target}.js`);
@@ -145,6 +150,6 @@ if (target === 'node') {
 } else if (target === 'pins') {
   await pinScripts();
 } else {
-  console.error('usage: node src/node/build.mjs node|fastly|engine-checks|engine-checks-fail|pins');
+  console.error('usage: node src/node/build.mjs node|fastly|fastly-floor|engine-checks|engine-checks-fail|pins');
   process.exit(2);
 }

@@ -199,7 +199,7 @@
  * Method switches mid-queue are not smoothed over: a FIFO ticket never entered `waiting` (its draw
  * answers unknown), and in random mode the cursor counts draws, not a ticket number, so a switch back
  * to FIFO would call tickets by number again. In FIFO the draw script answers from the cursor (see
- * DRAW_SCRIPT); the handler uses it in random mode only.
+ * DRAW, src/store/lua/draw.lua); the handler uses it in random mode only.
  *
  * Reset empties the line, not the site: ticket numbers are never handed out twice, so the tail stays
  * and the cursor moves up to it; held slots stay (their holders' access tokens still pass, so they
@@ -776,8 +776,8 @@ export function averageWaitSeconds(sumMs: number, count: number): number | null 
 // for; the pinned hashes cover the composed text. Not at module load: the 14 composed scripts are
 // 395 KB of strings, and on Fastly what the module builds at load stays in the wasm's initial
 // memory, copied for every request, where the text is needed only on NOSCRIPT (EVALSHA goes by the
-// pinned hash). Measured: the data section 6.08 MB with the texts composed at load, see
-// docs/benchmarks.md for without.
+// pinned hash). Measured: the wasm's data section 6.08 MB with the texts composed at load, 5.85 MB
+// without.
 
 /** The constants the Lua files name as `__NAME__`: one source of truth on the TS side. */
 const LUA_CONSTANTS = {
@@ -829,7 +829,6 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 };
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
-
 
 export const JOIN_SHA1 = '82a2920f6ff2debb5e62dc388822e6c908f42860';
 export const POLL_SHA1 = 'fb9a9e768fa948417b20d99b0f8fce929cdca9a1';

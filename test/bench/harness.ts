@@ -311,6 +311,11 @@ export interface Arm {
   host(room: RoomSpec): Promise<RoomHost>;
   /** A bare pass-through proxy to the origin on the same kind of host: its URL. */
   bare(): Promise<string>;
+  /**
+   * Wasm only: the room's whole code, built as bin/main.wasm is, behind the bare proxy's handler
+   * (test/engine/floor.ts): what the larger initial memory costs before the room does anything.
+   */
+  floor?(): Promise<string>;
   /** What explains a failure of a pass on `room`: its host's log and, on the wasm, the counting proxy. */
   troubleSources(room: RoomSpec): TroubleSource[];
   /** Access cookies of the visitors the round-trip pass admitted (for the latency pass). */
@@ -483,11 +488,14 @@ export async function startWasmArm(
   cleanups.add('wasm build folder', async () => rmSync(dir, { recursive: true, force: true }));
   const buildDir = join(dir, 'build');
   const bareDir = join(dir, 'bare');
+  const floorDir = join(dir, 'floor');
   mkdirSync(join(bareDir, 'bin'), { recursive: true });
+  mkdirSync(join(floorDir, 'bin'), { recursive: true });
   writeFileSync(join(bareDir, 'bare.js'), "addEventListener('fetch', (event) => event.respondWith(fetch(event.request, { backend: 'origin' })));\n");
   const started = performance.now();
   await Promise.all([
     runCommand(process.execPath, [join(root, 'src/node/build.mjs'), 'fastly', '--out', buildDir], root, WASM_BUILD_TIMEOUT_MS),
+    runCommand(process.execPath, [join(root, 'src/node/build.mjs'), 'fastly-floor', '--out', join(floorDir, 'build')], root, WASM_BUILD_TIMEOUT_MS),
     runCommand(
       process.execPath,
       [join(root, 'node_modules/@fastly/js-compute/dist/cli/js-compute-runtime-cli.js'), join(bareDir, 'bare.js'), join(bareDir, 'bin', 'main.wasm')],
@@ -495,7 +503,8 @@ export async function startWasmArm(
       WASM_BUILD_TIMEOUT_MS,
     ),
   ]);
-  log(`wasm: built bin/main.wasm and the bare proxy in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  log(`wasm: built bin/main.wasm, the bare proxy and the code-size floor in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  copyFileSync(join(floorDir, 'build', 'floor.wasm'), join(floorDir, 'bin', 'main.wasm'));
   log(`wasm: redis ${redisServer.url}, bridge ${bridgeUrl} behind counting proxy ${proxy.url}, origin ${originUrl}`);
 
   // A room's settings: devconfig.json with the room's overrides, as on the Node arm; the Upstash URL
@@ -505,6 +514,7 @@ export async function startWasmArm(
   const manifest = (name: string, lines: readonly string[]): string =>
     ['manifest_version = 3', `name = "${name}"`, 'language = "javascript"', '[local_server]', ...lines, ''].join('\n');
   writeFileSync(join(bareDir, 'fastly.toml'), manifest('bare-proxy-bench', ['[local_server.backends.origin]', `url = "${originUrl}/"`]));
+  writeFileSync(join(floorDir, 'fastly.toml'), manifest('code-size-floor-bench', ['[local_server.backends.origin]', `url = "${originUrl}/"`]));
   const writeRoom = (spec: RoomSpec): string => {
     const roomDir = join(dir, spec.variant);
     mkdirSync(join(roomDir, 'bin'), { recursive: true });
@@ -548,6 +558,13 @@ export async function startWasmArm(
         cleanups.add('bare proxy wasm host (fastly compute serve)', () => bare.stop());
         log(`wasm: bare proxy ${bare.url}`);
         return bare.url;
+      }),
+    floor: () =>
+      once(bares, 'floor', async () => {
+        const floor = await startComputeHost('code-size floor wasm', fastlyCli, found.path, floorDir);
+        cleanups.add('code-size floor wasm host (fastly compute serve)', () => floor.stop());
+        log(`wasm: code-size floor ${floor.url}`);
+        return floor.url;
       }),
     troubleSources: (spec) => {
       const hostLog = logs.get(spec.variant);

@@ -5,7 +5,8 @@
  *
  * Node arm: the origin direct, the bare proxy (startHost + forward), an admitted visitor (token
  * check, no store call) and a waiting poll (one store round trip), at two concurrencies. Wasm arm:
- * the bare proxy wasm, admitted and waiting on the stand-in, whose numbers are its own, not Fastly's.
+ * the bare proxy wasm, admitted and waiting on the stand-in, whose numbers are its own, not Fastly's,
+ * and the code-size floor (the room's code behind the bare proxy's handler, test/engine/floor.ts).
  * The admitted visitors are the round-trip pass's; run alone, the pass lets some in itself.
  */
 import { table } from '../support/markdown-table';
@@ -191,6 +192,12 @@ function wasmLatencyReport(
     roundRatios.length > 0
       ? ` Round by round (each round's means): median ${median(roundRatios).toFixed(2)}× [${Math.min(...roundRatios).toFixed(2)}×, ${Math.max(...roundRatios).toFixed(2)}×].`
       : '';
+  // The room's code behind the bare proxy's handler: what the larger initial memory costs alone.
+  const floor = stats[3];
+  const floorText =
+    floor !== undefined && base !== undefined && admitted !== undefined
+      ? ` The code-size floor (the room's code, parsed and warmed up as in bin/main.wasm, behind the bare proxy's one-line handler): ${(floor.mean / base.mean).toFixed(2)}× the bare proxy wasm's mean; what the room does for an admitted visitor adds ${signedMs(admitted.mean - floor.mean)} ms on top of it.`
+      : '';
   const censusRows = classes.map((c) => [
     c.name,
     c.hostcalls === undefined ? 'n/a' : String(c.hostcalls),
@@ -205,7 +212,7 @@ function wasmLatencyReport(
     '',
     `Admitted visitor vs the bare proxy wasm, this run: **${Number.isFinite(ratio) ? ratio.toFixed(2) : 'n/a'}×** the mean (target ≤ ${ADMITTED_RATIO_TARGET}×${
       Number.isFinite(ratio) && ratio <= ADMITTED_RATIO_TARGET ? ', met' : ', NOT met'
-    }).${perRound}`,
+    }).${perRound}${floorText}`,
     '',
     `Per request class, ${CENSUS_REQUESTS} requests each sent one at a time after the run (medians):`,
     '',
@@ -251,10 +258,11 @@ async function runNodeLatency(arm: Arm): Promise<{ text: string; failed: boolean
   return reports;
 }
 
-/** The wasm arm: concurrency 1, three arms, with the stand-in's own timings. */
+/** The wasm arm: concurrency 1, four arms, with the stand-in's own timings. */
 async function runWasmLatency(arm: Arm): Promise<{ text: string; failed: boolean }> {
   const host = await arm.host(MAIN_ROOM);
   const bare = await arm.bare();
+  const floor = await arm.floor?.();
   const classes = visitorClasses('wasm', host, arm.apiToken);
   const accessCookies = await admittedVisitors(arm, classes, 2);
   const waitingCookies: string[] = [];
@@ -263,6 +271,9 @@ async function runWasmLatency(arm: Arm): Promise<{ text: string; failed: boolean
     { name: 'bare proxy wasm (one fetch to origin)', url: `${bare}${PATH}`, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
     { name: 'waiting room wasm: admitted (token check)', url: classes.page, cookies: accessCookies, cookieName: host.config.cookieName, expectStatus: 200, expectOrigin: true },
     { name: 'waiting room wasm: waiting poll (1 store trip)', url: classes.page, cookies: waitingCookies, expectStatus: host.config.holdStatus, expectOrigin: false },
+    ...(floor === undefined
+      ? []
+      : [{ name: 'code-size floor wasm (the room\'s code, bare handler)', url: `${floor}${PATH}`, cookies: accessCookies, expectStatus: 200, expectOrigin: true }]),
   ];
   const run = WASM_LATENCY_RUN;
   log(`wasm: latency, concurrency ${run.concurrency}, ${run.warmup} warm-up + ${run.rounds} × ${run.perRound} per arm`);
@@ -276,6 +287,7 @@ async function runWasmLatency(arm: Arm): Promise<{ text: string; failed: boolean
     await census('bare proxy wasm', `${bare}${PATH}`, host.agent, accessCookies[0]!, bare, undefined),
     await census('admitted (token check)', classes.page, host.agent, accessCookies[0]!, host.url, host.log, host.config.cookieName),
     await census('waiting poll (1 store trip)', classes.page, host.agent, waitingCookies[0]!, host.url, host.log, host.config.cookieName),
+    ...(floor === undefined ? [] : [await census('code-size floor wasm', `${floor}${PATH}`, host.agent, accessCookies[0]!, floor, undefined)]),
   ];
   return wasmLatencyReport(result.arms, result.truncated, store.http, store.redis, appStats, costs);
 }

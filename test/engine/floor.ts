@@ -1,0 +1,16 @@
+/// <reference types="@fastly/js-compute" />
+/**
+ * The code-size floor of the wasm, for the bench's latency pass: the waiting room's whole bundle,
+ * parsed and warmed up when the wasm is built exactly as bin/main.wasm's is, behind the bare proxy's
+ * one-line handler. Served beside the bare proxy and the room on the same Compute host, it shows
+ * how much of an admitted visitor's cost is the larger memory every instance starts from, before the
+ * room does anything. `node src/node/build.mjs fastly-floor --out DIR` builds it.
+ */
+import { handleFastlyRequest } from '../../src/platform/fastly';
+import '../../src/platform/engine-warm-up';
+import '../../src/platform/request-warm-up';
+
+// Kept reachable, so the bundler keeps the room's code in the bundle; never called.
+(globalThis as { waitingRoom?: unknown }).waitingRoom = handleFastlyRequest;
+
+addEventListener('fetch', (event) => event.respondWith(fetch(event.request, { backend: 'origin' })));
