@@ -13,7 +13,7 @@ import { table } from '../support/markdown-table';
 import { ARM_CONCURRENCY, countsBetween, MAIN_ROOM, visitorClasses, type Arm, type Pass, type VisitorClasses } from './harness';
 import type http from 'node:http';
 import type { RequestLogKeeper } from './trouble';
-import { cookieFrom, log, mean, median, ms, PATH, percentile, send, signedMs } from './util';
+import { keepCookies, log, mean, median, ms, PATH, percentile, send, signedMs } from './util';
 import { hostStats, type HostRequestStat } from './wasm-host';
 import { runLoadPlan, type ArmSample, type ArmSpec } from './workers';
 
@@ -56,14 +56,14 @@ async function census(
   cookie: string,
   statsUrl: string,
   keeper: RequestLogKeeper | undefined,
-  /** The room's cookie name: a renewed cookie replaces the one sent, as a browser keeps it. */
-  cookieName?: string,
+  /** Keep the cookies each answer sets, as a browser does (see keepCookies). */
+  asVisitor = false,
 ): Promise<ClassCensus> {
   const mark = keeper?.vcpuCount() ?? 0;
-  let held = cookie;
+  let held: string | undefined = cookie;
   for (let i = 0; i < CENSUS_REQUESTS; i++) {
-    const reply = await send(agent, 'GET', url, { cookie: held });
-    if (cookieName !== undefined) held = cookieFrom(reply, cookieName) ?? held;
+    const reply = await send(agent, 'GET', url, held === undefined ? {} : { cookie: held });
+    if (asVisitor) held = keepCookies(held, reply.headers['set-cookie']);
   }
   const stats: readonly HostRequestStat[] = (await hostStats(statsUrl))?.slice(-CENSUS_REQUESTS) ?? [];
   const numbers = (values: readonly (number | undefined)[]): number[] => values.filter((v): v is number => typeof v === 'number');
@@ -244,7 +244,7 @@ async function runNodeLatency(arm: Arm): Promise<{ text: string; failed: boolean
     // The same Cookie header on every pass-through arm, so the requests are byte for byte alike.
     { name: 'origin, direct (no proxy)', url: `${arm.originUrl}${PATH}`, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
     { name: 'bare proxy (startHost + forward)', url: `${bare}${PATH}`, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
-    { name: 'waiting room: admitted (token check)', url: classes.page, cookies: accessCookies, cookieName: host.config.cookieName, expectStatus: 200, expectOrigin: true },
+    { name: 'waiting room: admitted (token check)', url: classes.page, cookies: accessCookies, keepCookies: true, expectStatus: 200, expectOrigin: true },
     { name: 'waiting room: waiting poll (1 store trip)', url: classes.page, cookies: latencyWaiting, expectStatus: host.config.holdStatus, expectOrigin: false },
   ];
   const reports: { text: string; failed: boolean }[] = [];
@@ -269,7 +269,7 @@ async function runWasmLatency(arm: Arm): Promise<{ text: string; failed: boolean
   for (let i = 0; i < 2; i++) waitingCookies.push(await classes.newVisitor());
   const arms: ArmSpec[] = [
     { name: 'bare proxy wasm (one fetch to origin)', url: `${bare}${PATH}`, cookies: accessCookies, expectStatus: 200, expectOrigin: true },
-    { name: 'waiting room wasm: admitted (token check)', url: classes.page, cookies: accessCookies, cookieName: host.config.cookieName, expectStatus: 200, expectOrigin: true },
+    { name: 'waiting room wasm: admitted (token check)', url: classes.page, cookies: accessCookies, keepCookies: true, expectStatus: 200, expectOrigin: true },
     { name: 'waiting room wasm: waiting poll (1 store trip)', url: classes.page, cookies: waitingCookies, expectStatus: host.config.holdStatus, expectOrigin: false },
     ...(floor === undefined
       ? []
@@ -285,8 +285,8 @@ async function runWasmLatency(arm: Arm): Promise<{ text: string; failed: boolean
   const appStats = (await host.stats())?.slice(-appRequests);
   const costs = [
     await census('bare proxy wasm', `${bare}${PATH}`, host.agent, accessCookies[0]!, bare, undefined),
-    await census('admitted (token check)', classes.page, host.agent, accessCookies[0]!, host.url, host.log, host.config.cookieName),
-    await census('waiting poll (1 store trip)', classes.page, host.agent, waitingCookies[0]!, host.url, host.log, host.config.cookieName),
+    await census('admitted (token check)', classes.page, host.agent, accessCookies[0]!, host.url, host.log, true),
+    await census('waiting poll (1 store trip)', classes.page, host.agent, waitingCookies[0]!, host.url, host.log, true),
     ...(floor === undefined ? [] : [await census('code-size floor wasm', `${floor}${PATH}`, host.agent, accessCookies[0]!, floor, undefined)]),
   ];
   return wasmLatencyReport(result.arms, result.truncated, store.http, store.redis, appStats, costs);

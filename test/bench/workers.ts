@@ -12,7 +12,7 @@ import { Worker, parentPort } from 'node:worker_threads';
 import { startDemoOrigin } from '../../src/node/demo-origin';
 import { startUpstashBridge } from '../../src/node/upstash-bridge';
 import { nextWorkerMessage } from '../support/worker-message';
-import { cookieFrom, log, mean, messageOf, percentile, REQUEST_TIMEOUT_MS, tokenKind, type Cleanups } from './util';
+import { cookieFrom, keepCookies, log, mean, messageOf, percentile, REQUEST_TIMEOUT_MS, tokenKind, type Cleanups } from './util';
 
 // ---------------------------------------------------------------------------------------------
 // Messages between the threads
@@ -35,12 +35,12 @@ export interface ArmSpec {
   /** Cookie headers, used in turn. */
   readonly cookies: readonly string[];
   /**
-   * The room's cookie name, on arms that play visitors: a renewed cookie an answer sets replaces
-   * the one sent, as a browser keeps it. Without this an access cookie older than the renewal age
-   * would be renewed (signed again, its response copied to add Set-Cookie) on every request of the
-   * run, which no visitor does more than once a minute.
+   * On arms that play visitors: the cookies an answer sets replace the ones sent (keepCookies), as
+   * a browser keeps them. Without this an access cookie older than the renewal age would be renewed
+   * (signed again, its response copied to add Set-Cookie) on every request of the run, which no
+   * visitor does more than once a minute.
    */
-  readonly cookieName?: string;
+  readonly keepCookies?: boolean;
   readonly expectStatus: number;
   /** True when the demo origin must have answered (its `x-origin: demo` header). */
   readonly expectOrigin: boolean;
@@ -187,13 +187,14 @@ async function backendsWorker(input: BackendsInput): Promise<void> {
 function timedGet(agent: http.Agent, url: string, cookie: string | undefined, arm: ArmSpec): Promise<{ ms: number; error?: string; renewed?: string }> {
   return new Promise((resolvePromise) => {
     const started = performance.now();
+    /** The Cookie header to send next, when the answer set a cookie (ArmSpec.keepCookies). */
     let renewed: string | undefined;
     const done = (error?: string): void =>
       resolvePromise({ ms: performance.now() - started, ...(error !== undefined && { error }), ...(renewed !== undefined && { renewed }) });
     const headers: http.OutgoingHttpHeaders = { accept: 'text/html' };
     if (cookie !== undefined) headers['cookie'] = cookie;
     const req = http.get(url, { agent, headers }, (res) => {
-      if (arm.cookieName !== undefined) renewed = cookieFrom({ headers: { 'set-cookie': res.headers['set-cookie'] } }, arm.cookieName);
+      if (arm.keepCookies === true && res.headers['set-cookie'] !== undefined) renewed = keepCookies(cookie, res.headers['set-cookie']);
       let error: string | undefined;
       if (res.statusCode !== arm.expectStatus) error = `status ${String(res.statusCode)}, expected ${arm.expectStatus}`;
       else if ((res.headers['x-origin'] === 'demo') !== arm.expectOrigin) error = arm.expectOrigin ? 'not from the origin' : 'unexpectedly from the origin';
