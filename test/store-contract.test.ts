@@ -2454,6 +2454,11 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
     new UpstashQueueStore({ redis: client, keyPrefix });
 
   describeQueueStoreContract('UpstashQueueStore', () => newStore());
+  // The Fastly build's client: @upstash/redis's HTTP client without its Redis class (src/store/upstash-http.ts),
+  // made as src/platform/fastly.ts makes it, minus retries like the client above.
+  describeQueueStoreContract('UpstashQueueStore (HTTP client alone, as on Fastly)', () =>
+    newStore(createUpstashScriptClient({ ...createUpstashClientOptions({ url: bridge.url, token, retries: 0 }), backend: 'upstash' })),
+  );
 
   describe('scripts', () => {
     it('pins each SHA-1 to node:crypto and to SCRIPT LOAD through the bridge', async () => {
@@ -3069,27 +3074,6 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(() => new UpstashQueueStore({ redis, keyPrefix: '' })).toThrow(StoreArgumentError);
     });
   });
-});
-
-describe("UpstashQueueStore over @upstash/redis's HTTP client alone (the Fastly build's), through the bridge", () => {
-  const token = `test-token-${randomUUID()}`;
-  let server: Awaited<ReturnType<typeof startRedisServer>>;
-  let bridge: Awaited<ReturnType<typeof startUpstashBridge>>;
-  let client: UpstashScriptClient;
-
-  beforeAll(async () => {
-    server = await startRedisServer();
-    bridge = await startUpstashBridge({ redisUrl: server.url, token });
-    // As src/platform/fastly.ts makes it, minus retries (a test must see the first failure).
-    client = createUpstashScriptClient({ ...createUpstashClientOptions({ url: bridge.url, token, retries: 0 }), backend: 'upstash' });
-  });
-
-  afterAll(async () => {
-    await bridge?.close();
-    await server?.stop();
-  });
-
-  describeQueueStoreContract('UpstashQueueStore (HTTP client alone)', () => new UpstashQueueStore({ redis: client, keyPrefix: `wrh-${randomUUID().slice(0, 8)}` }));
 });
 
 describe('the Redis store (ioredis, straight to a real redis-server, no bridge)', () => {

@@ -212,7 +212,7 @@ async function runPlan(plan: LoadPlan): Promise<{ arms: ArmSample[]; truncated: 
   let truncated = false;
   const agents = plan.arms.map(() => new http.Agent({ keepAlive: true, maxSockets: plan.concurrency }));
   const turn = plan.arms.map(() => 0);
-  // Each arm's cookies, as its visitors hold them now (see ArmSpec.cookieName).
+  // Each arm's cookies, as its visitors hold them now (see ArmSpec.keepCookies).
   const jars = plan.arms.map((arm) => [...arm.cookies]);
   const samples: ArmSample[] = plan.arms.map((arm) => ({
     name: arm.name,
