@@ -52,6 +52,7 @@ import { configStoreItems, localServerSection } from '../support/stack';
 import { RequestLogKeeper, type TroubleSource } from './trouble';
 import { cookieFrom, findProjectFile, log, median, PATH, runConcurrent, send, tokenKind, type Cleanups, type Reply } from './util';
 import { locateComputeHost, runCommand, startComputeHost, startCountingProxy, type HostRequestStat } from './wasm-host';
+import { readWasmImageFile, type WasmImage } from './wasm-image';
 import { startBackends, startLoadWorker } from './workers';
 
 export type ArmName = 'node' | 'wasm';
@@ -316,6 +317,8 @@ export interface Arm {
    * (test/engine/floor.ts): what the larger initial memory costs before the room does anything.
    */
   floor?(): Promise<string>;
+  /** Wasm only: the initial memory each build's instances start from (see wasm-image.ts). */
+  images?(): readonly { readonly name: string; readonly image: WasmImage }[];
   /** What explains a failure of a pass on `room`: its host's log and, on the wasm, the counting proxy. */
   troubleSources(room: RoomSpec): TroubleSource[];
   /** Access cookies of the visitors the round-trip pass admitted (for the latency pass). */
@@ -505,6 +508,11 @@ export async function startWasmArm(
   ]);
   log(`wasm: built bin/main.wasm, the bare proxy and the code-size floor in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   copyFileSync(join(floorDir, 'build', 'floor.wasm'), join(floorDir, 'bin', 'main.wasm'));
+  const images = [
+    { name: 'bare proxy wasm', image: readWasmImageFile(join(bareDir, 'bin', 'main.wasm')) },
+    { name: 'waiting room wasm (bin/main.wasm)', image: readWasmImageFile(join(buildDir, 'main.wasm')) },
+    { name: 'code-size floor wasm', image: readWasmImageFile(join(floorDir, 'bin', 'main.wasm')) },
+  ];
   log(`wasm: redis ${redisServer.url}, bridge ${bridgeUrl} behind counting proxy ${proxy.url}, origin ${originUrl}`);
 
   // A room's settings: devconfig.json with the room's overrides, as on the Node arm; the Upstash URL
@@ -566,6 +574,7 @@ export async function startWasmArm(
         log(`wasm: code-size floor ${floor.url}`);
         return floor.url;
       }),
+    images: () => images,
     troubleSources: (spec) => {
       const hostLog = logs.get(spec.variant);
       return hostLog === undefined ? [proxy] : [hostLog, proxy];

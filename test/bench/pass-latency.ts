@@ -15,6 +15,7 @@ import type http from 'node:http';
 import type { RequestLogKeeper } from './trouble';
 import { keepCookies, log, mean, median, ms, PATH, percentile, send, signedMs } from './util';
 import { hostStats, type HostRequestStat } from './wasm-host';
+import type { WasmImage } from './wasm-image';
 import { runLoadPlan, type ArmSample, type ArmSpec } from './workers';
 
 /** Node: warm-up per arm, then rounds × per-round requests per arm, arms interleaved. */
@@ -165,6 +166,7 @@ function wasmLatencyReport(
   storeRedis: number,
   hostStats: readonly HostRequestStat[] | undefined,
   classes: readonly ClassCensus[],
+  images: readonly { readonly name: string; readonly image: WasmImage }[],
 ): { text: string; failed: boolean } {
   const stats = arms.map((arm) => ({ arm, p50: percentile([...arm.latencies].sort((a, b) => a - b), 50), mean: mean(arm.latencies) }));
   const base = stats[0];
@@ -205,6 +207,8 @@ function wasmLatencyReport(
     c.vcpuMs === undefined ? 'n/a' : String(c.vcpuMs),
     c.decisions,
   ]);
+  const mb = (bytes: number): string => (bytes / 1_000_000).toFixed(2);
+  const imageRows = images.map(({ name, image }) => [name, mb(image.dataBytes), mb(image.nonZeroBytes), String(image.pagesWithData), mb(image.minimumMemoryBytes)]);
   const text = [
     `### Wasm latency on the Compute host: the stand-in's numbers, NOT Fastly's (concurrency ${run.concurrency}; ${run.warmup} warm-up then ${run.rounds} interleaved rounds × ${run.perRound} per arm)`,
     '',
@@ -221,6 +225,14 @@ function wasmLatencyReport(
     'Hostcalls and run time are the host\'s (`GET /__host/stats`). The vCPU column is what `vCpuTime()` (fastly:compute) returned when the request wrote its log line; ' +
       'the stand-in answers it with whole milliseconds of wall time since the request arrived, instantiation included, so it is a ceiling, not a CPU meter. The bare proxy writes no log.',
     '',
+    ...(imageRows.length === 0
+      ? []
+      : [
+          'The initial memory every instance starts from, read from each build (test/bench/wasm-image.ts): the stand-in copies the data segments into each fresh instance, so its instantiation grows with the pages they reach.',
+          '',
+          table(['build', 'data section MB', 'non-zero MB', '4-KiB pages with data', 'initial memory MB'], ['l', 'r', 'r', 'r', 'r'], imageRows),
+          '',
+        ]),
     `The host instantiates a fresh wasm for every request, so absolute numbers say nothing about Fastly; "added" is this arm minus the bare proxy wasm on the same host.${instantiate}` +
       ` Store requests during this run: ${storeHttp} HTTP / ${storeRedis} Redis, for ${expectedStore} waiting polls sent${storeOk ? ' — as expected.' : ' — MISMATCH.'}` +
       (errors.length > 0 ? ` Errors: ${errors.map((a) => `${a.name} ${a.errors} (${a.firstError ?? ''})`).join('; ')}.` : '') +
@@ -289,7 +301,7 @@ async function runWasmLatency(arm: Arm): Promise<{ text: string; failed: boolean
     await census('waiting poll (1 store trip)', classes.page, host.agent, waitingCookies[0]!, host.url, host.log, true),
     ...(floor === undefined ? [] : [await census('code-size floor wasm', `${floor}${PATH}`, host.agent, accessCookies[0]!, floor, undefined)]),
   ];
-  return wasmLatencyReport(result.arms, result.truncated, store.http, store.redis, appStats, costs);
+  return wasmLatencyReport(result.arms, result.truncated, store.http, store.redis, appStats, costs, arm.images?.() ?? []);
 }
 
 export function latencyPass(): Pass {

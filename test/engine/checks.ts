@@ -31,6 +31,7 @@ import { MemoryQueueStore } from '../../src/store/memory-store';
 import { MemoryStateCache } from '../../src/platform/memory-cache';
 import { coreCacheSettingsMemory, simpleCacheStateCache } from '../../src/platform/fastly';
 import { requestWarmUp } from '../../src/platform/request-warm-up';
+import { buildTime } from '../../src/platform/build-time';
 
 // ---------------------------------------------------------------------------------------------
 // The runner: `check(name, fn)` runs one check and prints `ok` or `FAIL`; nothing stops early, so
@@ -870,6 +871,11 @@ async function buildTimeChecks(): Promise<void> {
     const report = await requestWarmUp;
     equal(report.error, undefined, 'why the warm-up stopped');
     equal(report.steps.join(', '), 'service, token, admitted visitor', 'the steps it finished');
+  });
+  await run.check('build time: the freed memory was scrubbed after both warm-ups settled (64 zero-filled blocks of 64 KiB)', async () => {
+    const report = await buildTime;
+    equal(report.warmUp, await requestWarmUp, 'the warm-up it waited for');
+    equal(report.scrub.bytes, 64 * 65_536, 'bytes of zero-filled blocks');
   });
   const skipped = run.skipped > 0 ? `, ${run.skipped} skipped` : '';
   if (run.failed.length > 0) {

@@ -7,8 +7,7 @@
  * room does anything. `node src/node/build.mjs fastly-floor --out DIR` builds it.
  */
 import { handleFastlyRequest } from '../../src/platform/fastly';
-import '../../src/platform/engine-warm-up';
-import '../../src/platform/request-warm-up';
+import '../../src/platform/build-time';
 
 // Kept reachable, so the bundler keeps the room's code in the bundle; never called.
 (globalThis as { waitingRoom?: unknown }).waitingRoom = handleFastlyRequest;
