@@ -68,6 +68,18 @@ async function buildNode() {
   }
 }
 
+/**
+ * Reusable sandboxes (src/platform/sandbox-reuse.ts), on unless WR_SANDBOX_REUSE=0 when building.
+ * Any other value stops the build: a typo must not quietly turn it on or off.
+ */
+function sandboxReuse() {
+  const value = process.env.WR_SANDBOX_REUSE;
+  if (value === undefined || value === '' || value === '1') return true;
+  if (value === '0') return false;
+  console.error(`WR_SANDBOX_REUSE must be 0 (one request per sandbox) or 1 (reuse, the default), not ${JSON.stringify(value)}`);
+  process.exit(1);
+}
+
 async function bundleForEngine(entry, outfile) {
   await build({
     absWorkingDir: root,
@@ -80,6 +92,7 @@ async function bundleForEngine(entry, outfile) {
     format: 'esm',
     target: 'es2022',
     external: ['fastly:*'],
+    define: { WR_SANDBOX_REUSE: String(sandboxReuse()) },
     loader: textLoaders,
     plugins: [templateScripts, upstashHttpClient],
     logLevel: 'warning',

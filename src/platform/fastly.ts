@@ -72,12 +72,12 @@ function readSettings(): SettingsRead {
  * instance that serves many requests; what is kept is the service built from them (see `built`).
  */
 const secretValues = new Map<string, string | undefined>();
-let secretStore: SecretStore | undefined;
 
 async function fetchSecrets(keys: readonly string[]): Promise<void> {
   secretValues.clear();
-  // Opened on first use (never at module top level, where stores do not exist).
-  const store = (secretStore ??= new SecretStore(SECRET_STORE));
+  // Opened by each request that reads it: never at module top level (stores exist only while a
+  // request runs), and never kept for a later request of a reused sandbox (see sandbox-reuse.ts).
+  const store = new SecretStore(SECRET_STORE);
   await Promise.all(
     keys.map(async (key) => {
       const entry = await store.get(key);
@@ -143,18 +143,20 @@ export const simpleCacheStateCache: StateCache = {
 
 /**
  * Template overrides from the KV Store `wr_templates`, when the service has one linked (it is
- * optional: without it the built-in templates are used and nothing is logged).
+ * optional: without it the built-in templates are used and nothing is logged). Whether it is
+ * linked is asked once, when the service is built (linking one makes a new service version, hence
+ * new sandboxes); the store is opened again by each read, so a service kept by a reused sandbox
+ * holds no handle from an earlier request (see sandbox-reuse.ts).
  */
 export function kvTemplateSource(): TemplateSource | undefined {
-  let store: KVStore;
   try {
-    store = new KVStore(TEMPLATE_STORE);
+    new KVStore(TEMPLATE_STORE);
   } catch {
     return undefined;
   }
   return {
     async get(key) {
-      const entry = await store.get(key);
+      const entry = await new KVStore(TEMPLATE_STORE).get(key);
       return entry === null ? undefined : entry.text();
     },
   };
@@ -198,7 +200,7 @@ const backendSiteVerifier: SiteVerifier = {
 
 /** One secret read when a request needs it, not with every request (the challenge secret). */
 async function readSecretLater(key: string): Promise<string | undefined> {
-  const store = (secretStore ??= new SecretStore(SECRET_STORE));
+  const store = new SecretStore(SECRET_STORE);
   const entry = await store.get(key);
   return entry === null ? undefined : entry.plaintext();
 }
@@ -300,11 +302,14 @@ function configFailure(request: Request, error: ConfigError, logger: LogPort): R
   return checkingPageResponse(request, DEFAULT_PREFIX, Date.now());
 }
 
-/** The Logger port over the log endpoint, each record with the vCPU time the request has used so far. */
-function createLogger(): LogPort {
-  const endpoint = new Logger(LOG_ENDPOINT);
-  return { log: (record: RequestLog) => endpoint.log(JSON.stringify({ ...record, vcpu_ms: vCpuTime() })) };
-}
+/**
+ * The Logger port over the log endpoint, each record with the vCPU time the request has used so
+ * far. The endpoint is looked up by each record (one per request): the port lives in the service a
+ * reused sandbox keeps, and must not hold an earlier request's handle (see sandbox-reuse.ts).
+ */
+const logPort: LogPort = {
+  log: (record: RequestLog) => new Logger(LOG_ENDPOINT).log(JSON.stringify({ ...record, vcpu_ms: vCpuTime() })),
+};
 
 /**
  * The backends' hosts checked against fastly.toml's placeholders, once per instance (a backend's
@@ -338,7 +343,6 @@ function afterResponse(event: FetchEvent, later: readonly (() => Promise<void>)[
   }));
 }
 
-let logger: LogPort | undefined;
 /**
  * The service built from one settings text and one key ring and Upstash token, kept for the
  * instance: an instance that serves several requests parses nothing again and keeps its derived
@@ -356,7 +360,7 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
 }
 
 async function serve(event: FetchEvent, later: (() => Promise<void>)[]): Promise<Response> {
-  const log = (logger ??= createLogger());
+  const log = logPort;
   let service;
   try {
     const settings = readSettings();

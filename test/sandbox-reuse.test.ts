@@ -1,0 +1,98 @@
+/**
+ * bin/main.wasm asks Fastly to reuse its sandbox for later requests (src/platform/sandbox-reuse.ts),
+ * unless built with WR_SANDBOX_REUSE=0. Shown on the real builds served by the Compute host
+ * stand-in: a wasm that opted in asks the host for a next request when it has answered one (the
+ * `next_request` hostcall, which the stand-in answers "unsupported", so the instance ends and the
+ * next request gets a fresh one, as before); one that did not never asks. A WR_SANDBOX_REUSE that is
+ * neither 0 nor 1 stops the build.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PROJECT_ROOT } from './support/compute-host';
+
+const BUILD = resolve(PROJECT_ROOT, 'src/node/build.mjs');
+const HOST = resolve(process.env['COMPUTE_HOST_DIR'] ?? resolve(PROJECT_ROOT, '..', 'shared', 'tools', 'compute-host'), 'host.mjs');
+const work = mkdtempSync(join(tmpdir(), 'wr-reuse-'));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+function buildInto(dir: string, reuse: string | undefined): Promise<{ code: number | null; output: string }> {
+  return new Promise((done) => {
+    const env = { ...process.env };
+    delete env['WR_SANDBOX_REUSE'];
+    if (reuse !== undefined) env['WR_SANDBOX_REUSE'] = reuse;
+    const child = spawn(process.execPath, [BUILD, 'fastly', '--out', dir], { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
+    child.on('exit', (code) => done({ code, output }));
+  });
+}
+
+/** Serves `wasm` on the stand-in with --trace, sends one request, and returns the hostcalls it made. */
+async function hostcallsOfOneRequest(wasm: string): Promise<Record<string, number>> {
+  const host = spawn(process.execPath, [HOST, '--wasm', wasm, '--addr', '127.0.0.1', '--port', '0', '--workers', '1', '--trace'], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  try {
+    const url = await new Promise<string>((found, fail) => {
+      const timer = setTimeout(() => fail(new Error(`the host did not start:\n${output}`)), 30_000);
+      const read = (chunk: Buffer): void => {
+        output += chunk.toString('utf8');
+        const match = /Listening on (http:\/\/\S+)/.exec(output);
+        if (match?.[1] !== undefined) {
+          clearTimeout(timer);
+          found(match[1]);
+        }
+      };
+      host.stdout.on('data', read);
+      host.stderr.on('data', read);
+    });
+    const response = await fetch(`${url}/products`, { signal: AbortSignal.timeout(30_000) });
+    await response.text();
+    // The trace line comes when the instance has finished, which may be just after the response.
+    const deadline = Date.now() + 10_000;
+    let line: RegExpExecArray | null = null;
+    while ((line = /request\{id=0\}: hostcalls (\{.*\})/.exec(output)) === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    if (line?.[1] === undefined) throw new Error(`no hostcall trace for the request:\n${output}`);
+    return JSON.parse(line[1]) as Record<string, number>;
+  } finally {
+    if (host.exitCode === null && host.signalCode === null) {
+      const exited = once(host, 'exit');
+      host.kill('SIGTERM');
+      await exited;
+    }
+  }
+}
+
+describe('reusable sandboxes in bin/main.wasm', () => {
+  it.skipIf(!existsSync(HOST))(
+    'the default build asks the host for a next request after answering one; WR_SANDBOX_REUSE=0 never does',
+    async () => {
+      const reused = join(work, 'reused');
+      const single = join(work, 'single');
+      const [a, b] = await Promise.all([buildInto(reused, undefined), buildInto(single, '0')]);
+      expect(a.code, a.output).toBe(0);
+      expect(b.code, b.output).toBe(0);
+      const withReuse = await hostcallsOfOneRequest(join(reused, 'main.wasm'));
+      const without = await hostcallsOfOneRequest(join(single, 'main.wasm'));
+      // The same request, answered the same way by both (the stand-in has no stores configured: the
+      // configuration page), reads the downstream request in both; only the first asks for another.
+      expect(withReuse['fastly_http_req::body_downstream_get']).toBe(1);
+      expect(without['fastly_http_req::body_downstream_get']).toBe(1);
+      expect(withReuse['fastly_http_downstream::next_request'], JSON.stringify(withReuse)).toBe(1);
+      expect(without['fastly_http_downstream::next_request'], JSON.stringify(without)).toBeUndefined();
+    },
+    240_000,
+  );
+
+  it('a WR_SANDBOX_REUSE that is neither 0 nor 1 stops the build, naming the variable, before anything is written', () => {
+    const dir = join(work, 'refused');
+    const result = spawnSync(process.execPath, [BUILD, 'fastly', '--out', dir], { cwd: PROJECT_ROOT, env: { ...process.env, WR_SANDBOX_REUSE: 'yes' }, encoding: 'utf8', timeout: 60_000 });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('WR_SANDBOX_REUSE must be 0 (one request per sandbox) or 1 (reuse, the default), not "yes"');
+    expect(existsSync(join(dir, 'main.wasm'))).toBe(false);
+  });
+});
