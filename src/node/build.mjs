@@ -2,6 +2,7 @@
 //   node src/node/build.mjs node           bin/node-host.mjs, bin/redis-bridge.mjs, bin/check-config.mjs, bin/keys.mjs, bin/docs.mjs, bin/smoke.mjs, bin/bench.mjs
 //   node src/node/build.mjs fastly [--out DIR]  bin/main.wasm (+ the local_server files from devconfig.json)
 //   node src/node/build.mjs fastly-floor [--out DIR]  bin/floor.wasm: the room's code behind a bare proxy (the bench's floor)
+//   node src/node/build.mjs fastly-reuse-sim [--out DIR]  bin/reuse-sim.wasm: a reused sandbox's second request, timed in one instance (the bench)
 //   node src/node/build.mjs engine-checks  bin/engine-checks.wasm: checks that run inside the engine at build time
 //   node src/node/build.mjs engine-checks-fail  the same with a check that must fail (a control)
 //   node src/node/build.mjs pins           rewrites the scripts' SHA-1 pins in src/store/scripts.ts after a Lua edit
@@ -156,6 +157,10 @@ if (target === 'node') {
   // The bench's code-size floor: the room's bundle behind a bare proxy's handler (test/engine/floor.ts).
   await bundleForEngine('test/engine/floor.ts', resolve(bin, 'floor.js'));
   compileWasm(resolve(bin, 'floor.js'), resolve(bin, 'floor.wasm'));
+} else if (target === 'fastly-reuse-sim') {
+  // The bench's measure of what a reused sandbox saves, on a host that cannot reuse one (test/engine/reuse-sim.ts).
+  await bundleForEngine('test/engine/reuse-sim.ts', resolve(bin, 'reuse-sim.js'));
+  compileWasm(resolve(bin, 'reuse-sim.js'), resolve(bin, 'reuse-sim.wasm'));
 } else if (target === 'engine-checks' || target === 'engine-checks-fail') {
   const entry = target === 'engine-checks' ? 'test/engine/checks.ts' : 'test/engine/failing-check.ts';
   await bundleForEngine(entry, `bin/${target}.js`);

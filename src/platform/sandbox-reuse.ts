@@ -20,9 +20,8 @@
  * Hosts that cannot reuse sandboxes (Viceroy's stand-in here) serve one request per instance as
  * before: the runtime asks them for a next request, they have none to give.
  */
-import { setReusableSandboxOptions, type ReusableSandboxOptions } from 'fastly:experimental';
-
-export const SANDBOX_REUSE: Readonly<Required<Pick<ReusableSandboxOptions, 'maxRequests' | 'maxMemoryMiB'>>> = { maxRequests: 1000, maxMemoryMiB: 64 };
+import { setReusableSandboxOptions } from 'fastly:experimental';
+import { SANDBOX_REUSE } from './sandbox-reuse-options';
 
 /** Call at module top level, while the wasm is built. */
 export function enableSandboxReuse(): void {

@@ -317,6 +317,11 @@ export interface Arm {
    * (test/engine/floor.ts): what the larger initial memory costs before the room does anything.
    */
   floor?(): Promise<string>;
+  /**
+   * Wasm only: the main room's settings served by test/engine/reuse-sim.ts, which times a reused
+   * sandbox's second request in one instance (the stand-in cannot reuse one): its URL.
+   */
+  reuseSim?(): Promise<string>;
   /** Wasm only: the initial memory each build's instances start from (see wasm-image.ts). */
   images?(): readonly { readonly name: string; readonly image: WasmImage }[];
   /** What explains a failure of a pass on `room`: its host's log and, on the wasm, the counting proxy. */
@@ -499,6 +504,7 @@ export async function startWasmArm(
   await Promise.all([
     runCommand(process.execPath, [join(root, 'src/node/build.mjs'), 'fastly', '--out', buildDir], root, WASM_BUILD_TIMEOUT_MS),
     runCommand(process.execPath, [join(root, 'src/node/build.mjs'), 'fastly-floor', '--out', join(floorDir, 'build')], root, WASM_BUILD_TIMEOUT_MS),
+    runCommand(process.execPath, [join(root, 'src/node/build.mjs'), 'fastly-reuse-sim', '--out', join(dir, 'reuse-sim-build')], root, WASM_BUILD_TIMEOUT_MS),
     runCommand(
       process.execPath,
       [join(root, 'node_modules/@fastly/js-compute/dist/cli/js-compute-runtime-cli.js'), join(bareDir, 'bare.js'), join(bareDir, 'bin', 'main.wasm')],
@@ -506,7 +512,7 @@ export async function startWasmArm(
       WASM_BUILD_TIMEOUT_MS,
     ),
   ]);
-  log(`wasm: built bin/main.wasm, the bare proxy and the code-size floor in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  log(`wasm: built bin/main.wasm, the bare proxy, the code-size floor and the reuse simulation in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   copyFileSync(join(floorDir, 'build', 'floor.wasm'), join(floorDir, 'bin', 'main.wasm'));
   const images = [
     { name: 'bare proxy wasm', image: readWasmImageFile(join(bareDir, 'bin', 'main.wasm')) },
@@ -523,10 +529,10 @@ export async function startWasmArm(
     ['manifest_version = 3', `name = "${name}"`, 'language = "javascript"', '[local_server]', ...lines, ''].join('\n');
   writeFileSync(join(bareDir, 'fastly.toml'), manifest('bare-proxy-bench', ['[local_server.backends.origin]', `url = "${originUrl}/"`]));
   writeFileSync(join(floorDir, 'fastly.toml'), manifest('code-size-floor-bench', ['[local_server.backends.origin]', `url = "${originUrl}/"`]));
-  const writeRoom = (spec: RoomSpec): string => {
-    const roomDir = join(dir, spec.variant);
+  const writeRoom = (spec: RoomSpec, wasm = join(buildDir, 'main.wasm'), folder = spec.variant): string => {
+    const roomDir = join(dir, folder);
     mkdirSync(join(roomDir, 'bin'), { recursive: true });
-    copyFileSync(join(buildDir, 'main.wasm'), join(roomDir, 'bin', 'main.wasm'));
+    copyFileSync(wasm, join(roomDir, 'bin', 'main.wasm'));
     writeFileSync(join(roomDir, 'bin', 'config.json'), JSON.stringify(configStoreItems({ ...dev.config, ticket_limit: '0', ...spec.overrides, upstash_url: proxy.url })));
     writeFileSync(join(roomDir, 'bin', 'secrets.json'), JSON.stringify(secrets));
     const name = spec.variant === MAIN_ROOM.variant ? 'waiting-room-bench' : `waiting-room-bench-${spec.variant}`;
@@ -573,6 +579,13 @@ export async function startWasmArm(
         cleanups.add('code-size floor wasm host (fastly compute serve)', () => floor.stop());
         log(`wasm: code-size floor ${floor.url}`);
         return floor.url;
+      }),
+    reuseSim: () =>
+      once(bares, 'reuse-sim', async () => {
+        const sim = await startComputeHost('reuse simulation wasm', fastlyCli, found.path, writeRoom(MAIN_ROOM, join(dir, 'reuse-sim-build', 'reuse-sim.wasm'), 'reuse-sim'));
+        cleanups.add('reuse simulation wasm host (fastly compute serve)', () => sim.stop());
+        log(`wasm: reuse simulation ${sim.url}`);
+        return sim.url;
       }),
     images: () => images,
     troubleSources: (spec) => {

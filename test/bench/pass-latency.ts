@@ -16,6 +16,7 @@ import type { RequestLogKeeper } from './trouble';
 import { keepCookies, log, mean, median, ms, PATH, percentile, send, signedMs } from './util';
 import { hostStats, type HostRequestStat } from './wasm-host';
 import type { WasmImage } from './wasm-image';
+import { SANDBOX_REUSE } from '../../src/platform/sandbox-reuse-options';
 import { runLoadPlan, type ArmSample, type ArmSpec } from './workers';
 
 /** Node: warm-up per arm, then rounds × per-round requests per arm, arms interleaved. */
@@ -34,6 +35,36 @@ const WASM_LATENCY_BUDGET_MS = 45_000;
 const ADMITTED_RATIO_TARGET = 1.3;
 /** Requests per class in the census of hostcalls and vCPU time, sent one at a time after the run. */
 const CENSUS_REQUESTS = 10;
+
+/**
+ * The reuse simulation's timings (test/engine/reuse-sim.ts), medians over CENSUS_REQUESTS admitted
+ * visitors: the bare proxy's fetch, the room's first request of an instance, and its second, each
+ * timed in the engine until the answer's headers.
+ */
+interface ReuseTimings {
+  readonly bareMs: number;
+  readonly firstMs: number;
+  readonly secondMs: number;
+  readonly requests: number;
+}
+
+async function reuseTimings(url: string, agent: http.Agent, cookie: string): Promise<ReuseTimings> {
+  const bare: number[] = [];
+  const first: number[] = [];
+  const second: number[] = [];
+  let held: string | undefined = cookie;
+  for (let i = 0; i < CENSUS_REQUESTS; i++) {
+    const reply = await send(agent, 'GET', url, held === undefined ? {} : { cookie: held });
+    held = keepCookies(held, reply.headers['set-cookie']);
+    const header = reply.headers['x-wr-reuse-sim'];
+    const match = typeof header === 'string' ? /^bare=([\d.]+);first=([\d.]+);second=([\d.]+)$/.exec(header) : null;
+    if (reply.status !== 200 || match === null) throw new Error(`reuse simulation: status ${reply.status}, x-wr-reuse-sim ${JSON.stringify(header)}`);
+    bare.push(Number(match[1]));
+    first.push(Number(match[2]));
+    second.push(Number(match[3]));
+  }
+  return { bareMs: median(bare), firstMs: median(first), secondMs: median(second), requests: bare.length };
+}
 
 /** One request class's cost on the stand-in: hostcalls and run time from its stats, vCPU from the log. */
 interface ClassCensus {
@@ -167,6 +198,7 @@ function wasmLatencyReport(
   hostStats: readonly HostRequestStat[] | undefined,
   classes: readonly ClassCensus[],
   images: readonly { readonly name: string; readonly image: WasmImage }[],
+  reuse: ReuseTimings | undefined,
 ): { text: string; failed: boolean } {
   const stats = arms.map((arm) => ({ arm, p50: percentile([...arm.latencies].sort((a, b) => a - b), 50), mean: mean(arm.latencies) }));
   const base = stats[0];
@@ -231,6 +263,16 @@ function wasmLatencyReport(
           'The initial memory every instance starts from, read from each build (test/bench/wasm-image.ts): the stand-in copies the data segments into each fresh instance, so its instantiation grows with the pages they reach.',
           '',
           table(['build', 'data section MB', 'non-zero MB', '4-KiB pages with data', 'initial memory MB'], ['l', 'r', 'r', 'r', 'r'], imageRows),
+          '',
+        ]),
+    ...(reuse === undefined
+      ? []
+      : [
+          `Reusable sandboxes: bin/main.wasm asks Fastly to let one sandbox serve up to ${SANDBOX_REUSE.maxRequests} requests (src/platform/sandbox-reuse.ts); ` +
+            'this host cannot, so every figure above is a fresh instance\'s. test/engine/reuse-sim.ts times, in one instance of the engine, each admitted ' +
+            `visitor's request three times until the answer's headers (medians of ${reuse.requests}): the bare proxy's fetch ${ms(reuse.bareMs)} ms; ` +
+            `the room's first request of the instance ${ms(reuse.firstMs)} ms (${(reuse.firstMs / reuse.bareMs).toFixed(2)}× the fetch); ` +
+            `its second, as in a reused sandbox, **${ms(reuse.secondMs)} ms (${(reuse.secondMs / reuse.bareMs).toFixed(2)}× the fetch)**, which also starts no instance.`,
           '',
         ]),
     `The host instantiates a fresh wasm for every request, so absolute numbers say nothing about Fastly; "added" is this arm minus the bare proxy wasm on the same host.${instantiate}` +
@@ -301,7 +343,9 @@ async function runWasmLatency(arm: Arm): Promise<{ text: string; failed: boolean
     await census('waiting poll (1 store trip)', classes.page, host.agent, waitingCookies[0]!, host.url, host.log, true),
     ...(floor === undefined ? [] : [await census('code-size floor wasm', `${floor}${PATH}`, host.agent, accessCookies[0]!, floor, undefined)]),
   ];
-  return wasmLatencyReport(result.arms, result.truncated, store.http, store.redis, appStats, costs, arm.images?.() ?? []);
+  const sim = await arm.reuseSim?.();
+  const reuse = sim === undefined ? undefined : await reuseTimings(`${sim}${PATH}`, host.agent, accessCookies[0]!);
+  return wasmLatencyReport(result.arms, result.truncated, store.http, store.redis, appStats, costs, arm.images?.() ?? [], reuse);
 }
 
 export function latencyPass(): Pass {

@@ -1,0 +1,60 @@
+/// <reference types="@fastly/js-compute" />
+/**
+ * What a reused sandbox saves, measured in the engine on a host that cannot reuse one (the Compute
+ * host stand-in gives every request a fresh instance). Each request this wasm receives (a GET) is
+ * run three times in its one instance, each timed from the call until the answer's headers:
+ *   1. the bare proxy's work: the request sent to the origin as it is;
+ *   2. the waiting room's, the first request of the instance: what every request costs today;
+ *   3. the waiting room's again, the second request of the instance: what each later request of a
+ *      reused sandbox costs (the service, derived keys, verified token and carried admission kept).
+ * Each body is read to its end outside the timings, and the first request's after-response work is
+ * given time to finish before the second starts. The answer is the third run's, with the timings in
+ * the header `x-wr-reuse-sim` (`bare=…;first=…;second=…`, milliseconds). The bench's latency pass
+ * reports them (`node src/node/build.mjs fastly-reuse-sim --out DIR` builds it).
+ *
+ * Built with the same build-time steps as bin/main.wasm; the sandbox-reuse option itself is not set
+ * (the stand-in ignores it, and this wasm shows the effect without it).
+ */
+import { handleFastlyRequest } from '../../src/platform/fastly';
+import '../../src/platform/build-time';
+
+const HEADER = 'x-wr-reuse-sim';
+
+/** The same request again, for a run that must not consume the downstream one. */
+function copyOf(request: Request): Request {
+  return new Request(request.url, { method: request.method, headers: request.headers });
+}
+
+/** The event a run of the room sees: the real client, a copy of the request, the real waitUntil. */
+function eventFor(event: FetchEvent, request: Request): FetchEvent {
+  return {
+    request,
+    client: event.client,
+    waitUntil: (promise: Promise<unknown>) => event.waitUntil(promise),
+    respondWith: () => {
+      throw new Error('not used');
+    },
+  } as unknown as FetchEvent;
+}
+
+async function timed(run: () => Promise<Response>): Promise<{ ms: number; response: Response }> {
+  const started = performance.now();
+  const response = await run();
+  return { ms: performance.now() - started, response };
+}
+
+async function simulate(event: FetchEvent): Promise<Response> {
+  if (event.request.method !== 'GET') return new Response('GET only\n', { status: 405 });
+  const bare = await timed(() => fetch(copyOf(event.request), { backend: 'origin' }));
+  await bare.response.arrayBuffer();
+  const first = await timed(() => handleFastlyRequest(eventFor(event, copyOf(event.request))));
+  await first.response.arrayBuffer();
+  // The first request's after-response work (a timer, then a cache lookup) runs before the second.
+  await new Promise<void>((resolve) => setTimeout(resolve, 20));
+  const second = await timed(() => handleFastlyRequest(event));
+  const headers = new Headers(second.response.headers);
+  headers.set(HEADER, `bare=${bare.ms.toFixed(3)};first=${first.ms.toFixed(3)};second=${second.ms.toFixed(3)}`);
+  return new Response(second.response.body, { status: second.response.status, statusText: second.response.statusText, headers });
+}
+
+addEventListener('fetch', (event) => event.respondWith(simulate(event)));
