@@ -1,8 +1,9 @@
 /// <reference types="@fastly/js-compute" />
 /**
  * What a reused sandbox saves, measured in the engine on a host that cannot reuse one (the Compute
- * host stand-in gives every request a fresh instance). Each request this wasm receives (a GET) is
- * run three times in its one instance, each timed from the call until the answer's headers:
+ * host stand-in gives every request a fresh instance). Each GET this wasm receives is run three
+ * times in its one instance, each timed from the call until the answer's headers (any other method
+ * is served once, untimed):
  *   1. the bare proxy's work: the request sent to the origin as it is;
  *   2. the waiting room's, the first request of the instance: what every request costs today;
  *   3. the waiting room's again, the second request of the instance: what each later request of a
@@ -44,7 +45,8 @@ async function timed(run: () => Promise<Response>): Promise<{ ms: number; respon
 }
 
 async function simulate(event: FetchEvent): Promise<Response> {
-  if (event.request.method !== 'GET') return new Response('GET only\n', { status: 405 });
+  // Anything else (the admit API, a form) is served once, untimed.
+  if (event.request.method !== 'GET') return handleFastlyRequest(event);
   const bare = await timed(() => fetch(copyOf(event.request), { backend: 'origin' }));
   await bare.response.arrayBuffer();
   const first = await timed(() => handleFastlyRequest(eventFor(event, copyOf(event.request))));
