@@ -11,8 +11,10 @@ import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { PROJECT_ROOT } from './support/compute-host';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { findComputeHost, PROJECT_ROOT } from './support/compute-host';
+import { ADMIN_PASSWORD, API_TOKEN } from './support/fixtures';
+import { startWasmStack, type Stack } from './support/stack';
 
 const BUILD = resolve(PROJECT_ROOT, 'src/node/build.mjs');
 const HOST = resolve(process.env['COMPUTE_HOST_DIR'] ?? resolve(PROJECT_ROOT, '..', 'shared', 'tools', 'compute-host'), 'host.mjs');
@@ -95,4 +97,70 @@ describe('reusable sandboxes in bin/main.wasm', () => {
     expect(result.stderr).toContain('WR_SANDBOX_REUSE must be 0 (one request per sandbox) or 1 (reuse, the default), not "yes"');
     expect(existsSync(join(dir, 'main.wasm'))).toBe(false);
   });
+});
+
+/**
+ * Requests of different kinds, one after another in one instance of the engine, as a reused
+ * sandbox serves them (test/engine/reuse-sim.ts runs the sequence): what one request leaves behind
+ * (the built service, a verified token, a carried admission, the admin page's secrets) must not
+ * decide the next one's answer.
+ */
+describe.skipIf(!findComputeHost().found)('one instance serving a sequence of requests, as a reused sandbox does', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    const host = findComputeHost();
+    if (!host.found) return;
+    stack = await startWasmStack({ viceroyPath: host.path, entry: 'reuse-sim' });
+  }, 120_000);
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  interface Result {
+    readonly status: number;
+    readonly origin: string | null;
+    readonly setCookies: readonly string[];
+    readonly body: string;
+  }
+  async function sequence(steps: readonly Record<string, unknown>[]): Promise<Result[]> {
+    const response = await fetch(`${stack.url}/__reuse-sim/sequence`, { method: 'POST', body: JSON.stringify({ steps }), signal: AbortSignal.timeout(60_000) });
+    expect(response.status).toBe(200);
+    return ((await response.json()) as { results: Result[] }).results;
+  }
+  const admin = (password: string): Record<string, string> => ({ authorization: `Basic ${btoa(`admin:${password}`)}` });
+
+  it('a visitor joins, is let in and passes again and again; a forged token, a wrong password and a stranger get their own answers in between', async () => {
+    const results = await sequence([
+      { jar: 'a', path: '/products', headers: { accept: 'text/html' } },
+      { method: 'POST', path: '/__wr/api/admit?count=1', headers: { authorization: `Bearer ${API_TOKEN}` } },
+      { jar: 'a', path: '/products', headers: { accept: 'text/html' } },
+      { jar: 'a', path: '/products', headers: { accept: 'text/html' } },
+      { jar: 'forged', path: '/products', headers: { accept: 'text/html', cookie: 'waiting_room=FORGED' } },
+      { path: '/__wr/admin', headers: admin(ADMIN_PASSWORD) },
+      { jar: 'a', path: '/products', headers: { accept: 'text/html' } },
+      { path: '/__wr/admin', headers: admin('not-the-password') },
+      { jar: 'a', path: '/cart', headers: { accept: 'text/html' } },
+      { jar: 'b', path: '/products', headers: { accept: 'text/html' } },
+    ]);
+    const [joined, admitted, first, again, forged, adminOk, afterAdmin, adminWrong, cart, stranger] = results as [Result, Result, Result, Result, Result, Result, Result, Result, Result, Result];
+    // Held with a ticket, then let in by the origin's call, then through to the origin each time.
+    expect(joined.origin).toBeNull();
+    expect(joined.setCookies.some((c) => c.startsWith('waiting_room='))).toBe(true);
+    expect(JSON.parse(admitted.body)).toMatchObject({ admitted: 1, applied: true });
+    for (const pass of [first, again, afterAdmin, cart]) {
+      expect(pass.status).toBe(200);
+      expect(pass.origin).toBe('demo');
+    }
+    // A forged cookie after the genuine ones were verified (and remembered): held, never passed.
+    expect(forged.origin).toBeNull();
+    expect(forged.body).not.toContain('origin saw');
+    // The admin page with its password, then without: the first sign-in does not carry over.
+    expect(adminOk.status).toBe(200);
+    expect(adminWrong.status).toBe(401);
+    // A new visitor after all that is held with a ticket of its own, behind the first.
+    expect(stranger.origin).toBeNull();
+    expect(stranger.setCookies.some((c) => c.startsWith('waiting_room='))).toBe(true);
+    // Each request logged its own decision, in order.
+    expect(stack.logs().map((l) => l.decision)).toEqual(['waiting', 'api', 'admitted', 'access', 'waiting', 'admin', 'access', 'admin', 'access', 'waiting']);
+  }, 120_000);
 });

@@ -14,7 +14,8 @@
  * reports them (`node src/node/build.mjs fastly-reuse-sim --out DIR` builds it).
  *
  * Built with the same build-time steps as bin/main.wasm; the sandbox-reuse option itself is not set
- * (the stand-in ignores it, and this wasm shows the effect without it).
+ * (the stand-in ignores it, and this wasm shows the effect without it). It also runs a sequence of
+ * requests through one instance for the tests (see runSequence).
  */
 import { handleFastlyRequest } from '../../src/platform/fastly';
 import '../../src/platform/build-time';
@@ -44,7 +45,48 @@ async function timed(run: () => Promise<Response>): Promise<{ ms: number; respon
   return { ms: performance.now() - started, response };
 }
 
+/** One request of a sequence (see runSequence): cookies come from its jar, and what it sets goes back in. */
+interface Step {
+  readonly method?: string;
+  readonly path: string;
+  readonly headers?: Record<string, string>;
+  readonly jar?: string;
+}
+
+/**
+ * `POST /__reuse-sim/sequence` with `{"steps": [...]}`: the steps run one after another through
+ * the room in this one instance, as a reused sandbox serves its requests, each with the cookies
+ * of its jar (a visitor's browser). Answers `{"results": [{status, origin, setCookies, body}]}`.
+ * For the tests of reuse (test/sandbox-reuse.test.ts).
+ */
+async function runSequence(event: FetchEvent): Promise<Response> {
+  const { steps } = (await event.request.json()) as { steps: Step[] };
+  const jars = new Map<string, Map<string, string>>();
+  const results = [];
+  for (const step of steps) {
+    const jar = step.jar === undefined ? undefined : (jars.get(step.jar) ?? jars.set(step.jar, new Map()).get(step.jar)!);
+    const headers = new Headers(step.headers ?? {});
+    if (jar !== undefined && jar.size > 0) headers.set('cookie', [...jar].map(([name, value]) => `${name}=${value}`).join('; '));
+    const request = new Request(new URL(step.path, event.request.url).toString(), { method: step.method ?? 'GET', headers });
+    const response = await handleFastlyRequest(eventFor(event, request));
+    const body = await response.text();
+    const setCookies = response.headers.getSetCookie();
+    for (const cookie of setCookies) {
+      const [pair = ''] = cookie.split(';');
+      const at = pair.indexOf('=');
+      if (jar === undefined || at < 1) continue;
+      if (/;\s*max-age=0/i.test(cookie)) jar.delete(pair.slice(0, at));
+      else jar.set(pair.slice(0, at), pair.slice(at + 1));
+    }
+    results.push({ status: response.status, origin: response.headers.get('x-origin'), setCookies, body: body.slice(0, 2000) });
+    // The request's after-response work (a timer, then a cache lookup) runs before the next, as in a sandbox.
+    await new Promise<void>((resolve) => setTimeout(resolve, 20));
+  }
+  return new Response(JSON.stringify({ results }), { headers: { 'content-type': 'application/json' } });
+}
+
 async function simulate(event: FetchEvent): Promise<Response> {
+  if (event.request.method === 'POST' && new URL(event.request.url).pathname === '/__reuse-sim/sequence') return runSequence(event);
   // Anything else (the admit API, a form) is served once, untimed.
   if (event.request.method !== 'GET') return handleFastlyRequest(event);
   const bare = await timed(() => fetch(copyOf(event.request), { backend: 'origin' }));

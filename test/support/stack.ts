@@ -8,7 +8,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Redis } from '@upstash/redis';
@@ -164,13 +164,18 @@ export async function startNodeStack(
   return commonParts(shared, 'node', room.url, () => logger.records, () => (logger.records.length = 0), stop);
 }
 
-/** Builds bin/main.wasm into `dir/bin` (its own folder, so parallel suites never share a file). */
-export function buildWasmInto(dir: string): void {
-  const result = spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'src/node/build.mjs'), 'fastly', '--out', join(dir, 'bin')], {
+/**
+ * Builds bin/main.wasm into `dir/bin` (its own folder, so parallel suites never share a file), or
+ * with `reuse-sim` test/engine/reuse-sim.ts in its place (the room behind a runner of sequences).
+ */
+export function buildWasmInto(dir: string, entry: 'main' | 'reuse-sim' = 'main'): void {
+  const target = entry === 'main' ? 'fastly' : 'fastly-reuse-sim';
+  const result = spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'src/node/build.mjs'), target, '--out', join(dir, 'bin')], {
     cwd: PROJECT_ROOT,
     encoding: 'utf8',
   });
   if (result.status !== 0) throw new Error(`wasm build failed:\n${result.stdout}\n${result.stderr}`);
+  if (entry === 'reuse-sim') copyFileSync(join(dir, 'bin', 'reuse-sim.wasm'), join(dir, 'bin', 'main.wasm'));
 }
 
 /**
@@ -215,12 +220,14 @@ export interface WasmOptions {
   readonly protectOrigin?: boolean;
   /** The `origin` backend's URL instead of the demo origin's (a placeholder host, say). */
   readonly originBackendUrl?: string;
+  /** What is built: bin/main.wasm (the default) or the reuse simulation (see buildWasmInto). */
+  readonly entry?: 'main' | 'reuse-sim';
 }
 
 export async function startWasmStack(options: WasmOptions): Promise<Stack> {
   const shared = await startShared(options.protectOrigin);
   const dir = mkdtempSync(join(tmpdir(), 'wr-wasm-'));
-  buildWasmInto(dir);
+  buildWasmInto(dir, options.entry);
   writeFileSync(join(dir, 'bin', 'config.json'), JSON.stringify((options.configItems ?? configStoreItems)(settingsFor(shared, options.settings ?? {}))));
   writeFileSync(join(dir, 'bin', 'secrets.json'), JSON.stringify({ ...BASE_SECRETS, ...options.secrets }));
   if (options.templates !== undefined) writeFileSync(join(dir, 'bin', 'templates.json'), JSON.stringify(options.templates));
