@@ -9,11 +9,11 @@
  * js-compute-runtime is an npm dependency: when it is missing these tests fail, they never skip.
  */
 import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { serveWasm, STAND_IN_HOST as COMPUTE_HOST } from './support/compute-host';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const RUNTIME_CLI = resolve(ROOT, 'node_modules/@fastly/js-compute/dist/cli/js-compute-runtime-cli.js');
@@ -21,8 +21,6 @@ const BUILD_SCRIPT = resolve(ROOT, 'src/node/build.mjs');
 const CHECKS_WASM = resolve(ROOT, 'bin/engine-checks.wasm');
 const CONTROL_WASM = resolve(ROOT, 'bin/engine-checks-fail.wasm');
 const MAIN_WASM = resolve(ROOT, 'bin/main.wasm');
-/** The local stand-in for Viceroy; DESIGN.md keeps it in tools/compute-host/ beside itself. */
-const COMPUTE_HOST = resolve(process.env['COMPUTE_HOST_DIR'] ?? resolve(ROOT, '..', 'shared', 'tools', 'compute-host'), 'host.mjs');
 const BUILD_TIMEOUT_MS = 120_000;
 const WASM_MAGIC = Buffer.from([0x00, 0x61, 0x73, 0x6d]); // "\0asm"
 
@@ -220,34 +218,14 @@ describe('engine checks: inside the Fastly engine, at request time', () => {
       const { result } = await buildChecks();
       expect(result.code, describeRun('node src/node/build.mjs engine-checks', result)).toBe(0);
 
-      const host = spawn(process.execPath, [COMPUTE_HOST, '--wasm', CHECKS_WASM, '--addr', '127.0.0.1', '--port', '0', '--workers', '1'], {
-        cwd: ROOT,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let hostOutput = '';
+      const host = await serveWasm(CHECKS_WASM);
       try {
-        const url = await new Promise<string>((resolveUrl, reject) => {
-          const timer = setTimeout(() => reject(new Error(`compute host did not start:\n${hostOutput}`)), 30_000);
-          const onData = (chunk: Buffer): void => {
-            hostOutput += chunk.toString('utf8');
-            const match = /Listening on (http:\/\/\S+)/.exec(hostOutput);
-            if (match?.[1]) {
-              clearTimeout(timer);
-              resolveUrl(match[1]);
-            }
-          };
-          host.stdout.on('data', onData);
-          host.stderr.on('data', onData);
-          host.on('exit', (code) => {
-            clearTimeout(timer);
-            reject(new Error(`compute host exited ${code}:\n${hostOutput}`));
-          });
-        });
+        const url = host.url;
         const started = Date.now();
         const response = await fetch(`${url}/`, { signal: AbortSignal.timeout(60_000) });
         const body = await response.text();
         console.log(`request-time checks: ${Date.now() - started} ms`);
-        const report = `status ${response.status}\n${body}\n--- host\n${hostOutput}`;
+        const report = `status ${response.status}\n${body}\n--- host\n${host.output()}`;
         expect(response.status, report).toBe(200);
         const out = lines(body);
         expect(out.filter((line) => line.startsWith('FAIL')), report).toEqual([]);
@@ -255,11 +233,7 @@ describe('engine checks: inside the Fastly engine, at request time', () => {
         for (const name of expected) expect(out, `missing check line for "${name}"\n${report}`).toContain(`ok   ${name}`);
         expect(out, report).toContain(`engine request-time checks: ${expected.length} passed`);
       } finally {
-        if (host.exitCode === null && host.signalCode === null) {
-          const exited = once(host, 'exit');
-          host.kill('SIGTERM');
-          await exited;
-        }
+        await host.stop();
       }
     },
     BUILD_TIMEOUT_MS + 60_000,

@@ -7,17 +7,15 @@
  * neither 0 nor 1 stops the build.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findComputeHost, PROJECT_ROOT } from './support/compute-host';
+import { findComputeHost, PROJECT_ROOT, serveWasm, STAND_IN_HOST } from './support/compute-host';
 import { ADMIN_PASSWORD, API_TOKEN } from './support/fixtures';
 import { startWasmStack, type Stack } from './support/stack';
 
 const BUILD = resolve(PROJECT_ROOT, 'src/node/build.mjs');
-const HOST = resolve(process.env['COMPUTE_HOST_DIR'] ?? resolve(PROJECT_ROOT, '..', 'shared', 'tools', 'compute-host'), 'host.mjs');
 const work = mkdtempSync(join(tmpdir(), 'wr-reuse-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
@@ -36,41 +34,23 @@ function buildInto(dir: string, reuse: string | undefined): Promise<{ code: numb
 
 /** Serves `wasm` on the stand-in with --trace, sends one request, and returns the hostcalls it made. */
 async function hostcallsOfOneRequest(wasm: string): Promise<Record<string, number>> {
-  const host = spawn(process.execPath, [HOST, '--wasm', wasm, '--addr', '127.0.0.1', '--port', '0', '--workers', '1', '--trace'], { cwd: PROJECT_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
+  const host = await serveWasm(wasm, ['--trace']);
   try {
-    const url = await new Promise<string>((found, fail) => {
-      const timer = setTimeout(() => fail(new Error(`the host did not start:\n${output}`)), 30_000);
-      const read = (chunk: Buffer): void => {
-        output += chunk.toString('utf8');
-        const match = /Listening on (http:\/\/\S+)/.exec(output);
-        if (match?.[1] !== undefined) {
-          clearTimeout(timer);
-          found(match[1]);
-        }
-      };
-      host.stdout.on('data', read);
-      host.stderr.on('data', read);
-    });
-    const response = await fetch(`${url}/products`, { signal: AbortSignal.timeout(30_000) });
+    const response = await fetch(`${host.url}/products`, { signal: AbortSignal.timeout(30_000) });
     await response.text();
     // The trace line comes when the instance has finished, which may be just after the response.
     const deadline = Date.now() + 10_000;
     let line: RegExpExecArray | null = null;
-    while ((line = /request\{id=0\}: hostcalls (\{.*\})/.exec(output)) === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    if (line?.[1] === undefined) throw new Error(`no hostcall trace for the request:\n${output}`);
+    while ((line = /request\{id=0\}: hostcalls (\{.*\})/.exec(host.output())) === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    if (line?.[1] === undefined) throw new Error(`no hostcall trace for the request:\n${host.output()}`);
     return JSON.parse(line[1]) as Record<string, number>;
   } finally {
-    if (host.exitCode === null && host.signalCode === null) {
-      const exited = once(host, 'exit');
-      host.kill('SIGTERM');
-      await exited;
-    }
+    await host.stop();
   }
 }
 
 describe('reusable sandboxes in bin/main.wasm', () => {
-  it.skipIf(!existsSync(HOST))(
+  it.skipIf(!existsSync(STAND_IN_HOST))(
     'the default build asks the host for a next request after answering one; WR_SANDBOX_REUSE=0 never does',
     async () => {
       const reused = join(work, 'reused');
