@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findComputeHost, PROJECT_ROOT, serveWasm, STAND_IN_HOST } from './support/compute-host';
 import { ADMIN_PASSWORD, API_TOKEN } from './support/fixtures';
 import { startWasmStack, type Stack } from './support/stack';
+import type { RequestLog } from '../src/core/ports';
 
 const BUILD = resolve(PROJECT_ROOT, 'src/node/build.mjs');
 const work = mkdtempSync(join(tmpdir(), 'wr-reuse-'));
@@ -102,10 +103,14 @@ describe.skipIf(!findComputeHost().found)('one instance serving a sequence of re
     readonly setCookies: readonly string[];
     readonly body: string;
   }
+  let sequenceMs = 0;
   async function sequence(steps: readonly Record<string, unknown>[]): Promise<Result[]> {
+    const started = Date.now();
     const response = await fetch(`${stack.url}/__reuse-sim/sequence`, { method: 'POST', body: JSON.stringify({ steps }), signal: AbortSignal.timeout(60_000) });
     expect(response.status).toBe(200);
-    return ((await response.json()) as { results: Result[] }).results;
+    const { results } = (await response.json()) as { results: Result[] };
+    sequenceMs = Date.now() - started;
+    return results;
   }
   const admin = (password: string): Record<string, string> => ({ authorization: `Basic ${btoa(`admin:${password}`)}` });
 
@@ -140,7 +145,15 @@ describe.skipIf(!findComputeHost().found)('one instance serving a sequence of re
     // A new visitor after all that is held with a ticket of its own, behind the first.
     expect(stranger.origin).toBeNull();
     expect(stranger.setCookies.some((c) => c.startsWith('waiting_room='))).toBe(true);
-    // Each request logged its own decision, in order.
-    expect(stack.logs().map((l) => l.decision)).toEqual(['waiting', 'api', 'admitted', 'access', 'waiting', 'admin', 'access', 'admin', 'access', 'waiting']);
+    // Each request logged its own decision, in order, with its number in the sandbox.
+    const logs = stack.logs() as (RequestLog & { sandbox_request?: number; vcpu_ms?: number })[];
+    expect(logs.map((l) => l.decision)).toEqual(['waiting', 'api', 'admitted', 'access', 'waiting', 'admin', 'access', 'admin', 'access', 'waiting']);
+    expect(logs.map((l) => l.sandbox_request)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    // vcpu_ms is each request's own, not the sandbox's since it started: on the stand-in the
+    // runtime's count is wall time since the downstream request arrived, so counts carried over
+    // from earlier requests would add up to several times the whole sequence's time.
+    const vcpu = logs.map((l) => l.vcpu_ms);
+    for (const ms of vcpu) expect(typeof ms === 'number' && ms >= 0, JSON.stringify(vcpu)).toBe(true);
+    expect(vcpu.reduce<number>((sum, ms) => sum + (ms ?? 0), 0), `${JSON.stringify(vcpu)} in a sequence of ${sequenceMs} ms`).toBeLessThanOrEqual(sequenceMs);
   }, 120_000);
 });

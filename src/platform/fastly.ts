@@ -303,12 +303,23 @@ function configFailure(request: Request, error: ConfigError, logger: LogPort): R
 }
 
 /**
- * The Logger port over the log endpoint, each record with the vCPU time the request has used so
- * far. The endpoint is looked up by each record (one per request): the port lives in the service a
- * reused sandbox keeps, and must not hold an earlier request's handle (see sandbox-reuse.ts).
+ * The request this sandbox is serving: its number in the sandbox (1 in a fresh one; more when
+ * Fastly reuses it, see sandbox-reuse.ts) and the sandbox's vCPU time when it began. A sandbox
+ * serves its requests one at a time.
+ */
+const current = { request: 0, vcpuAtStart: 0 };
+
+/**
+ * The Logger port over the log endpoint. Each record gets the vCPU time this request has used so
+ * far (`vcpu_ms`: the runtime's count is the sandbox's, since it started, so a reused sandbox's
+ * later requests are counted from their own start) and the request's number in its sandbox
+ * (`sandbox_request`), which shows on Fastly whether sandboxes are reused and what that saves. The
+ * endpoint is looked up by each record: the port lives in the service a reused sandbox keeps, and
+ * must not hold an earlier request's handle.
  */
 const logPort: LogPort = {
-  log: (record: RequestLog) => new Logger(LOG_ENDPOINT).log(JSON.stringify({ ...record, vcpu_ms: vCpuTime() })),
+  log: (record: RequestLog) =>
+    new Logger(LOG_ENDPOINT).log(JSON.stringify({ ...record, vcpu_ms: vCpuTime() - current.vcpuAtStart, sandbox_request: current.request })),
 };
 
 /**
@@ -351,6 +362,8 @@ function afterResponse(event: FetchEvent, later: readonly (() => Promise<void>)[
 let built: { readonly settings: SettingsRead; readonly secretsKey: string; readonly service: BuiltService } | undefined;
 
 export async function handleFastlyRequest(event: FetchEvent): Promise<Response> {
+  current.request += 1;
+  current.vcpuAtStart = vCpuTime();
   const later: (() => Promise<void>)[] = [];
   try {
     return await serve(event, later);

@@ -254,8 +254,8 @@ function wasmLatencyReport(
     '',
     table(['class', 'hostcalls', 'wasm run ms (after instantiating)', 'engine vCPU ms (vCpuTime)', 'logged decisions'], ['l', 'r', 'r', 'r', 'l'], censusRows),
     '',
-    'Hostcalls and run time are the host\'s (`GET /__host/stats`). The vCPU column is what `vCpuTime()` (fastly:compute) returned when the request wrote its log line; ' +
-      'the stand-in answers it with whole milliseconds of wall time since the request arrived, instantiation included, so it is a ceiling, not a CPU meter. The bare proxy writes no log.',
+    'Hostcalls and run time are the host\'s (`GET /__host/stats`). The vCPU column is the log line\'s `vcpu_ms`: what `vCpuTime()` (fastly:compute) returned when the request wrote it, less what it returned when the request began; ' +
+      'the stand-in answers that call with whole milliseconds of wall time since the request arrived, so this is the handler\'s wall time, a ceiling, not a CPU meter. The bare proxy writes no log.',
     '',
     ...(imageRows.length === 0
       ? []
