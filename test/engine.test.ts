@@ -8,12 +8,12 @@
  *
  * js-compute-runtime is an npm dependency: when it is missing these tests fail, they never skip.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { serveWasm, STAND_IN_HOST as COMPUTE_HOST } from './support/compute-host';
+import { runCommand, type RunResult } from './support/run-command';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const RUNTIME_CLI = resolve(ROOT, 'node_modules/@fastly/js-compute/dist/cli/js-compute-runtime-cli.js');
@@ -84,32 +84,9 @@ const REQUEST_TIME_ONLY_CHECKS = [
   'fastly:cache CoreCache keeps the last valid settings',
 ];
 
-interface RunResult {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-  readonly ms: number;
-}
-
 /** Runs a command from the project root, collecting its output; kills it (and only it) on timeout. */
 function run(command: string, args: readonly string[], timeoutMs = BUILD_TIMEOUT_MS): Promise<RunResult> {
-  const started = Date.now();
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(command, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolvePromise({ code, stdout, stderr, ms: Date.now() - started });
-    });
-  });
+  return runCommand(command, args, { cwd: ROOT, timeoutMs });
 }
 
 function build(target: string): Promise<RunResult> {

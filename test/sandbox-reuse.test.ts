@@ -6,13 +6,14 @@
  * next request gets a fresh one, as before); one that did not never asks. A WR_SANDBOX_REUSE that is
  * neither 0 nor 1 stops the build.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findComputeHost, PROJECT_ROOT, serveWasm, STAND_IN_HOST } from './support/compute-host';
 import { ADMIN_PASSWORD, API_TOKEN } from './support/fixtures';
+import { runCommand, type RunResult } from './support/run-command';
 import { startWasmStack, type Stack } from './support/stack';
 import type { RequestLog } from '../src/core/ports';
 
@@ -20,17 +21,11 @@ const BUILD = resolve(PROJECT_ROOT, 'src/node/build.mjs');
 const work = mkdtempSync(join(tmpdir(), 'wr-reuse-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-function buildInto(dir: string, reuse: string | undefined): Promise<{ code: number | null; output: string }> {
-  return new Promise((done) => {
-    const env = { ...process.env };
-    delete env['WR_SANDBOX_REUSE'];
-    if (reuse !== undefined) env['WR_SANDBOX_REUSE'] = reuse;
-    const child = spawn(process.execPath, [BUILD, 'fastly', '--out', dir], { cwd: PROJECT_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
-    child.on('exit', (code) => done({ code, output }));
-  });
+function buildInto(dir: string, reuse: string | undefined): Promise<RunResult> {
+  const env = { ...process.env };
+  delete env['WR_SANDBOX_REUSE'];
+  if (reuse !== undefined) env['WR_SANDBOX_REUSE'] = reuse;
+  return runCommand(process.execPath, [BUILD, 'fastly', '--out', dir], { cwd: PROJECT_ROOT, env, timeoutMs: 180_000 });
 }
 
 /** Serves `wasm` on the stand-in with --trace, sends one request, and returns the hostcalls it made. */
@@ -57,8 +52,8 @@ describe('reusable sandboxes in bin/main.wasm', () => {
       const reused = join(work, 'reused');
       const single = join(work, 'single');
       const [a, b] = await Promise.all([buildInto(reused, undefined), buildInto(single, '0')]);
-      expect(a.code, a.output).toBe(0);
-      expect(b.code, b.output).toBe(0);
+      expect(a.code, a.stdout + a.stderr).toBe(0);
+      expect(b.code, b.stdout + b.stderr).toBe(0);
       const withReuse = await hostcallsOfOneRequest(join(reused, 'main.wasm'));
       const without = await hostcallsOfOneRequest(join(single, 'main.wasm'));
       // The same request, answered the same way by both (the stand-in has no stores configured: the

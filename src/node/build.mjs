@@ -168,6 +168,6 @@ if (target === 'node') {
 } else if (target === 'pins') {
   await pinScripts();
 } else {
-  console.error('usage: node src/node/build.mjs node|fastly|fastly-floor|engine-checks|engine-checks-fail|pins');
+  console.error('usage: node src/node/build.mjs node|fastly|fastly-floor|fastly-reuse-sim|engine-checks|engine-checks-fail|pins');
   process.exit(2);
 }

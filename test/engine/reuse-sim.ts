@@ -19,6 +19,7 @@
  */
 import { handleFastlyRequest } from '../../src/platform/fastly';
 import '../../src/platform/build-time';
+import { keepCookies } from '../support/cookie-jar';
 
 const HEADER = 'x-wr-reuse-sim';
 
@@ -61,23 +62,18 @@ interface Step {
  */
 async function runSequence(event: FetchEvent): Promise<Response> {
   const { steps } = (await event.request.json()) as { steps: Step[] };
-  const jars = new Map<string, Map<string, string>>();
+  /** Each jar's Cookie header. */
+  const jars = new Map<string, string | undefined>();
   const results = [];
   for (const step of steps) {
-    const jar = step.jar === undefined ? undefined : (jars.get(step.jar) ?? jars.set(step.jar, new Map()).get(step.jar)!);
     const headers = new Headers(step.headers ?? {});
-    if (jar !== undefined && jar.size > 0) headers.set('cookie', [...jar].map(([name, value]) => `${name}=${value}`).join('; '));
+    const held = step.jar === undefined ? undefined : jars.get(step.jar);
+    if (held !== undefined) headers.set('cookie', held);
     const request = new Request(new URL(step.path, event.request.url).toString(), { method: step.method ?? 'GET', headers });
     const response = await handleFastlyRequest(eventFor(event, request));
     const body = await response.text();
     const setCookies = response.headers.getSetCookie();
-    for (const cookie of setCookies) {
-      const [pair = ''] = cookie.split(';');
-      const at = pair.indexOf('=');
-      if (jar === undefined || at < 1) continue;
-      if (/;\s*max-age=0/i.test(cookie)) jar.delete(pair.slice(0, at));
-      else jar.set(pair.slice(0, at), pair.slice(at + 1));
-    }
+    if (step.jar !== undefined) jars.set(step.jar, keepCookies(held, setCookies));
     results.push({ status: response.status, origin: response.headers.get('x-origin'), setCookies, body: body.slice(0, 2000) });
     // The request's after-response work (a timer, then a cache lookup) runs before the next, as in a sandbox.
     await new Promise<void>((resolve) => setTimeout(resolve, 20));
