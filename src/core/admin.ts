@@ -9,6 +9,7 @@ import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSm
 import { adminPanel, type AdminFigures } from './admin-view';
 import { metricsText } from './metrics';
 import { escapeHtml, formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
+import { repeatedTopLevelKey } from './json-keys';
 import { IDEMPOTENCY_KEY_PATTERN, type AdaptiveStatus, type AdmissionPolicy, type AdmitResult, type Clock, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { refusedTicketsLastMinute, type RefusalReason } from './ticket-limit';
@@ -485,7 +486,8 @@ async function formReset(request: Request, ctx: AdminContext): Promise<Response>
 
 /**
  * An API call's JSON object body, read within MAX_FORM_BYTES: `undefined` when there is no body, a
- * 400 naming `example` when it is not a JSON object.
+ * 400 naming `example` when it is not a JSON object, and a 400 naming the key when one is given
+ * twice (JSON.parse would keep the last; see json-keys.ts), as a form field given twice is.
  */
 async function readJsonObject(request: Request, example: string): Promise<Record<string, unknown> | undefined | Response> {
   const body = await readSmallBody(request, MAX_FORM_BYTES);
@@ -498,6 +500,8 @@ async function readJsonObject(request: Request, example: string): Promise<Record
     return errorResponse(400, `body must be JSON like ${example}`);
   }
   if (typeof input !== 'object' || input === null || Array.isArray(input)) return errorResponse(400, `body must be a JSON object like ${example}`);
+  const twice = repeatedTopLevelKey(body.text);
+  if (twice !== undefined) return errorResponse(400, `${JSON.stringify(twice).slice(0, 80)} is given more than once in the body; nothing changed`);
   return input as Record<string, unknown>;
 }
 

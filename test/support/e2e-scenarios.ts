@@ -227,6 +227,40 @@ export function defineEndToEnd(stack: () => Stack): void {
       }
       expect(await stack().direct.hmget('wr:{default}:ctl', 'tail', 'cursor')).toEqual(before);
     });
+
+    it('a count, a switch or a key given twice, or a malformed Idempotency-Key, is a 400 that changes nothing', async () => {
+      for (const v of Array.from({ length: 3 }, visitor)) await v.get('/');
+      const ctl = () => stack().direct.hgetall('wr:{default}:ctl');
+      const before = await ctl();
+      const keysBefore = (await stack().direct.keys('*')).sort();
+      const api = (path: string, body?: string, headers: Record<string, string> = {}) =>
+        fetch(`${stack().url}/__wr/api/${path}`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, ...(body !== undefined && { 'content-type': 'application/json' }), ...headers }, ...(body !== undefined && { body }) });
+      const refused: [string, Promise<Response>, RegExp][] = [
+        // JSON.parse keeps the last of a repeated key: a proxy reading the first would see another request.
+        ['admit, count twice in the body', api('admit', '{"count": 1, "count": 100000}'), /"count" is given more than once/],
+        ['admit, count twice, once escaped', api('admit', '{"count": 1, "co\\u0075nt": 2}'), /"count" is given more than once/],
+        ['admit, count twice in the query', api('admit?count=1&count=2'), /count is given more than once/],
+        ['admit, count in the query and the body', api('admit?count=1', '{"count": 2}'), /not both/],
+        ['admit, a 65-character Idempotency-Key', api('admit?count=1', undefined, { 'idempotency-key': 'k'.repeat(65) }), /Idempotency-Key/],
+        ['admit, an Idempotency-Key with a space', api('admit?count=1', undefined, { 'idempotency-key': 'a b' }), /Idempotency-Key/],
+        ['admit, two Idempotency-Keys', api('admit?count=1', undefined, { 'idempotency-key': 'a, b' }), /Idempotency-Key/],
+        ['control, the switch twice', api('control', '{"switch": "hold", "switch": "normal"}'), /"switch" is given more than once/],
+        ['control, paused twice', api('control', '{"paused": false, "paused": true}'), /"paused" is given more than once/],
+        ['reset, confirm twice', api('reset', '{"confirm": "other", "confirm": "default"}'), /"confirm" is given more than once/],
+        ['vip, count twice', api('vip', '{"count": 1, "count": 100}'), /"count" is given more than once/],
+      ];
+      for (const [what, sent, reason] of refused) {
+        const response = await sent;
+        expect(response.status, what).toBe(400);
+        expect((await response.json()).error, what).toMatch(reason);
+      }
+      // Nothing moved, nothing was paused or switched, no VIP code or admit key was stored.
+      expect(await ctl()).toEqual(before);
+      expect((await stack().direct.keys('*')).sort()).toEqual(keysBefore);
+      // The same calls, each key once, are accepted: the refusals were for the repetition.
+      expect((await api('admit', '{"count": 1}')).status).toBe(200);
+      expect((await api('control', '{"paused": false}')).status).toBe(200);
+    });
   });
 
   describe('when the store goes away mid-run', () => {
