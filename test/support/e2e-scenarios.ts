@@ -1002,6 +1002,34 @@ export function defineSwitchScenario(stack: () => Stack): void {
     await expect.poll(async () => cookieFrom(await visit()) !== undefined, { timeout: 5_000, interval: 200 }).toBe(true);
     expect(Date.now() - started).toBeLessThan(15_000);
   });
+
+  // The runbook's answer to a long store outage is `store_failure = pass` (a settings change), not
+  // open: a switch is a store write, and a POP forgets the state it read within a cache lifetime.
+  it('with the store down a switch cannot be set: a 503 that says so, no visitor gets a 5xx, and nothing is applied once it is back', async () => {
+    const access = cookieFrom(await visit())!;
+    expect(payloadOf(access)['k']).toBe('a');
+    await stack().stopBridge();
+    try {
+      const refused = await control({ switch: 'open' });
+      expect(refused.status).toBe(503);
+      expect((await refused.json()).error).toMatch(/did not confirm the change/);
+      // Past the state cache's lifetime nobody here knows the state: a newcomer is not let through
+      // as if open, it waits on the "checking" page; the visitor inside stays in.
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      const newcomer = await visit();
+      expect(newcomer.status).toBe(200);
+      expect(newcomer.headers.get('x-origin')).toBeNull();
+      expect(await newcomer.text()).toContain('checking your place');
+      const inside = await visit(access);
+      expect(inside.status).toBe(200);
+      expect(inside.headers.get('x-origin')).toBe('demo');
+    } finally {
+      await stack().startBridge();
+    }
+    expect(await stack().direct.hget('wr:{default}:ctl', 'switch')).toBeNull();
+    // Back to normal by itself: a newcomer walks in with an access token, not past the room.
+    await expect.poll(async () => payloadOf(cookieFrom(await visit()) ?? 'x.e30.x')['k'], { timeout: 5_000, interval: 200 }).toBe('a');
+  });
 }
 
 /** Adaptive admission on, rate mode: 5 a minute. */
