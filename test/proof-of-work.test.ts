@@ -9,8 +9,9 @@ import { runInNewContext } from 'node:vm';
 import jws from 'jws';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/core/config';
-import { checkSolution, clientTag, issueChallenge, leadingZeroBits } from '../src/core/proof-of-work';
+import { checkSolution, clientTag, issueChallenge, leadingZeroBits, spentOnce } from '../src/core/proof-of-work';
 import { parseKeyRing } from '../src/core/tokens';
+import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import { ADMIN_PASSWORD, BASE_SETTINGS, cookieFrom, FaultyStore, KEY_1, KEY_2, ManualClock, MemoryLogger, payloadOf, purposeKey, source, testHandler } from './support/fixtures';
@@ -41,7 +42,7 @@ describe('leading zero bits', () => {
 
 describe('checking a solution at the edge', () => {
   it('accepts a solution to a challenge made for this client, once', async () => {
-    const limiter = new MemoryFailureLimiter({ now: () => NOW });
+    const limiter = spentOnce(new MemoryStateCache({ now: () => NOW }), SETTINGS.queueName);
     const pow = await issueChallenge(ring, SETTINGS, CLIENT, NOW);
     expect(pow).toMatchObject({ difficulty: 8, cookie: 'waiting_room_pow', nonce: expect.stringMatching(/^[0-9a-f]{32}$/) });
     const c = solve(pow.nonce, 8);
@@ -50,8 +51,31 @@ describe('checking a solution at the edge', () => {
     expect(await checkSolution(ring, SETTINGS, limiter, `${pow.challenge}~${c}`, CLIENT, NOW + 6_000)).toEqual({ ok: false, reason: 'pow_reused' });
   });
 
+  it('spends a solution once when copies of it come at the same moment', async () => {
+    // Checked and marked in two steps, copies that all checked before any marked would all pass.
+    const cache = new MemoryStateCache({ now: () => NOW });
+    const pow = await issueChallenge(ring, SETTINGS, CLIENT, NOW);
+    const solution = `${pow.challenge}~${solve(pow.nonce, 8)}`;
+    const results = await Promise.all(Array.from({ length: 20 }, () => checkSolution(ring, SETTINGS, spentOnce(cache, SETTINGS.queueName), solution, CLIENT, NOW + 1_000)));
+    expect(results.filter((r) => r.ok)).toHaveLength(1);
+    expect(results.filter((r) => !r.ok && r.reason === 'pow_reused')).toHaveLength(19);
+    // The mark itself, asked for by 20 at once with nothing between them: one spends it.
+    const marks = await Promise.all(Array.from({ length: 20 }, () => spentOnce(cache, SETTINGS.queueName).spend('fresh-nonce')));
+    expect(marks.filter(Boolean)).toHaveLength(1);
+    // Another queue's mark is its own: the same nonce there is not spent (it would fail its own checks first in use).
+    expect(await spentOnce(cache, 'other').spend(pow.nonce)).toBe(true);
+  });
+
+  it('counts a solution when the cache that marks it fails, and still refuses a bad one', async () => {
+    const failing = { spend: async () => { throw new Error('cache down'); } };
+    const pow = await issueChallenge(ring, SETTINGS, CLIENT, NOW);
+    const c = solve(pow.nonce, 8);
+    expect(await checkSolution(ring, SETTINGS, failing, `${pow.challenge}~${c}`, CLIENT, NOW + 1_000)).toEqual({ ok: true, nonce: pow.nonce });
+    expect(await checkSolution(ring, SETTINGS, failing, `${pow.challenge}~${c}`, '198.51.100.99', NOW + 1_000)).toMatchObject({ ok: false, reason: 'pow_wrong_client' });
+  });
+
   it('refuses what skips the work or was made for someone else', async () => {
-    const limiter = new MemoryFailureLimiter({ now: () => NOW });
+    const limiter = spentOnce(new MemoryStateCache({ now: () => NOW }), SETTINGS.queueName);
     const pow = await issueChallenge(ring, SETTINGS, CLIENT, NOW);
     const c = solve(pow.nonce, 8);
     let wrong = 0;

@@ -80,6 +80,65 @@ describe('MemoryStateCache', () => {
   });
 });
 
+describe('MemoryStateCache, bounded', () => {
+  it('past its bound drops the expired entries first, then the least recently stored, and keeps what was stored again', async () => {
+    const clock = new ManualClock();
+    const cache = new MemoryStateCache(clock, 100);
+    const one = async () => 1;
+    // A long-lived entry, stored again as it would be each lifetime; 60 short marks that expire.
+    await cache.getOrLoad('state', 3600, one);
+    for (let i = 0; i < 60; i++) await cache.getOrLoad(`short:${i}`, 1, one);
+    clock.advance(2_000);
+    for (let i = 0; i < 39; i++) await cache.getOrLoad(`mark:${i}`, 180, one);
+    expect(cache.size).toBe(100);
+    // The 101st: the 60 expired ones go, nothing live.
+    await cache.getOrLoad('mark:39', 180, one);
+    expect(cache.size).toBe(41);
+    expect(await cache.peek('state')).toBe(1);
+    for (let i = 0; i < 40; i++) expect(await cache.peek(`mark:${i}`)).toBe(1);
+    // An hour on, all of that has expired: the next time the bound is passed it all goes, and what
+    // was stored since (the state, loaded again when it expired) stays.
+    clock.advance(3_600_000 - 2_000);
+    for (let i = 40; i < 100; i++) await cache.getOrLoad(`mark:${i}`, 180, one);
+    await cache.getOrLoad('state', 3600, one);
+    await cache.getOrLoad('mark:100', 180, one);
+    expect(cache.size).toBeLessThanOrEqual(100);
+    expect(await cache.peek('state')).toBe(1);
+    expect(await cache.peek('mark:100')).toBe(1);
+    // The marks stored an hour ago have expired and went first.
+    expect(await cache.peek('mark:0')).toBeUndefined();
+  });
+
+  it('counts an entry loaded again as recent: the queue state outlives older marks when live ones must go', async () => {
+    const clock = new ManualClock();
+    const cache = new MemoryStateCache(clock, 10);
+    const one = async () => 1;
+    await cache.getOrLoad('state', 1, one);
+    for (let i = 0; i < 9; i++) await cache.getOrLoad(`mark:${i}`, 180, one);
+    clock.advance(1_500);
+    // The state expired and is loaded again: it is now the most recently stored.
+    expect((await cache.getOrLoad('state', 1, one)).hit).toBe(false);
+    await cache.getOrLoad('mark:9', 180, one);
+    expect(cache.size).toBe(9);
+    expect(await cache.peek('state')).toBe(1);
+    expect(await cache.peek('mark:0')).toBeUndefined();
+    expect(await cache.peek('mark:9')).toBe(1);
+  });
+
+  it('never holds more than its bound under a flood of distinct keys', async () => {
+    const clock = new ManualClock();
+    const cache = new MemoryStateCache(clock, 1_000);
+    let most = 0;
+    for (let i = 0; i < 5_000; i++) {
+      await cache.getOrLoad(`pow-spent:default:${i}`, 180, async () => true);
+      most = Math.max(most, cache.size);
+    }
+    expect(most).toBe(1_000);
+    // The most recent marks are kept: a replay of a fresh solution is still caught.
+    expect((await cache.getOrLoad('pow-spent:default:4999', 180, async () => true)).hit).toBe(true);
+  });
+});
+
 describe('polls on the real store with the per-POP cache', () => {
   let redis: RedisServer;
   let bridge: UpstashBridge;

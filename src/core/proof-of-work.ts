@@ -9,22 +9,43 @@
  * client's key, so a solution found on one address is worth nothing on another); it lives
  * POW_LIFETIME_SECONDS. A solution is a counter `c` such that SHA-256(`<nonce>:<c>`) begins with
  * `difficulty` zero bits. The holding page's script finds one and sends it back in the cookie
- * `<cookie_name>_pow` as `<challenge>~<c>`. A solution is spent once: its nonce is then held in the
- * ticket limiter's penalty box for longer than the challenge lives (per POP on Fastly, which is
- * where the same client comes back), so a replay gets a new challenge, not a second ticket.
+ * `<cookie_name>_pow` as `<challenge>~<c>`. A solution is spent once: its nonce is then marked in
+ * the POP's cache for longer than the challenge lives (per POP on Fastly, which is where the same
+ * client comes back), so a replay gets a new challenge, not a second ticket. The mark is the
+ * cache's load-once (see spentOnce): of copies sent at the same moment, one spends it.
  */
 import { clientKey } from './auth-throttle';
 import { hex, randomHex, sha256 } from './bytes';
 import type { Config } from './config';
-import type { FailureLimiter } from './ports';
+import type { StateCache } from './ports';
 import { signToken, verifyToken, type KeyRing } from './tokens';
 import type { PowChallenge } from './types';
 
 /** How long a challenge can be answered, seconds. */
 export const POW_LIFETIME_SECONDS = 120;
 
-/** How long a spent nonce is remembered, minutes: longer than a challenge lives. */
-const SPENT_MINUTES = 3;
+/** How long a spent nonce is remembered, seconds: longer than a challenge lives. */
+const SPENT_SECONDS = 180;
+
+/**
+ * Spends a nonce: true for the one call that spends it, false for every later one and every one
+ * made at the same moment. A check-then-mark in two steps (the ticket limiter's penalty box, as
+ * before) let copies of one solution sent at once pass together (3 tickets of 20 copies on the
+ * Compute host stand-in); the cache's getOrLoad runs one load for all concurrent callers in a POP
+ * (SimpleCache.getOrSet on Fastly, one pending load in the Node host's memory).
+ */
+export interface SpendOnce {
+  spend(nonce: string): Promise<boolean>;
+}
+
+export function spentOnce(cache: StateCache, queue: string): SpendOnce {
+  return {
+    async spend(nonce) {
+      const { hit } = await cache.getOrLoad(`pow-spent:${queue}:${nonce}`, SPENT_SECONDS, async () => true);
+      return !hit;
+    },
+  };
+}
 
 /** A solution's counter: up to 12 decimal digits (far more than 2^32 tries). */
 const COUNTER = /^[0-9]{1,12}$/;
@@ -81,7 +102,7 @@ export async function issueChallenge(ring: KeyRing, settings: PowSettings, addre
 export async function checkSolution(
   ring: KeyRing,
   settings: PowSettings,
-  limiter: FailureLimiter | undefined,
+  spent: SpendOnce | undefined,
   solution: string | undefined,
   address: string | undefined,
   nowMs: number,
@@ -99,15 +120,15 @@ export async function checkSolution(
   if (d < settings.powDifficulty) return { ok: false, reason: `pow_too_easy: ${d} bits, ${settings.powDifficulty} asked` };
   const bits = leadingZeroBits(await sha256(`${n}:${counter}`));
   if (bits < d) return { ok: false, reason: `pow_wrong_solution: ${bits} of ${d} zero bits` };
-  const spent = `pow|${n}`;
-  if (limiter !== undefined) {
+  if (spent !== undefined) {
+    let first = true;
     try {
-      if (await limiter.isHeld(spent)) return { ok: false, reason: 'pow_reused' };
-      await limiter.hold(spent, SPENT_MINUTES);
+      first = await spent.spend(n);
     } catch {
-      // A limiter that fails cannot remember spent solutions: the solution counts once more, and the
+      // A cache that fails cannot remember spent solutions: the solution counts once more, and the
       // ticket limit (if it answers) still bounds the client.
     }
+    if (!first) return { ok: false, reason: 'pow_reused' };
   }
   return { ok: true, nonce: n };
 }

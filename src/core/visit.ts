@@ -20,7 +20,7 @@ import type { QueueState } from './ports';
 import { createShuffle } from './shuffle';
 import type { AdmissionVia, Grant } from './admission';
 import { challengeCookieName, challengeHook, verifyChallenge } from './challenge';
-import { checkSolution, issueChallenge, powCookieName } from './proof-of-work';
+import { checkSolution, issueChallenge, powCookieName, spentOnce } from './proof-of-work';
 import { allowNewTicket, countRefusal } from './ticket-limit';
 import type { StoreOutcome } from './store-call';
 import { sharedTokenCache } from './token-cache';
@@ -262,7 +262,7 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   // A proof of work first, when the queue asks for one: a request without a valid solution gets a
   // challenge, is not counted for the ticket limit, and costs no store call.
   if (config.powDifficulty > 0 && checked) {
-    const proof = await checkSolution(ctx.secrets.keyRing, config, ctx.deps.ticketLimiter, trace.proof, trace.from, nowMs);
+    const proof = await checkSolution(ctx.secrets.keyRing, config, spentOnce(ctx.cache, queue), trace.proof, trace.from, nowMs);
     if (!proof.ok) {
       trace.reason = proof.reason;
       const missing = proof.reason === 'pow_missing';

@@ -14,9 +14,9 @@
  */
 import { createHash } from 'node:crypto';
 import { parseSecrets } from '../../src/core/config';
-import type { FailureLimiter } from '../../src/core/ports';
-import { checkSolution, issueChallenge } from '../../src/core/proof-of-work';
+import { checkSolution, issueChallenge, spentOnce } from '../../src/core/proof-of-work';
 import { allowNewTicket } from '../../src/core/ticket-limit';
+import { MemoryStateCache } from '../../src/platform/memory-cache';
 import { MemoryFailureLimiter } from '../../src/platform/memory-limiter';
 import { readLocalConfig } from '../../src/platform/node';
 import { table } from '../support/markdown-table';
@@ -97,7 +97,7 @@ async function cpuCosts(): Promise<CpuResult> {
   const settings = { queueName: 'bench', powDifficulty: DIFFICULTY, clientIpv4Prefix: 32 as const, cookieName: 'waiting_room' };
   let now = Date.now();
   const clock = { now: () => now };
-  const spent: FailureLimiter = new MemoryFailureLimiter(clock);
+  const spent = spentOnce(new MemoryStateCache(clock), settings.queueName);
   const solutions: string[] = [];
   for (let i = 0; i < CPU_REPEATS; i++) {
     const c = await issueChallenge(ring, settings, '192.0.2.1', now);

@@ -851,6 +851,21 @@ export function definePowScenario(stack: () => Stack): void {
     await expect.poll(() => stack().logs().filter((l) => l.decision === 'pow_challenge').map((l) => l.reason)).toEqual(['pow_missing', 'pow_wrong_client', 'pow_reused']);
     expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe('1');
   });
+
+  it('spends a solution once when 20 copies of it arrive at the same moment', async () => {
+    // Checked, then marked spent in a second step, copies in flight together all passed: 3 tickets
+    // of 20 on the Compute host stand-in. The mark is now the POP cache's load-once.
+    const from = '127.0.0.10';
+    const challenge = (await (await get(from)).json()) as { challenge: string; nonce: string };
+    const solution = `${challenge.challenge}~${solve(challenge.nonce, 8)}`;
+    const before = Number((await stack().direct.hget('wr:{default}:ctl', 'tail')) ?? 0);
+    const reusedBefore = stack().logs().filter((l) => l.reason === 'pow_reused').length;
+    const answers = await Promise.all(Array.from({ length: 20 }, () => get(from, solution)));
+    for (const answer of answers) expect(answer.status).toBe(200);
+    expect(answers.filter((r) => cookieFrom(r) !== undefined)).toHaveLength(1);
+    expect(Number(await stack().direct.hget('wr:{default}:ctl', 'tail')) - before).toBe(1);
+    await expect.poll(() => stack().logs().filter((l) => l.reason === 'pow_reused').length - reusedBefore).toBe(19);
+  });
 }
 
 
