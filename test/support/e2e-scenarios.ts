@@ -263,6 +263,73 @@ export function defineEndToEnd(stack: () => Stack): void {
     });
   });
 
+  describe('an operator under stress', () => {
+    const page = async (): Promise<{ csrf: string; admitKey: string }> => {
+      const html = await (await fetch(`${stack().url}/__wr/admin`, { headers: { authorization: ADMIN } })).text();
+      const csrf = /name="csrf" value="([^"]+)"/.exec(html)?.[1];
+      const admitKey = /name="idempotency_key" value="([^"]+)"/.exec(html)?.[1];
+      expect(csrf).toBeDefined();
+      expect(admitKey).toBeDefined();
+      return { csrf: csrf!, admitKey: admitKey! };
+    };
+    const postForm = (path: string, body: string) =>
+      fetch(`${stack().url}/__wr/admin/${path}`, {
+        method: 'POST',
+        headers: { authorization: ADMIN, 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' },
+        body,
+      });
+    const ctl = async (field: string) => Number(await stack().direct.hget('wr:{default}:ctl', field));
+
+    it('a let-N-in form sent twice at once (a double click) lets N in once; a new page load gets a new key', async () => {
+      for (const v of Array.from({ length: 10 }, visitor)) await v.get('/');
+      const { csrf, admitKey } = await page();
+      const body = `csrf=${encodeURIComponent(csrf)}&count=3&idempotency_key=${encodeURIComponent(admitKey)}`;
+      const answers = await Promise.all([postForm('admit', body), postForm('admit', body)]);
+      const results = (await Promise.all(answers.map((a) => a.json()))) as { admitted: number; replayed: boolean; cursor: number }[];
+      expect(answers.map((a) => a.status)).toEqual([200, 200]);
+      expect(results.map((r) => r.admitted)).toEqual([3, 3]);
+      expect(results.map((r) => r.replayed).sort()).toEqual([false, true]);
+      expect(await ctl('cursor')).toBe(3);
+      // Sent again a while later (the browser's back button and resubmit): still once.
+      const again = await postForm('admit', body);
+      expect(await again.json()).toMatchObject({ admitted: 3, replayed: true, cursor: 3 });
+      // The next page load is a new request of the operator's: its own key, applied.
+      const next = await page();
+      expect(next.admitKey).not.toBe(admitKey);
+      const more = await postForm('admit', `csrf=${encodeURIComponent(next.csrf)}&count=2&idempotency_key=${encodeURIComponent(next.admitKey)}`);
+      expect(await more.json()).toMatchObject({ admitted: 2, replayed: false, cursor: 5 });
+    });
+
+    it('two operators resetting from the same state at once: one empties the line, the other is told and changes nothing', async () => {
+      for (const v of Array.from({ length: 4 }, visitor)) await v.get('/');
+      const epoch = await ctl('epoch');
+      const reset = () =>
+        fetch(`${stack().url}/__wr/api/reset`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ confirm: 'default', epoch }),
+        });
+      const answers = await Promise.all([reset(), reset()]);
+      expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
+      const refused = (await answers.find((a) => a.status === 409)!.json()) as { error: string; applied: boolean };
+      expect(refused).toMatchObject({ applied: false });
+      expect(refused.error).toMatch(/reset by someone else since epoch/);
+      // One new epoch, the one the applied reset answered with.
+      const applied = (await answers.find((a) => a.status === 200)!.json()) as { reset: boolean; epoch: number };
+      expect(applied.reset).toBe(true);
+      const after = await ctl('epoch');
+      expect(after).not.toBe(epoch);
+      expect(applied.epoch).toBe(after);
+      expect(refused).toMatchObject({ epoch: after });
+      // The line is empty: the cursor is at the tail (ticket numbers are never handed out twice).
+      expect(await ctl('cursor')).toBe(await ctl('tail'));
+      expect(applied).toMatchObject({ waiting: 0 });
+      // The same reset sent again (a retry): nothing more happens.
+      expect((await reset()).status).toBe(409);
+      expect(await ctl('epoch')).toBe(after);
+    });
+  });
+
   describe('when the store goes away mid-run', () => {
     it('no visitor gets a 5xx, admitted visitors keep passing, and it recovers', async () => {
       const admitted = visitor();
