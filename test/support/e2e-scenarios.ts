@@ -181,6 +181,61 @@ export function defineEndToEnd(stack: () => Stack): void {
     });
   });
 
+  describe('hostile header bytes', () => {
+    it('bytes no browser sends in a cookie, a credential or a language get a holding page or a 4xx, never a 5xx, and pass nobody', async () => {
+      const room = new URL(stack().url);
+      const send = (method: string, target: string, headers: [string, string][]) => sendRaw(Number(room.port), rawRequest(method, target, [['Host', room.host], ...headers]));
+      // Every byte from 0x80 to 0xFF, and the controls a header may still carry (tab) or not (the rest).
+      const high = Array.from({ length: 128 }, (_, i) => String.fromCharCode(0x80 + i)).join('');
+      const controls = '\x01\x02\x7f\t';
+      const forged = `eyJhbGciOiJIUzI1NiJ9.${high}.x`;
+      const visits: [string, [string, string][]][] = [
+        ['a cookie of high bytes', [['Cookie', `waiting_room=${high}`]]],
+        ['a cookie name of high bytes', [['Cookie', `${high}=1; waiting_room=${forged}`]]],
+        ['controls in a cookie', [['Cookie', `waiting_room=a${controls}b`]]],
+        ['500 cookies', [['Cookie', Array.from({ length: 500 }, (_, i) => `c${i}=${i % 7 === 0 ? high.slice(0, 9) : 'v'}`).join('; ')]]],
+        ['50 of ours, all junk', [['Cookie', Array.from({ length: 50 }, (_, i) => `waiting_room=${i}.${high.slice(i, i + 5)}.x`).join('; ')]]],
+        ['a carried admission of high bytes', [['Cookie', `waiting_room_adm=${high}; wr_bypass=${high}`]]],
+        ['a language of high bytes', [['Accept-Language', `${high};q=0.9, de;q=${high}`]]],
+        ['a language 4 KB long', [['Accept-Language', `${'x-'.repeat(2000)}de`]]],
+        ['an Accept of high bytes', [['Accept', `text/${high}`]]],
+      ];
+      let held = 0;
+      for (const [what, headers] of visits) {
+        const response = await send('GET', '/products', headers);
+        if (response.status === 200) held += 1;
+        expect(response.status === undefined || response.status < 500, `${what}: ${response.status}`).toBe(true);
+        // Refused by the HTTP layer (controls), or a holding page: never the origin.
+        expect(response.headers['x-origin'], what).toBeUndefined();
+        // What the handler saw (the HTTP layer lets most of these through): junk read as no
+        // cookie, so a new visitor's holding page and ticket.
+        if (response.status === 200) expect(response.headers['set-cookie'] ?? '', what).toMatch(/(^|, )waiting_room=ey/);
+      }
+      // Both hosts let all but the controls through to the handler (seen: 8 of 9).
+      expect(held).toBeGreaterThanOrEqual(visits.length - 1);
+      const own: [string, string, [string, string][], number[]][] = [
+        ['a Basic credential of high bytes', '/__wr/admin', [['Authorization', `Basic ${high}`]], [400, 401]],
+        ['a Basic credential that decodes to high bytes', '/__wr/admin', [['Authorization', `Basic ${Buffer.from(`admin:${high}`, 'latin1').toString('base64')}`]], [401]],
+        ['a bearer token of high bytes', '/__wr/api/state', [['Authorization', `Bearer ${high}`]], [400, 401]],
+        ['controls in a bearer token', '/__wr/api/state', [['Authorization', `Bearer ${API_TOKEN}${controls}`]], [400, 401]],
+      ];
+      for (const [what, target, headers, expected] of own) {
+        const response = await send('GET', target, headers);
+        expect(response.status === undefined || expected.includes(response.status), `${what}: ${response.status}`).toBe(true);
+      }
+      const before = await stack().direct.hmget('wr:{default}:ctl', 'cursor');
+      for (const key of [high, `k${controls}`, 'k'.repeat(4000)]) {
+        const response = await send('POST', '/__wr/api/admit?count=5', [['Authorization', `Bearer ${API_TOKEN}`], ['Idempotency-Key', key]]);
+        expect(response.status === undefined || response.status === 400, `Idempotency-Key ${JSON.stringify(key.slice(0, 8))}: ${response.status}`).toBe(true);
+      }
+      expect(await stack().direct.hmget('wr:{default}:ctl', 'cursor')).toEqual(before);
+      // Still serving, and still deciding: a plain visitor gets a ticket.
+      const plain = await visitor().get('/');
+      expect(plain.status).toBe(200);
+      expect(cookieFrom(plain)).toBeDefined();
+    });
+  });
+
   describe('a VIP link with a hostile path', () => {
     it('redirects to our own site, never to //evil.example/', async () => {
       const created = await fetch(`${stack().url}/__wr/api/vip`, {
