@@ -413,6 +413,55 @@ export function defineEndToEnd(stack: () => Stack): void {
     });
   });
 
+  describe('when the store stops answering (redis-server frozen)', () => {
+    it('every answer comes within the store timeout, none is a 5xx, an admit says it may have applied, and its retry applies it once', async () => {
+      const admitted = visitor();
+      const waiting = visitor();
+      await admitted.get('/');
+      await waiting.get('/');
+      await admitByApi(1);
+      await admitted.get('/');
+      expect(admitted.claims['k']).toBe('a');
+      const admitOnce = () =>
+        fetch(`${stack().url}/__wr/api/admit?count=1`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, 'idempotency-key': 'while-frozen' } });
+      // The settings give a store call 1000 ms: a visitor's request makes one (seen: 1.01-1.04 s on
+      // both hosts), an admit with its key is tried twice (2.00-2.02 s); 1.5 s of slack for a busy machine.
+      const STORE_TIMEOUT_MS = 1000;
+      const SLACK_MS = 1500;
+      stack().redis.pause();
+      try {
+        const timed = async <T>(what: string, run: () => Promise<T>, calls = 1): Promise<T> => {
+          const started = Date.now();
+          const result = await run();
+          expect(Date.now() - started, what).toBeLessThan(calls * STORE_TIMEOUT_MS + SLACK_MS);
+          return result;
+        };
+        const w = await timed('waiting poll', () => waiting.get('/'));
+        expect(w.status).toBe(200);
+        expect(await w.text()).toContain('checking your place');
+        const n = await timed('new visitor', () => visitor().get('/'));
+        expect(n.status).toBe(200);
+        expect(reachedOrigin(n)).toBe(false);
+        // Access needs no store call: the admitted visitor is not held up at all.
+        const a = await timed('admitted visitor', () => admitted.get('/cart'));
+        expect(reachedOrigin(a)).toBe(true);
+        const op = await timed('admit', admitOnce, 2);
+        expect(op.status).toBe(503);
+        expect(await op.json()).toMatchObject({ applied: 'unknown', idempotency_key: 'while-frozen' });
+      } finally {
+        stack().redis.resume();
+      }
+      // What the frozen server was sent is answered now; the admit may have been applied late. Its
+      // retry with the same key lets one visitor in, in all: the waiting visitor, and nobody more.
+      const retried = await admitOnce();
+      expect(retried.status).toBe(200);
+      expect(await retried.json()).toMatchObject({ admitted: 1, idempotency_key: 'while-frozen' });
+      expect(await stack().direct.hget('wr:{default}:ctl', 'cursor')).toBe('2');
+      await expect.poll(async () => reachedOrigin(await waiting.get('/')), { timeout: 5_000, interval: 300 }).toBe(true);
+      await expect.poll(() => stack().logs().filter((r) => r.store_error !== undefined).length).toBeGreaterThanOrEqual(2);
+    });
+  });
+
   describe('logging', () => {
     it('writes one structured line per request with the decision, ticket, cursor and store time', async () => {
       const v = visitor();

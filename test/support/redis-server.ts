@@ -15,6 +15,12 @@ export interface RedisServer {
   url: string;
   /** Stops the server and resolves once the process has exited. */
   stop(): Promise<void>;
+  /**
+   * Freezes the process (SIGSTOP): connections stay open and commands go unanswered, a store that
+   * hangs rather than refuses. `resume` (SIGCONT) lets it answer what it was sent meanwhile.
+   */
+  pause(): void;
+  resume(): void;
 }
 
 const HOST = '127.0.0.1';
@@ -87,6 +93,8 @@ async function startOnce(port: number, extraArgs: string[]): Promise<RedisServer
 
   const stop = async (): Promise<void> => {
     if (child.exitCode !== null || child.signalCode !== null || spawnError) return;
+    // A paused server would not act on SIGTERM until continued.
+    child.kill('SIGCONT');
     child.kill('SIGTERM');
     const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
     await exited;
@@ -105,7 +113,10 @@ async function startOnce(port: number, extraArgs: string[]): Promise<RedisServer
     }
     await sleep(20);
   }
-  return { port, url: `redis://${HOST}:${port}`, stop };
+  const signal = (name: NodeJS.Signals) => () => {
+    if (child.exitCode === null && child.signalCode === null && !spawnError) child.kill(name);
+  };
+  return { port, url: `redis://${HOST}:${port}`, stop, pause: signal('SIGSTOP'), resume: signal('SIGCONT') };
 }
 
 function findFreePort(): Promise<number> {
