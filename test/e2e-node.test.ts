@@ -7,8 +7,10 @@ import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { API_TOKEN } from './support/fixtures';
 import {
   CAPACITY_SETTINGS,
+  LOST_STATE_SETTINGS,
   defineCacheScenario,
   defineCapacityScenarios,
+  defineLostStateScenario,
   defineEndToEnd,
   defineEventScenario,
   defineRandomScenario,
@@ -86,6 +88,17 @@ describe('Node host in capacity mode', () => {
     await capacity?.close();
   });
   defineCapacityScenarios(() => capacity);
+});
+
+describe('Node host in capacity mode when the store forgets', () => {
+  let forgetful: Stack;
+  beforeAll(async () => {
+    forgetful = await startNodeStack(LOST_STATE_SETTINGS);
+  });
+  afterAll(async () => {
+    await forgetful?.close();
+  });
+  defineLostStateScenario(() => forgetful);
 });
 
 describe('Node host with a scheduled event', () => {

@@ -11,8 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findComputeHost, PROJECT_ROOT } from './support/compute-host';
 import {
   CAPACITY_SETTINGS,
+  LOST_STATE_SETTINGS,
   defineCacheScenario,
   defineCapacityScenarios,
+  defineLostStateScenario,
   defineEndToEnd,
   defineEventScenario,
   defineRandomScenario,
@@ -80,6 +82,18 @@ describe.skipIf(!host.found)('wasm in capacity mode', () => {
     await capacity?.close();
   });
   defineCapacityScenarios(() => capacity);
+});
+
+describe.skipIf(!host.found)('wasm in capacity mode when the store forgets', () => {
+  let forgetful: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    forgetful = await startWasmStack({ viceroyPath: host.path, settings: LOST_STATE_SETTINGS });
+  }, 120_000);
+  afterAll(async () => {
+    await forgetful?.close();
+  });
+  defineLostStateScenario(() => forgetful);
 });
 
 describe.skipIf(!host.found)('wasm: the settings item as the Config Store holds it', () => {

@@ -563,6 +563,61 @@ export const CAPACITY_SETTINGS: Record<string, string> = {
   leave_grace_seconds: '1',
 };
 
+/**
+ * Settings for `defineLostStateScenario`: capacity 3, the default sign of a lost state (`pop`), a
+ * 5-s activity refresh (the window capacity mode holds after a loss) and a 1-s state cache.
+ */
+export const LOST_STATE_SETTINGS: Record<string, string> = {
+  max_active: '3',
+  max_new_per_minute: '100',
+  session_seconds: '120',
+  activity_refresh_seconds: '5',
+  state_cache_seconds: '1',
+};
+
+/**
+ * The store forgets (a FLUSHALL, as a restart without persistence or a failover would) while 3 hold
+ * the site's 3 places: newcomers arriving at once must not take the room of holders who have not
+ * refreshed yet. The host learns of the loss from its own cache (it served this queue: the marker
+ * the Fastly adapter keeps in SimpleCache, the Node host in memory), with no cookie of the lost state.
+ */
+export function defineLostStateScenario(stack: () => Stack): void {
+  it('after the store forgets, newcomers do not take the places of those inside: never more than 3 on the site, no 5xx', async () => {
+    await stack().direct.flushall();
+    const url = stack().url;
+    const inside = [new HttpVisitor(url), new HttpVisitor(url), new HttpVisitor(url)];
+    for (const v of inside) expect(reachedOrigin(await v.get('/'))).toBe(true);
+    expect(reachedOrigin(await new HttpVisitor(url).get('/'))).toBe(false);
+    await stack().direct.flushall();
+    const forgotten = Date.now();
+    // Three newcomers at once, before any holder comes back: to the store the queue is new and empty.
+    const newcomers = [new HttpVisitor(url), new HttpVisitor(url), new HttpVisitor(url)];
+    const first = await Promise.all(newcomers.map((v) => v.get('/')));
+    for (const response of first) {
+      expect(response.status).toBeLessThan(500);
+      expect(reachedOrigin(response)).toBe(false);
+    }
+    // For the window (one activity refresh, 5 s) and a little after, everyone keeps asking: those
+    // inside pass and re-register their places, the newcomers wait. Counted each round: who got in.
+    const onSite = new Set<HttpVisitor>(inside);
+    const statuses: number[] = [];
+    while (Date.now() - forgotten < 7_500) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      for (const v of [...inside, ...newcomers]) {
+        const response = await v.get('/');
+        statuses.push(response.status);
+        if (reachedOrigin(response)) onSite.add(v);
+      }
+      expect(onSite.size, `${Date.now() - forgotten} ms after the loss`).toBeLessThanOrEqual(3);
+    }
+    expect(statuses.every((status) => status < 500)).toBe(true);
+    // Those inside stayed in; the store counts them again, the newcomers wait behind.
+    for (const v of inside) expect(onSite.has(v)).toBe(true);
+    const stats = await (await fetch(`${url}/__wr/api/stats`, { headers: { authorization: `Bearer ${API_TOKEN}` } })).json();
+    expect(stats).toMatchObject({ active_sessions: 3, max_sessions: 3 });
+  }, 30_000);
+}
+
 /** Capacity mode end to end; run on a stack started with CAPACITY_SETTINGS. */
 export function defineCapacityScenarios(stack: () => Stack): void {
   const api = (path: string, body?: unknown) =>
