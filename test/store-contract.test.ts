@@ -2313,6 +2313,35 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.useVip(q, h, T0 + 1)).toEqual({ ok: true, remaining: winner - 1 });
       });
 
+      it('makes a batch of codes in one call: each created unless it exists, flags in order, each usable on its own', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const existing = vipHash();
+        expect(await store.createVip(q, existing, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
+        const fresh = Array.from({ length: 98 }, () => vipHash());
+        // A hash that exists already, 98 new ones, and one of them again at the end.
+        const batch = [existing, ...fresh, fresh[0]!];
+        const created = await store.createVips(q, batch, { uses: 2, expiresAtMs: T0 + 60_000 }, T0);
+        expect(created).toEqual([false, ...fresh.map(() => true), false]);
+        // The existing code kept its own single use; every new one has the batch's two.
+        expect(await store.useVip(q, existing, T0 + 1)).toEqual({ ok: true, remaining: 0 });
+        for (const h of fresh) expect(await store.useVip(q, h, T0 + 1)).toEqual({ ok: true, remaining: 1 });
+        expect(await store.useVip(q, fresh[5]!, T0 + 60_000)).toEqual({ ok: false, reason: 'expired' });
+      });
+
+      it.each<[string, unknown]>([
+        ['no hashes', []],
+        ['101 hashes (one more than an operator may ask for)', Array.from({ length: 101 }, () => 'a'.repeat(64))],
+        ['one bad hash among good ones', ['a'.repeat(64), 'NOT-A-HASH', 'b'.repeat(64)]],
+        ['not a list', 'a'.repeat(64)],
+      ])('refuses a batch of %s and writes nothing', async (_label, hashes) => {
+        const store = createStore();
+        const q = randomQueue();
+        await expect(store.createVips(q, hashes as string[], { uses: 1, expiresAtMs: null }, T0)).rejects.toBeInstanceOf(StoreArgumentError);
+        expect(await store.useVip(q, 'a'.repeat(64), T0)).toEqual({ ok: false, reason: 'unknown' });
+        expect(await store.useVip(q, 'b'.repeat(64), T0)).toEqual({ ok: false, reason: 'unknown' });
+      });
+
       it('keeps codes apart per queue', async () => {
         const store = createStore();
         const a = randomQueue();

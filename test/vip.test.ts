@@ -4,7 +4,7 @@
  */
 import { Redis } from '@upstash/redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseVipRequest } from '../src/core/admin';
+import { MAX_VIP_CODES, parseVipRequest } from '../src/core/admin';
 import { parseConfig, parseSecrets } from '../src/core/config';
 import { createHandler, type Handler } from '../src/core/handler';
 import type { QueueStore } from '../src/core/ports';
@@ -12,8 +12,9 @@ import { createVipCode, hashVipCode, normalizeVipCode } from '../src/core/vip';
 import { startUpstashBridge, type UpstashBridge } from '../src/node/upstash-bridge';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryQueueStore } from '../src/store/memory-store';
+import { VIP_MAX_BATCH } from '../src/store/scripts';
 import { createUpstashClientOptions, UpstashQueueStore } from '../src/store/upstash-store';
-import { API_TOKEN, BASE_SECRETS, BASE_SETTINGS, cookieFrom, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
+import { API_TOKEN, BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
 import { startRedisServer, type RedisServer } from './support/redis-server';
 
 const SITE = 'https://shop.example';
@@ -125,5 +126,38 @@ describe('VIP codes on the real store', () => {
     expect(admitted).toHaveLength(5);
     expect(responses.filter((r) => r.status === 200)).toHaveLength(95);
     expect(admitted.every((r) => payloadOf(cookieFrom(r)!)['k'] === 'a')).toBe(true);
+  });
+
+  it('the most codes one may ask for are made in one store call, each admitting its visitor', async () => {
+    // One call per code would pass Fastly's 32 backend requests per request well before 100.
+    expect(MAX_VIP_CODES).toBeLessThanOrEqual(VIP_MAX_BATCH);
+    const upstash = new Redis(createUpstashClientOptions({ url: bridge.url, token: 'vip-test-token', retries: 0 }));
+    const store = new FaultyStore(new UpstashQueueStore({ redis: upstash }));
+    const { handler } = build(store);
+    const before = (await upstash.keys('*:vip:*')).length;
+    const { codes } = await createCodes(handler, { count: MAX_VIP_CODES, uses: 1 });
+    expect(store.calls).toBe(1);
+    expect(codes).toHaveLength(MAX_VIP_CODES);
+    expect(new Set(codes.map((c) => c.code)).size).toBe(MAX_VIP_CODES);
+    expect((await upstash.keys('*:vip:*')).length - before).toBe(MAX_VIP_CODES);
+    for (const { code } of [codes[0]!, codes[49]!, codes[99]!]) {
+      expect((await handler(new Request(`${SITE}/drop?wr_vip=${code}`), CLIENT)).status).toBe(303);
+      expect((await handler(new Request(`${SITE}/drop?wr_vip=${code}`), CLIENT)).status).toBe(200);
+    }
+  });
+
+  it('a batch the store does not confirm shows no code and says none was made', async () => {
+    const store = new FaultyStore(new UpstashQueueStore({ redis: new Redis(createUpstashClientOptions({ url: bridge.url, token: 'vip-test-token', retries: 0 })) }));
+    store.mode = 'error';
+    const { handler } = build(store);
+    const response = await handler(
+      new Request(`${SITE}/__wr/api/vip`, { method: 'POST', body: JSON.stringify({ count: 40 }), headers: { authorization: `Bearer ${API_TOKEN}` } }),
+      CLIENT,
+    );
+    expect(response.status).toBe(503);
+    const body = (await response.json()) as { error: string; codes: unknown[] };
+    expect(body.error).toMatch(/did not confirm the codes .*no code was made/);
+    expect(body.codes).toEqual([]);
+    expect(store.calls).toBe(1);
   });
 });

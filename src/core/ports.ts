@@ -384,6 +384,12 @@ export interface QueueStore {
    * a day after its expiry, or 30 days after its creation when it has none.
    */
   createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean>;
+  /**
+   * createVip for 1 to VIP_MAX_BATCH (100) hashes at once, all with the same uses and expiry, in
+   * one store call: one flag per hash, in order (false where that hash exists already, or repeats
+   * an earlier one of the batch).
+   */
+  createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]>;
   /** Spend one use of a VIP code atomically: a code with N uses admits exactly N callers. */
   useVip(queue: string, codeHash: string, nowMs: number): Promise<VipUse>;
 }

@@ -57,6 +57,7 @@ import {
   checkPolicy,
   checkTicket,
   checkUntilMs,
+  checkVipBatch,
   checkVipCode,
   checkVipHash,
   checkWaitedMs,
@@ -509,17 +510,26 @@ export class MemoryQueueStore implements QueueStore {
   }
 
   async createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean> {
+    const [created] = await this.createVips(queue, [codeHash], code, nowMs);
+    return created === true;
+  }
+
+  /** Mirrors the create_vip script: every argument checked before anything is written. */
+  async createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]> {
     assertQueueName(queue);
-    checkVipHash(codeHash);
+    const hashes = checkVipBatch(codeHashes);
     const v = checkVipCode(code, nowMs);
     let codes = this.#vips.get(queue);
     if (codes === undefined) {
       codes = new Map();
       this.#vips.set(queue, codes);
     }
-    if (liveVip(codes, codeHash, v.nowMs) !== undefined) return false;
-    codes.set(codeHash, { left: v.uses, expiresAtMs: v.expiresAtMs, dropAtMs: v.nowMs + v.keepMs });
-    return true;
+    const store = codes;
+    return hashes.map((codeHash) => {
+      if (liveVip(store, codeHash, v.nowMs) !== undefined) return false;
+      store.set(codeHash, { left: v.uses, expiresAtMs: v.expiresAtMs, dropAtMs: v.nowMs + v.keepMs });
+      return true;
+    });
   }
 
   /** Mirrors the use_vip script: unknown, then expired, then used up; else one use is taken. */

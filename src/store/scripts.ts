@@ -553,6 +553,13 @@ export function assertAdmitCount(count: number): void {
 /** Most uses one VIP code may have. */
 export const VIP_MAX_USES = 1_000_000;
 
+/**
+ * Most VIP codes one create_vip call makes: the most an operator asks for at once (the admin API's
+ * 1-100), so a batch is one store request. One request per code would pass Fastly's 32 backend
+ * requests per client request.
+ */
+export const VIP_MAX_BATCH = 100;
+
 /** A VIP code without an expiry of its own is forgotten this long after its creation, ms (30 days). */
 export const VIP_TTL_MS = 30 * 24 * 3_600_000;
 
@@ -575,6 +582,15 @@ export function checkVipHash(codeHash: string): string {
     throw new StoreArgumentError('invalid VIP code hash: expected 64 lower-case hex digits (SHA-256)');
   }
   return codeHash;
+}
+
+/** A batch of VIP code hashes for create_vip: 1 to VIP_MAX_BATCH, each a valid hash. */
+export function checkVipBatch(codeHashes: readonly string[]): readonly string[] {
+  if (!Array.isArray(codeHashes) || codeHashes.length < 1 || codeHashes.length > VIP_MAX_BATCH) {
+    throw new StoreArgumentError(`invalid VIP batch: expected 1 to ${VIP_MAX_BATCH} code hashes`);
+  }
+  for (const hash of codeHashes) checkVipHash(hash);
+  return codeHashes;
 }
 
 /** The key of one VIP code, under its queue's hash tag; validates prefix, queue and hash. */
@@ -794,6 +810,7 @@ const LUA_CONSTANTS = {
   JOIN_KEEP_MS,
   JOIN_SLOT_DIGITS,
   VIP_MAX_USES,
+  VIP_MAX_BATCH,
   VIP_KEEP_EXPIRED_MS,
   VIP_TTL_MS,
   AC_MIN_REQUESTS,
@@ -839,7 +856,7 @@ export const ADMIT_SHA1 = 'ce83abd7bfeab1cb55a1655d2ac2d5bc54b7cad6';
 export const CONTROL_SHA1 = '02cc474e6b490befd9d9b739d09037c2d99215eb';
 export const STATS_SHA1 = '4406ba3d917b6e6721afac41eba83a44b2901dce';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
-export const CREATE_VIP_SHA1 = '0a048ade72bb09f7fffa196b2a436673f931ab27';
+export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
 export const DRAW_SHA1 = '31ac8100b19d25950b489c176575b3ba03f7d5be';
 export const RESET_SHA1 = '391703c16262ae3eec9e49119d39c4e6e1504d17';

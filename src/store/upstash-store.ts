@@ -67,6 +67,7 @@ import {
   checkRecoverMs,
   checkTicket,
   checkUntilMs,
+  checkVipBatch,
   checkVipCode,
   checkWaitedMs,
   controlArgv,
@@ -237,9 +238,15 @@ export class UpstashQueueStore implements QueueStore {
   }
 
   async createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean> {
-    const key = vipKey(this.#prefix, queue, codeHash);
+    const [created] = await this.createVips(queue, [codeHash], code, nowMs);
+    return created === true;
+  }
+
+  async createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]> {
+    const keys = checkVipBatch(codeHashes).map((hash) => vipKey(this.#prefix, queue, hash));
     const argv = vipCreateArgv(checkVipCode(code, nowMs));
-    return parseReply(CREATE_VIP, await this.#run(CREATE_VIP, [key], argv), 1).flag(0);
+    const reply = parseReply(CREATE_VIP, await this.#run(CREATE_VIP, keys, argv), keys.length);
+    return keys.map((_, i) => reply.flag(i));
   }
 
   async useVip(queue: string, codeHash: string, nowMs: number): Promise<VipUse> {

@@ -362,6 +362,10 @@ class CountingStore implements QueueStore {
     this.#count('admit');
     return this.inner.createVip(queue, codeHash, code, nowMs);
   }
+  createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]> {
+    this.#count('admit');
+    return this.inner.createVips(queue, codeHashes, code, nowMs);
+  }
   useVip(queue: string, codeHash: string, nowMs: number): Promise<VipUse> {
     this.#count('admit');
     return this.inner.useVip(queue, codeHash, nowMs);

@@ -106,6 +106,7 @@ export class FaultyStore implements QueueStore {
   reset: QueueStore['reset'] = (...a) => this.gate(() => this.inner.reset(...a));
   peek: QueueStore['peek'] = (...a) => this.gate(() => this.inner.peek(...a));
   createVip: QueueStore['createVip'] = (...a) => this.gate(() => this.inner.createVip(...a));
+  createVips: QueueStore['createVips'] = (...a) => this.gate(() => this.inner.createVips(...a));
   useVip: QueueStore['useVip'] = (...a) => this.gate(() => this.inner.useVip(...a));
 }
 
