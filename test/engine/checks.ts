@@ -522,6 +522,9 @@ class FailingStore implements QueueStore {
   createVip(): Promise<never> {
     return this.fail();
   }
+  createVips(): Promise<never> {
+    return this.fail();
+  }
   useVip(): Promise<never> {
     return this.fail();
   }
@@ -570,6 +573,9 @@ class SilentStore implements QueueStore {
     return new Promise(() => undefined);
   }
   createVip(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  createVips(): Promise<never> {
     return new Promise(() => undefined);
   }
   useVip(): Promise<never> {
