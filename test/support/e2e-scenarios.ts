@@ -30,6 +30,17 @@ export function defineEndToEnd(stack: () => Stack): void {
   const admitByApi = (count: number | string) =>
     fetch(`${stack().url}/__wr/api/admit?count=${count}`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
 
+  /** Two visitors: the first let in by the origin's admit (holding its access token), the second waiting behind. */
+  const oneInOneWaiting = async (): Promise<{ admitted: HttpVisitor; waiting: HttpVisitor }> => {
+    const admitted = visitor();
+    const waiting = visitor();
+    await admitted.get('/');
+    await waiting.get('/');
+    await admitByApi(1);
+    await admitted.get('/');
+    return { admitted, waiting };
+  };
+
   beforeEach(async () => {
     await stack().direct.flushall();
     stack().clearLogs();
@@ -387,12 +398,7 @@ export function defineEndToEnd(stack: () => Stack): void {
 
   describe('when the store goes away mid-run', () => {
     it('no visitor gets a 5xx, admitted visitors keep passing, and it recovers', async () => {
-      const admitted = visitor();
-      const waiting = visitor();
-      await admitted.get('/');
-      await waiting.get('/');
-      await admitByApi(1);
-      await admitted.get('/');
+      const { admitted, waiting } = await oneInOneWaiting();
       await stack().stopBridge();
       try {
         const a = await admitted.get('/cart');
@@ -415,12 +421,7 @@ export function defineEndToEnd(stack: () => Stack): void {
 
   describe('when the store stops answering (redis-server frozen)', () => {
     it('every answer comes within the store timeout, none is a 5xx, an admit says it may have applied, and its retry applies it once', async () => {
-      const admitted = visitor();
-      const waiting = visitor();
-      await admitted.get('/');
-      await waiting.get('/');
-      await admitByApi(1);
-      await admitted.get('/');
+      const { admitted, waiting } = await oneInOneWaiting();
       expect(admitted.claims['k']).toBe('a');
       const admitOnce = () =>
         fetch(`${stack().url}/__wr/api/admit?count=1`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, 'idempotency-key': 'while-frozen' } });
