@@ -5,11 +5,12 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../src/core/config';
 import { parseQueues, selectQueue } from '../src/core/queues';
+import { OVERVIEW_READS } from '../src/core/ports';
 import { createService } from '../src/core/service';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { ADMIN_PASSWORD, API_TOKEN, BASE_SECRETS, BASE_SETTINGS, cookieFrom, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
+import { ADMIN_PASSWORD, API_TOKEN, BASE_SECRETS, BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, MemoryLogger, payloadOf, RecordingOrigin, source } from './support/fixtures';
 
 const DOCUMENT = JSON.stringify([
   { name: 'de-sale', hosts: ['shop.example'], paths: ['/sale/*'], countries: ['DE', 'AT'], settings: { hold_status: 503, page_title: 'Sale (DE)' } },
@@ -150,6 +151,42 @@ describe('several queues in one service', () => {
     for (const name of ['de-sale', 'sale', 'tickets']) expect(html).toContain(`href="/__wr/admin?queue=${name}"`);
     expect(html).toContain('action="/__wr/admin/admit?queue=sale"');
     expect(html).toContain('<code>tickets</code></a>: 1 waiting, 0 active');
+  });
+
+  it('reads the figures of the queue on the page and a few others, within the backend requests Fastly allows a request', async () => {
+    // 20 queues: one page reading every queue's figures (one store call each) would pass Fastly's
+    // 32 backend requests per request; the page reads its own queue and the first others.
+    const names = Array.from({ length: 20 }, (_, i) => `q${String(i).padStart(2, '0')}`);
+    const clock = new ManualClock();
+    const store = new FaultyStore(new MemoryQueueStore());
+    const s = createService(source({ ...BASE_SETTINGS, queues: JSON.stringify(names.map((name) => ({ name, paths: [`/${name}/*`] }))) }), source(BASE_SECRETS), {
+      store,
+      origin: new RecordingOrigin(),
+      logger: new MemoryLogger(),
+      clock,
+      cache: new MemoryStateCache(clock),
+      authLimiter: new MemoryFailureLimiter(clock),
+      ticketLimiter: new MemoryFailureLimiter(clock),
+    });
+    // A visitor in the last queue, so its figures show when they are read.
+    await s.handler(new Request('https://shop.example/q19/x'), CLIENT);
+    const admin = (path: string) =>
+      s.handler(new Request(`https://shop.example/__wr/admin${path}`, { headers: { authorization: `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}` } }), CLIENT);
+    for (const path of ['?queue=q19', '/live?queue=q19']) {
+      const before = store.calls;
+      const response = await admin(path);
+      expect(response.status).toBe(200);
+      const text = path.includes('live') ? JSON.stringify(await response.json()) : await response.text();
+      // The page's own read, and the list's: its own queue and the first others.
+      expect(store.calls - before, path).toBe(1 + OVERVIEW_READS);
+      expect((1 + 3) * (1 + OVERVIEW_READS), 'every call retried 3 times (store_retries at its most)').toBeLessThanOrEqual(32);
+      for (const name of names) expect(text, `${path} ${name}`).toContain(`queue=${name}`);
+      expect(text).toContain('<code>q19</code></a>: 1 waiting');
+      expect(text).toContain('<code>q00</code></a>: 0 waiting');
+      expect(text).toContain(`<code>q${String(OVERVIEW_READS - 2).padStart(2, '0')}</code></a>: 0 waiting`);
+      expect(text).toContain(`<code>q${String(OVERVIEW_READS - 1).padStart(2, '0')}</code></a>: figures on its own page`);
+      expect(text).toContain('<code>q18</code></a>: figures on its own page');
+    }
   });
 
   it('uses each queue own status code and page', async () => {

@@ -31,7 +31,7 @@ export interface AdminContext {
   readonly clock: Clock;
   readonly policy: AdmissionPolicy;
   /** With several queues: every queue's figures, for the list on the admin page. */
-  readonly overview?: ((nowMs: number) => Promise<readonly QueueOverview[]>) | undefined;
+  readonly overview?: ((nowMs: number, current: string) => Promise<readonly QueueOverview[]>) | undefined;
   /** Counts failed sign-ins per client and holds guessers (see auth-throttle.ts); none: nobody is held. */
   readonly authLimiter?: FailureLimiter | undefined;
   /** Counts new tickets per client (see ticket-limit.ts): the console shows this POP's refusals. */
@@ -322,7 +322,7 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
     paused: stats.paused,
     ...pauseControl(stats.paused),
     state: { ...describeState(stats, ctx.config), ...refused },
-    ...(ctx.overview !== undefined && { queues: renderQueueList(await ctx.overview(nowMs), ctx.config.queueName, `${ctx.config.pathPrefix}admin`) }),
+    ...(ctx.overview !== undefined && { queues: renderQueueList(await ctx.overview(nowMs, ctx.config.queueName), ctx.config.queueName, `${ctx.config.pathPrefix}admin`) }),
   });
 }
 
@@ -402,7 +402,7 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
     actionQuery: ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`,
     liveUrl: liveUrl(ctx),
     liveSeconds: Math.max(2, config.stateCacheSeconds),
-    queues: ctx.overview === undefined ? undefined : await ctx.overview(nowMs),
+    queues: ctx.overview === undefined ? undefined : await ctx.overview(nowMs, ctx.config.queueName),
     assetPrefix: `${config.pathPrefix}assets/`,
     maxAdmit: MAX_ADMIT_COUNT,
     // Only our own short notices come back this way; anything else is not shown.

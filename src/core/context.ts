@@ -31,7 +31,7 @@ export interface HandlerDeps {
   /** Template overrides (Fastly's KV Store); a broken one is logged and the built-in one served. */
   readonly templates?: TemplateSource | undefined;
   /** With several queues: every queue's figures, for the admin page's list. */
-  readonly overview?: (nowMs: number) => Promise<readonly QueueOverview[]>;
+  readonly overview?: (nowMs: number, current: string) => Promise<readonly QueueOverview[]>;
   /**
    * Counts failed sign-ins per client and holds guessers (the POP's Edge Rate Limiting on Fastly,
    * memory on the Node host). Without it failures are logged and nobody is held.

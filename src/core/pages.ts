@@ -10,7 +10,7 @@ import HOLDING_JS from '../../templates/holding.js';
 import SESSION_JS from '../../templates/session.js';
 import STYLE_CSS from '../../templates/style.css';
 import type { Messages } from './i18n';
-import type { QueueOverview, QueueStats } from './ports';
+import { OVERVIEW_READS, type QueueOverview, type QueueStats } from './ports';
 import type { AdminFigures, ChallengeHook, HoldTexts, HoldView, PowChallenge } from './types';
 
 export interface Asset {
@@ -165,10 +165,12 @@ export interface AdminView {
 /** The console's list of queues, each with its figures and a link to its own page. */
 export function renderQueueList(queues: readonly QueueOverview[], current: string, adminPath: string): string {
   const phases = { before: ', pre-queue (event not started)', open: ', event open', over: ', event over' } as const;
-  const rows = queues.map(({ name, method, event, stats }) => {
+  const rows = queues.map(({ name, method, event, stats, unread }) => {
     const waiting = stats === undefined ? 0 : method === 'random' ? stats.waiting : Math.max(0, stats.tail - stats.cursor);
     const figures =
-      stats === undefined
+      unread === true
+        ? `figures on its own page (one page reads ${OVERVIEW_READS} queues' at most)`
+        : stats === undefined
         ? 'figures unavailable'
         : `${formatCount(waiting)} waiting, ${formatCount(stats.active)} active${stats.paused ? ', paused' : ''}${method === 'random' ? ', random draw' : ''}${event === undefined ? '' : phases[event]}`;
     const here = name === current ? ' aria-current="page"' : '';

@@ -214,12 +214,22 @@ export interface DrawResult extends QueueState {
 }
 
 /** One queue's figures for the admin console's list of queues; `stats` undefined when the store did not answer. */
+/**
+ * The most queues whose figures one admin page or poll reads for its list (one store call each),
+ * beside the page's own read: 8 calls, and with `store_retries` at its most (3) 32 backend requests,
+ * all that Fastly allows a request. Further queues are listed without figures, each a link to its
+ * own page.
+ */
+export const OVERVIEW_READS = 7;
+
 export interface QueueOverview {
   readonly name: string;
   readonly method: 'fifo' | 'random';
   /** The scheduled event's phase now, when the queue has one. */
   readonly event?: 'before' | 'open' | 'over' | undefined;
   readonly stats: QueueStats | undefined;
+  /** Its figures were not read for this page: more queues than one request may read (see OVERVIEW_READS). */
+  readonly unread?: true;
 }
 
 /** One minute of a queue's history, for the admin console's chart. */
