@@ -169,7 +169,7 @@ export function renderQueueList(queues: readonly QueueOverview[], current: strin
     const waiting = stats === undefined ? 0 : method === 'random' ? stats.waiting : Math.max(0, stats.tail - stats.cursor);
     const figures =
       unread === true
-        ? `figures on its own page (one page reads ${OVERVIEW_READS} queues' at most)`
+        ? `figures on its own page (a page reads the figures of ${OVERVIEW_READS} queues at most)`
         : stats === undefined
         ? 'figures unavailable'
         : `${formatCount(waiting)} waiting, ${formatCount(stats.active)} active${stats.paused ? ', paused' : ''}${method === 'random' ? ', random draw' : ''}${event === undefined ? '' : phases[event]}`;

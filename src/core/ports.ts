@@ -213,7 +213,6 @@ export interface DrawResult extends QueueState {
   readonly claimed: boolean;
 }
 
-/** One queue's figures for the admin console's list of queues; `stats` undefined when the store did not answer. */
 /**
  * The most queues whose figures one admin page or poll reads for its list (one store call each),
  * beside the page's own read: 8 calls, and with `store_retries` at its most (3) 32 backend requests,
@@ -222,6 +221,7 @@ export interface DrawResult extends QueueState {
  */
 export const OVERVIEW_READS = 7;
 
+/** One queue's figures for the admin console's list of queues; `stats` undefined when the store did not answer. */
 export interface QueueOverview {
   readonly name: string;
   readonly method: 'fifo' | 'random';
