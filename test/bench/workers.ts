@@ -59,6 +59,8 @@ export interface ArmSample {
   readonly latencies: number[];
   /** Mean latency of each round, for paired per-round comparisons. */
   readonly roundMeans: number[];
+  /** Median latency of each round, likewise. */
+  readonly roundP50s: number[];
   /** Time spent in this arm's measured blocks. */
   wallMs: number;
   /** Every request sent, warm-up included. */
@@ -218,6 +220,7 @@ async function runPlan(plan: LoadPlan): Promise<{ arms: ArmSample[]; truncated: 
     name: arm.name,
     latencies: [],
     roundMeans: [],
+    roundP50s: [],
     wallMs: 0,
     sent: 0,
     errors: 0,
@@ -257,6 +260,7 @@ async function runPlan(plan: LoadPlan): Promise<{ arms: ArmSample[]; truncated: 
     sample.wallMs += performance.now() - started;
     sample.latencies.push(...latencies);
     sample.roundMeans.push(mean(latencies));
+    sample.roundP50s.push(percentile([...latencies].sort((a, b) => a - b), 50));
   }
 
   try {
