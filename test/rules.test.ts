@@ -9,7 +9,7 @@ import { BYPASS_QUEUE, bypassRule, useVip } from '../src/core/rules';
 import { signToken } from '../src/core/tokens';
 import { createVipCode, hashVipCode, VIP_PARAM } from '../src/core/vip';
 import { contextRig, cookieValue, newTrace } from './support/context';
-import { payloadOf } from './support/fixtures';
+import { createVip, payloadOf } from './support/fixtures';
 
 const GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
 const SETTINGS = { bypass_ips: '192.0.2.0/24', bypass_cookie: 'wr_bypass', bypass_crawlers: 'on', crawler_ips: '66.249.64.0/19' };
@@ -73,7 +73,7 @@ describe('useVip', () => {
   it('a working code spends one use and sends the visitor to the same address without it, holding an access token', async () => {
     const r = contextRig();
     const code = createVipCode();
-    await r.inner.createVip('default', await hashVipCode(code), { uses: 1, expiresAtMs: null }, r.clock.now());
+    await createVip(r.inner, 'default', await hashVipCode(code), { uses: 1, expiresAtMs: null }, r.clock.now());
     const trace = newTrace();
     const used = await useVip(r.ctx, request(`/shop?a=1&${VIP_PARAM}=${code}`), code.toLowerCase(), trace);
     expect(used?.status).toBe(303);

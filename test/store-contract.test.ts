@@ -32,6 +32,7 @@ import {
   type UpstashScriptClient,
 } from '../src/store/upstash-store';
 import { createUpstashScriptClient } from '../src/store/upstash-http';
+import { createVip } from './support/fixtures';
 import { startRedisCluster, startRedisServer } from './support/redis-server';
 import { adaptScript } from '../src/store/script-flags';
 import { REDIS_SCRIPT_SHAS, connectRedis, createRedisQueueStore, parseRedisUrls, waitUntilReady, type RedisConnection } from '../src/store/redis-store';
@@ -362,7 +363,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           await expect(store.history(queue, T0)).rejects.toMatchObject(rejected);
           await expect(store.reset(queue, T0, policy)).rejects.toMatchObject(rejected);
           await expect(store.peek(queue)).rejects.toMatchObject(rejected);
-          await expect(store.createVip(queue, vipHash(), { uses: 1, expiresAtMs: null }, T0)).rejects.toMatchObject(rejected);
+          await expect(createVip(store, queue, vipHash(), { uses: 1, expiresAtMs: null }, T0)).rejects.toMatchObject(rejected);
           await expect(store.useVip(queue, vipHash(), T0)).rejects.toMatchObject(rejected);
         },
       );
@@ -1846,7 +1847,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.poll(q, T0 + 1_000, { ...policy, seed: 5 })).toMatchObject({ eventSize: 5, eventSeed: 5, cursor: 2, waiting: 3 });
         await store.draw(q, 1, T0 + 1_001, policy, 1_000);
         await store.control(q, { paused: true }, T0 + 1_002, policy);
-        expect(await store.createVip(q, h, { uses: 2, expiresAtMs: null }, T0)).toBe(true);
+        expect(await createVip(store, q, h, { uses: 2, expiresAtMs: null }, T0)).toBe(true);
         const before = await store.stats(q, T0 + 4_999, policy);
         // Slots held (not reservations) stay: their holders' access tokens still pass.
         const seated = before.active - before.reserved;
@@ -2230,7 +2231,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const store = createStore();
         const q = randomQueue();
         const h = vipHash();
-        expect(await store.createVip(q, h, { uses, expiresAtMs: T0 + 60_000 }, T0)).toBe(true);
+        expect(await createVip(store, q, h, { uses, expiresAtMs: T0 + 60_000 }, T0)).toBe(true);
         const results = await Promise.all(Array.from({ length: 100 }, (_, i) => store.useVip(q, h, T0 + (i % 5))));
         const admitted = results.filter((r) => r.ok);
         expect(admitted).toHaveLength(uses);
@@ -2244,7 +2245,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const store = createStore();
         const q = randomQueue();
         const h = vipHash();
-        expect(await store.createVip(q, h, { uses: 3, expiresAtMs: null }, T0)).toBe(true);
+        expect(await createVip(store, q, h, { uses: 3, expiresAtMs: null }, T0)).toBe(true);
         expect(await store.useVip(q, h, T0 + 1)).toEqual({ ok: true, remaining: 2 });
         expect(await store.useVip(q, h, T0 + 2)).toEqual({ ok: true, remaining: 1 });
         expect(await store.useVip(q, h, T0 + 3)).toEqual({ ok: true, remaining: 0 });
@@ -2254,7 +2255,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.useVip(randomQueue(), vipHash(), T0 + 10)).toEqual({ ok: false, reason: 'unknown' });
         // The largest allowed count is accepted.
         const big = vipHash();
-        expect(await store.createVip(q, big, { uses: 1_000_000, expiresAtMs: null }, T0)).toBe(true);
+        expect(await createVip(store, q, big, { uses: 1_000_000, expiresAtMs: null }, T0)).toBe(true);
         expect(await store.useVip(q, big, T0 + 1)).toEqual({ ok: true, remaining: 999_999 });
       });
 
@@ -2263,7 +2264,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const q = randomQueue();
         const h = vipHash();
         const expiry = T0 + 60_000;
-        expect(await store.createVip(q, h, { uses: 5, expiresAtMs: expiry }, T0)).toBe(true);
+        expect(await createVip(store, q, h, { uses: 5, expiresAtMs: expiry }, T0)).toBe(true);
         expect(await store.useVip(q, h, T0)).toEqual({ ok: true, remaining: 4 });
         expect(await store.useVip(q, h, expiry - 1)).toEqual({ ok: true, remaining: 3 });
         expect(await store.useVip(q, h, expiry)).toEqual({ ok: false, reason: 'expired' });
@@ -2276,7 +2277,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
 
         // Expired and used up: expired is reported first.
         const spent = vipHash();
-        expect(await store.createVip(q, spent, { uses: 1, expiresAtMs: T0 + 1 }, T0)).toBe(true);
+        expect(await createVip(store, q, spent, { uses: 1, expiresAtMs: T0 + 1 }, T0)).toBe(true);
         expect(await store.useVip(q, spent, T0)).toEqual({ ok: true, remaining: 0 });
         expect(await store.useVip(q, spent, T0)).toEqual({ ok: false, reason: 'used_up' });
         expect(await store.useVip(q, spent, T0 + 1)).toEqual({ ok: false, reason: 'expired' });
@@ -2287,18 +2288,18 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const q = randomQueue();
         const h = vipHash();
         const expiry = T0 + 60_000;
-        expect(await store.createVip(q, h, { uses: 3, expiresAtMs: expiry }, T0)).toBe(true);
+        expect(await createVip(store, q, h, { uses: 3, expiresAtMs: expiry }, T0)).toBe(true);
         expect(await store.useVip(q, h, T0 + 1)).toEqual({ ok: true, remaining: 2 });
-        expect(await store.createVip(q, h, { uses: 10, expiresAtMs: null }, T0 + 2)).toBe(false);
-        expect(await store.createVip(q, h, { uses: 3, expiresAtMs: expiry }, T0 + 2)).toBe(false);
+        expect(await createVip(store, q, h, { uses: 10, expiresAtMs: null }, T0 + 2)).toBe(false);
+        expect(await createVip(store, q, h, { uses: 3, expiresAtMs: expiry }, T0 + 2)).toBe(false);
         // Neither the count nor the expiry changed.
         expect(await store.useVip(q, h, T0 + 3)).toEqual({ ok: true, remaining: 1 });
         expect(await store.useVip(q, h, expiry)).toEqual({ ok: false, reason: 'expired' });
         // Expired: still there, still refused.
-        expect(await store.createVip(q, h, { uses: 10, expiresAtMs: expiry + 60_000 }, expiry + 1)).toBe(false);
+        expect(await createVip(store, q, h, { uses: 10, expiresAtMs: expiry + 60_000 }, expiry + 1)).toBe(false);
         expect(await store.useVip(q, h, expiry - 1)).toEqual({ ok: true, remaining: 0 });
         // Used up: still there, still refused, still used up.
-        expect(await store.createVip(q, h, { uses: 10, expiresAtMs: null }, T0 + 4)).toBe(false);
+        expect(await createVip(store, q, h, { uses: 10, expiresAtMs: null }, T0 + 4)).toBe(false);
         expect(await store.useVip(q, h, T0 + 5)).toEqual({ ok: false, reason: 'used_up' });
       });
 
@@ -2306,7 +2307,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const store = createStore();
         const q = randomQueue();
         const h = vipHash();
-        const created = await Promise.all(range(1, 20).map((uses) => store.createVip(q, h, { uses, expiresAtMs: null }, T0)));
+        const created = await Promise.all(range(1, 20).map((uses) => createVip(store, q, h, { uses, expiresAtMs: null }, T0)));
         expect(created.filter(Boolean)).toHaveLength(1);
         // The code is the winner's: as many uses as the one create that returned true gave it.
         const winner = created.indexOf(true) + 1;
@@ -2317,7 +2318,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const store = createStore();
         const q = randomQueue();
         const existing = vipHash();
-        expect(await store.createVip(q, existing, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
+        expect(await createVip(store, q, existing, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
         const fresh = Array.from({ length: 98 }, () => vipHash());
         // A hash that exists already, 98 new ones, and one of them again at the end.
         const batch = [existing, ...fresh, fresh[0]!];
@@ -2347,10 +2348,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const a = randomQueue();
         const b = randomQueue();
         const h = vipHash();
-        expect(await store.createVip(a, h, { uses: 2, expiresAtMs: null }, T0)).toBe(true);
+        expect(await createVip(store, a, h, { uses: 2, expiresAtMs: null }, T0)).toBe(true);
         expect(await store.useVip(b, h, T0 + 1)).toEqual({ ok: false, reason: 'unknown' });
         // The same hash is a separate code in another queue.
-        expect(await store.createVip(b, h, { uses: 1, expiresAtMs: T0 + 1_000 }, T0)).toBe(true);
+        expect(await createVip(store, b, h, { uses: 1, expiresAtMs: T0 + 1_000 }, T0)).toBe(true);
         expect(await store.useVip(b, h, T0 + 2)).toEqual({ ok: true, remaining: 0 });
         expect(await store.useVip(b, h, T0 + 3)).toEqual({ ok: false, reason: 'used_up' });
         expect(await store.useVip(a, h, T0 + 2_000)).toEqual({ ok: true, remaining: 1 });
@@ -2392,10 +2393,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
       ])('refuses to create a code with %s and writes nothing', async (_label, hash, code, nowMs) => {
         const store = createStore();
         const q = randomQueue();
-        await expect(store.createVip(q, hash, code as VipCode, nowMs)).rejects.toBeInstanceOf(StoreArgumentError);
+        await expect(createVip(store, q, hash, code as VipCode, nowMs)).rejects.toBeInstanceOf(StoreArgumentError);
         // Nothing under the good hash (nor a normalised copy of a bad one).
         expect(await store.useVip(q, good, T0)).toEqual({ ok: false, reason: 'unknown' });
-        expect(await store.createVip(q, good, { uses: 2, expiresAtMs: T0 + 60_000 }, T0)).toBe(true);
+        expect(await createVip(store, q, good, { uses: 2, expiresAtMs: T0 + 60_000 }, T0)).toBe(true);
         expect(await store.useVip(q, good, T0)).toEqual({ ok: true, remaining: 1 });
       });
 
@@ -2403,7 +2404,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         const store = createStore();
         const q = randomQueue();
         const h = vipHash();
-        await store.createVip(q, h, { uses: 2, expiresAtMs: null }, T0);
+        await createVip(store, q, h, { uses: 2, expiresAtMs: null }, T0);
         for (const hash of [h.toUpperCase(), h.slice(1), `${h}0`, '', null as unknown as string]) {
           await expect(store.useVip(q, hash, T0)).rejects.toBeInstanceOf(StoreArgumentError);
         }
@@ -2433,14 +2434,14 @@ describe('MemoryQueueStore', () => {
     const open = vipHash();
     const dated = vipHash();
     const expiry = T0 + 60_000;
-    expect(await store.createVip(q, open, { uses: 2, expiresAtMs: null }, T0)).toBe(true);
-    expect(await store.createVip(q, dated, { uses: 2, expiresAtMs: expiry }, T0)).toBe(true);
+    expect(await createVip(store, q, open, { uses: 2, expiresAtMs: null }, T0)).toBe(true);
+    expect(await createVip(store, q, dated, { uses: 2, expiresAtMs: expiry }, T0)).toBe(true);
     expect(await store.useVip(q, open, T0 + VIP_TTL_MS - 1)).toEqual({ ok: true, remaining: 1 });
     expect(await store.useVip(q, dated, expiry + VIP_KEEP_EXPIRED_MS - 1)).toEqual({ ok: false, reason: 'expired' });
     expect(await store.useVip(q, open, T0 + VIP_TTL_MS)).toEqual({ ok: false, reason: 'unknown' });
     expect(await store.useVip(q, dated, expiry + VIP_KEEP_EXPIRED_MS)).toEqual({ ok: false, reason: 'unknown' });
     const later = T0 + VIP_TTL_MS;
-    expect(await store.createVip(q, open, { uses: 1, expiresAtMs: null }, later)).toBe(true);
+    expect(await createVip(store, q, open, { uses: 1, expiresAtMs: null }, later)).toBe(true);
     expect(await store.useVip(q, open, later)).toEqual({ ok: true, remaining: 0 });
   });
 
@@ -2627,8 +2628,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       const open = vipHash();
       const base = `${prefix}:{${q}}`;
       // T0 is years in the past for redis-server: an absolute PEXPIREAT would drop these keys at once.
-      expect(await store.createVip(q, dated, { uses: 2, expiresAtMs: T0 + 60_000 }, T0)).toBe(true);
-      expect(await store.createVip(q, open, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
+      expect(await createVip(store, q, dated, { uses: 2, expiresAtMs: T0 + 60_000 }, T0)).toBe(true);
+      expect(await createVip(store, q, open, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
       expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:vip:${dated}`, `${base}:vip:${open}`].sort());
       expect(await direct.hgetall(`${base}:vip:${dated}`)).toEqual({ left: '2', exp: String(T0 + 60_000) });
       expect(await direct.hgetall(`${base}:vip:${open}`)).toEqual({ left: '1' });
@@ -2645,7 +2646,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       // Refused uses and creates write nothing.
       await store.useVip(q, dated, T0 + 60_000);
       await store.useVip(q, vipHash(), T0);
-      await store.createVip(q, dated, { uses: 9, expiresAtMs: null }, T0);
+      await createVip(store, q, dated, { uses: 9, expiresAtMs: null }, T0);
       expect(await direct.hgetall(`${base}:vip:${dated}`)).toEqual({ left: '2', exp: String(T0 + 60_000) });
       expect(await direct.keys(`${prefix}:*`)).toHaveLength(2);
       // When Redis drops the key, the code is unknown (and can be created again).
@@ -2843,14 +2844,14 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       const h = vipHash();
       for (const script of STORE_SCRIPTS) await redis.scriptLoad(script.text);
       const fetchSpy = vi.spyOn(globalThis, 'fetch');
-      expect(await store.createVip(q, h, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
+      expect(await createVip(store, q, h, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
       expect(fetchSpy).toHaveBeenCalledTimes(1);
       expect(await store.useVip(q, h, T0)).toEqual({ ok: true, remaining: 0 });
       expect(await store.useVip(q, h, T0)).toEqual({ ok: false, reason: 'used_up' });
       expect(fetchSpy).toHaveBeenCalledTimes(3);
       // Refused arguments never reach the network.
       await expect(store.useVip(q, 'nope', T0)).rejects.toBeInstanceOf(StoreArgumentError);
-      await expect(store.createVip(q, h, { uses: 0, expiresAtMs: null }, T0)).rejects.toBeInstanceOf(StoreArgumentError);
+      await expect(createVip(store, q, h, { uses: 0, expiresAtMs: null }, T0)).rejects.toBeInstanceOf(StoreArgumentError);
       expect(fetchSpy).toHaveBeenCalledTimes(3);
     });
 
@@ -3046,8 +3047,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
     it('reads VIP replies: created, and a use\'s status and remaining count', async () => {
       const q = randomQueue();
       const h = vipHash();
-      expect(await newStore(replying([1])).createVip(q, h, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
-      expect(await newStore(replying(['0'])).createVip(q, h, { uses: 1, expiresAtMs: null }, T0)).toBe(false);
+      expect(await createVip(newStore(replying([1])), q, h, { uses: 1, expiresAtMs: null }, T0)).toBe(true);
+      expect(await createVip(newStore(replying(['0'])), q, h, { uses: 1, expiresAtMs: null }, T0)).toBe(false);
       expect(await newStore(replying([0, 4])).useVip(q, h, T0)).toEqual({ ok: true, remaining: 4 });
       expect(await newStore(replying(['0', '0'])).useVip(q, h, T0)).toEqual({ ok: true, remaining: 0 });
       expect(await newStore(replying([1, 0])).useVip(q, h, T0)).toEqual({ ok: false, reason: 'unknown' });
@@ -3068,8 +3069,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
     });
 
     it('throws StoreReplyError on a create_vip reply that is not 0 or 1', async () => {
-      await expect(newStore(replying([2])).createVip(randomQueue(), vipHash(), { uses: 1, expiresAtMs: null }, T0)).rejects.toBeInstanceOf(StoreReplyError);
-      await expect(newStore(replying([1, 1])).createVip(randomQueue(), vipHash(), { uses: 1, expiresAtMs: null }, T0)).rejects.toBeInstanceOf(StoreReplyError);
+      await expect(createVip(newStore(replying([2])), randomQueue(), vipHash(), { uses: 1, expiresAtMs: null }, T0)).rejects.toBeInstanceOf(StoreReplyError);
+      await expect(createVip(newStore(replying([1, 1])), randomQueue(), vipHash(), { uses: 1, expiresAtMs: null }, T0)).rejects.toBeInstanceOf(StoreReplyError);
     });
 
     it('throws StoreReplyError on a touch or leave reply that is not 0 or 1', async () => {

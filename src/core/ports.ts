@@ -389,15 +389,11 @@ export interface QueueStore {
   /** Read tail and cursor without side effects. */
   peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>>;
   /**
-   * Store a VIP code under `codeHash` (the caller hashes the code; the store never sees it) with
-   * `uses` >= 1 and an optional expiry; false if that hash exists already. The store forgets a code
-   * a day after its expiry, or 30 days after its creation when it has none.
-   */
-  createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean>;
-  /**
-   * createVip for 1 to VIP_MAX_BATCH (100) hashes at once, all with the same uses and expiry, in
-   * one store call: one flag per hash, in order (false where that hash exists already, or repeats
-   * an earlier one of the batch).
+   * Store VIP codes under `codeHashes` (the caller hashes the codes; the store never sees them),
+   * 1 to VIP_MAX_BATCH (100) in one store call, all with `uses` >= 1 and the same optional expiry:
+   * one flag per hash, in order, false where that hash exists already or repeats an earlier one of
+   * the batch. The store forgets a code a day after its expiry, or 30 days after its creation when
+   * it has none.
    */
   createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]>;
   /** Spend one use of a VIP code atomically: a code with N uses admits exactly N callers. */

@@ -509,25 +509,16 @@ export class MemoryQueueStore implements QueueStore {
     return { tail: state?.tail ?? 0, cursor: state?.cursor ?? 0 };
   }
 
-  async createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean> {
-    const [created] = await this.createVips(queue, [codeHash], code, nowMs);
-    return created === true;
-  }
-
   /** Mirrors the create_vip script: every argument checked before anything is written. */
   async createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]> {
     assertQueueName(queue);
     const hashes = checkVipBatch(codeHashes);
     const v = checkVipCode(code, nowMs);
-    let codes = this.#vips.get(queue);
-    if (codes === undefined) {
-      codes = new Map();
-      this.#vips.set(queue, codes);
-    }
-    const store = codes;
+    const codes = this.#vips.get(queue) ?? new Map<string, MemoryVip>();
+    this.#vips.set(queue, codes);
     return hashes.map((codeHash) => {
-      if (liveVip(store, codeHash, v.nowMs) !== undefined) return false;
-      store.set(codeHash, { left: v.uses, expiresAtMs: v.expiresAtMs, dropAtMs: v.nowMs + v.keepMs });
+      if (liveVip(codes, codeHash, v.nowMs) !== undefined) return false;
+      codes.set(codeHash, { left: v.uses, expiresAtMs: v.expiresAtMs, dropAtMs: v.nowMs + v.keepMs });
       return true;
     });
   }

@@ -237,11 +237,6 @@ export class UpstashQueueStore implements QueueStore {
     return { tail: reply.int(0), cursor: reply.int(1) };
   }
 
-  async createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean> {
-    const [created] = await this.createVips(queue, [codeHash], code, nowMs);
-    return created === true;
-  }
-
   async createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]> {
     const keys = checkVipBatch(codeHashes).map((hash) => vipKey(this.#prefix, queue, hash));
     const argv = vipCreateArgv(checkVipCode(code, nowMs));

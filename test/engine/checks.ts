@@ -519,9 +519,6 @@ class FailingStore implements QueueStore {
   control(): Promise<never> {
     return this.fail();
   }
-  createVip(): Promise<never> {
-    return this.fail();
-  }
   createVips(): Promise<never> {
     return this.fail();
   }
@@ -570,9 +567,6 @@ class SilentStore implements QueueStore {
     return new Promise(() => undefined);
   }
   control(): Promise<never> {
-    return new Promise(() => undefined);
-  }
-  createVip(): Promise<never> {
     return new Promise(() => undefined);
   }
   createVips(): Promise<never> {

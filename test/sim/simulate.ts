@@ -358,10 +358,6 @@ class CountingStore implements QueueStore {
     this.#count('admit');
     return this.inner.reset(queue, nowMs, policy, expectedEpoch);
   }
-  createVip(queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean> {
-    this.#count('admit');
-    return this.inner.createVip(queue, codeHash, code, nowMs);
-  }
   createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]> {
     this.#count('admit');
     return this.inner.createVips(queue, codeHashes, code, nowMs);

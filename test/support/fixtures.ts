@@ -2,7 +2,7 @@
 import { createHmac } from 'node:crypto';
 import { parseConfig, parseSecrets, type SettingSource } from '../../src/core/config';
 import { createHandler, type Handler, type HandlerDeps } from '../../src/core/handler';
-import type { Clock, Logger, Origin, OriginHeader, QueueStore, RequestLog } from '../../src/core/ports';
+import type { Clock, Logger, Origin, OriginHeader, QueueStore, RequestLog, VipCode } from '../../src/core/ports';
 import { MemoryStateCache } from '../../src/platform/memory-cache';
 
 export const KEY_1 = 'test-key-one-0123456789abcdefghijklmnop';
@@ -105,9 +105,15 @@ export class FaultyStore implements QueueStore {
   history: QueueStore['history'] = (...a) => this.gate(() => this.inner.history(...a));
   reset: QueueStore['reset'] = (...a) => this.gate(() => this.inner.reset(...a));
   peek: QueueStore['peek'] = (...a) => this.gate(() => this.inner.peek(...a));
-  createVip: QueueStore['createVip'] = (...a) => this.gate(() => this.inner.createVip(...a));
   createVips: QueueStore['createVips'] = (...a) => this.gate(() => this.inner.createVips(...a));
   useVip: QueueStore['useVip'] = (...a) => this.gate(() => this.inner.useVip(...a));
+}
+
+/** One VIP code made through the store's batch call (its only way to make codes): its one flag. */
+export async function createVip(store: Pick<QueueStore, 'createVips'>, queue: string, codeHash: string, code: VipCode, nowMs: number): Promise<boolean> {
+  const flags = await store.createVips(queue, [codeHash], code, nowMs);
+  if (flags.length !== 1) throw new Error(`createVips answered ${flags.length} flags for one code`);
+  return flags[0]!;
 }
 
 /** The value of our cookie in a response's Set-Cookie headers, if any. */
