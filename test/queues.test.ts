@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../src/core/config';
 import { parseQueues, selectQueue } from '../src/core/queues';
-import { OVERVIEW_READS } from '../src/core/ports';
+import { OVERVIEW_READS, type QueueStore } from '../src/core/ports';
 import { createService } from '../src/core/service';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
@@ -96,11 +96,10 @@ describe('selectQueue', () => {
 });
 
 describe('several queues in one service', () => {
-  function service() {
+  function service(document = DOCUMENT, store: QueueStore = new MemoryQueueStore()) {
     const clock = new ManualClock();
     const origin = new RecordingOrigin();
-    const store = new MemoryQueueStore();
-    const built = createService(source({ ...BASE_SETTINGS, queues: DOCUMENT }), source(BASE_SECRETS), {
+    const built = createService(source({ ...BASE_SETTINGS, queues: document }), source(BASE_SECRETS), {
       store,
       origin,
       logger: new MemoryLogger(),
@@ -157,17 +156,8 @@ describe('several queues in one service', () => {
     // 20 queues: one page reading every queue's figures (one store call each) would pass Fastly's
     // 32 backend requests per request; the page reads its own queue and the first others.
     const names = Array.from({ length: 20 }, (_, i) => `q${String(i).padStart(2, '0')}`);
-    const clock = new ManualClock();
     const store = new FaultyStore(new MemoryQueueStore());
-    const s = createService(source({ ...BASE_SETTINGS, queues: JSON.stringify(names.map((name) => ({ name, paths: [`/${name}/*`] }))) }), source(BASE_SECRETS), {
-      store,
-      origin: new RecordingOrigin(),
-      logger: new MemoryLogger(),
-      clock,
-      cache: new MemoryStateCache(clock),
-      authLimiter: new MemoryFailureLimiter(clock),
-      ticketLimiter: new MemoryFailureLimiter(clock),
-    });
+    const s = service(JSON.stringify(names.map((name) => ({ name, paths: [`/${name}/*`] }))), store);
     // A visitor in the last queue, so its figures show when they are read.
     await s.handler(new Request('https://shop.example/q19/x'), CLIENT);
     const admin = (path: string) =>
