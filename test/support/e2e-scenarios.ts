@@ -24,11 +24,23 @@ function scriptCalls(commandstats: string): number {
   return total;
 }
 
+/**
+ * A call to the waiting room's API (`/__wr/api/<path>`) with the origin's bearer token; a body (an
+ * object is sent as JSON, a string as it is) goes with a JSON content type.
+ */
+function callApi(stack: Stack, method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  const sent = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+  return fetch(`${stack.url}/__wr/api/${path}`, {
+    method,
+    headers: { authorization: `Bearer ${API_TOKEN}`, ...(sent !== undefined && { 'content-type': 'application/json' }), ...headers },
+    ...(sent !== undefined && { body: sent }),
+  });
+}
+
 /** Defines the suite; `stack()` returns the running stack (started in the caller's beforeAll). */
 export function defineEndToEnd(stack: () => Stack): void {
   const visitor = () => new HttpVisitor(stack().url);
-  const admitByApi = (count: number | string) =>
-    fetch(`${stack().url}/__wr/api/admit?count=${count}`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+  const admitByApi = (count: number | string) => callApi(stack(), 'POST', `admit?count=${count}`);
 
   /** Two visitors: the first let in by the origin's admit (holding its access token), the second waiting behind. */
   const oneInOneWaiting = async (): Promise<{ admitted: HttpVisitor; waiting: HttpVisitor }> => {
@@ -249,11 +261,7 @@ export function defineEndToEnd(stack: () => Stack): void {
 
   describe('a VIP link with a hostile path', () => {
     it('redirects to our own site, never to //evil.example/', async () => {
-      const created = await fetch(`${stack().url}/__wr/api/vip`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${API_TOKEN}` },
-        body: JSON.stringify({ uses: 10 }),
-      });
+      const created = await callApi(stack(), 'POST', 'vip', { uses: 10 });
       const { codes } = (await created.json()) as { codes: { code: string }[] };
       const code = codes[0]!.code;
       // Sent as written: fetch would resolve `/.//` and `\` before the request leaves.
@@ -278,7 +286,7 @@ export function defineEndToEnd(stack: () => Stack): void {
       expect((await fetch(`${stack().url}/__wr/admin/state`, { headers: { authorization: ADMIN } })).status).toBe(200);
       const wrong = `Basic ${Buffer.from('admin:dev-only-admin-password').toString('base64')}`;
       expect((await fetch(`${stack().url}/__wr/admin/state`, { headers: { authorization: wrong } })).status).toBe(401);
-      expect((await fetch(`${stack().url}/__wr/api/state`, { headers: { authorization: `Bearer ${API_TOKEN}` } })).status).toBe(200);
+      expect((await callApi(stack(), 'GET', 'state')).status).toBe(200);
     });
   });
 
@@ -299,8 +307,7 @@ export function defineEndToEnd(stack: () => Stack): void {
       const ctl = () => stack().direct.hgetall('wr:{default}:ctl');
       const before = await ctl();
       const keysBefore = (await stack().direct.keys('*')).sort();
-      const api = (path: string, body?: string, headers: Record<string, string> = {}) =>
-        fetch(`${stack().url}/__wr/api/${path}`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, ...(body !== undefined && { 'content-type': 'application/json' }), ...headers }, ...(body !== undefined && { body }) });
+      const api = (path: string, body?: string, headers: Record<string, string> = {}) => callApi(stack(), 'POST', path, body, headers);
       const refused: [string, Promise<Response>, RegExp][] = [
         // JSON.parse keeps the last of a repeated key: a proxy reading the first would see another request.
         ['admit, count twice in the body', api('admit', '{"count": 1, "count": 100000}'), /"count" is given more than once/],
@@ -369,12 +376,7 @@ export function defineEndToEnd(stack: () => Stack): void {
     it('two operators resetting from the same state at once: one empties the line, the other is told and changes nothing', async () => {
       for (const v of Array.from({ length: 4 }, visitor)) await v.get('/');
       const epoch = await ctl('epoch');
-      const reset = () =>
-        fetch(`${stack().url}/__wr/api/reset`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ confirm: 'default', epoch }),
-        });
+      const reset = () => callApi(stack(), 'POST', 'reset', { confirm: 'default', epoch });
       const answers = await Promise.all([reset(), reset()]);
       expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
       const refused = (await answers.find((a) => a.status === 409)!.json()) as { error: string; applied: boolean };
@@ -423,8 +425,7 @@ export function defineEndToEnd(stack: () => Stack): void {
     it('every answer comes within the store timeout, none is a 5xx, an admit says it may have applied, and its retry applies it once', async () => {
       const { admitted, waiting } = await oneInOneWaiting();
       expect(admitted.claims['k']).toBe('a');
-      const admitOnce = () =>
-        fetch(`${stack().url}/__wr/api/admit?count=1`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, 'idempotency-key': 'while-frozen' } });
+      const admitOnce = () => callApi(stack(), 'POST', 'admit?count=1', undefined, { 'idempotency-key': 'while-frozen' });
       // The settings give a store call 1000 ms: a visitor's request makes one (seen: 1.01-1.04 s on
       // both hosts), an admit with its key is tried twice (2.00-2.02 s); 1.5 s of slack for a busy machine.
       const STORE_TIMEOUT_MS = 1000;
@@ -537,7 +538,7 @@ export function defineCacheScenario(stack: () => Stack, lifetimeSeconds: number)
     await v.get('/');
     const filled = Date.now();
     await v.get('/');
-    const admit = await fetch(`${stack().url}/__wr/api/admit?count=1`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+    const admit = await callApi(stack(), 'POST', 'admit?count=1');
     expect(await admit.json()).toMatchObject({ admitted: 1, propagation_seconds: lifetimeSeconds });
     const admitted = Date.now();
     // Inside the lifetime this POP answers from its cache: no store call, still waiting.
@@ -614,19 +615,14 @@ export function defineLostStateScenario(stack: () => Stack): void {
     expect(statuses.every((status) => status < 500)).toBe(true);
     // Those inside stayed in; the store counts them again, the newcomers wait behind.
     for (const v of inside) expect(onSite.has(v)).toBe(true);
-    const stats = await (await fetch(`${url}/__wr/api/stats`, { headers: { authorization: `Bearer ${API_TOKEN}` } })).json();
+    const stats = await (await callApi(stack(), 'GET', 'stats')).json();
     expect(stats).toMatchObject({ active_sessions: 3, max_sessions: 3 });
   }, 30_000);
 }
 
 /** Capacity mode end to end; run on a stack started with CAPACITY_SETTINGS. */
 export function defineCapacityScenarios(stack: () => Stack): void {
-  const api = (path: string, body?: unknown) =>
-    fetch(`${stack().url}/__wr/api/${path}`, {
-      method: body === undefined ? 'GET' : 'POST',
-      headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
-      ...(body !== undefined && { body: typeof body === 'string' ? body : JSON.stringify(body) }),
-    });
+  const api = (path: string, body?: unknown) => callApi(stack(), body === undefined ? 'GET' : 'POST', path, body);
   const stats = async () => (await (await api('stats')).json()) as Record<string, unknown>;
   const post = (v: HttpVisitor, path: string) => v.get(path, { method: 'POST' });
 
@@ -753,7 +749,7 @@ export function defineEventScenario(stack: () => Stack, startMs: () => number): 
       expect(Number(response.headers.get('retry-after'))).toBeGreaterThan(0);
       expect(await response.json()).toMatchObject({ status: 'prequeue', order: 'shuffle', starts_at: new Date(startMs()).toISOString() });
     }
-    const early = await fetch(`${stack().url}/__wr/api/admit?count=3`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+    const early = await callApi(stack(), 'POST', 'admit?count=3');
     expect(await early.json()).toMatchObject({ admitted: 0 });
     await new Promise((r) => setTimeout(r, Math.max(0, startMs() - Date.now() + 200)));
     const places: number[] = [];
@@ -763,7 +759,7 @@ export function defineEventScenario(stack: () => Stack, startMs: () => number): 
       places.push(body['place'] as number);
     }
     expect([...places].sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
-    const admitted = await fetch(`${stack().url}/__wr/api/admit?count=3`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+    const admitted = await callApi(stack(), 'POST', 'admit?count=3');
     expect(await admitted.json()).toMatchObject({ admitted: 3 });
     const through: number[] = [];
     for (const [i, v] of visitors.entries()) if (reachedOrigin(await v.get('/'))) through.push(places[i]!);
@@ -781,7 +777,7 @@ export function defineRandomScenario(stack: () => Stack): void {
     expect(status).toMatchObject({ state: 'waiting', method: 'random', place: null, in_draw: 10 });
     const inside = new Set<number>();
     for (let round = 0; round < 5; round++) {
-      const admit = await fetch(`${stack().url}/__wr/api/admit?count=2`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+      const admit = await callApi(stack(), 'POST', 'admit?count=2');
       expect(await admit.json()).toMatchObject({ admitted: 2 });
       for (const [i, v] of visitors.entries()) {
         if (inside.has(i)) continue;
@@ -1212,8 +1208,7 @@ export const SWITCH_SETTINGS: Record<string, string> = { max_active: '100', stat
  * ticket; each within a cache lifetime; normal undoes them.
  */
 export function defineSwitchScenario(stack: () => Stack): void {
-  const control = (body: unknown) =>
-    fetch(`${stack().url}/__wr/api/control`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const control = (body: unknown) => callApi(stack(), 'POST', 'control', body);
   const visit = (cookie?: string) => fetch(`${stack().url}/products`, { headers: cookie === undefined ? {} : { cookie: `waiting_room=${cookie}` } });
 
   it('hold keeps newcomers out and admits nobody, open lets everyone through without a ticket, normal undoes both', async () => {
@@ -1227,7 +1222,7 @@ export function defineSwitchScenario(stack: () => Stack): void {
     expect(held.headers.get('x-origin')).toBeNull();
     const ticket = cookieFrom(held)!;
     expect(payloadOf(ticket)['k']).toBe('w');
-    const admitted = await fetch(`${stack().url}/__wr/api/admit?count=5`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+    const admitted = await callApi(stack(), 'POST', 'admit?count=5');
     expect(await admitted.json()).toMatchObject({ admitted: 0 });
     expect((await visit(access)).headers.get('x-origin')).toBe('demo');
     // Open: within a cache lifetime the waiting visitor and any newcomer pass, and no ticket is taken.
@@ -1293,7 +1288,7 @@ export function defineAdaptiveScenario(stack: () => Stack): void {
     // The controller looks at most once per 5 s: the first join's step saw no answers yet.
     await new Promise((resolve) => setTimeout(resolve, 5_200));
     await fetch(`${url}/products`);
-    const stats = (await (await fetch(`${url}/__wr/api/stats`, { headers: { authorization: `Bearer ${API_TOKEN}` } })).json()) as { adaptive: { value: number; signals: unknown; moves: unknown[] } };
+    const stats = (await (await callApi(stack(), 'GET', 'stats')).json()) as { adaptive: { value: number; signals: unknown; moves: unknown[] } };
     expect(stats.adaptive).toMatchObject({ enabled: true, source: 'config', knob: 'admit_per_period', min: 2, max: 40 });
     expect(stats.adaptive.signals).toMatchObject({ requests: 20, errors: 10, slow: 0, pops: 1 });
     // Half failed, fifty times the 1 % target: the deepest cut, to half (5 -> 2).
