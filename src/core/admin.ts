@@ -10,7 +10,7 @@ import { adminPanel, type AdminFigures } from './admin-view';
 import { metricsText } from './metrics';
 import { escapeHtml, formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
 import { repeatedTopLevelKey } from './json-keys';
-import { IDEMPOTENCY_KEY_PATTERN, type AdaptiveStatus, type AdmissionPolicy, type AdmitResult, type Clock, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
+import { IDEMPOTENCY_KEY_PATTERN, type AdaptiveStatus, type AdmissionPolicy, type AdmitResult, type Clock, type CurrentQueue, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { refusedTicketsLastMinute, type RefusalReason } from './ticket-limit';
 import { signToken, verifyToken } from './tokens';
@@ -31,7 +31,7 @@ export interface AdminContext {
   readonly clock: Clock;
   readonly policy: AdmissionPolicy;
   /** With several queues: every queue's figures, for the list on the admin page. */
-  readonly overview?: ((nowMs: number, current: string) => Promise<readonly QueueOverview[]>) | undefined;
+  readonly overview?: ((nowMs: number, current: CurrentQueue) => Promise<readonly QueueOverview[]>) | undefined;
   /** Counts failed sign-ins per client and holds guessers (see auth-throttle.ts); none: nobody is held. */
   readonly authLimiter?: FailureLimiter | undefined;
   /** Counts new tickets per client (see ticket-limit.ts): the console shows this POP's refusals. */
@@ -322,7 +322,7 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
     paused: stats.paused,
     ...pauseControl(stats.paused),
     state: { ...describeState(stats, ctx.config), ...refused },
-    ...(ctx.overview !== undefined && { queues: renderQueueList(await ctx.overview(nowMs, ctx.config.queueName), ctx.config.queueName, `${ctx.config.pathPrefix}admin`) }),
+    ...(ctx.overview !== undefined && { queues: renderQueueList(await ctx.overview(nowMs, { name: ctx.config.queueName, stats }), ctx.config.queueName, `${ctx.config.pathPrefix}admin`) }),
   });
 }
 
@@ -402,7 +402,7 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
     actionQuery: ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`,
     liveUrl: liveUrl(ctx),
     liveSeconds: Math.max(2, config.stateCacheSeconds),
-    queues: ctx.overview === undefined ? undefined : await ctx.overview(nowMs, ctx.config.queueName),
+    queues: ctx.overview === undefined ? undefined : await ctx.overview(nowMs, { name: ctx.config.queueName, stats: panel.stats }),
     assetPrefix: `${config.pathPrefix}assets/`,
     maxAdmit: MAX_ADMIT_COUNT,
     // Only our own short notices come back this way; anything else is not shown.

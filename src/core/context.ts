@@ -8,7 +8,7 @@ import { adaptiveBounds, type Config, type Secrets } from './config';
 import { serializeCookie } from './cookies';
 import { negotiateLocale, type Locale } from './i18n';
 import type { Branding } from './pages';
-import { JOIN_KEEP_SECONDS, type AdaptivePolicy, type AdmissionPolicy, type OriginMeter, type Clock, type FailureLimiter, type Logger, type Origin, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource } from './ports';
+import { JOIN_KEEP_SECONDS, type AdaptivePolicy, type AdmissionPolicy, type OriginMeter, type Clock, type FailureLimiter, type Logger, type Origin, type CurrentQueue, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource } from './ports';
 import { countStoreError } from './metrics';
 import { callStore, type StoreOutcome } from './store-call';
 import { signToken, type TokenClaims } from './tokens';
@@ -31,7 +31,7 @@ export interface HandlerDeps {
   /** Template overrides (Fastly's KV Store); a broken one is logged and the built-in one served. */
   readonly templates?: TemplateSource | undefined;
   /** With several queues: every queue's figures, for the admin page's list. */
-  readonly overview?: (nowMs: number, current: string) => Promise<readonly QueueOverview[]>;
+  readonly overview?: (nowMs: number, current: CurrentQueue) => Promise<readonly QueueOverview[]>;
   /**
    * Counts failed sign-ins per client and holds guessers (the POP's Edge Rate Limiting on Fastly,
    * memory on the Node host). Without it failures are logged and nobody is held.

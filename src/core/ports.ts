@@ -214,12 +214,18 @@ export interface DrawResult extends QueueState {
 }
 
 /**
- * The most queues whose figures one admin page or poll reads for its list (one store call each),
- * beside the page's own read: 8 calls, and with `store_retries` at its most (3) 32 backend requests,
- * all that Fastly allows a request. Further queues are listed without figures, each a link to its
- * own page.
+ * The most queues whose figures one admin page or poll shows in its list: its own queue's, which
+ * the page has read already, and the first others', one store call each. 7 calls in all, 28
+ * backend requests with `store_retries` at its most (3), within the 32 Fastly allows a request.
+ * Further queues are listed without figures, each a link to its own page.
  */
 export const OVERVIEW_READS = 7;
+
+/** The queue an admin page is about, with the figures the page read for it. */
+export interface CurrentQueue {
+  readonly name: string;
+  readonly stats: QueueStats;
+}
 
 /** One queue's figures for the admin console's list of queues; `stats` undefined when the store did not answer. */
 export interface QueueOverview {

@@ -6,7 +6,7 @@ import { ConfigError, parseSecrets, type Config, type Secrets, type SettingSourc
 import { admissionPolicy, createHandler, type Handler } from './handler';
 import { eventPhase } from './types';
 import { errorResponse } from './http';
-import { OVERVIEW_READS, type Clock, type FailureLimiter, type Logger, type Origin, type OriginMeter, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource } from './ports';
+import { OVERVIEW_READS, type Clock, type CurrentQueue, type FailureLimiter, type Logger, type Origin, type OriginMeter, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource } from './ports';
 import { reservedPrefixMatch } from './path-canon';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
 import { callStore } from './store-call';
@@ -74,10 +74,11 @@ export function createService(settings: SettingSource, secretSource: SettingSour
   const config = queues[0]!.config;
   const store = typeof deps.store === 'function' ? deps.store(config, secrets) : deps.store;
   const many = queues.length > 1 || (settings('queues') ?? '').trim() !== '';
-  // The queue on the page and the first others in their order, at most OVERVIEW_READS in all.
-  const overview = async (nowMs: number, current: string): Promise<QueueOverview[]> => {
-    const others = queues.filter(({ config }) => config.queueName !== current).slice(0, OVERVIEW_READS - 1);
-    const read = new Set([current, ...others.map(({ config }) => config.queueName)]);
+  // The queue on the page (its figures as the page read them) and the first others in their order,
+  // at most OVERVIEW_READS in all.
+  const overview = async (nowMs: number, current: CurrentQueue): Promise<QueueOverview[]> => {
+    const others = queues.filter(({ config }) => config.queueName !== current.name).slice(0, OVERVIEW_READS - 1);
+    const read = new Set(others.map(({ config }) => config.queueName));
     return Promise.all(
       queues.map(async ({ config }) => {
         const about = {
@@ -85,6 +86,7 @@ export function createService(settings: SettingSource, secretSource: SettingSour
           method: config.queueMethod,
           event: config.eventStartMs > 0 || config.eventEndMs > 0 ? eventPhase(config, nowMs) : undefined,
         };
+        if (config.queueName === current.name) return { ...about, stats: current.stats };
         if (!read.has(config.queueName)) return { ...about, stats: undefined, unread: true as const };
         // Through the same timeout as every store call: one queue that does not answer must not hold up the page.
         const stats = await callStore(() => store.stats(config.queueName, nowMs, admissionPolicy(config)), config.storeTimeoutMs, deps.clock);
