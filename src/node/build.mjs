@@ -8,8 +8,9 @@
 //   node src/node/build.mjs pins           rewrites the scripts' SHA-1 pins in src/store/scripts.ts after a Lua edit
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { UPSTASH_HTTP_SPECIFIER, upstashHttpChunk } from './upstash-chunk.mjs';
@@ -106,7 +107,16 @@ function compileWasm(input, output, extraArgs = []) {
     console.error(`js-compute-runtime not found at ${cli}: run npm ci`);
     process.exit(1);
   }
-  const result = spawnSync(process.execPath, [cli, ...extraArgs, input, output], { cwd: root, stdio: 'inherit' });
+  // js-compute-runtime bundles into `__input_bundled.js` in its working directory before moving it
+  // to its own temporary folder: two builds sharing a directory (the tests build several wasm at
+  // once) would take each other's file. Each build gets a directory of its own.
+  const scratch = mkdtempSync(join(tmpdir(), 'wr-js-compute-'));
+  let result;
+  try {
+    result = spawnSync(process.execPath, [cli, ...extraArgs, resolve(root, input), resolve(root, output)], { cwd: scratch, stdio: 'inherit' });
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
   if (result.status !== 0) {
     // A failed build-time run leaves an empty output behind; remove it so nothing mistakes it for a build.
     rmSync(resolve(root, output), { force: true });
