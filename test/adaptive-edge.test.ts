@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../src/core/config';
-import type { Origin, OriginHeader, QueueStore } from '../src/core/ports';
+import type { Origin, OriginHeaders, QueueStore } from '../src/core/ports';
 import { MemoryOriginMeter } from '../src/platform/memory-meter';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import { AC_WINDOW_MS } from '../src/store/adaptive';
@@ -22,7 +22,7 @@ class SlowOrigin implements Origin {
   fail = false;
   calls = 0;
   constructor(private readonly clock: ManualClock) {}
-  async forward(_request: Request, _replace?: OriginHeader): Promise<Response> {
+  async forward(_request: Request, _replace?: OriginHeaders): Promise<Response> {
     this.calls += 1;
     this.clock.advance(this.delayMs);
     if (this.fail) throw new Error('connection refused');

@@ -13,6 +13,9 @@ import { parseConfig, parseSecrets } from '../src/core/config';
 import type { Handler } from '../src/core/handler';
 import { createAdmissionCheck } from '../src/node/admission-check';
 import { startHost, type RunningServer } from '../src/node/host';
+import { createService } from '../src/core/service';
+import { MemoryStateCache } from '../src/platform/memory-cache';
+import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import {
   ADMISSION_KEY_1,
@@ -230,6 +233,61 @@ describe('every request the edge passes to the origin', () => {
     await get(r.handler, '/shop/', {}, { [HEADER]: 'client' });
     expect(r.origin.sent.at(-1)!.has(HEADER)).toBe(false);
     expect(r.logger.last?.reason).toContain('admission_unsigned: the secret admission_keys is not set');
+  });
+
+  describe('with several queues', () => {
+    function service(queues: object[]) {
+      const clock = new ManualClock(NOW);
+      const origin = new RecordingOrigin();
+      const logger = new MemoryLogger();
+      const built = createService(source({ ...BASE_SETTINGS, admit_per_period: '100', queues: JSON.stringify(queues) }), source(BASE_SECRETS), {
+        store: new MemoryQueueStore(),
+        origin,
+        logger,
+        clock,
+        cache: new MemoryStateCache(clock),
+        authLimiter: new MemoryFailureLimiter(clock),
+        ticketLimiter: new MemoryFailureLimiter(clock),
+      });
+      return { handler: built.handler, origin, logger };
+    }
+
+    it('a path no queue holds is signed `via: unqueued`: a client\'s header, even one the room signed for it, never gets through', async () => {
+      const s = service([{ name: 'sale', paths: ['/sale/*'] }]);
+      const walkIn = await get(s.handler, '/sale/x');
+      const genuine = cookieFrom(walkIn, 'waiting_room_sale_adm')!.split('~')[0]!;
+      expect(decodeJwt(genuine)).toMatchObject({ queue: 'sale', via: 'walk-in' });
+      for (const sent of [genuine, 'forged-by-the-client']) {
+        const passed = await get(s.handler, '/api/checkout', {}, { [HEADER]: sent });
+        expect(passed.headers.get('x-origin')).toBe('yes');
+        const token = lastHeader(s.origin)!;
+        expect(token).not.toBe(sent);
+        const { payload } = await verifyAtOrigin(token, [ADMISSION_KEY_1], NOW);
+        expect(payload).toMatchObject({ via: 'unqueued' });
+        expect(payload['ticket']).toBeUndefined();
+        expect(s.logger.last).toMatchObject({ decision: 'no_queue', status: 200 });
+      }
+    });
+
+    it('a queue with admission_header = off still removes the header the other queues sign, and each queue removes every queue\'s', async () => {
+      const s = service([
+        { name: 'sale', paths: ['/sale/*'], settings: { admission_header: 'x-sale-admission' } },
+        { name: 'blog', paths: ['/blog/*'], settings: { admission_header: 'off' } },
+        { name: 'shop', paths: ['/*'] },
+      ]);
+      const client = { [HEADER]: 'forged', 'x-sale-admission': 'forged', 'x-other': 'kept' };
+      await get(s.handler, '/blog/post', {}, client);
+      let sent = s.origin.sent.at(-1)!;
+      expect([sent.has(HEADER), sent.has('x-sale-admission'), sent.get('x-other')]).toEqual([false, false, 'kept']);
+      await get(s.handler, '/sale/x', {}, client);
+      sent = s.origin.sent.at(-1)!;
+      expect(sent.has(HEADER)).toBe(false);
+      expect(decodeJwt(sent.get('x-sale-admission')!)).toMatchObject({ queue: 'sale' });
+      await get(s.handler, '/cart', {}, client);
+      sent = s.origin.sent.at(-1)!;
+      expect(sent.has('x-sale-admission')).toBe(false);
+      expect(decodeJwt(sent.get(HEADER)!)).toMatchObject({ queue: 'shop' });
+    });
   });
 
   it('publishes the keys at .well-known/jwks.json, cacheable; rotation: the old key verifies while listed, not after', async () => {

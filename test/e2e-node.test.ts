@@ -21,6 +21,8 @@ import {
   definePowScenario,
   defineChallengeScenario,
   defineAdmissionScenario,
+  defineUnqueuedAdmissionScenario,
+  UNQUEUED_ADMISSION_SETTINGS,
   defineSwitchScenario,
   SWITCH_SETTINGS,
   ADAPTIVE_SETTINGS,
@@ -182,6 +184,17 @@ describe('Node host in front of a protected origin (signed admission)', () => {
     await protectedStack?.close();
   });
   defineAdmissionScenario(() => protectedStack);
+});
+
+describe('Node host with several queues in front of a protected origin', () => {
+  let unqueued: Stack;
+  beforeAll(async () => {
+    unqueued = await startNodeStack(UNQUEUED_ADMISSION_SETTINGS, undefined, { protectOrigin: true });
+  });
+  afterAll(async () => {
+    await unqueued?.close();
+  });
+  defineUnqueuedAdmissionScenario(() => unqueued);
 });
 
 describe('Node host with the emergency switches', () => {

@@ -25,6 +25,8 @@ import {
   definePowScenario,
   defineChallengeScenario,
   defineAdmissionScenario,
+  defineUnqueuedAdmissionScenario,
+  UNQUEUED_ADMISSION_SETTINGS,
   defineSwitchScenario,
   SWITCH_SETTINGS,
   ADAPTIVE_SETTINGS,
@@ -277,6 +279,18 @@ describe.skipIf(!host.found)('wasm in front of a protected origin (an ES256 admi
     await protectedStack?.close();
   });
   defineAdmissionScenario(() => protectedStack);
+});
+
+describe.skipIf(!host.found)('wasm with several queues in front of a protected origin', () => {
+  let unqueued: Stack;
+  beforeAll(async () => {
+    if (!host.found) return;
+    unqueued = await startWasmStack({ viceroyPath: host.path, settings: UNQUEUED_ADMISSION_SETTINGS, protectOrigin: true });
+  }, 120_000);
+  afterAll(async () => {
+    await unqueued?.close();
+  });
+  defineUnqueuedAdmissionScenario(() => unqueued);
 });
 
 describe.skipIf(!host.found)('wasm with the emergency switches (through the POP cache)', () => {

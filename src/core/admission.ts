@@ -14,7 +14,8 @@
  * token by an HMAC (a derived key of the ring, `admission`), so the request path checks one HMAC
  * instead of signing. Requests without an access token (bypass rules, unqueued paths) are signed
  * each time, except that a long-lived host (Node) keeps one signature per kind of grant for half
- * its lifetime. The header a client sends is always removed before ours is added.
+ * its lifetime. A header the client sends under the admission header's name of any queue of the
+ * service is always removed, whether ours is added or not (see HandlerDeps.admissionHeaders).
  */
 import { describeError } from './auth-throttle';
 import { decodeJwt, importJWK, SignJWT } from 'jose';
@@ -24,7 +25,7 @@ import type { AdmissionClaim, Config, Secrets } from './config';
 import type { HandlerContext } from './context';
 import { readCookieValues, serializeCookie } from './cookies';
 import type { KeyRing } from './tokens';
-import type { OriginHeader } from './ports';
+import type { OriginHeaders } from './ports';
 import type { Grant, Trace } from './types';
 
 export type { AdmissionVia, Grant } from './types';
@@ -143,12 +144,12 @@ const shared = new Map<string, { readonly token: string; readonly exp: number }>
 const SHARED_MAX = 20_000;
 
 /**
- * What the origin request carries: the admission header to put in place of any the client sent
- * (`value` undefined: the client's is only removed; no header at all when the feature is off), and
- * the cookie that carries the admission on.
+ * What the origin request carries: the signed admission header (none when the feature is off or
+ * signing failed; a client's copy is removed either way, see OriginHeaders), and the cookie that
+ * carries the admission on.
  */
 export interface Admitted {
-  readonly header: OriginHeader | undefined;
+  readonly header: OriginHeaders['set'];
   readonly cookie: string | undefined;
 }
 
@@ -183,7 +184,7 @@ export async function admissionFor(ctx: HandlerContext, request: Request, grant:
   } catch (error) {
     const why = `admission_unsigned: ${describeError(error)}`;
     trace.reason = trace.reason === undefined ? why : `${trace.reason}; ${why}`;
-    return { header: { name, value: undefined }, cookie: undefined };
+    return { header: undefined, cookie: undefined };
   }
   const header = { name, value: signed.token };
   if (sharedKey !== undefined) {

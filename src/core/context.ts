@@ -30,6 +30,12 @@ export interface HandlerDeps {
   readonly randomSeed?: () => number;
   /** Template overrides (Fastly's KV Store); a broken one is logged and the built-in one served. */
   readonly templates?: TemplateSource | undefined;
+  /**
+   * The admission header names of every queue of the service (lower case): a client's copies of
+   * all of them are removed from every request passed to the origin, whichever queue passes it.
+   * Default: this queue's own, unless `admission_header = off`.
+   */
+  readonly admissionHeaders?: readonly string[] | undefined;
   /** With several queues: every queue's figures, for the admin page's list. */
   readonly overview?: (nowMs: number, current: CurrentQueue) => Promise<readonly QueueOverview[]>;
   /**
@@ -75,6 +81,8 @@ export interface HandlerContext extends Pick<HandlerDeps, 'config' | 'secrets' |
   readonly queue: string;
   /** The admission policy of the configuration, without a seed. */
   readonly basePolicy: AdmissionPolicy;
+  /** The header names a client may not send to the origin (see HandlerDeps.admissionHeaders). */
+  readonly admissionHeaders: readonly string[];
   readonly randomSeed: () => number;
   /** The random method (a draw) rather than FIFO. */
   readonly random: boolean;
@@ -127,6 +135,11 @@ export function adaptivePolicy(config: Readonly<Config>): AdaptivePolicy | undef
 export function meterNameOf(name: string | undefined): string {
   const clean = (name ?? '').replace(/[^A-Za-z0-9_.-]/g, '').slice(0, 32);
   return clean === '' ? 'edge' : clean;
+}
+
+/** The admission header names these queues' settings use, lower case, each once (`off` is none). */
+export function admissionHeaderNames(configs: readonly Readonly<Config>[]): readonly string[] {
+  return [...new Set(configs.filter((c) => c.admissionHeader !== 'off').map((c) => c.admissionHeader.toLowerCase()))];
 }
 
 export function admissionPolicy(config: Readonly<Config>): AdmissionPolicy {
@@ -210,6 +223,7 @@ export function createContext(deps: HandlerDeps): HandlerContext {
     cache,
     queue,
     basePolicy,
+    admissionHeaders: deps.admissionHeaders ?? admissionHeaderNames([config]),
     randomSeed,
     random,
     shuffled: config.eventStartMs > 0 && config.eventOrder === 'shuffle' && !random,

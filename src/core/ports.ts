@@ -440,18 +440,19 @@ export interface SiteVerifier {
   post(url: string, form: URLSearchParams, timeoutMs: number): Promise<Response>;
 }
 
-/** A header the edge sets on the origin request in place of any the client sent (`value` undefined: removed only). */
-export interface OriginHeader {
-  readonly name: string;
-  readonly value: string | undefined;
+/**
+ * What the edge does to the headers of a request it passes on: every copy the client sent of a
+ * name in `drop` is removed (the admission header of every queue of the service, lower case, so a
+ * client can send none of them through), then `set`, the signed admission, is added if there is one.
+ */
+export interface OriginHeaders {
+  readonly drop: readonly string[];
+  readonly set?: { readonly name: string; readonly value: string } | undefined;
 }
 
-/**
- * Forwards a request to the origin and returns its response, streamed, the body unread. `replace`:
- * a header (the signed admission) whose client copies are dropped and whose value, if any, is set.
- */
+/** Forwards a request to the origin and returns its response, streamed, the body unread. */
 export interface Origin {
-  forward(request: Request, replace?: OriginHeader): Promise<Response>;
+  forward(request: Request, headers?: OriginHeaders): Promise<Response>;
 }
 
 /** One structured record per request. */

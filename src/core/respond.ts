@@ -220,7 +220,7 @@ export async function pass(
   // The origin's answer is counted for adaptive admission: its status and how long its first byte took.
   const sent = clock.now();
   try {
-    response = await origin.forward(request, admitted.header);
+    response = await origin.forward(request, { drop: ctx.admissionHeaders, set: admitted.header });
   } catch (error) {
     ctx.meterOrigin(undefined, clock.now() - sent);
     trace.reason = `origin: ${error instanceof Error ? error.message : String(error)}`;

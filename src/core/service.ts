@@ -3,13 +3,16 @@
  * them. With a single queue (no `queues` document) the router is that queue's handler itself.
  */
 import { ConfigError, parseSecrets, type Config, type Secrets, type SettingSource } from './config';
+import { admissionHeaderNames, createContext } from './context';
 import { admissionPolicy, createHandler, type Handler } from './handler';
 import { eventPhase } from './types';
 import { errorResponse } from './http';
 import { OVERVIEW_READS, type Clock, type CurrentQueue, type FailureLimiter, type Logger, type Origin, type OriginMeter, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource } from './ports';
 import { reservedPrefixMatch } from './path-canon';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
+import { pass } from './respond';
 import { callStore } from './store-call';
+import type { Trace } from './types';
 
 export interface ServiceDeps {
   /** The store, or how to make it from the service-wide settings (it may throw ConfigError). */
@@ -94,12 +97,18 @@ export function createService(settings: SettingSource, secretSource: SettingSour
       }),
     );
   };
+  // Whichever queue passes a request, the client's copies of every queue's admission header go.
+  const admissionHeaders = admissionHeaderNames(queues.map((setup) => setup.config));
   const entries = queues.map((setup) => ({
     rule: setup.rule,
-    handler: createHandler({ ...deps, store, config: setup.config, secrets: keyRing, ...(many && { overview }) }),
+    handler: createHandler({ ...deps, store, config: setup.config, secrets: keyRing, admissionHeaders, ...(many && { overview }) }),
   }));
   const first = entries[0]!;
   if (!many) return { handler: first.handler, queues, secrets, config };
+  // A request no queue holds is passed as a single queue passes a path outside its queue_paths:
+  // signed `via: unqueued` with the service-wide (first queue's) admission settings. Not counted
+  // for any queue's adaptive admission.
+  const unqueued = createContext({ ...deps, store, config, secrets: keyRing, admissionHeaders, originMeter: undefined });
 
   const handler: Handler = async (request, client) => {
     const url = new URL(request.url);
@@ -123,19 +132,18 @@ export function createService(settings: SettingSource, secretSource: SettingSour
     }
     const entry = selectQueue(entries, { host: url.host, path: url.pathname, country: client.country });
     if (entry !== undefined) return entry.handler(request, client);
+    const trace: Trace = { decision: 'no_queue', from: client.address };
+    const response = await pass(unqueued, request, undefined, trace);
     deps.logger.log({
       ts: new Date(deps.clock.now()).toISOString(),
       method: request.method,
       path: url.pathname,
-      status: 0,
+      status: response.status,
       decision: 'no_queue',
+      ...(trace.reason !== undefined && { reason: trace.reason }),
       ...(client.pop !== undefined && { pop: client.pop }),
     });
-    try {
-      return await deps.origin.forward(request);
-    } catch {
-      return errorResponse(502, 'the site is not answering; please try again shortly');
-    }
+    return response;
   };
   return { handler, queues, secrets, config };
 }

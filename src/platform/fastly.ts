@@ -16,7 +16,7 @@ import { ConfigError, parseConfig, parseSecrets, placeholderProblem, parseSecret
 import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../core/last-valid';
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
-import type { FailureLimiter, Logger as LogPort, OriginHeader, OriginMeter, RequestLog, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
+import type { FailureLimiter, Logger as LogPort, OriginHeaders, OriginMeter, RequestLog, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
 import { createUpstashScriptClient } from '../store/upstash-http';
 import { UpstashQueueStore, createUpstashClientOptions, type UpstashScriptClient } from '../store/upstash-store';
 import { METER_SECONDS } from './memory-meter';
@@ -168,14 +168,15 @@ export function kvTemplateSource(): TemplateSource | undefined {
  * originTarget), so an origin that resolves its request target against a base cannot read it as
  * another host. Any other request is sent as it came, body streamed.
  */
-function forwardToOrigin(request: Request, replace?: OriginHeader): Promise<Response> {
+function forwardToOrigin(request: Request, replace?: OriginHeaders): Promise<Response> {
   const url = new URL(request.url);
   const target = originTarget(request.url);
   let init: { backend: string; headers?: Headers } = { backend: ORIGIN_BACKEND };
-  if (replace !== undefined) {
+  // The headers are copied only to change them: to add ours, or to remove a client's copy.
+  if (replace !== undefined && (replace.set !== undefined || replace.drop.some((name) => request.headers.has(name)))) {
     const headers = new Headers(request.headers);
-    headers.delete(replace.name);
-    if (replace.value !== undefined) headers.set(replace.name, replace.value);
+    for (const name of replace.drop) headers.delete(name);
+    if (replace.set !== undefined) headers.set(replace.set.name, replace.set.value);
     init = { backend: ORIGIN_BACKEND, headers };
   }
   if (target === `${url.pathname}${url.search}`) return fetch(request, init);

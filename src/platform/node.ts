@@ -87,10 +87,11 @@ export function createHttpOrigin(baseUrl: string, agent?: http.Agent): Origin {
     forward(request, replace) {
       const path = originTarget(request.url);
       const headers: Record<string, string | string[]> = {};
+      const drop = replace?.drop ?? [];
       request.headers.forEach((value, name) => {
-        if (!HOP_BY_HOP.has(name) && name !== 'host' && name !== replace?.name) headers[name] = value;
+        if (!HOP_BY_HOP.has(name) && name !== 'host' && !drop.includes(name)) headers[name] = value;
       });
-      if (replace?.value !== undefined) headers[replace.name] = replace.value;
+      if (replace?.set !== undefined) headers[replace.set.name] = replace.set.value;
       return new Promise<Response>((resolve, reject) => {
         const outgoing = client.request({ ...destination, path, method: request.method, headers, agent }, (res) => {
           const responseHeaders = new Headers();

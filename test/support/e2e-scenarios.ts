@@ -1199,6 +1199,33 @@ export function defineAdmissionScenario(stack: () => Stack): void {
   }, 60_000);
 }
 
+/** ADMISSION_SETTINGS with a queues document: one queue, `sale`, holds /sale/*; every other path is in no queue. */
+export const UNQUEUED_ADMISSION_SETTINGS: Record<string, string> = { ...ADMISSION_SETTINGS, queues: JSON.stringify([{ name: 'sale', paths: ['/sale/*'] }]) };
+
+/**
+ * With several queues, a path no queue holds goes to the protected origin signed `via: unqueued`,
+ * like a single queue's unqueued path: the admission header a client sends there (forged, or one
+ * the room signed for the client on a queued path) is removed, never passed on.
+ */
+export function defineUnqueuedAdmissionScenario(stack: () => Stack): void {
+  const HEADER = 'waiting-room-admission';
+  it('a path in no queue reaches the protected origin with our `unqueued` admission, never with the one the client sends', async () => {
+    const sale = await fetch(`${stack().url}/sale/drop`);
+    expect(sale.status).toBe(200);
+    expect(sale.headers.get('x-admission-via')).toBe('walk-in');
+    const genuine = stack().admissions.at(-1)!;
+    expect(payloadOf(genuine)).toMatchObject({ queue: 'sale' });
+    for (const sent of ['made-up-by-the-client', genuine]) {
+      const elsewhere = await fetch(`${stack().url}/products`, { headers: { [HEADER]: sent } });
+      expect(elsewhere.status).toBe(200);
+      expect(elsewhere.headers.get('x-admission-via')).toBe('unqueued');
+      expect(stack().admissions.at(-1)).not.toBe(sent);
+    }
+    const logged = stack().logs().filter((line) => line.decision === 'no_queue');
+    expect(logged.at(-1)).toMatchObject({ status: 200, path: '/products' });
+  });
+}
+
 /** A room where everyone walks in (a capacity of 100), with the per-POP cache at its default (1 s). */
 export const SWITCH_SETTINGS: Record<string, string> = { max_active: '100', state_cache_seconds: '1' };
 

@@ -2,7 +2,7 @@
 import { createHmac } from 'node:crypto';
 import { parseConfig, parseSecrets, type SettingSource } from '../../src/core/config';
 import { createHandler, type Handler, type HandlerDeps } from '../../src/core/handler';
-import type { Clock, Logger, Origin, OriginHeader, QueueStore, RequestLog, VipCode } from '../../src/core/ports';
+import type { Clock, Logger, Origin, OriginHeaders, QueueStore, RequestLog, VipCode } from '../../src/core/ports';
 import { MemoryStateCache } from '../../src/platform/memory-cache';
 
 export const KEY_1 = 'test-key-one-0123456789abcdefghijklmnop';
@@ -70,13 +70,11 @@ export class RecordingOrigin implements Origin {
   readonly requests: Request[] = [];
   /** The headers each request was sent with (the signed admission added, a client's copy removed). */
   readonly sent: Headers[] = [];
-  async forward(request: Request, replace?: OriginHeader): Promise<Response> {
+  async forward(request: Request, replace?: OriginHeaders): Promise<Response> {
     this.requests.push(request);
     const sent = new Headers(request.headers);
-    if (replace !== undefined) {
-      sent.delete(replace.name);
-      if (replace.value !== undefined) sent.set(replace.name, replace.value);
-    }
+    for (const name of replace?.drop ?? []) sent.delete(name);
+    if (replace?.set !== undefined) sent.set(replace.set.name, replace.set.value);
     this.sent.push(sent);
     return new Response(`origin saw ${new URL(request.url).pathname}`, { status: 200, headers: { 'x-origin': 'yes' } });
   }
