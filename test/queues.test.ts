@@ -7,6 +7,7 @@ import { ConfigError } from '../src/core/config';
 import { parseQueues, selectQueue } from '../src/core/queues';
 import { OVERVIEW_READS, type QueueStore } from '../src/core/ports';
 import { createService } from '../src/core/service';
+import { parseCountryHeader, startHost } from '../src/node/host';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
@@ -184,5 +185,37 @@ describe('several queues in one service', () => {
     const de = await s.handler(new Request('https://shop.example/sale/x'), { ...CLIENT, country: 'DE' });
     expect(de.status).toBe(503);
     expect(await de.text()).toContain('· Sale (DE)</title>');
+  });
+
+  it('on the Node host, a queue is chosen by the country a named proxy header gives, never by one the client writes', async () => {
+    const document = JSON.stringify([
+      { name: 'de-sale', paths: ['/sale/*'], countries: ['DE'], settings: { admit_per_period: 0 } },
+      { name: 'sale', paths: ['/sale/*'], settings: { admit_per_period: 0 } },
+    ]);
+    const queueOf = async (url: string, headers: Record<string, string>) => {
+      const response = await fetch(`${url}/sale/x`, { headers });
+      await response.text();
+      const set = response.headers.getSetCookie().find((c) => c.startsWith('waiting_room_'));
+      return set === undefined ? undefined : payloadOf(set.split(';')[0]!.split('=')[1]!)['q'];
+    };
+    // Without CLIENT_COUNTRY_HEADER: no header picks the German queue, whatever its name.
+    const plain = await startHost(service(document).handler);
+    try {
+      for (const header of ['x-client-country', 'cf-ipcountry', 'x-country']) expect(await queueOf(plain.url, { [header]: 'DE' }), header).toBe('sale');
+    } finally {
+      await plain.close();
+    }
+    // Named: that header (set by the proxy in front) chooses; another one does not.
+    const proxied = await startHost(service(document).handler, { countryHeader: 'cf-ipcountry' });
+    try {
+      expect(await queueOf(proxied.url, { 'cf-ipcountry': 'DE' })).toBe('de-sale');
+      expect(await queueOf(proxied.url, { 'cf-ipcountry': 'FR' })).toBe('sale');
+      expect(await queueOf(proxied.url, { 'x-client-country': 'DE' })).toBe('sale');
+    } finally {
+      await proxied.close();
+    }
+    expect(parseCountryHeader(undefined)).toEqual({ ok: true, header: undefined });
+    expect(parseCountryHeader(' CF-IPCountry ')).toEqual({ ok: true, header: 'cf-ipcountry' });
+    for (const bad of ['x country', 'x:y', 'cookie', 'Host', 'connection', 'é']) expect(parseCountryHeader(bad).ok, bad).toBe(false);
   });
 });

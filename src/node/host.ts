@@ -150,6 +150,22 @@ export interface HostOptions {
   readonly host?: string;
   /** Stands in for the platform's POP name in logs. */
   readonly pop?: string;
+  /**
+   * The request header that carries the client's country (ISO code) for queues chosen by country,
+   * set by a proxy in front that overwrites any copy a client sends (`CLIENT_COUNTRY_HEADER`).
+   * Without it the Node host knows no country: a client must not pick its queue by a header it
+   * writes itself.
+   */
+  readonly countryHeader?: string | undefined;
+}
+
+/** A header name as `CLIENT_COUNTRY_HEADER` may give it, lower case, or the problem with it. */
+export function parseCountryHeader(text: string | undefined): { readonly ok: true; readonly header: string | undefined } | { readonly ok: false; readonly problem: string } {
+  if (text === undefined || text.trim() === '') return { ok: true, header: undefined };
+  const name = text.trim().toLowerCase();
+  if (!/^[a-z0-9][a-z0-9-]{0,63}$/.test(name)) return { ok: false, problem: `CLIENT_COUNTRY_HEADER must be a header name (letters, digits, -), got ${JSON.stringify(text).slice(0, 80)}` };
+  if (HOP_BY_HOP.has(name) || name === 'host' || name === 'cookie') return { ok: false, problem: `CLIENT_COUNTRY_HEADER cannot be ${name}` };
+  return { ok: true, header: name };
 }
 
 /**
@@ -180,9 +196,9 @@ export async function startHost(handler: Handler, options: HostOptions = {}): Pr
         refuse(res, converted.status, converted.reason);
         return;
       }
-      // The Node host has no geolocation: a header stands in for it (local runs and tests only).
-      const country = req.headers['x-client-country'];
-      handler(converted.request, { address: req.socket.remoteAddress, pop: options.pop ?? 'local', country: typeof country === 'string' ? country : undefined })
+      // The Node host has no geolocation: a trusted proxy's header stands in for it, if named.
+      const country = options.countryHeader === undefined ? undefined : req.headers[options.countryHeader];
+      handler(converted.request, { address: req.socket.remoteAddress, pop: options.pop ?? 'local', country: typeof country === 'string' && country !== '' ? country : undefined })
         .catch((error: unknown) => {
           // The core turns store and origin failures into answers; reaching here is a bug.
           reportBug(error);

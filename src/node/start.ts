@@ -12,7 +12,9 @@
  * WR_STORE=upstash (use the Upstash store at `upstash_url`, e.g. the local bridge), WR_STORE=redis
  * with REDIS_URL (Redis 7+ itself, one server or a cluster: see WR_REDIS_CLUSTER; several hosts
  * behind a load balancer then share the queues), WR_DEMO_PROTECTED=1 (the demo origin refuses
- * requests without the signed admission), and WR_<KEY> to override any setting of devconfig.json.
+ * requests without the signed admission), CLIENT_COUNTRY_HEADER (the header a proxy in front sets
+ * to the client's country, for queues chosen by country; none by default), and WR_<KEY> to
+ * override any setting of devconfig.json.
  */
 import { existsSync, watchFile } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -27,7 +29,7 @@ import { UpstashQueueStore } from '../store/upstash-store';
 import { connectRedis, createRedisQueueStore, reportRedisErrors, waitUntilReady, type RedisConnection } from '../store/redis-store';
 import { createNodeUpstashOptions } from '../platform/node';
 import { startDemoOrigin } from './demo-origin';
-import { startHost } from './host';
+import { parseCountryHeader, startHost } from './host';
 import { checkPorts, failureLine, listenOn, readPort } from './local-ports';
 import { buildWaitingRoom } from './waiting-room';
 
@@ -64,6 +66,12 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   const degrade = capacity === undefined ? undefined : { perSecond: capacity, slowMs: 2_000 };
+  // CLIENT_COUNTRY_HEADER: the header a proxy in front sets to the client's country (queues by country).
+  const country = parseCountryHeader(process.env['CLIENT_COUNTRY_HEADER']);
+  if (!country.ok) {
+    process.stderr.write(`${COMMAND}: ${country.problem}\n`);
+    process.exit(1);
+  }
   const origin = originPort === undefined ? undefined : await listenOn(COMMAND, originPort, (p) => startDemoOrigin({ port: p, ...(protect !== undefined && { protect }), ...(degrade !== undefined && { degrade }) }));
   const originUrl = process.env['ORIGIN_URL'] ?? origin!.url;
   const memoryStore = new MemoryQueueStore();
@@ -155,7 +163,7 @@ async function main(): Promise<void> {
   }
   jwksPath = `${room.config.pathPrefix}.well-known/jwks.json`;
   audience = room.config.admissionAudience;
-  const host = await listenOn(COMMAND, hostPort, (p) => startHost((request, client) => current(request, client), { port: p }));
+  const host = await listenOn(COMMAND, hostPort, (p) => startHost((request, client) => current(request, client), { port: p, countryHeader: country.header }));
   port = host.port;
   const prefix = room.config.pathPrefix;
   process.stderr.write(
