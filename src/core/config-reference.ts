@@ -18,7 +18,7 @@ const SETTING_MEANINGS: Record<(typeof CONFIG_KEYS)[number], string> = {
   bypass_cookie: 'name of a cookie that bypasses the queue, only when it holds a bypass pass signed by us (`POST /__wr/api/bypass-pass`); empty = off',
   bypass_crawlers: '`on`: let verified search-engine crawlers through (see [How a request is decided](architecture.md#how-a-request-is-decided))',
   crawler_ips: 'the crawlers\' published address ranges (required with `bypass_crawlers`)',
-  cookie_name: 'name of the queue cookie',
+  cookie_name: 'name of the queue cookie; for a new deployment `__Host-waiting_room` is recommended, which browsers accept only host-only, `Secure` and for `Path=/`, so no sibling subdomain can plant one (see [Several cookies of ours](architecture.md#several-cookies-of-ours)); renaming it on a live queue drops every waiting visitor\'s place and every session',
   session_seconds: 'inactivity timeout: how long an admitted visitor keeps access (and, in capacity mode, a slot) after their last activity; activity slides it (30 s – 7 days)',
   session_max_seconds: 'longest session from admission whatever the activity, in every mode (the access token carries the admission time, renewals keep it); `0` = no maximum',
   max_active: 'capacity mode: most admitted visitors holding a slot at once; `0` = no limit',

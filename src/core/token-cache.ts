@@ -18,6 +18,8 @@ import { verifyTokenBy, type KeyRing, type SigningKey, type TokenClaims, type To
 export interface TokenVerifier {
   /** verifyToken's answer, from the cache when the token verified before and still would. */
   verify(ring: KeyRing, token: string, queue: string, nowMs: number, kinds: readonly TokenKind[]): Promise<VerifyResult>;
+  /** verify's answer when the token is remembered and still valid, else undefined: a lookup, no crypto. */
+  lookup(ring: KeyRing, token: string, queue: string, nowMs: number, kinds: readonly TokenKind[]): VerifyResult | undefined;
   /** How many tokens are remembered (for tests and stats). */
   readonly size: number;
 }
@@ -35,23 +37,26 @@ export function createTokenCache(maxEntries: number = DEFAULT_TOKEN_CACHE_ENTRIE
   if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) throw new RangeError('a token cache holds at least one entry');
   // A Map iterates in insertion order: re-inserting on use makes its first key the least recent.
   const entries = new Map<string, Entry>();
+  const lookup: TokenVerifier['lookup'] = (ring, token, queue, nowMs, kinds) => {
+    const entry = entries.get(token);
+    if (entry === undefined) return undefined;
+    entries.delete(token);
+    // jose refuses a token once `exp` <= now in whole seconds.
+    const live = entry.claims.exp > Math.floor(nowMs / 1000) && ring.byKid.get(entry.kid) === entry.key;
+    if (!live) return undefined;
+    entries.set(token, entry);
+    if (!kinds.includes(entry.claims.k)) return { ok: false, reason: 'wrong_kind' };
+    if (entry.claims.q !== queue) return { ok: false, reason: 'wrong_queue' };
+    return { ok: true, claims: entry.claims };
+  };
   return {
     get size() {
       return entries.size;
     },
+    lookup,
     async verify(ring, token, queue, nowMs, kinds) {
-      const entry = entries.get(token);
-      if (entry !== undefined) {
-        entries.delete(token);
-        // jose refuses a token once `exp` <= now in whole seconds.
-        const live = entry.claims.exp > Math.floor(nowMs / 1000) && ring.byKid.get(entry.kid) === entry.key;
-        if (live) {
-          entries.set(token, entry);
-          if (!kinds.includes(entry.claims.k)) return { ok: false, reason: 'wrong_kind' };
-          if (entry.claims.q !== queue) return { ok: false, reason: 'wrong_queue' };
-          return { ok: true, claims: entry.claims };
-        }
-      }
+      const known = lookup(ring, token, queue, nowMs, kinds);
+      if (known !== undefined) return known;
       const { result, key } = await verifyTokenBy(ring, token, queue, nowMs, kinds);
       if (result.ok && key !== undefined) {
         entries.set(token, { claims: result.claims, kid: key.kid, key });

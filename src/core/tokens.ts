@@ -10,7 +10,7 @@
  * token, or an admin form token passed off as a bypass pass, then fails its signature, whatever a
  * caller forgets to check.
  */
-import { decodeJwt, jwtVerify, SignJWT, errors as joseErrors, type JWTHeaderParameters } from 'jose';
+import { decodeJwt, decodeProtectedHeader, jwtVerify, SignJWT, errors as joseErrors, type JWTHeaderParameters } from 'jose';
 import { JOIN_KEY_PATTERN } from './ports';
 
 /** What a derived key signs; part of the derivation label, so never rename one (it would log everybody out). */
@@ -95,6 +95,8 @@ const KID_PATTERN = /^[A-Za-z0-9._-]{1,32}$/;
 const MIN_SECRET_BYTES = 32;
 /** A compact JWS of ours is well under this; anything longer is not worth parsing. */
 const MAX_TOKEN_LENGTH = 1024;
+/** A compact JWS: three base64url parts, none empty (ours always has a signature). */
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 /** How a random secret looks, in one sentence an operator can act on (it goes into error messages and the docs). */
 export const SECRET_RULE =
@@ -181,6 +183,35 @@ function createSigningKey(kid: string, secret: string): SigningKey {
       return key;
     },
   };
+}
+
+/**
+ * Why verifyToken would refuse a token, where that can be told without checking its signature (no
+ * crypto): its length and shape, its header (HS256 and a key id the ring holds), its claims (our
+ * shape, one of `kinds`, `queue`, not expired). Undefined: only the signature check can tell. A
+ * caller that bounds the signature checks of a request spends them only on tokens that pass this,
+ * so junk sent beside a real token cannot use them up. A token with several faults may be refused
+ * here for another of them than verifyToken names first.
+ */
+export function precheckToken(ring: KeyRing, token: string, queue: string, nowMs: number, kinds: readonly TokenKind[]): VerifyFailure | undefined {
+  if (token.length > MAX_TOKEN_LENGTH || !COMPACT_JWS.test(token)) return 'malformed';
+  let header: JWTHeaderParameters;
+  let payload: Record<string, unknown>;
+  try {
+    header = decodeProtectedHeader(token) as JWTHeaderParameters;
+    payload = decodeJwt(token);
+  } catch {
+    return 'malformed';
+  }
+  if (header.alg !== 'HS256') return 'malformed';
+  if (typeof header.kid !== 'string' || !ring.byKid.has(header.kid)) return 'unknown_key';
+  const claims = readClaims(payload);
+  if (claims === undefined) return 'bad_claims';
+  if (!kinds.includes(claims.k)) return 'wrong_kind';
+  if (claims.q !== queue) return 'wrong_queue';
+  // jose's own test: expired once `exp` <= now in whole seconds, no tolerance.
+  if (claims.exp <= Math.floor(nowMs / 1000)) return 'expired';
+  return undefined;
 }
 
 /** Signs claims with the ring's current key for their kind. */

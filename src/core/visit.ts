@@ -24,7 +24,7 @@ import { checkSolution, issueChallenge, powCookieName, spentOnce } from './proof
 import { allowNewTicket, countRefusal } from './ticket-limit';
 import type { StoreOutcome } from './store-call';
 import { sharedTokenCache } from './token-cache';
-import type { TokenClaims, TokenKind, VerifyFailure } from './tokens';
+import { precheckToken, type TokenClaims, type TokenKind, type VerifyFailure, type VerifyResult } from './tokens';
 import { eventPhase, isCapacityMode, type Trace, type Visit } from './types';
 
 /** Carries a store failure out of a cache load, so it is not cached and every waiter sees it. */
@@ -34,7 +34,11 @@ class StoreUnavailable extends Error {
   }
 }
 
-/** The most tokens of ours one request may carry that we verify (duplicates are legal). */
+/**
+ * The most signature checks one request's cookies of ours may cost (duplicates are legal). A value
+ * refused without crypto (see precheckToken: junk, another queue's, expired) and a token this host
+ * verified before (the token cache) cost none, so junk sent before a real token cannot push it out.
+ */
 export const MAX_COOKIES_CHECKED = 4;
 
 /** The queue cookie holds a waiting ticket or an access token, never another kind. */
@@ -89,31 +93,74 @@ export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number
   }
 }
 
-/** The best valid token among the cookies sent: an access token first, else the earliest ticket. */
+/**
+ * The best valid token among the cookies sent (see chooseToken). Values that fail the checks
+ * needing no crypto are dropped first, and at most MAX_COOKIES_CHECKED signatures are checked.
+ */
 export async function readToken(ctx: HandlerContext, request: Request, nowMs: number, trace: Trace): Promise<TokenClaims | undefined> {
   const { config, secrets, queue } = ctx;
-  const values = readCookieValues(request.headers.get('cookie'), config.cookieName).slice(0, MAX_COOKIES_CHECKED);
+  const values = [...new Set(readCookieValues(request.headers.get('cookie'), config.cookieName))];
   if (values.length === 0) return undefined;
-  // Remembered once verified (see token-cache): an admitted visitor's every request carries the same cookie.
-  const results = await Promise.all(values.map((v) => sharedTokenCache.verify(secrets.keyRing, v, queue, nowMs, VISITOR_KINDS)));
-  let best: TokenClaims | undefined;
+  const valid: TokenClaims[] = [];
+  const unchecked: string[] = [];
   let failure: VerifyFailure | undefined;
-  for (const result of results) {
-    if (!result.ok) {
-      failure ??= result.reason;
+  const note = (result: VerifyResult): void => {
+    if (result.ok) valid.push(result.claims);
+    else failure ??= result.reason;
+  };
+  for (const value of values) {
+    const refused = precheckToken(secrets.keyRing, value, queue, nowMs, VISITOR_KINDS);
+    if (refused !== undefined) {
+      failure ??= refused;
       continue;
     }
-    const claims = result.claims;
-    if (best === undefined || rank(claims) < rank(best)) best = claims;
+    // Remembered once verified (see token-cache): an admitted visitor's every request carries the same cookie.
+    const known = sharedTokenCache.lookup(secrets.keyRing, value, queue, nowMs, VISITOR_KINDS);
+    if (known !== undefined) note(known);
+    else if (unchecked.length < MAX_COOKIES_CHECKED) unchecked.push(value);
   }
+  const results = await Promise.all(unchecked.map((v) => sharedTokenCache.verify(secrets.keyRing, v, queue, nowMs, VISITOR_KINDS)));
+  results.forEach(note);
+  const best = chooseToken(valid);
   if (best === undefined && failure !== undefined) trace.reason = `token_${failure}`;
   return best;
 }
 
-function rank(claims: TokenClaims): number {
-  if (claims.k === 'a') return -1;
-  // A pending join holds no ticket yet: any ticket is better.
-  return claims.p !== undefined ? Number.MAX_SAFE_INTEGER : claims.t;
+/**
+ * Which of several valid tokens a request's cookies come to. A browser sends two cookies of one
+ * name when one was set for a parent domain or a longer path, which a sibling subdomain or user
+ * content on one can do ("cookie tossing"): a planted token must not take the visitor's place.
+ * In order: an access token; a ticket of the current era; a pending join; a ticket of an older
+ * era; a shadow ticket (the last two lead nowhere: a new ticket at the back, or a place that never
+ * moves); within a class, the lowest ticket.
+ *
+ * The current era is that of the ticket taken last (its join time). A ticket of the current epoch
+ * and generation was taken after every ticket of an older one (a reset or a lost state voids
+ * what came before), and no token can claim a later era than the store's, since only we sign them;
+ * when every ticket sent is of an older era, the poll finds that out as before.
+ */
+export function chooseToken(tokens: readonly TokenClaims[]): TokenClaims | undefined {
+  let newest: TokenClaims | undefined;
+  for (const token of tokens) {
+    if (token.k !== 'w' || token.x === 1 || token.p !== undefined) continue;
+    if (newest === undefined || (token.j ?? token.iat) > (newest.j ?? newest.iat)) newest = token;
+  }
+  const rank = (token: TokenClaims): number => {
+    if (token.k === 'a') return 0;
+    if (token.x === 1) return 4;
+    if (token.p !== undefined) return 2;
+    return newest !== undefined && sameEra(token, newest) ? 1 : 3;
+  };
+  let best: TokenClaims | undefined;
+  for (const token of tokens) {
+    if (best === undefined) best = token;
+    else if (rank(token) < rank(best) || (rank(token) === rank(best) && token.k === 'w' && token.t < best.t)) best = token;
+  }
+  return best;
+}
+
+function sameEra(a: TokenClaims, b: TokenClaims): boolean {
+  return (a.g ?? 0) === (b.g ?? 0) && (a.gen ?? 0) === (b.gen ?? 0);
 }
 
 function record(trace: Trace, state: QueueState, ticket: number): void {
