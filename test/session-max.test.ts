@@ -123,6 +123,27 @@ describe.each([memory, redisStore])('session_max_seconds on the $name', (kind) =
       expect(r.logger.records.some((l) => l.decision === 'waiting' && l.ticket === 3)).toBe(true);
     });
 
+    it('a copied access token passes from any address (a bearer credential), without a store call each, until its session ends for every copy', async () => {
+      const r = rig(kind.make, { ...settings, session_seconds: '60', session_max_seconds: '90' });
+      const v = new Visitor(r);
+      expect((await v.visit()).headers.get('x-origin')).toBe('yes');
+      const copied = v.cookie!;
+      const fromAddress = (i: number) => r.handler(new Request(`${SITE}/page`, { headers: { cookie: `waiting_room=${copied}` } }), { address: `198.51.100.${i}`, pop: 'TST' });
+      const calls = r.store.calls;
+      for (let i = 1; i <= 50; i += 1) expect((await fromAddress(i)).headers.get('x-origin'), `copy ${i}`).toBe('yes');
+      // In capacity mode a copy may refresh the one slot (once per activity_refresh_seconds): never a call per copy.
+      expect(r.store.calls - calls).toBeLessThanOrEqual(1);
+      // Past the maximum the token is nothing: each copy is a newcomer, with a ticket of its own.
+      r.clock.advance(90_000);
+      for (let i = 1; i <= 5; i += 1) {
+        const answer = await fromAddress(i);
+        const ticket = cookieFrom(answer);
+        expect(ticket, `copy ${i} after the maximum`).toBeDefined();
+        expect(payloadOf(ticket!)['t'], `copy ${i} after the maximum`).not.toBe(1);
+        expect(r.logger.last?.decision).not.toBe('access');
+      }
+    });
+
     it('still admits at 64 s but not at 91 s with a 90 s maximum when the visitor polls often', async () => {
       const r = rig(kind.make, { ...settings, session_seconds: '30', session_max_seconds: '90', activity_refresh_seconds: '10' });
       const v = new Visitor(r);
