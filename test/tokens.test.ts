@@ -56,6 +56,21 @@ describe('verifyToken', () => {
     expect(await verifyToken(ring, token, 'default', NOW, VISITOR)).toEqual({ ok: true, claims });
   });
 
+  it('takes a signature in its one spelling only: no padding, no other value of the unused bits', async () => {
+    const token = await signToken(ring, claims);
+    const [h, p, s] = token.split('.') as [string, string, string];
+    expect(s).toHaveLength(43);
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const last = alphabet.indexOf(s[42]!);
+    // The same 32 bytes to a lenient decoder: the last character's two low bits are not part of them.
+    const variants = [1, 2, 3].map((bits) => `${h}.${p}.${s.slice(0, 42)}${alphabet[last | bits]}`);
+    expect(variants.every((v) => Buffer.from(v.split('.')[2]!, 'base64url').equals(Buffer.from(s, 'base64url')))).toBe(true);
+    for (const spelt of [...variants, `${token}=`, `${token}==`, `${h}.${p}.${s.slice(0, 42)}`]) {
+      expect(await verifyToken(ring, spelt, 'default', NOW, VISITOR), spelt.slice(-4)).toEqual({ ok: false, reason: 'malformed' });
+    }
+    expect(await verifyToken(ring, token, 'default', NOW, VISITOR)).toEqual({ ok: true, claims });
+  });
+
   it('rejects a tampered payload', async () => {
     const [h, , s] = (await signToken(ring, claims)).split('.');
     const forged = `${h}.${base64url({ ...claims, t: 1 })}.${s}`;

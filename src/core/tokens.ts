@@ -96,7 +96,12 @@ const MIN_SECRET_BYTES = 32;
 /** A compact JWS of ours is well under this; anything longer is not worth parsing. */
 const MAX_TOKEN_LENGTH = 1024;
 /** A compact JWS: three base64url parts, none empty (ours always has a signature). */
-const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+/**
+ * A compact JWS with an HS256 signature spelt the one way it can be: 32 bytes are 43 base64url
+ * characters, no padding, and the last carries two unused bits that must be zero. Decoders ignore
+ * those bits, so without this each token would have several accepted spellings.
+ */
+const COMPACT_JWS = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 
 /** How a random secret looks, in one sentence an operator can act on (it goes into error messages and the docs). */
 export const SECRET_RULE =
@@ -259,7 +264,7 @@ async function verifyWith(
   kinds: readonly TokenKind[],
   chosen: (key: SigningKey) => void,
 ): Promise<VerifyResult> {
-  if (token.length === 0 || token.length > MAX_TOKEN_LENGTH) return { ok: false, reason: 'malformed' };
+  if (token.length > MAX_TOKEN_LENGTH || !COMPACT_JWS.test(token)) return { ok: false, reason: 'malformed' };
   let claimed: unknown;
   try {
     claimed = decodeJwt(token)['k'];
