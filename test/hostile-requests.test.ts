@@ -4,6 +4,7 @@
  * the host keeps serving; no path, however it is spelled, reaches a host other than the configured
  * origin, and the origin reads the path it receives as the path the waiting room decided on.
  */
+import { connect } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfig, parseSecrets } from '../src/core/config';
@@ -14,7 +15,7 @@ import { startHost, type RunningServer } from '../src/node/host';
 import { buildWaitingRoom } from '../src/node/waiting-room';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { ADMIN_PASSWORD, BASE_SECRETS, BASE_SETTINGS, ManualClock, MemoryLogger, RecordingOrigin, source } from './support/fixtures';
+import { ADMIN_PASSWORD, API_TOKEN, BASE_SECRETS, BASE_SETTINGS, ManualClock, MemoryLogger, RecordingOrigin, source } from './support/fixtures';
 import { rawRequest, sendRaw, startRecordingServer, type RecordingServer } from './support/raw-http';
 
 const ADMIN = `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`;
@@ -101,6 +102,50 @@ describe('malformed Host headers', () => {
       expect(response.status, host).toBe(200);
       expect(response.headers['x-origin'], host).toBe('origin');
     }
+  });
+});
+
+describe('a request body cut short', () => {
+  const ADMIT = (length: number) =>
+    ['POST /__wr/api/admit HTTP/1.1', `Host: 127.0.0.1`, `Authorization: Bearer ${API_TOKEN}`, 'Content-Type: application/json', `Content-Length: ${length}`, '', ''].join('\r\n');
+
+  it('an admit whose connection ends mid-body is a logged 400 that admits nobody, on the handler and on the Node host', async () => {
+    const before = await store.peek('default');
+    // On the handler: a body stream that fails after its first bytes, as a reset connection's does.
+    const built = buildWaitingRoom({ settings: source(BASE_SETTINGS), secrets: source(BASE_SECRETS), store, originUrl: origin.url, logger });
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"cou'));
+        controller.error(new Error('connection reset by peer'));
+      },
+    });
+    const request = new Request('http://127.0.0.1/__wr/api/admit', { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' }, body, duplex: 'half' } as RequestInit);
+    const answer = await built.handler(request, { address: '198.51.100.1', pop: 'TST' });
+    expect(answer.status).toBe(400);
+    expect(await answer.text()).toContain('cut short');
+    // On the host: 100 bytes announced, 5 sent, then the client's side closes.
+    const errors: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((chunk: string | Uint8Array, ...rest: never[]) => (errors.push(String(chunk)), write(chunk, ...rest))) as typeof process.stderr.write;
+    try {
+      for (let i = 0; i < 3; i += 1) {
+        await new Promise<void>((resolve) => {
+          const socket = connect(room.port, '127.0.0.1', () => socket.end(`${ADMIT(100)}{"cou`));
+          socket.on('close', () => resolve());
+          socket.on('error', () => resolve());
+          socket.resume();
+        });
+      }
+      const deadline = Date.now() + 3_000;
+      while (logger.records.filter((r) => r.path === '/__wr/api/admit').length < 4 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    } finally {
+      process.stderr.write = write;
+    }
+    const logged = logger.records.filter((r) => r.path === '/__wr/api/admit');
+    expect(logged.map((r) => r.status)).toEqual([400, 400, 400, 400]);
+    expect(errors.join('')).not.toContain('unhandled');
+    expect(await store.peek('default')).toMatchObject({ cursor: before.cursor, tail: before.tail });
+    expect(origin.received).toHaveLength(0);
   });
 });
 

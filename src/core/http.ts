@@ -33,7 +33,15 @@ export async function readSmallBody(request: Request, limit: number): Promise<Bo
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    const { done, value } = await reader.read();
+    let read: ReadableStreamReadResult<Uint8Array>;
+    try {
+      read = await reader.read();
+    } catch {
+      // The client's connection ended before the body did (a reset, a proxy giving up): the
+      // request is incomplete, the caller's mistake or its network's, and nothing is acted on.
+      return { ok: false, response: errorResponse(400, 'the request body was cut short; nothing was changed, send it again') };
+    }
+    const { done, value } = read;
     if (done) break;
     size += value.byteLength;
     if (size > limit) {
