@@ -37,6 +37,7 @@ import { startRedisCluster, startRedisServer } from './support/redis-server';
 import { adaptScript } from '../src/store/script-flags';
 import { REDIS_SCRIPT_SHAS, connectRedis, createRedisQueueStore, parseRedisUrls, waitUntilReady, type RedisConnection } from '../src/store/redis-store';
 import { createServer, type AddressInfo } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
 
 const PERIOD_MS = 1_000;
 /** A period index far from 0, so period arithmetic runs on realistic epoch-ms magnitudes. */
@@ -2881,6 +2882,24 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await store.join(q, at(P), OFF)).toMatchObject({ ticket: 2, tail: 2, cursor: 0 });
       expect(calls).toEqual([`evalsha ${join.sha1}`, `eval ${join.sha1}`, `evalsha ${join.sha1}`]);
       expect(fetchSpy).toHaveBeenCalledTimes(3);
+    });
+
+    it('does not fall back to EVAL when only an error page mentions NOSCRIPT', async () => {
+      // A proxy in front of the store answers 500 with a page of its own, as the real client reads it.
+      const pages = await new Promise<import('node:http').Server>((resolve) => {
+        const server = createHttpServer((_req, res) => res.writeHead(500, { 'content-type': 'text/html' }).end('<p>NOSCRIPT upstream said so</p>'));
+        server.listen(0, '127.0.0.1', () => resolve(server));
+      });
+      let requests = 0;
+      pages.on('request', () => (requests += 1));
+      try {
+        const url = `http://127.0.0.1:${(pages.address() as AddressInfo).port}`;
+        const store = newStore(createUpstashScriptClient({ ...createUpstashClientOptions({ url, token, retries: 0 }), backend: 'upstash' }));
+        await expect(store.join(randomQueue(), at(P), OFF)).rejects.toThrow(/Unable to parse response body: <p>NOSCRIPT/);
+        expect(requests).toBe(1);
+      } finally {
+        await new Promise((resolve) => pages.close(resolve));
+      }
     });
 
     it('does not fall back to EVAL on other errors', async () => {

@@ -358,9 +358,14 @@ function parseHistory(reply: unknown): HistoryPoint[] {
   return points;
 }
 
+/**
+ * Redis's own NOSCRIPT reply, as Upstash relays it: an error whose message starts with the code.
+ * Not any text that mentions it (a proxy's error page quoted in a parse error, say): that would
+ * send the whole script again to a store that is already failing.
+ */
 function isNoScript(error: unknown): boolean {
   const message = error instanceof Error ? error.message : typeof error === 'string' ? error : '';
-  return message.includes('NOSCRIPT');
+  return message.startsWith('NOSCRIPT');
 }
 
 function describe(value: unknown): string {
