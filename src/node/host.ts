@@ -9,7 +9,7 @@ import { createGzip } from 'node:zlib';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { Handler } from '../core/handler';
 import { errorResponse } from '../core/http';
-import { HOP_BY_HOP, lazyWebBody, untouchedNodeBody } from '../platform/node';
+import { answerFor, HOP_BY_HOP, lazyWebBody, untouchedNodeBody } from '../platform/node';
 import { requestUrl } from './request-target';
 
 export interface RunningServer {
@@ -196,6 +196,8 @@ export async function startHost(handler: Handler, options: HostOptions = {}): Pr
         refuse(res, converted.status, converted.reason);
         return;
       }
+      // So that the origin's request ends when this visitor goes away (see createHttpOrigin).
+      answerFor(converted.request, res);
       // The Node host has no geolocation: a trusted proxy's header stands in for it, if named.
       const country = options.countryHeader === undefined ? undefined : req.headers[options.countryHeader];
       handler(converted.request, { address: req.socket.remoteAddress, pop: options.pop ?? 'local', country: typeof country === 'string' && country !== '' ? country : undefined })

@@ -13,7 +13,9 @@
  * with REDIS_URL (Redis 7+ itself, one server or a cluster: see WR_REDIS_CLUSTER; several hosts
  * behind a load balancer then share the queues), WR_DEMO_PROTECTED=1 (the demo origin refuses
  * requests without the signed admission), CLIENT_COUNTRY_HEADER (the header a proxy in front sets
- * to the client's country, for queues chosen by country; none by default), and WR_<KEY> to
+ * to the client's country, for queues chosen by country; none by default),
+ * ORIGIN_FIRST_BYTE_TIMEOUT_MS and ORIGIN_BETWEEN_BYTES_TIMEOUT_MS (how long the origin may take:
+ * 15000 and 10000 by default, Fastly's backend defaults), and WR_<KEY> to
  * override any setting of devconfig.json.
  */
 import { existsSync, watchFile } from 'node:fs';
@@ -23,7 +25,7 @@ import { Redis } from '@upstash/redis';
 import { ConfigError } from '../core/config';
 import { MemoryFailureLimiter } from '../platform/memory-limiter';
 import { MemoryOriginMeter } from '../platform/memory-meter';
-import { directoryTemplateSource, readLocalConfig, systemClock } from '../platform/node';
+import { directoryTemplateSource, parseOriginTimeouts, readLocalConfig, systemClock } from '../platform/node';
 import { MemoryQueueStore } from '../store/memory-store';
 import { UpstashQueueStore } from '../store/upstash-store';
 import { connectRedis, createRedisQueueStore, reportRedisErrors, waitUntilReady, type RedisConnection } from '../store/redis-store';
@@ -68,10 +70,10 @@ async function main(): Promise<void> {
   const degrade = capacity === undefined ? undefined : { perSecond: capacity, slowMs: 2_000 };
   // CLIENT_COUNTRY_HEADER: the header a proxy in front sets to the client's country (queues by country).
   const country = parseCountryHeader(process.env['CLIENT_COUNTRY_HEADER']);
-  if (!country.ok) {
-    process.stderr.write(`${COMMAND}: ${country.problem}\n`);
-    process.exit(1);
-  }
+  // ORIGIN_FIRST_BYTE_TIMEOUT_MS, ORIGIN_BETWEEN_BYTES_TIMEOUT_MS: how long the origin may take.
+  const timeouts = parseOriginTimeouts(process.env);
+  for (const problem of [...(country.ok ? [] : [country.problem]), ...(timeouts.ok ? [] : timeouts.problems)]) process.stderr.write(`${COMMAND}: ${problem}\n`);
+  if (!country.ok || !timeouts.ok) process.exit(1);
   const origin = originPort === undefined ? undefined : await listenOn(COMMAND, originPort, (p) => startDemoOrigin({ port: p, ...(protect !== undefined && { protect }), ...(degrade !== undefined && { degrade }) }));
   const originUrl = process.env['ORIGIN_URL'] ?? origin!.url;
   const memoryStore = new MemoryQueueStore();
@@ -105,6 +107,7 @@ async function main(): Promise<void> {
       secrets: local.secrets,
       problems: local.problems,
       originUrl,
+      originTimeouts: timeouts.timeouts,
       store: hostOptions.store === 'redis'
         ? (config) => redisStore(config.storeTimeoutMs, config.storeRetries)
         : useUpstash

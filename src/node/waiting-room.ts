@@ -11,13 +11,15 @@ import { MemoryStateCache } from '../platform/memory-cache';
 import { MemoryFailureLimiter } from '../platform/memory-limiter';
 import { MemoryOriginMeter } from '../platform/memory-meter';
 import { hostname } from 'node:os';
-import { createHttpOrigin, createStreamLogger, fetchSiteVerifier, systemClock } from '../platform/node';
+import { createHttpOrigin, createStreamLogger, fetchSiteVerifier, systemClock, type OriginTimeouts } from '../platform/node';
 
 export interface WaitingRoomOptions {
   readonly settings: SettingSource;
   readonly secrets: SettingSource;
   readonly store: QueueStore | ((config: Readonly<Config>, secrets: Readonly<Secrets>) => QueueStore);
   readonly originUrl: string;
+  /** How long the origin may take: by default Fastly's backend defaults (see DEFAULT_ORIGIN_TIMEOUTS). */
+  readonly originTimeouts?: OriginTimeouts;
   readonly logger?: Logger;
   readonly clock?: Clock;
   /** The process is one POP: by default its cache lives in memory. */
@@ -53,7 +55,7 @@ export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
   try {
     service = createService(options.settings, options.secrets, {
       store: options.store,
-      origin: createHttpOrigin(options.originUrl),
+      origin: createHttpOrigin(options.originUrl, options.originTimeouts === undefined ? {} : { timeouts: options.originTimeouts }),
       logger: options.logger ?? createStreamLogger(),
       clock,
       cache: options.cache ?? new MemoryStateCache(clock),
