@@ -10,6 +10,7 @@ import type { HandlerContext } from './context';
 import { errorResponse, jsonResponse } from './http';
 import { ASSETS } from './pages';
 import { holdView, overView, override, statusBody } from './respond';
+import { allowSessionCall } from './ticket-limit';
 import { eventPhase, type Trace } from './types';
 import { afterEnd, holdsSlot, readToken, sessionStart, visit } from './visit';
 
@@ -48,9 +49,21 @@ export async function status(ctx: HandlerContext, request: Request, trace: Trace
   return response;
 }
 
-/** The heartbeat script's calls: keep a slot while the tab is open, give it up when it goes. */
+/** How long a POP remembers a leave (see session), beyond the slot's grace: seconds. */
+const LEFT_MARK_SLACK_SECONDS = 5;
+
+/**
+ * The heartbeat script's calls: keep a slot while the tab is open, give it up when it goes.
+ *
+ * A heartbeat refreshes the slot in the store only when it is due, as a page view does: the access
+ * token's last refresh (`r`) is `activity_refresh_seconds` old, or this POP saw the visitor's
+ * `leave` since then (a page it navigated away from: the next page's first heartbeat keeps the
+ * place). Otherwise it answers `refreshed: false` with no store call. Both calls that do reach the
+ * store count for the client's allowance (allowSessionCall); past it they are answered without the
+ * store: the slot then lapses on its own, `session_seconds` after its last refresh.
+ */
 export async function session(ctx: HandlerContext, request: Request, action: 'heartbeat' | 'leave', trace: Trace): Promise<Response> {
-  const { config, store, clock, queue, basePolicy, storeCall, issue, clearCookie } = ctx;
+  const { config, store, clock, queue, basePolicy, storeCall, issue, clearCookie, cache, cacheKey, refreshAfterMs } = ctx;
   if (request.method !== 'POST') return errorResponse(405, 'use POST', { allow: 'POST' });
   const nowMs = clock.now();
   const token = await readToken(ctx, request, nowMs, trace);
@@ -58,14 +71,33 @@ export async function session(ctx: HandlerContext, request: Request, action: 'he
   if (token?.k !== 'a') return jsonResponse(200, { state: 'none' });
   trace.ticket = token.t;
   if (!holdsSlot(token)) return jsonResponse(200, { state: 'active' });
+  const leftKey = `${cacheKey}:left:${token.gen ?? 0}:${token.t}`;
+  const notRefreshed = () => jsonResponse(200, { state: 'active', refreshed: false });
+  const start = sessionStart(token);
+  if (action === 'heartbeat') {
+    const lastRefreshMs = (token.r ?? start) * 1000;
+    let due = nowMs - lastRefreshMs >= refreshAfterMs;
+    if (!due) {
+      const left = await cache.peek<number>(leftKey).catch(() => undefined);
+      due = left !== undefined && left >= lastRefreshMs;
+    }
+    if (!due) {
+      trace.reason = 'refresh_not_due';
+      return notRefreshed();
+    }
+  }
+  if (!(await allowSessionCall(ctx.deps.ticketLimiter, config, trace.from, trace))) {
+    return action === 'leave' ? new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } }) : notRefreshed();
+  }
   if (action === 'leave') {
-    await storeCall(trace, () => store.leave(queue, token.t, nowMs, basePolicy, config.leaveGraceSeconds * 1000, token.gen));
+    const left = await storeCall(trace, () => store.leave(queue, token.t, nowMs, basePolicy, config.leaveGraceSeconds * 1000, token.gen));
+    // Remembered at this POP for the grace, so the next page's heartbeat refreshes the slot again.
+    if (left.ok) await cache.getOrLoad(leftKey, config.leaveGraceSeconds + LEFT_MARK_SLACK_SECONDS, async () => nowMs).catch(() => undefined);
     return new Response(null, { status: 204, headers: { 'cache-control': 'no-store' } });
   }
-  const start = sessionStart(token);
   const untilMs = config.sessionMaxSeconds > 0 ? (start + config.sessionMaxSeconds) * 1000 : Number.MAX_SAFE_INTEGER;
   const touched = await storeCall(trace, () => store.touch(queue, token.t, nowMs, basePolicy, untilMs, token.gen));
-  if (!touched.ok) return jsonResponse(200, { state: 'active', refreshed: false });
+  if (!touched.ok) return notRefreshed();
   if (!touched.value) {
     return jsonResponse(200, { state: 'ended' }, { 'set-cookie': clearCookie() });
   }

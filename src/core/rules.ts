@@ -9,6 +9,8 @@ import { isAddressInCidrs } from './ip';
 import { bypassApplies, sameSiteLocation, withoutQueryParam, type PathReadings } from './path-canon';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
 import type { ClientInfo } from './ports';
+import { limitedResponse } from './respond';
+import { allowNewTicket } from './ticket-limit';
 import { verifyToken } from './tokens';
 import type { Trace } from './types';
 import { MAX_COOKIES_CHECKED } from './visit';
@@ -56,6 +58,8 @@ export async function bypassRule(ctx: HandlerContext, request: Request, client: 
  * A VIP link: one use of the code is spent in the store (exactly as many visitors as it allows
  * get in, however many try at once), and the visitor goes to the same address without the code,
  * holding an access token. A code that does not work leaves the visitor to queue as usual.
+ * Every well-formed code costs a store call, so each attempt counts for the client's ticket limit
+ * first (see ticket-limit.ts): a client over it gets the ticket limit's answer (429) and no store call.
  */
 export async function useVip(ctx: HandlerContext, request: Request, input: string, trace: Trace): Promise<Response | undefined> {
   const { store, clock, queue, storeCall, issue } = ctx;
@@ -63,6 +67,12 @@ export async function useVip(ctx: HandlerContext, request: Request, input: strin
   if (code === undefined) {
     trace.reason = 'vip_malformed';
     return undefined;
+  }
+  const allowance = await allowNewTicket(ctx.deps.ticketLimiter, ctx.config, trace.from, trace);
+  if (!allowance.ok) {
+    trace.decision = 'ticket_limited';
+    const path = new URL(request.url).pathname;
+    return limitedResponse(ctx, request, path, { kind: 'limited', retryAfterSeconds: allowance.retryAfterSeconds, why: 'ticket_limit' }, ctx.localeOf(request), trace);
   }
   const nowMs = clock.now();
   const hash = await hashVipCode(code);

@@ -11,8 +11,11 @@
  * - A client is its address; an IPv6 client its /64 (one subscriber holds a whole /64); with
  *   `client_ipv4_prefix = 24` an IPv4 client is its /24. Counted per queue: each queue has its
  *   own limit, and a client's tickets in one queue do not use up its allowance in another.
- * - Only requests that would take a ticket count: a waiting visitor's polls and an admitted
- *   visitor's pages never do. A visitor asking again after a lost join answer (with its join key)
+ * - Only requests that would take a ticket count, and requests that try a VIP code (`?wr_vip=`),
+ *   which cost a store call each whatever the visitor holds: a held client's VIP attempts are
+ *   refused as its tickets are, with no store call. A waiting visitor's polls and an admitted
+ *   visitor's pages never count. A request counted for its VIP code is not counted again for the
+ *   ticket it may take when the code does not work. A visitor asking again after a lost join answer (with its join key)
  *   is a join and counts, as it must for a bot that replays that cookie.
  * - A held client's requests are not counted again: the hold is what refuses them.
  * - When the limiter fails, the ticket is given as if there were no limit, and the log says why:
@@ -30,6 +33,8 @@ export type TicketLimitSettings = Pick<Config, 'queueName' | 'ticketLimit' | 'ti
 export interface TicketLimitTrace {
   reason?: string;
   client?: string;
+  /** This request was counted already (its VIP code was; see allowNewTicket): not counted again. */
+  ticketCounted?: boolean;
 }
 
 /** May this client take a new ticket now? `retryAfterSeconds`: when it may ask again, at the latest. */
@@ -87,6 +92,9 @@ export async function allowNewTicket(
   trace: TicketLimitTrace,
 ): Promise<TicketAllowance> {
   if (limiter === undefined || settings.ticketLimit === 0) return { ok: true };
+  // A request that tried a VIP code was counted and let through for it; its new ticket, if the
+  // code did not work, is the same request.
+  if (trace.ticketCounted === true) return { ok: true };
   const key = ticketClientKey(settings, address);
   const client = clientKey(address, settings.clientIpv4Prefix);
   const minutes = settings.ticketPenaltyMinutes;
@@ -102,6 +110,7 @@ export async function allowNewTicket(
     }
     const window = settings.ticketWindowSeconds;
     const count = await limiter.countFailure(key, window);
+    trace.ticketCounted = true;
     if (count <= settings.ticketLimit) return { ok: true };
     await limiter.hold(key, minutes);
     await counted();
@@ -111,5 +120,33 @@ export async function allowNewTicket(
   } catch (error) {
     trace.reason = `ticket limit unavailable: ${describeError(error)}`;
     return { ok: true };
+  }
+}
+
+/** The limiter's key for a client's session calls in a queue (the heartbeat script's; see allowSessionCall). */
+export function sessionClientKey(settings: TicketLimitSettings, address: string | undefined): string {
+  return `session|${ticketClientKey(settings, address)}`;
+}
+
+/**
+ * May this client make one more store call through the heartbeat script's paths (`heartbeat`,
+ * `leave`) now? The same allowance as its new tickets, `ticket_limit` within
+ * `ticket_window_seconds`, counted apart from them (a visitor's heartbeats never use up its
+ * tickets) and without a hold: past it, the call is answered without the store until the window
+ * moves on. A real visitor makes at most one such call per `activity_refresh_seconds` and one per
+ * page it leaves, so only a flood reaches it. `0` turns it off with the ticket limit; a limiter
+ * that fails allows, as for tickets.
+ */
+export async function allowSessionCall(limiter: FailureLimiter | undefined, settings: TicketLimitSettings, address: string | undefined, trace: TicketLimitTrace): Promise<boolean> {
+  if (limiter === undefined || settings.ticketLimit === 0) return true;
+  try {
+    const count = await limiter.countFailure(sessionClientKey(settings, address), settings.ticketWindowSeconds);
+    if (count <= settings.ticketLimit) return true;
+    trace.reason = `session_limited: store call ${count} in ${settings.ticketWindowSeconds} s, over ${settings.ticketLimit}; answered without the store`;
+    trace.client = clientKey(address, settings.clientIpv4Prefix);
+    return false;
+  } catch (error) {
+    trace.reason = `session limit unavailable: ${describeError(error)}`;
+    return true;
   }
 }

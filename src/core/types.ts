@@ -28,6 +28,8 @@ export interface Trace {
   challenge?: string | undefined;
   /** Cookies of ours the request spent on its new ticket (a solution, a provider's token): the response clears them. */
   spent?: string[] | undefined;
+  /** The request was counted for the ticket limit already (see ticket-limit.ts); not logged. */
+  ticketCounted?: boolean;
 }
 
 /** What the holding page needs to show a challenge provider's widget (see challenge.ts). */

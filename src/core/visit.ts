@@ -16,7 +16,7 @@ import { describeError } from './auth-throttle';
 import { randomHex } from './bytes';
 import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
-import type { QueueState } from './ports';
+import type { DrawResult, QueueState } from './ports';
 import { createShuffle } from './shuffle';
 import type { AdmissionVia, Grant } from './admission';
 import { challengeCookieName, challengeHook, verifyChallenge } from './challenge';
@@ -505,14 +505,73 @@ async function drawn(ctx: HandlerContext, trace: Trace, state: QueueState, outco
   return { kind: 'waiting', ticket, ahead: front ? 0 : Math.max(0, state.waiting - 1), front, draw: !front, first: 1, state, cookie };
 }
 
+/** The longest a random-method ticket is answered from its last draw (see drawGateSeconds), seconds. */
+export const DRAW_GATE_MAX_SECONDS = 5;
+
 /**
- * The random method: every waiting poll is one store call (`draw`), which keeps the visitor in
- * the draw and tells whether it was drawn. A ticket the draw no longer knows (its presence
- * lapsed, or the queue was reset) gets a new one: in a lottery that costs the visitor nothing.
+ * The random method: how long a ticket's last draw answer (still waiting) stands at this POP, in
+ * whole seconds; 0 with the per-POP cache off (`state_cache_seconds = 0`): every poll is a draw.
+ * At most half of `refresh_seconds`, so a page polling at its interval always reaches the store
+ * (renewing its presence, learning of its draw); only polls faster than that are answered from
+ * the cache. At most DRAW_GATE_MAX_SECONDS, under `state_cache_seconds` + 5 s: a ticket drawn just
+ * after an answer was kept still polls the store before its reservation (`refresh_seconds` +
+ * `state_cache_seconds` + 5 s) lapses, even when one of its polls came early and was answered
+ * from the cache. Presence lasts 2 × `refresh_seconds` + 5 s, well beyond it.
+ */
+export function drawGateSeconds(config: Pick<HandlerContext['config'], 'stateCacheSeconds' | 'refreshSeconds'>): number {
+  if (config.stateCacheSeconds === 0) return 0;
+  return Math.min(DRAW_GATE_MAX_SECONDS, Math.max(1, Math.floor(config.refreshSeconds / 2)));
+}
+
+/** A draw answer that is not kept in the cache (a failure, or anything but "still waiting"): every waiter gets it as it is. */
+class UncachedDraw extends Error {
+  constructor(readonly outcome: StoreOutcome<DrawResult>) {
+    super('draw answer not cached');
+  }
+}
+
+/** Whether a draw answer says the token's ticket is still waiting in the draw, in the token's era. */
+function stillWaiting(token: TokenClaims, r: DrawResult): boolean {
+  return r.switch !== 'open' && r.outcome === 'waiting' && (token.g ?? 0) === r.epoch && !isForeign(token.gen, r);
+}
+
+/**
+ * One poll's draw: a store call, unless the same ticket (in the same epoch and generation) was
+ * answered "still waiting" at this POP within drawGateSeconds, whose answer then stands. A faster
+ * poll never improves a ticket's chances (the draw picks among present tickets, whatever their
+ * polls), so answering it from the cache takes nothing from it; concurrent polls of one ticket
+ * share one call. A cache entry per ticket is a cache call, not a store command.
+ */
+async function drawOnce(ctx: HandlerContext, trace: Trace, token: TokenClaims, joined: number, nowMs: number): Promise<StoreOutcome<DrawResult>> {
+  const { config, store, queue, cache, cacheKey, policyNow, storeCall } = ctx;
+  const direct = () => storeCall(trace, () => store.draw(queue, token.t, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000), token.gen));
+  const gate = drawGateSeconds(config);
+  if (gate === 0) return direct();
+  try {
+    const key = `${cacheKey}:draw:${token.gen ?? 0}:${token.g ?? 0}:${token.t}`;
+    const { value, hit } = await cache.getOrLoad(key, gate, async () => {
+      const outcome = await direct();
+      if (!outcome.ok || !stillWaiting(token, outcome.value)) throw new UncachedDraw(outcome);
+      return outcome.value;
+    });
+    trace.cache = hit ? 'hit' : 'miss';
+    return { ok: true, value, ms: trace.storeMs ?? 0 };
+  } catch (error) {
+    if (error instanceof UncachedDraw) return error.outcome;
+    // The cache itself failed: the store still answers, one call per poll.
+    trace.reason = `cache: ${describeError(error)}`;
+    return direct();
+  }
+}
+
+/**
+ * The random method: a waiting poll is one store call (`draw`, see drawOnce for the polls that
+ * are not), which keeps the visitor in the draw and tells whether it was drawn. A ticket the draw
+ * no longer knows (its presence lapsed, or the queue was reset) gets a new one: in a lottery that
+ * costs the visitor nothing.
  */
 export async function drawVisit(ctx: HandlerContext, trace: Trace, token: TokenClaims, joined: number, nowMs: number, takeTicket: boolean): Promise<Visit> {
-  const { store, queue, policyNow, storeCall } = ctx;
-  const result = await storeCall(trace, () => store.draw(queue, token.t, nowMs, policyNow(), Math.max(0, nowMs - joined * 1000), token.gen));
+  const result = await drawOnce(ctx, trace, token, joined, nowMs);
   if (!result.ok) {
     trace.ticket = token.t;
     return { kind: 'unavailable', ticket: token.t, cookie: await waitingCookie(ctx, token.t, joined, nowMs, undefined, tokenEra(token)) };
