@@ -14,6 +14,7 @@
  */
 import { describeError } from './auth-throttle';
 import { randomHex } from './bytes';
+import { countStoreError } from './metrics';
 import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
 import type { DrawResult, QueueState } from './ports';
@@ -68,23 +69,47 @@ function isForeign(generation: number | undefined, state: Pick<QueueState, 'gene
   return generation !== undefined && generation !== 0 && state.generation !== 0 && generation !== state.generation;
 }
 
+/** A store failure this POP remembers (see pollState): what the failed call said. */
+class RememberedFailure extends Error {}
+
 /**
  * A waiting visitor's poll: from the per-POP cache when it holds a fresh state, else one store
  * call (which also runs admission) whose answer the cache keeps for its lifetime.
+ *
+ * A failed call is remembered for a cache lifetime too, under its own key: the polls that follow
+ * in this POP get the same failure without asking the store. A store that fails fast (Upstash's
+ * 429 once a database is over its request limit, a proxy's error page) would otherwise get a call
+ * for every waiting visitor's poll, and stay over its limit because of them: a failing store gets
+ * no more calls than a healthy one. It is asked again once the remembered failure expires.
  */
 export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number): Promise<StoreOutcome<QueueState>> {
   const { config, store, cache, queue, cacheKey, storeCall } = ctx;
   const direct = () => storeCall(trace, () => store.poll(queue, nowMs, ctx.statePolicy()));
   if (config.stateCacheSeconds === 0) return direct();
+  const failedKey = `${cacheKey}:failed`;
   try {
     const { value, hit } = await cache.getOrLoad(cacheKey, config.stateCacheSeconds, async () => {
+      const failed = await cache.peek<string>(failedKey);
+      if (failed !== undefined) throw new RememberedFailure(failed);
       const outcome = await direct();
-      if (!outcome.ok) throw new StoreUnavailable(outcome);
+      if (!outcome.ok) {
+        const said = `${outcome.reason}: ${outcome.message}`;
+        // Not remembered if the cache fails here: the next poll asks the store, as without this.
+        await cache.getOrLoad(failedKey, config.stateCacheSeconds, async () => said).catch(() => undefined);
+        throw new StoreUnavailable(outcome);
+      }
       return outcome.value;
     });
     trace.cache = hit ? 'hit' : 'miss';
     return { ok: true, value, ms: trace.storeMs ?? 0 };
   } catch (error) {
+    if (error instanceof RememberedFailure) {
+      trace.cache = 'hit';
+      trace.storeError = `remembered for up to ${config.stateCacheSeconds} s at this POP: ${error.message}`;
+      // Still counted where it is served, so the operator's store-error figure does not drop.
+      await countStoreError(ctx.deps.ticketLimiter, queue);
+      return { ok: false, reason: 'error', message: error.message, ms: 0 };
+    }
     trace.cache = 'miss';
     if (error instanceof StoreUnavailable) return error.outcome;
     // The cache itself failed: the store still answers, one call per poll.
