@@ -7,6 +7,7 @@ import { readPath } from '../src/core/path-canon';
 import type { ClientInfo } from '../src/core/ports';
 import { BYPASS_QUEUE, bypassRule, useVip } from '../src/core/rules';
 import { signToken } from '../src/core/tokens';
+import { MAX_COOKIES_CHECKED } from '../src/core/visit';
 import { createVipCode, hashVipCode, VIP_PARAM } from '../src/core/vip';
 import { contextRig, cookieValue, newTrace } from './support/context';
 import { createVip, payloadOf } from './support/fixtures';
@@ -53,6 +54,18 @@ describe('bypassRule', () => {
     expect(await rule('/shop', visitor, { cookie: `wr_bypass=${pass.slice(0, -2)}xx` })).toBeUndefined();
     r.clock.advance(61_000);
     expect(await rule('/shop', visitor, { cookie: `wr_bypass=${pass}` })).toBeUndefined();
+  });
+
+  it('junk or expired values sent before a bypass pass do not hide it; well-formed forgeries are checked at most MAX_COOKIES_CHECKED times', async () => {
+    const iat = Math.floor(r.clock.now() / 1000);
+    const pass = await signToken(r.ctx.secrets.keyRing, { q: BYPASS_QUEUE, k: 'b', t: 0, iat, exp: iat + 60 });
+    const expired = await signToken(r.ctx.secrets.keyRing, { q: BYPASS_QUEUE, k: 'b', t: 0, iat: iat - 120, exp: iat - 60 });
+    const junk = ['x', 'x', 'a.b', 'a.b.c', expired, `${pass}=`, 'y'.repeat(2000)].map((v) => `wr_bypass=${v}`);
+    expect(await rule('/shop', visitor, { cookie: [...junk, `wr_bypass=${pass}`].join('; ') })).toBe('bypass_cookie');
+    // Signature checks stay bounded: well-formed values with a wrong signature each cost one.
+    const [h, p] = pass.split('.');
+    const forged = Array.from({ length: MAX_COOKIES_CHECKED }, (_, i) => `wr_bypass=${h}.${p}.${'A'.repeat(42)}${'AEIMQ'[i]}`);
+    expect(await rule('/shop', visitor, { cookie: [...forged, `wr_bypass=${pass}`].join('; ') })).toBeUndefined();
   });
 
   it('with no bypass configured, nothing bypasses', async () => {

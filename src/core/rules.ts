@@ -11,7 +11,7 @@ import { parsePathPatterns, type PathPattern } from './path-pattern';
 import type { ClientInfo } from './ports';
 import { limitedResponse } from './respond';
 import { allowNewTicket } from './ticket-limit';
-import { verifyToken } from './tokens';
+import { precheckToken, verifyToken } from './tokens';
 import type { Trace } from './types';
 import { MAX_COOKIES_CHECKED } from './visit';
 import { hashVipCode, normalizeVipCode, VIP_PARAM } from './vip';
@@ -93,12 +93,20 @@ export async function useVip(ctx: HandlerContext, request: Request, input: strin
   });
 }
 
-/** The bypass cookie counts only when it holds a bypass pass signed by us and not expired. */
+/**
+ * The bypass cookie counts only when it holds a bypass pass signed by us and not expired. As for
+ * the queue's cookie (see readToken), values refused without crypto (junk, expired, another kind)
+ * do not use up the MAX_COOKIES_CHECKED signature checks, so junk sent first cannot hide a pass.
+ */
 export async function hasBypassPass(ctx: HandlerContext, request: Request): Promise<boolean> {
   const { config, secrets, clock } = ctx;
-  const values = readCookieValues(request.headers.get('cookie'), config.bypassCookie).slice(0, MAX_COOKIES_CHECKED);
-  for (const value of values) {
-    const result = await verifyToken(secrets.keyRing, value, BYPASS_QUEUE, clock.now(), ['b']);
+  const nowMs = clock.now();
+  let checked = 0;
+  for (const value of new Set(readCookieValues(request.headers.get('cookie'), config.bypassCookie))) {
+    if (precheckToken(secrets.keyRing, value, BYPASS_QUEUE, nowMs, ['b']) !== undefined) continue;
+    if (checked === MAX_COOKIES_CHECKED) return false;
+    checked += 1;
+    const result = await verifyToken(secrets.keyRing, value, BYPASS_QUEUE, nowMs, ['b']);
     if (result.ok && result.claims.k === 'b') return true;
   }
   return false;
