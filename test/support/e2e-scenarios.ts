@@ -551,6 +551,40 @@ export function defineCacheScenario(stack: () => Stack, lifetimeSeconds: number)
     await new Promise((r) => setTimeout(r, Math.max(0, admitted + lifetimeSeconds * 1000 + 50 - Date.now())));
     expect(reachedOrigin(await v.get('/'))).toBe(true);
   });
+
+  it(`a store that refuses connections is asked at most once per cache lifetime by the polls of a waiting crowd`, async () => {
+    await stack().direct.flushall();
+    const crowd = Array.from({ length: 5 }, () => new HttpVisitor(stack().url));
+    for (const v of crowd) await v.get('/');
+    await stack().stopBridge();
+    stack().clearLogs();
+    const started = Date.now();
+    const statuses = new Set<number>();
+    try {
+      // Every visitor polls four times a second for two lifetimes: about 80 polls.
+      while (Date.now() - started < 2 * lifetimeSeconds * 1000) {
+        for (const v of crowd) statuses.add((await v.get('/')).status);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    } finally {
+      await stack().startBridge();
+    }
+    const lifetimes = Math.ceil((Date.now() - started) / (lifetimeSeconds * 1000));
+    const polls = stack().logs().filter((l) => l.path === '/');
+    expect(polls.length).toBeGreaterThanOrEqual(30);
+    expect([...statuses]).toEqual([200]);
+    expect(polls.every((l) => l.decision === 'unavailable' && l.store_error !== undefined)).toBe(true);
+    // The store was asked on a miss only: at most one per lifetime (plus one at a lifetime's edge).
+    const asked = polls.filter((l) => l.cache === 'miss').length;
+    expect(asked).toBeGreaterThanOrEqual(1);
+    expect(asked).toBeLessThanOrEqual(lifetimes + 1);
+    // Once the store answers again, the next lifetime brings the queue back.
+    await new Promise((r) => setTimeout(r, lifetimeSeconds * 1000 + 100));
+    stack().clearLogs();
+    await crowd[0]!.get('/');
+    expect(stack().logs().at(-1)).toMatchObject({ decision: 'waiting' });
+    expect(stack().logs().at(-1)?.store_error).toBeUndefined();
+  }, 30_000);
 }
 
 /** Settings for `defineCapacityScenarios`: room for 3 at once, a 1 s leave grace. */
