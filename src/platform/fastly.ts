@@ -12,7 +12,7 @@ import { env } from 'fastly:env';
 import { KVStore } from 'fastly:kv-store';
 import { Logger } from 'fastly:logger';
 import { SecretStore } from 'fastly:secret-store';
-import { ConfigError, parseConfig, parseSecrets, placeholderProblem, parseSecretsOnDemand, parseSettingsDocument, SECRET_KEYS, SETTINGS_ITEM, type Config, type ConfigProblem, type Secrets, type SettingSource } from '../core/config';
+import { ConfigError, parseConfig, parseSecrets, placeholderProblem, parseSecretsOnDemand, parseSettingsDocument, SECRET_KEYS, SETTINGS_ITEM, type Config, type ConfigProblem, type SettingSource } from '../core/config';
 import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../core/last-valid';
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
@@ -65,25 +65,49 @@ function readSettings(): SettingsRead {
 
 /**
  * The Secret Store, read afresh for every request but only the entries it may need: the signing
- * keys and the Upstash token for every request, the admin password and the origin's API token only
- * for requests on the waiting room's own paths (see ownPath), which also check them all. A
- * visitor's request reads two entries. They are read again on each request, never kept across
- * requests, so a removed signing key (the emergency reset) stops working at once even in an
+ * keys for every request; the Upstash token when the request makes its first store call (see
+ * upstashToken), so an admitted visitor's request, which makes none, reads one entry and a new or
+ * waiting visitor's two; every secret, all checked, for requests on the waiting room's own paths
+ * (see ownPath). They are read again on each request, never kept across requests, so a removed
+ * signing key (the emergency reset) or a rotated Upstash token takes effect at once even in an
  * instance that serves many requests; what is kept is the service built from them (see `built`).
  */
 const secretValues = new Map<string, string | undefined>();
 
+/**
+ * This request's read of the Upstash token: made by its first store call and shared by every
+ * other (concurrent ones included), so a request reads the entry at most once. Started afresh by
+ * each request (fetchSecrets), never reused by the next. Work done after the response (see
+ * afterResponse) still finds it, or reads the entry itself if the next request has begun.
+ */
+let upstashTokenRead: Promise<string | undefined> | undefined;
+
+function upstashToken(): Promise<string | undefined> {
+  return (upstashTokenRead ??= readSecretLater('upstash_token'));
+}
+
+/** Named on the waiting room's own paths (503) and in the log of a visitor's store call. */
+const UPSTASH_TOKEN_MISSING: ConfigProblem = { key: 'upstash_token', message: 'secret is required on Fastly' };
+
+/**
+ * The Secret Store as this request opened it, for the entries it reads later (see readSecretLater).
+ * Opened by each request: never at module top level (stores exist only while a request runs), and
+ * replaced before a later request of a reused sandbox reads anything (see sandbox-reuse.ts).
+ */
+let requestSecretStore: SecretStore | undefined;
+
 async function fetchSecrets(keys: readonly string[]): Promise<void> {
   secretValues.clear();
-  // Opened by each request that reads it: never at module top level (stores exist only while a
-  // request runs), and never kept for a later request of a reused sandbox (see sandbox-reuse.ts).
-  const store = new SecretStore(SECRET_STORE);
+  upstashTokenRead = undefined;
+  const store = (requestSecretStore = new SecretStore(SECRET_STORE));
   await Promise.all(
     keys.map(async (key) => {
       const entry = await store.get(key);
       secretValues.set(key, entry === null ? undefined : entry.plaintext());
     }),
   );
+  // Read with the others (our own paths): the store uses this value rather than reading it again.
+  if (secretValues.has('upstash_token')) upstashTokenRead = Promise.resolve(secretValues.get('upstash_token'));
 }
 
 const secretSource: SettingSource = (key) => {
@@ -100,23 +124,35 @@ function ownPath(request: Request, prefix: string): boolean {
   return new URL(request.url).pathname.toLowerCase().includes(prefix.toLowerCase().replace(/\/+$/, ''));
 }
 
-/** The Upstash store behind the `upstash` backend; its URL and token are required on Fastly. */
-function createUpstashStore(config: Readonly<Config>, secrets: Readonly<Secrets>): UpstashQueueStore {
-  const problems: ConfigError['problems'][number][] = [];
-  if (config.upstashUrl === undefined) problems.push({ key: 'upstash_url', message: 'is required on Fastly' });
-  if (secrets.upstashToken === undefined) problems.push({ key: 'upstash_token', message: 'secret is required on Fastly' });
-  if (problems.length > 0 || config.upstashUrl === undefined || secrets.upstashToken === undefined) throw new ConfigError(problems);
-  // No AbortController here: a timed-out call cannot be cancelled, so the `upstash` backend's own
-  // timeouts (set on the service to store_timeout_ms, see the README) are what end the request.
-  // Operator writes are idempotent for the same reason (admit keys, reset's expected epoch).
-  const options = { ...createUpstashClientOptions({ url: config.upstashUrl, token: secrets.upstashToken, retries: config.storeRetries }), backend: UPSTASH_BACKEND };
+/**
+ * The Upstash store behind the `upstash` backend. Its URL is a setting, required when the service
+ * is built; its token is a secret, read by a request's first store call (see upstashToken): an
+ * admitted visitor's request makes no store call, so it reads no token and builds no client. A
+ * token missing or empty there fails that call (a store failure, under `store_failure`, its log
+ * naming `upstash_token`); our own paths check it before anything else (see serve).
+ */
+function createUpstashStore(config: Readonly<Config>): UpstashQueueStore {
+  const url = config.upstashUrl;
+  if (url === undefined) throw new ConfigError([{ key: 'upstash_url', message: 'is required on Fastly' }]);
   // @upstash/redis's HTTP client without the `Redis` class (see upstash-http.ts), made on the
-  // first store call: an admitted visitor's request makes no store call at all.
-  let client: UpstashScriptClient | undefined;
-  const redis = (): UpstashScriptClient => (client ??= createUpstashScriptClient(options));
+  // first store call with the token read then, and made again when a later request reads another
+  // (a rotated token). No AbortController here: a timed-out call cannot be cancelled, so the
+  // `upstash` backend's own timeouts (set on the service to store_timeout_ms, see the README) are
+  // what end the request. Operator writes are idempotent for the same reason (admit keys, reset's
+  // expected epoch).
+  let client: { readonly token: string; readonly scripts: UpstashScriptClient } | undefined;
+  const redis = async (): Promise<UpstashScriptClient> => {
+    const token = (await upstashToken())?.trim();
+    if (token === undefined || token === '') throw new ConfigError([UPSTASH_TOKEN_MISSING]);
+    if (client?.token !== token) {
+      const options = { ...createUpstashClientOptions({ url, token, retries: config.storeRetries }), backend: UPSTASH_BACKEND };
+      client = { token, scripts: createUpstashScriptClient(options) };
+    }
+    return client.scripts;
+  };
   const lazy: UpstashScriptClient = {
-    evalsha: (sha1, keys, args) => redis().evalsha(sha1, keys, args),
-    eval: (script, keys, args) => redis().eval(script, keys, args),
+    evalsha: async (sha1, keys, args) => (await redis()).evalsha(sha1, keys, args),
+    eval: async (script, keys, args) => (await redis()).eval(script, keys, args),
   };
   return new UpstashQueueStore({ redis: lazy });
 }
@@ -199,9 +235,12 @@ const backendSiteVerifier: SiteVerifier = {
   },
 };
 
-/** One secret read when a request needs it, not with every request (the challenge secret). */
+/**
+ * One secret read when a request needs it, not with every request (the Upstash token, the
+ * challenge secret, the admission keys), through the store this request opened.
+ */
 async function readSecretLater(key: string): Promise<string | undefined> {
-  const store = new SecretStore(SECRET_STORE);
+  const store = requestSecretStore ?? new SecretStore(SECRET_STORE);
   const entry = await store.get(key);
   return entry === null ? undefined : entry.plaintext();
 }
@@ -347,6 +386,7 @@ function placeholderBackends(): readonly ConfigProblem[] {
  * Work a request need not wait for (remembering the last valid settings: a cache lookup) is done
  * once its response is on its way: a timer set when the response is ready fires after the promise
  * reactions that hand it to the runtime, and waitUntil keeps the instance alive until it is done.
+ * A store call made there gets the Upstash token as the request's own calls do (see upstashToken).
  */
 function afterResponse(event: FetchEvent, later: readonly (() => Promise<void>)[]): void {
   if (later.length === 0) return;
@@ -356,11 +396,12 @@ function afterResponse(event: FetchEvent, later: readonly (() => Promise<void>)[
 }
 
 /**
- * The service built from one settings text and one key ring and Upstash token, kept for the
- * instance: an instance that serves several requests parses nothing again and keeps its derived
- * signing keys, until the settings item or those secrets change.
+ * The service built from one settings text and one key ring, kept for the instance: an instance
+ * that serves several requests parses nothing again and keeps its derived signing keys, until the
+ * settings item or the key ring changes. Not the Upstash token: the store reads it when a request
+ * first calls it (see createUpstashStore), so a visitor's request need not read it to find this.
  */
-let built: { readonly settings: SettingsRead; readonly secretsKey: string; readonly service: BuiltService } | undefined;
+let built: { readonly settings: SettingsRead; readonly signingKeys: string; readonly service: BuiltService } | undefined;
 
 export async function handleFastlyRequest(event: FetchEvent): Promise<Response> {
   current.request += 1;
@@ -393,14 +434,22 @@ async function serve(event: FetchEvent, later: (() => Promise<void>)[]): Promise
     if (ownPath(event.request, prefix)) {
       await fetchSecrets(SECRET_KEYS);
       // The waiting room's own paths (admin, API, health) check every secret, as before they were
-      // read on demand: a weak admin password is a 503 naming it there, never a visitor's problem.
-      parseSecrets(secretSource);
+      // read on demand: a weak admin password or a missing Upstash token is a 503 naming it there.
+      const problems: ConfigProblem[] = [];
+      try {
+        parseSecrets(secretSource);
+      } catch (error) {
+        if (!(error instanceof ConfigError)) throw error;
+        problems.push(...error.problems);
+      }
+      if ((secretValues.get('upstash_token') ?? '').trim() === '') problems.push(UPSTASH_TOKEN_MISSING);
+      if (problems.length > 0) throw new ConfigError(problems);
     } else {
-      await fetchSecrets(['signing_keys', 'upstash_token']);
+      await fetchSecrets(['signing_keys']);
     }
-    // The service depends on the settings, the key ring and the Upstash token (the store is built with it).
-    const secretsKey = `${secretValues.get('signing_keys') ?? ''}\n${secretValues.get('upstash_token') ?? ''}`;
-    if (built === undefined || built.settings !== settings || built.secretsKey !== secretsKey || built.service.refused !== undefined) {
+    // The service depends on the settings and the key ring (the store reads its token per request).
+    const signingKeys = secretValues.get('signing_keys') ?? '';
+    if (built === undefined || built.settings !== settings || built.signingKeys !== signingKeys || built.service.refused !== undefined) {
       // Refused settings are built again each request: the last valid ones may have been replaced.
       const result = await buildWithLastValid(
         settings.source,
@@ -423,7 +472,7 @@ async function serve(event: FetchEvent, later: (() => Promise<void>)[]): Promise
         settings.problems,
         (work) => later.push(work),
       );
-      built = { settings, secretsKey, service: result };
+      built = { settings, signingKeys, service: result };
     }
     service = built.service.service;
     if (built.service.refused !== undefined) {

@@ -10,9 +10,9 @@
  *
  * What makes it safe here: the core already runs long-lived on the Node host, many requests at a
  * time; what the Fastly platform code keeps per instance is keyed by what it was made from (the
- * settings item's text; the key ring and Upstash token, read from the Secret Store by every
- * request), and it keeps no handle from one request for the next (stores, log endpoint and KV
- * Store are opened by the request that uses them).
+ * settings item's text; the key ring, read from the Secret Store by every request; the Upstash
+ * client by the token its request's first store call reads), and it keeps no handle from one
+ * request for the next (stores, log endpoint and KV Store are opened by the request that uses them).
  *
  * Limits: a sandbox is recycled after 1,000 requests or once its heap passes 64 MiB (the caches it
  * keeps are bounded well below that), whichever comes first; Fastly decides how long an idle one

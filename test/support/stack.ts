@@ -47,6 +47,8 @@ export interface Stack {
   /** Starts the bridge again on the same port. */
   startBridge(): Promise<void>;
   close(): Promise<void>;
+  /** wasm: everything the Compute host printed so far (with `trace`, each request's hostcall counts). */
+  hostOutput?(): string;
 }
 
 interface Shared {
@@ -206,7 +208,10 @@ export interface WasmOptions {
   /** Path of Viceroy or a stand-in taking its command line. */
   readonly viceroyPath: string;
   readonly settings?: Record<string, string>;
-  readonly secrets?: Record<string, string>;
+  /** Secret Store entries over BASE_SECRETS; one given as `undefined` is left out of the store. */
+  readonly secrets?: Record<string, string | undefined>;
+  /** The host prints each request's hostcall counts (`--trace`), read with `hostOutput()`. */
+  readonly trace?: boolean;
   /**
    * The Config Store's items as given, instead of the `settings` item made from `settings` (the
    * per-setting layout, a broken item); `settingsFor` gives the settings the stack needs.
@@ -247,7 +252,7 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
   const fastly = resolve(PROJECT_ROOT, 'node_modules/.bin/fastly');
   const child: ChildProcess = spawn(
     fastly,
-    ['compute', 'serve', '--skip-build', '--non-interactive', '--dir', dir, '--viceroy-path', options.viceroyPath, '--addr', `127.0.0.1:${port}`],
+    ['compute', 'serve', '--skip-build', '--non-interactive', '--dir', dir, '--viceroy-path', options.viceroyPath, '--addr', `127.0.0.1:${port}`, ...(options.trace === true ? ['--viceroy-args=--trace'] : [])],
     { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTLY_DISABLE_WASM_METRICS: '1' } },
   );
   const logs: RequestLog[] = [];
@@ -294,7 +299,7 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
     throw error;
   }
   shared.roomUrl = `http://127.0.0.1:${port}`;
-  return commonParts(shared, 'wasm', shared.roomUrl, () => logs, () => (logs.length = 0), stopHost);
+  return { ...commonParts(shared, 'wasm', shared.roomUrl, () => logs, () => (logs.length = 0), stopHost), hostOutput: () => output };
 }
 
 /** A visitor with a one-cookie jar, talking HTTP to the waiting room. */
