@@ -33,7 +33,7 @@ export async function readSmallBody(request: Request, limit: number): Promise<Bo
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    let read: ReadableStreamReadResult<Uint8Array>;
+    let read: Awaited<ReturnType<typeof reader.read>>;
     try {
       read = await reader.read();
     } catch {
