@@ -772,6 +772,13 @@ async function apiAdmit(request: Request, ctx: AdminContext): Promise<Response> 
   if (input instanceof Response) return input;
   if (input !== undefined) {
     if (value !== undefined) return errorResponse(400, 'give count in the query or in the body, not both');
+    // A field we do not read must not pass unnoticed: `idempotency_key` in the body (it goes in the
+    // Idempotency-Key header) or a misspelt count would otherwise be a 200 that did something else.
+    const unknown = Object.keys(input).find((key) => key !== 'count');
+    if (unknown !== undefined) {
+      const hint = unknown.toLowerCase().replace(/[-_]/g, '') === 'idempotencykey' ? ': send the key in the Idempotency-Key header' : ': only count';
+      return errorResponse(400, `unknown field ${JSON.stringify(unknown).slice(0, 60)}${hint}; nothing changed`);
+    }
     value = input['count'];
   }
   const parsed = parseAdmitCount(value);

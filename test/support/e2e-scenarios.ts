@@ -314,6 +314,9 @@ export function defineEndToEnd(stack: () => Stack): void {
         ['admit, count twice, once escaped', api('admit', '{"count": 1, "co\\u0075nt": 2}'), /"count" is given more than once/],
         ['admit, count twice in the query', api('admit?count=1&count=2'), /count is given more than once/],
         ['admit, count in the query and the body', api('admit?count=1', '{"count": 2}'), /not both/],
+        // A field the admit does not read: the key belongs in the header, a misspelt count is no count.
+        ['admit, idempotency_key in the body', api('admit', '{"count": 1, "idempotency_key": "batch-7"}'), /unknown field "idempotency_key": send the key in the Idempotency-Key header/],
+        ['admit, a misspelt count beside one', api('admit', '{"count": 1, "cuont": 7}'), /unknown field "cuont": only count/],
         ['admit, a 65-character Idempotency-Key', api('admit?count=1', undefined, { 'idempotency-key': 'k'.repeat(65) }), /Idempotency-Key/],
         ['admit, an Idempotency-Key with a space', api('admit?count=1', undefined, { 'idempotency-key': 'a b' }), /Idempotency-Key/],
         ['admit, two Idempotency-Keys', api('admit?count=1', undefined, { 'idempotency-key': 'a, b' }), /Idempotency-Key/],
