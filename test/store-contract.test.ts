@@ -24,6 +24,8 @@ import {
   VIP_KEEP_EXPIRED_MS,
   VIP_TTL_MS,
   createDrawRng,
+  IDEMPOTENCY_SLOT_KEEP,
+  idempotencySlot,
 } from '../src/store/scripts';
 import {
   StoreReplyError,
@@ -2159,14 +2161,33 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.admit(q, 1, T0 + 1 + 600_000, OFF, 'op-1')).toMatchObject({ admitted: 1, replayed: false, cursor: 8 });
       });
 
-      it('remembers the newest 128 keys: an older key admits again, a newer one replays', async () => {
+      it('remembers every key of its 10 minutes however many admits come between: 1,500 keys, one admit each', async () => {
         const store = createStore();
         const q = randomQueue();
-        await joinMany(store, q, 200, T0, OFF);
-        for (let i = 0; i < 130; i += 1) expect(await store.admit(q, 1, T0 + i, OFF, `k-${i}`)).toMatchObject({ replayed: false });
-        expect(await store.admit(q, 1, T0 + 200, OFF, 'k-2')).toMatchObject({ admitted: 1, replayed: true, cursor: 130 });
-        expect(await store.admit(q, 1, T0 + 201, OFF, 'k-129')).toMatchObject({ replayed: true, cursor: 130 });
-        expect(await store.admit(q, 1, T0 + 202, OFF, 'k-0')).toMatchObject({ admitted: 1, replayed: false, cursor: 131 });
+        await joinMany(store, q, 1_600, T0, OFF);
+        // An origin letting one visitor in per freed seat, a UUID key each (as the edge makes them).
+        const keys = Array.from({ length: 1_500 }, () => randomUUID());
+        for (const [i, key] of keys.entries()) await store.admit(q, 1, T0 + i * 100, OFF, key);
+        expect(await store.peek(q)).toEqual({ tail: 1_600, cursor: 1_500 });
+        // Retries of the first, a middle and the last, within 10 minutes of each: all replay.
+        for (const i of [0, 750, 1_499]) {
+          expect(await store.admit(q, 1, T0 + 149_950 + i, OFF, keys[i]!), `key ${i}`).toMatchObject({ admitted: 1, replayed: true, cursor: 1_500 });
+        }
+        expect(await store.peek(q)).toEqual({ tail: 1_600, cursor: 1_500 });
+      });
+
+      it('a slot of the ring keeps its newest IDEMPOTENCY_SLOT_KEEP keys: the key pushed out admits again', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 100, T0, OFF);
+        // Keys that all fall in one slot of the ring (the hash both stores use).
+        const same: string[] = [];
+        for (let n = 0; same.length < IDEMPOTENCY_SLOT_KEEP + 1; n += 1) if (idempotencySlot(`op-${n}`) === idempotencySlot('op-0')) same.push(`op-${n}`);
+        for (const [i, key] of same.entries()) expect(await store.admit(q, 1, T0 + i, OFF, key)).toMatchObject({ replayed: false });
+        const cursor = IDEMPOTENCY_SLOT_KEEP + 1;
+        expect(await store.admit(q, 1, T0 + 100, OFF, same[1]!)).toMatchObject({ replayed: true, cursor });
+        expect(await store.admit(q, 1, T0 + 101, OFF, same.at(-1)!)).toMatchObject({ replayed: true, cursor });
+        expect(await store.admit(q, 1, T0 + 102, OFF, same[0]!)).toMatchObject({ replayed: false, cursor: cursor + 1 });
       });
     });
 

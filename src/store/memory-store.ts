@@ -36,7 +36,8 @@ import type {
 import {
   HISTORY_MS,
   IDEMPOTENCY_MS,
-  IDEMPOTENCY_KEEP,
+  IDEMPOTENCY_SLOT_KEEP,
+  idempotencySlot,
   JOIN_KEEP_MS,
   JOIN_SLOT_DIGITS,
   KEEP_MS,
@@ -110,7 +111,7 @@ interface MemoryQueue {
   /** ctl `recover_until` (ms): the recovery window after a lost state (see scripts.ts); 0 = never opened. */
   recoverUntil: number;
   /** Explicit admits' idempotency keys → the count that admit let in, and when the key is forgotten (ms). */
-  readonly idempotency: Map<string, { readonly admitted: number; readonly untilMs: number }>;
+  readonly idempotency: Map<string, { readonly admitted: number; readonly untilMs: number; readonly slot: number }>;
   /** ctl's join ring (see scripts.ts, Joins): slot → the latest join whose key falls in it. */
   readonly joins: Map<number, JoinEntry>;
   /** Adaptive admission's fields of ctl (ac_* and the POPs' reports o<n>; see adaptive.ts). */
@@ -354,7 +355,7 @@ export class MemoryQueueStore implements QueueStore {
     assertAdmitCount(count);
     if (idempotencyKey !== undefined) checkIdempotencyKey(idempotencyKey);
     const q = this.#queue(queue);
-    // Mirrors the admit script's idempotency (see IDEMPOTENT_REPLAY): a key applied already replays.
+    // Mirrors the admit script's idempotency (see idempotent_slot.lua): a key applied already replays.
     for (const [key, done] of q.idempotency) if (done.untilMs <= p.nowMs) q.idempotency.delete(key);
     const done = idempotencyKey === undefined ? undefined : q.idempotency.get(idempotencyKey);
     if (done !== undefined) return { ...readState(begin(q, p)), admitted: done.admitted, replayed: true };
@@ -380,12 +381,11 @@ export class MemoryQueueStore implements QueueStore {
       admitted = q.cursor - from;
     }
     if (idempotencyKey !== undefined) {
-      q.idempotency.set(idempotencyKey, { admitted, untilMs: p.nowMs + IDEMPOTENCY_MS });
-      // Mirrors IDEMPOTENT_RECORD: the newest IDEMPOTENCY_KEEP keys are kept.
-      for (const key of q.idempotency.keys()) {
-        if (q.idempotency.size <= IDEMPOTENCY_KEEP) break;
-        q.idempotency.delete(key);
-      }
+      // Mirrors idempotent_record.lua: a slot of the ring keeps its newest IDEMPOTENCY_SLOT_KEEP keys.
+      const slot = idempotencySlot(idempotencyKey);
+      q.idempotency.set(idempotencyKey, { admitted, untilMs: p.nowMs + IDEMPOTENCY_MS, slot });
+      const sharing = [...q.idempotency].filter(([, entry]) => entry.slot === slot).map(([key]) => key);
+      for (const key of sharing.slice(0, Math.max(0, sharing.length - IDEMPOTENCY_SLOT_KEEP))) q.idempotency.delete(key);
     }
     return { ...finish(r), admitted, replayed: false };
   }

@@ -28,9 +28,9 @@
  *                                   waiting set's size and a score at or before its lowest ('' =
  *                                   empty), so presence lapses and is counted only once someone
  *                                   can have lapsed (see Methods); `j0`..`j4095`, the join
- *                                   ring (see Joins); `idem`,
- *                                   the idempotency keys of recent admits, only read by the admit
- *                                   script (see IDEMPOTENT_REPLAY); `h0`..`h59`,
+ *                                   ring (see Joins); `i0`..`i4095`,
+ *                                   the idempotency ring: the keys of recent admits by slot, only
+ *                                   read by the admit script (see idempotent_slot.lua); `h0`..`h59`,
  *                                   the per-minute history of the last hour: slot `h<minute index
  *                                   mod 60>` holds `<minute>:<tail>:<cursor>:<waiting>:<active>:
  *                                   <admitted_1m>`, the state the minute's first poll, claim, draw,
@@ -274,6 +274,7 @@ import CAPACITY_MODE_LUA from './lua/lib/capacity_mode.lua';
 import POLICY_HEADER_LUA from './lua/lib/policy_header.lua';
 import READ_QUEUE_LUA from './lua/lib/read_queue.lua';
 import REFUSE_FOREIGN_LUA from './lua/lib/refuse_foreign.lua';
+import IDEMPOTENT_SLOT_LUA from './lua/lib/idempotent_slot.lua';
 import IDEMPOTENT_REPLAY_LUA from './lua/lib/idempotent_replay.lua';
 import IDEMPOTENT_RECORD_LUA from './lua/lib/idempotent_record.lua';
 import JOIN_RING_LUA from './lua/lib/join_ring.lua';
@@ -321,8 +322,22 @@ export const MAX_SEED = 281_474_976_710_655;
 /** How long an explicit admit's idempotency key remembers its result, ms (10 minutes). */
 export const IDEMPOTENCY_MS = 600_000;
 
-/** How many admits' idempotency keys ctl keeps at most (the newest): a retry comes within seconds. */
-export const IDEMPOTENCY_KEEP = 128;
+/**
+ * ctl's idempotency ring: its slots (`i0`..`i4095`), and how many keys one slot keeps at most (its
+ * newest). A key is forgotten early only when 32 more keys of its slot come within its 10 minutes:
+ * at 50 admits a second (30,000 keys in 10 minutes, 7.3 a slot on average) that is under one
+ * chance in 10^10 per slot. Until 27 November 2026 ctl kept the newest 128 keys of the queue, which
+ * an origin admitting one seat at a time pushed out in seconds.
+ */
+export const IDEMPOTENCY_SLOTS = 4096;
+export const IDEMPOTENCY_SLOT_KEEP = 32;
+
+/** The slot of ctl's idempotency ring that holds `key` (the Lua's own hash, in idempotent_slot.lua). */
+export function idempotencySlot(key: string): number {
+  let h = 0;
+  for (let i = 0; i < key.length; i += 1) h = (h * 31 + key.charCodeAt(i)) % IDEMPOTENCY_SLOTS;
+  return h;
+}
 
 /** How long ctl's join ring answers a retried join with its ticket, ms (10 minutes). */
 export const JOIN_KEEP_MS = JOIN_KEEP_SECONDS * 1000;
@@ -806,7 +821,8 @@ const LUA_CONSTANTS = {
   MAX_SEED,
   STATE_LENGTH,
   IDEMPOTENCY_MS,
-  IDEMPOTENCY_KEEP,
+  IDEMPOTENCY_SLOTS,
+  IDEMPOTENCY_SLOT_KEEP,
   JOIN_KEEP_MS,
   JOIN_SLOT_DIGITS,
   VIP_MAX_USES,
@@ -837,6 +853,7 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
   policy_header: POLICY_HEADER_LUA,
   read_queue: READ_QUEUE_LUA,
   refuse_foreign: REFUSE_FOREIGN_LUA,
+  idempotent_slot: IDEMPOTENT_SLOT_LUA,
   idempotent_replay: IDEMPOTENT_REPLAY_LUA,
   idempotent_record: IDEMPOTENT_RECORD_LUA,
   join_ring: JOIN_RING_LUA,
@@ -852,7 +869,7 @@ export const POLL_SHA1 = 'fb9a9e768fa948417b20d99b0f8fce929cdca9a1';
 export const CLAIM_SHA1 = '6cac6cb0f00033e7574b31479f795b290b5deac7';
 export const TOUCH_SHA1 = '761aff11b69b5b1000f462d56745c0ec46f94b38';
 export const LEAVE_SHA1 = '6dd867db8a3a0ba8baeb1c7bbb91873157a27b03';
-export const ADMIT_SHA1 = 'ce83abd7bfeab1cb55a1655d2ac2d5bc54b7cad6';
+export const ADMIT_SHA1 = 'c225c548903c70a546599bab451af2f97aba605d';
 export const CONTROL_SHA1 = '02cc474e6b490befd9d9b739d09037c2d99215eb';
 export const STATS_SHA1 = '4406ba3d917b6e6721afac41eba83a44b2901dce';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';

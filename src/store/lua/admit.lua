@@ -6,11 +6,11 @@
 --- waits until the usage is back under them). Random rate mode first draws again for draws that
 --- lapsed, not counted in `admitted`; rate FIFO leaves lapsed calls to the poll. Works while paused,
 --- not while the switch holds everyone.
---- ARGV 12 count (>= 1), 13 the idempotency key ('' = none; see IDEMPOTENT_REPLAY). Returns the
+--- ARGV 12 count (>= 1), 13 the idempotency key ('' = none; see idempotent_slot). Returns the
 --- state, then admitted and replayed (0/1).
 -- wr admit: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, count, idempotency_key; returns {state..., admitted, replayed}
 -- #include policy_header
-CTL_FIELDS[#CTL_FIELDS + 1] = 'idem'
+-- #include idempotent_slot
 defer_ctl()
 -- #include read_queue
 
