@@ -198,6 +198,63 @@ describe('the admin console', () => {
     expect(html).toContain('<script src="/__wr/assets/admin.js" defer></script>');
     expect(JSON.stringify(r.logger.records)).not.toContain(ADMIN_PASSWORD);
   });
+
+  it('keeps a console that stays open able to act: each live poll brings a fresh form token, and the page token still expires after an hour', async () => {
+    const pageToken = await csrfOf(r);
+    let liveToken = '';
+    // An operator leaves the console open for 61 minutes; its script polls all the while.
+    for (const minutes of [10, 10, 10, 10, 10, 10, 1]) {
+      r.clock.advance(minutes * 60_000);
+      const live = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { csrf: unknown };
+      expect(typeof live.csrf).toBe('string');
+      liveToken = live.csrf as string;
+    }
+    const pause = (csrf: string) => r.handler(post('/__wr/admin/control', `csrf=${csrf}&paused=true`), CLIENT);
+    // The token the page was served with is an hour and a minute old: refused, as before.
+    const stale = await pause(pageToken);
+    expect(stale.status).toBe(403);
+    expect(((await stale.json()) as { error: string }).error).toContain('the form has expired');
+    // The one the last poll brought works.
+    const fresh = await pause(liveToken);
+    expect(fresh.status).toBe(200);
+    expect(await fresh.json()).toMatchObject({ paused: true, changed: 'Admission paused.' });
+  });
+
+  it('shows as its notice only what its own form posts said, for a few minutes; a link that writes its own text shows nothing', async () => {
+    const page = async (path: string): Promise<string> => {
+      const html = await (await r.handler(adminGet(path), CLIENT)).text();
+      return /<p class="notice" role="status" id="notice">([^<]*)<\/p>/.exec(html)![1]!;
+    };
+    // A link pasted into an incident chat, in the words the console would use.
+    const forged = `/__wr/admin?done=${encodeURIComponent('Reset queue default. Let 100,000 visitors in.')}`;
+    expect(await page(forged)).toBe('');
+
+    // A form post without the page's script comes back to the page, which says what it did.
+    const csrf = await csrfOf(r);
+    const posted = await r.handler(
+      new Request(`${SITE}/__wr/admin/admit`, {
+        method: 'POST',
+        body: `csrf=${csrf}&count=2`,
+        headers: { authorization: ADMIN, 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin', accept: 'text/html' },
+      }),
+      CLIENT,
+    );
+    expect(posted.status).toBe(303);
+    const location = posted.headers.get('location')!;
+    expect(location).toMatch(/^\/__wr\/admin\?done=Let%202%20visitors%20in\.&done_tag=/);
+    expect(await page(location)).toBe('Let 2 visitors in.');
+
+    // Its tag covers the text: the same tag with other words, or without the tag, shows nothing.
+    const tag = new URL(location, SITE).searchParams.get('done_tag')!;
+    expect(await page(`/__wr/admin?done=${encodeURIComponent('Let 100,000 visitors in.')}&done_tag=${encodeURIComponent(tag)}`)).toBe('');
+    expect(await page(`/__wr/admin?done=${encodeURIComponent('Let 2 visitors in.')}`)).toBe('');
+    expect(await page(`${location}&done=${encodeURIComponent('Let 2 visitors in.')}`)).toBe('');
+    // A reload shows it again for a few minutes, not from an old link.
+    r.clock.advance(299_000);
+    expect(await page(location)).toBe('Let 2 visitors in.');
+    r.clock.advance(2_000);
+    expect(await page(location)).toBe('');
+  });
 });
 
 describe('the console without the store', () => {

@@ -3,6 +3,7 @@
  * the bearer-token API the origin calls when it has room. Every change is one store call; bad
  * input gets a 4xx that says why and changes nothing.
  */
+import { noticeQuery, readNotice } from './admin-notice';
 import { guardSignIn, type SignInGuard } from './auth-throttle';
 import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
@@ -22,7 +23,17 @@ const BYPASS_QUEUE = '*';
 /** The most visitors one admit may let in: larger numbers are typos, not intentions. */
 export const MAX_ADMIT_COUNT = 100_000;
 const MAX_FORM_BYTES = 4096;
+/**
+ * How long a form token is good for. The page carries one, and each live poll of its script brings
+ * a fresh one (see liveJson): a console left open keeps working, one whose script stopped does not.
+ */
 const CSRF_LIFETIME_SECONDS = 3600;
+
+/** A form token for the console's forms, good for CSRF_LIFETIME_SECONDS from `nowMs`. */
+async function formToken(ctx: AdminContext, nowMs: number): Promise<string> {
+  const iat = Math.floor(nowMs / 1000);
+  return signToken(ctx.secrets.keyRing, { q: ctx.config.queueName, k: 'c', t: 0, iat, exp: iat + CSRF_LIFETIME_SECONDS });
+}
 
 export interface AdminContext {
   readonly config: Readonly<Config>;
@@ -310,7 +321,11 @@ async function readPanel(ctx: AdminContext, nowMs: number): Promise<Panel | Resp
 
 const asOf = (nowMs: number): string => new Date(nowMs).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';
 
-/** What the console's script polls: the same figures as the page, as text, and the chart. */
+/**
+ * What the console's script polls: the same figures as the page, as text, the chart, and a fresh
+ * form token for the page's forms. The token is safe here: this is a GET behind Basic Auth whose
+ * JSON another site's page cannot read (no CORS), and a form still needs same-origin Fetch Metadata.
+ */
 async function liveJson(ctx: AdminContext): Promise<Response> {
   const nowMs = ctx.clock.now();
   const panel = await readPanel(ctx, nowMs);
@@ -322,6 +337,7 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
     paused: stats.paused,
     ...pauseControl(stats.paused),
     state: { ...describeState(stats, ctx.config), ...refused },
+    csrf: await formToken(ctx, nowMs),
     ...(ctx.overview !== undefined && { queues: renderQueueList(await ctx.overview(nowMs, { name: ctx.config.queueName, stats }), ctx.config.queueName, `${ctx.config.pathPrefix}admin`) }),
   });
 }
@@ -387,9 +403,7 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
   const nowMs = ctx.clock.now();
   const panel = await readPanel(ctx, nowMs);
   if (panel instanceof Response) return storeDownPage(ctx, panel);
-  const iat = Math.floor(nowMs / 1000);
-  const csrf = await signToken(ctx.secrets.keyRing, { q: ctx.config.queueName, k: 'c', t: 0, iat, exp: iat + CSRF_LIFETIME_SECONDS });
-  const done = new URL(request.url).searchParams.get('done') ?? '';
+  const csrf = await formToken(ctx, nowMs);
   const { config } = ctx;
   const html = renderAdminPage({
     queue: config.queueName,
@@ -405,8 +419,8 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
     queues: ctx.overview === undefined ? undefined : await ctx.overview(nowMs, { name: ctx.config.queueName, stats: panel.stats }),
     assetPrefix: `${config.pathPrefix}assets/`,
     maxAdmit: MAX_ADMIT_COUNT,
-    // Only our own short notices come back this way; anything else is not shown.
-    notice: done.length <= 200 && /^[A-Za-z0-9 .,()]*$/.test(done) ? done : '',
+    // Only a notice this service wrote and tagged shows (see admin-notice.ts); anything else is not shown.
+    notice: await readNotice(ctx.secrets.keyRing, config.queueName, new URL(request.url).searchParams, nowMs),
     asOf: asOf(nowMs),
     propagationSeconds: config.stateCacheSeconds,
   });
@@ -561,13 +575,14 @@ function queueQuery(ctx: AdminContext, separator: string): string {
   return ctx.overview === undefined ? '' : `queue=${encodeURIComponent(ctx.config.queueName)}${separator}`;
 }
 
-/** A browser gets the page back with a notice; a program gets JSON. */
-function answerForm(request: Request, ctx: AdminContext, notice: string, json: Record<string, unknown>): Response {
+/** A browser gets the page back with a notice (tagged, see admin-notice.ts); a program gets JSON. */
+async function answerForm(request: Request, ctx: AdminContext, notice: string, json: Record<string, unknown>): Promise<Response> {
   if ((request.headers.get('accept') ?? '').includes('text/html')) {
+    const done = await noticeQuery(ctx.secrets.keyRing, ctx.config.queueName, notice, ctx.clock.now());
     return new Response(null, {
       status: 303,
       headers: {
-        location: `${ctx.config.pathPrefix}admin?${queueQuery(ctx, '&')}done=${encodeURIComponent(notice)}`,
+        location: `${ctx.config.pathPrefix}admin?${queueQuery(ctx, '&')}${done}`,
         'cache-control': 'no-store',
         ...NOSNIFF,
       },

@@ -13,8 +13,12 @@
 import { decodeJwt, decodeProtectedHeader, jwtVerify, SignJWT, errors as joseErrors, type JWTHeaderParameters } from 'jose';
 import { JOIN_KEY_PATTERN } from './ports';
 
-/** What a derived key signs; part of the derivation label, so never rename one (it would log everybody out). */
-export type KeyPurpose = 'waiting' | 'access' | 'admin-form' | 'bypass' | 'proof' | 'admission';
+/**
+ * What a derived key signs; part of the derivation label, so never rename one (it would log everybody
+ * out). Each token kind has one (PURPOSE_OF_KIND); `admission` signs what the origin is told (see
+ * admission.ts) and `admin-notice` tags the console's notice in its address (see admin-notice.ts).
+ */
+export type KeyPurpose = 'waiting' | 'access' | 'admin-form' | 'bypass' | 'proof' | 'admission' | 'admin-notice';
 
 export interface SigningKey {
   readonly kid: string;
