@@ -22,10 +22,30 @@
   }
   var notice = document.getElementById('notice');
   var liveState = document.getElementById('live-state');
+  var resetElsewhere = document.getElementById('reset-elsewhere');
+  // The epoch the reset form sends: the one this page was served with, or the one its own reset
+  // made. A live poll never changes it, so that a reset by someone else since is refused (409),
+  // not repeated over the visitors who joined after it.
+  var epochField = document.getElementById('reset-epoch');
+  var resetting = false;
 
   function show(text, isError) {
     notice.textContent = text;
     notice.className = isError ? 'notice error' : 'notice';
+  }
+  function utc(ms) {
+    return new Date(ms).toISOString().slice(0, 19).replace('T', ' ') + ' UTC';
+  }
+  // Says so when the queue's epoch is not the one this page's reset form names: someone reset it
+  // since (another console, the API), and resetting from here would need a reload first.
+  function checkEpoch(epoch) {
+    if (!epochField || !resetElsewhere || resetting || typeof epoch !== 'number') return;
+    var text =
+      String(epoch) === epochField.value
+        ? ''
+        : 'This queue was reset by someone else at ' + utc(epoch) + ', after this page was loaded. ' +
+          'The figures here are current, but the reset form still names the earlier state: reload the page before resetting again.';
+    if (resetElsewhere.textContent !== text) resetElsewhere.textContent = text;
   }
   function apply(data) {
     var figures = data.figures || {};
@@ -40,9 +60,12 @@
     var list = document.getElementById('queues');
     if (list && typeof data.queues === 'string') list.innerHTML = data.queues;
     var pause = document.getElementById('pause');
-    // A reset names the epoch it expects: keep it current, so that only a reset by someone else is refused.
-    var epoch = document.getElementById('reset-epoch');
-    if (epoch && data.state && typeof data.state.epoch === 'number') epoch.value = String(data.state.epoch);
+    if (data.state) checkEpoch(data.state.epoch);
+    // A fresh form token with every poll: a console left open for hours can still act.
+    if (typeof data.csrf === 'string') {
+      var tokens = document.querySelectorAll('input[name=csrf]');
+      for (var t = 0; t < tokens.length; t++) tokens[t].value = data.csrf;
+    }
     if (pause && data.pause_label) {
       pause.textContent = data.pause_label;
       document.getElementById('pause-value').value = data.pause_value;
@@ -61,7 +84,10 @@
   }
   function describe(result) {
     if (result.notice) return result.notice;
-    if (typeof result.admitted === 'number') return 'Let ' + result.admitted + (result.admitted === 1 ? ' visitor' : ' visitors') + ' in.';
+    if (typeof result.admitted === 'number') {
+      var visitors = result.admitted + (result.admitted === 1 ? ' visitor' : ' visitors') + ' in.';
+      return result.replayed ? 'Already done: this request let ' + visitors : 'Let ' + visitors;
+    }
     if (result.changed) return result.changed;
     return 'Done.';
   }
@@ -78,25 +104,50 @@
       if (question && !window.confirm(question)) return;
       var button = form.querySelector('button');
       button.disabled = true;
-      // One idempotency key per submission: a double submit admits once. After a 503 (unknown
-      // whether it was applied) the key is kept, so that submitting again is a safe retry.
+      // One idempotency key per submission: a double submit admits once. Whenever the outcome is
+      // unknown (no answer, an answer that is not ours, any 5xx) the key is kept, so that
+      // submitting again is a safe retry: the room answers what the first did, or does it now.
       var key = form.querySelector('[data-idempotency-key]');
       if (key && !key.value) key.value = newKey();
-      var keep = false;
+      var keep = true;
+      var isReset = form.contains(epochField);
+      if (isReset) resetting = true;
+      var lost = function (why) {
+        return new Error(
+          'The answer was lost (' + why + '): the request may have been applied. ' +
+            (key ? 'Pressing the button again is safe: it sends the same key, so it is applied at most once.' : 'Check the figures before trying again.')
+        );
+      };
       fetch(form.action, {
         method: 'POST',
         headers: { accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded' },
         body: new URLSearchParams(new FormData(form)).toString(),
         credentials: 'same-origin',
       })
-        .then(function (r) {
-          return r.json().then(function (json) {
-            keep = r.status === 503;
-            if (!r.ok) throw new Error(json.error || 'the request failed (' + r.status + ')');
-            return json;
-          });
-        })
+        .then(
+          function (r) {
+            return r.json().then(
+              function (json) {
+                // A 2xx was applied and a 4xx changed nothing: either way the next press is a new request.
+                if (r.status < 500) keep = false;
+                if (!r.ok) throw new Error(json.error || 'the request failed (' + r.status + ')');
+                return json;
+              },
+              function () {
+                // Not our JSON: a proxy's error page, or a body cut short.
+                throw lost('status ' + r.status + ', not an answer from the waiting room');
+              }
+            );
+          },
+          function (error) {
+            throw lost(error.message);
+          }
+        )
         .then(function (result) {
+          if (isReset && result.reset === true && typeof result.epoch === 'number' && epochField) {
+            // Our own reset: the form now names the epoch it made.
+            epochField.value = String(result.epoch);
+          }
           show(describe(result), false);
           var codes = document.getElementById('vip-codes');
           if (result.codes && codes) {
@@ -111,6 +162,7 @@
         })
         .then(function () {
           if (key && !keep) key.value = '';
+          if (isReset) resetting = false;
           button.disabled = false;
         });
     });
