@@ -376,6 +376,25 @@ export function defineEndToEnd(stack: () => Stack): void {
       expect(await more.json()).toMatchObject({ admitted: 2, replayed: false, cursor: 5 });
     });
 
+    it('a form posted without the page script comes back to the console with its notice; a notice written into a link shows nothing', async () => {
+      const noticeOf = async (location: string): Promise<string> => {
+        const html = await (await fetch(new URL(location, stack().url), { headers: { authorization: ADMIN } })).text();
+        return /<p class="notice" role="status" id="notice">([^<]*)<\/p>/.exec(html)![1]!;
+      };
+      const { csrf } = await page();
+      const posted = await fetch(`${stack().url}/__wr/admin/control`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: { authorization: ADMIN, 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin', accept: 'text/html' },
+        body: `csrf=${encodeURIComponent(csrf)}&paused=false`,
+      });
+      expect(posted.status).toBe(303);
+      const location = posted.headers.get('location')!;
+      // The tag is an HMAC made in the engine that serves the request, and checked there.
+      expect(await noticeOf(location)).toBe('Admission resumed.');
+      expect(await noticeOf(`/__wr/admin?done=${encodeURIComponent('Reset queue default. Let 100,000 visitors in.')}`)).toBe('');
+    });
+
     it('two operators resetting from the same state at once: one empties the line, the other is told and changes nothing', async () => {
       for (const v of Array.from({ length: 4 }, visitor)) await v.get('/');
       const epoch = await ctl('epoch');
