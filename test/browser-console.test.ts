@@ -101,7 +101,7 @@ describe.skipIf(!chromiumAvailable)("the console's script in a real browser", ()
     await expect.poll(() => admin.textContent('#notice')).toBe('Already done: this request let 10 visitors in.');
     expect((await room.store.peek('default')).cursor).toBe(10);
     // Answered: the next admit is a new one.
-    expect(await keyField.inputValue()).toBe('');
+    await expect.poll(() => keyField.inputValue()).toBe('');
 
     // The same when a proxy's error page comes back instead of the room's answer.
     lose = 'proxy page';

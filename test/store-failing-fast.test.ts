@@ -13,7 +13,7 @@ import type { Handler } from '../src/core/handler';
 import { startUpstashBridge, type UpstashBridge } from '../src/node/upstash-bridge';
 import { createNodeUpstashOptions } from '../src/platform/node';
 import { UpstashQueueStore } from '../src/store/upstash-store';
-import { cookieFrom, ManualClock, MemoryLogger, testHandler } from './support/fixtures';
+import { cookieFrom, ManualClock, MemoryLogger, payloadOf, testHandler } from './support/fixtures';
 import { startRedisServer, type RedisServer } from './support/redis-server';
 
 const TOKEN = 'failing-fast-test-token';
@@ -110,6 +110,44 @@ describe('a store that fails fast', () => {
     const recovered = await poll(0);
     expect(recovered.status).toBe(200);
     expect(r.logger.last).toMatchObject({ decision: 'waiting' });
+  });
+
+  it('visitors who arrived during the outage ask for their ticket again once per cache lifetime, not once per retry each', async () => {
+    const r = room({ state_cache_seconds: '5', refresh_seconds: '5' });
+    front.failure = { status: 429, body: JSON.stringify({ error: 'ERR max requests limit exceeded. Limit: 10000, Usage: 10000' }) };
+    const pending: string[] = [];
+    try {
+      // 50 arrivals: each first join asks the store (an arrival), and each gets a pending join instead of a ticket.
+      const before = front.requests;
+      for (let i = 0; i < 50; i += 1) {
+        const answer = await r.handler(new Request(`${SITE}/`), { address: `203.0.113.${i}`, pop: 'TST' });
+        expect(answer.status).toBe(200);
+        pending.push(cookieFrom(answer)!);
+      }
+      const arrivals = front.requests - before;
+      expect(arrivals).toBeLessThanOrEqual(50);
+      // Each page retries its join three times per lifetime, for three lifetimes.
+      const retries = front.requests;
+      for (let lifetime = 0; lifetime < 3; lifetime += 1) {
+        for (let round = 0; round < 3; round += 1) {
+          for (const [i, cookie] of pending.entries()) {
+            const answer = await r.handler(new Request(`${SITE}/`, { headers: { cookie: `waiting_room=${cookie}` } }), { address: `203.0.113.${i}`, pop: 'TST' });
+            expect(answer.status).toBe(200);
+            expect(r.logger.last).toMatchObject({ decision: 'unavailable' });
+          }
+        }
+        r.clock.advance(5_000);
+      }
+      // 450 retries; before this, each was a call.
+      expect(front.requests - retries).toBeLessThanOrEqual(3 + 1);
+    } finally {
+      front.failure = undefined;
+    }
+    // The store is back: one lifetime on, a retry gets its ticket.
+    r.clock.advance(5_000);
+    const back = await r.handler(new Request(`${SITE}/`, { headers: { cookie: `waiting_room=${pending[0]!}` } }), { address: '203.0.113.0', pop: 'TST' });
+    expect(payloadOf(cookieFrom(back)!)).toMatchObject({ k: 'w', t: expect.any(Number) });
+    expect(r.logger.last).toMatchObject({ decision: 'waiting', reason: 'join_retried' });
   });
 
   it('with the cache off (state_cache_seconds = 0), every poll asks the store, as it does when healthy', async () => {

@@ -72,6 +72,31 @@ function isForeign(generation: number | undefined, state: Pick<QueueState, 'gene
 /** A store failure this POP remembers (see pollState): what the failed call said. */
 class RememberedFailure extends Error {}
 
+/** The key under which a POP remembers a failed store call for a cache lifetime (see pollState). */
+const failedKeyOf = (ctx: HandlerContext): string => `${ctx.cacheKey}:failed`;
+
+/** Remembers a failed call of the visitor path at this POP for a cache lifetime (none with the cache off). */
+async function rememberFailure(ctx: HandlerContext, outcome: Extract<StoreOutcome<unknown>, { ok: false }>): Promise<void> {
+  if (ctx.config.stateCacheSeconds === 0) return;
+  const said = `${outcome.reason}: ${outcome.message}`;
+  // Not remembered if the cache fails here: the next request asks the store, as without this.
+  await ctx.cache.getOrLoad(failedKeyOf(ctx), ctx.config.stateCacheSeconds, async () => said).catch(() => undefined);
+}
+
+/** What the last failed call said, while this POP remembers it; undefined otherwise (or when the cache fails). */
+async function rememberedFailure(ctx: HandlerContext): Promise<string | undefined> {
+  if (ctx.config.stateCacheSeconds === 0) return undefined;
+  return ctx.cache.peek<string>(failedKeyOf(ctx)).catch(() => undefined);
+}
+
+/** A request answered from a remembered failure: noted as the store's error, and counted as one. */
+async function answeredFromFailure(ctx: HandlerContext, trace: Trace, said: string): Promise<void> {
+  trace.cache = 'hit';
+  trace.storeError = `remembered for up to ${ctx.config.stateCacheSeconds} s at this POP: ${said}`;
+  // Still counted where it is served, so the operator's store-error figure does not drop.
+  await countStoreError(ctx.deps.ticketLimiter, ctx.queue);
+}
+
 /**
  * A waiting visitor's poll: from the per-POP cache when it holds a fresh state, else one store
  * call (which also runs admission) whose answer the cache keeps for its lifetime.
@@ -86,16 +111,13 @@ export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number
   const { config, store, cache, queue, cacheKey, storeCall } = ctx;
   const direct = () => storeCall(trace, () => store.poll(queue, nowMs, ctx.statePolicy()));
   if (config.stateCacheSeconds === 0) return direct();
-  const failedKey = `${cacheKey}:failed`;
   try {
     const { value, hit } = await cache.getOrLoad(cacheKey, config.stateCacheSeconds, async () => {
-      const failed = await cache.peek<string>(failedKey);
+      const failed = await cache.peek<string>(failedKeyOf(ctx));
       if (failed !== undefined) throw new RememberedFailure(failed);
       const outcome = await direct();
       if (!outcome.ok) {
-        const said = `${outcome.reason}: ${outcome.message}`;
-        // Not remembered if the cache fails here: the next poll asks the store, as without this.
-        await cache.getOrLoad(failedKey, config.stateCacheSeconds, async () => said).catch(() => undefined);
+        await rememberFailure(ctx, outcome);
         throw new StoreUnavailable(outcome);
       }
       return outcome.value;
@@ -104,10 +126,7 @@ export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number
     return { ok: true, value, ms: trace.storeMs ?? 0 };
   } catch (error) {
     if (error instanceof RememberedFailure) {
-      trace.cache = 'hit';
-      trace.storeError = `remembered for up to ${config.stateCacheSeconds} s at this POP: ${error.message}`;
-      // Still counted where it is served, so the operator's store-error figure does not drop.
-      await countStoreError(ctx.deps.ticketLimiter, queue);
+      await answeredFromFailure(ctx, trace, error.message);
       return { ok: false, reason: 'error', message: error.message, ms: 0 };
     }
     trace.cache = 'miss';
@@ -331,6 +350,19 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   // A join asked again with its key passed the checks the first time (its cookie is ours, signed
   // after them) and gets the same ticket: it is not checked again (a spent proof would fail).
   const checked = pendingKey === undefined;
+  // The visitor keeps the key, so its next request asks for the same ticket (see JoinOptions.joinKey).
+  const pending = async (key: string): Promise<Visit> => ({ kind: 'unavailable', ticket: undefined, cookie: await ctx.issue('w', 0, nowMs, { p: key }) });
+  // A join asked again (the visitor's page retries every refresh) while this POP remembers the store
+  // failing is answered from that, as a poll is, before it is counted or checked: the visitors who
+  // arrived during an outage must not bring a call each per retry to a store that fails fast. A
+  // first join still asks: that is an arrival.
+  if (pendingKey !== undefined) {
+    const failed = await rememberedFailure(ctx);
+    if (failed !== undefined) {
+      await answeredFromFailure(ctx, trace, failed);
+      return pending(pendingKey);
+    }
+  }
   // A proof of work first, when the queue asks for one: a request without a valid solution gets a
   // challenge, is not counted for the ticket limit, and costs no store call.
   if (config.powDifficulty > 0 && checked) {
@@ -375,8 +407,8 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   const options = { recoverMs: lostState || servedBefore ? recoverMs : undefined, recoverIfNew: servedBefore, floor, joinKey };
   const joined = await storeCall(trace, () => store.join(queue, nowMs, ctx.statePolicy(), options));
   if (!joined.ok) {
-    // The visitor keeps the key, so its next request asks for the same ticket (see JoinOptions.joinKey).
-    return { kind: 'unavailable', ticket: undefined, cookie: await ctx.issue('w', 0, nowMs, { p: joinKey }) };
+    await rememberFailure(ctx, joined);
+    return pending(joinKey);
   }
   if (config.lostStateSign === 'pop' && !marked) await markServed(ctx);
   // The ticket is taken: the response clears the solution and the token the request carries (spent
