@@ -3,7 +3,7 @@
  * of its own, the state cache off): `max_active` set, `activity_refresh_seconds` at its minimum,
  * and every request class of a slot's life counted the same two ways: a walk-in (the join claims
  * the slot), a new visitor when full (a ticket), an admitted visitor between refreshes (no store
- * call) and after the refresh interval (one touch for a burst of requests), the heartbeat, the
+ * call) and after the refresh interval (one touch for a burst of requests), the heartbeat (before and after it is due), the
  * leave, the origin's end-of-session header, a called visitor claiming the freed slot, and the
  * runtime control and stats APIs. Fewer visitors per class on the wasm.
  */
@@ -71,6 +71,7 @@ const CAP = {
   endSession: 9,
   control: 10,
   stats: 11,
+  heartbeatEarly: 12,
 } as const;
 
 /**
@@ -94,6 +95,7 @@ const CAPACITY_CLASSES: readonly { readonly label: string; readonly budget: stri
   { label: 'end of session by the origin (GET /checkout/done, end-session header)', budget: '≤ 1', billedBudget: 7 },
   { label: 'runtime control (POST __wr/api/control {"paused":false})', budget: '≤ 1', billedBudget: 3 },
   { label: 'stats (GET __wr/api/stats)', budget: '≤ 1', billedBudget: 4 },
+  { label: 'heartbeat before the refresh interval is over (answered from the cookie)', budget: '≤ 0', billedBudget: 0 },
 ];
 
 interface CapacityRow extends Counts {
@@ -155,6 +157,12 @@ function capacityClient(host: string, base: string, agent: http.Agent, config: C
         fail('admitted visitor after the interval: origin page with a renewed slot token', r);
       }
       return renewed!;
+    },
+    /** A heartbeat that is not due yet: the slot was refreshed within activity_refresh_seconds. */
+    async heartbeatEarly(cookie: string): Promise<void> {
+      const r = await send(agent, 'POST', own('heartbeat'), { cookie });
+      const body = json(r);
+      if (r.status !== 200 || body['state'] !== 'active' || body['refreshed'] !== false) fail('early heartbeat: active, not refreshed', r);
     },
     async heartbeat(cookie: string): Promise<string> {
       const r = await send(agent, 'POST', own('heartbeat'), { cookie });
@@ -314,7 +322,12 @@ async function runCapacityPass(input: CapacityInput): Promise<CapacityResult> {
     billed: first.billed + rest.billed,
   };
 
-  // Heartbeats, then the origin ends those sessions (each frees a slot and calls the next ticket).
+  // Heartbeats: one before the refresh is due (no store call), then one after it (a touch); then the
+  // origin ends those sessions (each frees a slot and calls the next ticket).
+  await measure(CAP.heartbeatEarly, n, 0, each(n, (i) => c.heartbeatEarly(renewed[i]!)));
+  const dueAgainMs = Math.max(...renewed.map((cookie) => refreshDueMs(cookie, config))) + CAPACITY_MARGIN_MS;
+  log(`${input.host}: capacity pass, ${(Math.max(0, dueAgainMs - Date.now()) / 1000).toFixed(1)} s until the heartbeats are due`);
+  await sleep(Math.max(0, dueAgainMs - Date.now()));
   const beaten = new Array<string>(n).fill('');
   await measure(CAP.heartbeat, n, n, each(n, async (i) => void (beaten[i] = await c.heartbeat(renewed[i]!))));
   await measure(CAP.endSession, n, n, each(n, (i) => c.endSession(beaten[i]!)));
@@ -385,7 +398,7 @@ function capacityReport(node: CapacityOutcome, wasm: CapacityOutcome): { text: s
       `visitors within activity_refresh_seconds (the origin's page, the cookie untouched, checked to end before the tokens' refresh time); ` +
       `new visitors when full (the holding page and a ticket); control and stats; then, after the walk-ins' refresh interval, a burst ` +
       `of ${CAPACITY_BURST} requests per visitor, one after another (the 1st touches the slot and renews the cookie, the others carry the ` +
-      'renewed cookie, as a browser does); a heartbeat each; the origin ends those sessions (its header removed, the cookie cleared; the ' +
+      'renewed cookie, as a browser does); a heartbeat each before its refresh is due (answered from the cookie) and one after (a touch); the origin ends those sessions (its header removed, the cookie cleared; the ' +
       'freed slot calls the next ticket); the called tickets poll and claim their reserved slots; they leave. With the state cache ' +
       'off a called visitor\'s poll costs its 1 store call every time: poll 1 + claim 1 = 2; with the cache on (the default) the poll is ' +
       'answered from the POP\'s cache (see the cached pass: 0 on a hit) and the claim is the 1 call. The burst row is per request: 1 touch ' +
