@@ -2176,6 +2176,18 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.peek(q)).toEqual({ tail: 1_600, cursor: 1_500 });
       });
 
+      it('a replay says the count the key was first used with, whatever the count asked now', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 20, T0, OFF);
+        expect(await store.admit(q, 5, T0, OFF, 'batch-1')).toMatchObject({ admitted: 5, replayed: false, asked: 5 });
+        expect(await store.admit(q, 5, T0 + 1, OFF, 'batch-1')).toMatchObject({ admitted: 5, replayed: true, asked: 5, cursor: 5 });
+        expect(await store.admit(q, 7, T0 + 2, OFF, 'batch-1')).toMatchObject({ admitted: 5, replayed: true, asked: 5, cursor: 5 });
+        // A call that found fewer waiting than it asked for records what it asked.
+        expect(await store.admit(q, 100, T0 + 3, OFF, 'batch-2')).toMatchObject({ admitted: 15, replayed: false, asked: 100 });
+        expect(await store.admit(q, 100, T0 + 4, OFF, 'batch-2')).toMatchObject({ admitted: 15, replayed: true, asked: 100 });
+      });
+
       it('a slot of the ring keeps its newest IDEMPOTENCY_SLOT_KEEP keys: the key pushed out admits again', async () => {
         const store = createStore();
         const q = randomQueue();
@@ -2875,6 +2887,20 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await expect(store.useVip(q, 'nope', T0)).rejects.toBeInstanceOf(StoreArgumentError);
       await expect(createVip(store, q, h, { uses: 0, expiresAtMs: null }, T0)).rejects.toBeInstanceOf(StoreArgumentError);
       expect(fetchSpy).toHaveBeenCalledTimes(3);
+    });
+
+    it('replays a key recorded before counts were (an entry without `#count`), saying the count is unknown (0)', async () => {
+      const prefix = `wrt-${randomUUID().slice(0, 8)}`;
+      const store = newStore(redis, prefix);
+      const q = randomQueue();
+      await joinMany(store, q, 10, T0, OFF);
+      expect(await store.admit(q, 2, T0, OFF, 'old-key')).toMatchObject({ replayed: false, asked: 2 });
+      // The entry as the admit script wrote it until 27 November 2026.
+      const ctl = `${prefix}:{${q}}:ctl`;
+      const field = `i${idempotencySlot('old-key')}`;
+      expect(await direct.hget(ctl, field)).toBe(`old-key=2@${T0 + 600_000}#2`);
+      await direct.hset(ctl, field, `old-key=2@${T0 + 600_000}`);
+      expect(await store.admit(q, 9, T0 + 1, OFF, 'old-key')).toMatchObject({ admitted: 2, replayed: true, asked: 0, cursor: 2 });
     });
 
     it('falls back to EVAL on NOSCRIPT after SCRIPT FLUSH, then goes back to EVALSHA', async () => {

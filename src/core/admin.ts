@@ -842,6 +842,18 @@ async function admit(ctx: AdminContext, count: number, given: string | undefined
   }
   ctx.trace.cursor = outcome.value.cursor;
   ctx.trace.tail = outcome.value.tail;
-  ctx.trace.reason = outcome.value.replayed ? `admit replayed (${outcome.value.admitted})` : `admitted ${outcome.value.admitted}`;
+  const { replayed, asked, admitted } = outcome.value;
+  if (replayed && asked !== 0 && asked !== count) {
+    // The key stands for another request: a retry must repeat it, and a new request needs a new key.
+    // Answered as a conflict so that a caller reading only `admitted` cannot take it for this one.
+    ctx.trace.reason = `admit key reused (asked ${asked}, now ${count})`;
+    return jsonResponse(422, {
+      error: `the Idempotency-Key ${key} was used for an admit of ${asked} (it let ${admitted} in) and cannot stand for an admit of ${count}; nothing changed. Use a new key for a new request.`,
+      applied: false,
+      idempotency_key: key,
+      first_count: asked,
+    });
+  }
+  ctx.trace.reason = replayed ? `admit replayed (${admitted})` : `admitted ${admitted}`;
   return { ...outcome.value, idempotencyKey: key };
 }

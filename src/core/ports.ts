@@ -261,6 +261,11 @@ export interface AdmitResult extends QueueState {
   readonly admitted: number;
   /** The idempotency key had been applied already: nothing was admitted now. */
   readonly replayed: boolean;
+  /**
+   * The count the call that applied the key asked for (this call's when it applied it now). 0 on a
+   * replay of a key recorded before the count was (until 27 November 2026): unknown.
+   */
+  readonly asked: number;
 }
 
 /** Idempotency keys of explicit admits (an `Idempotency-Key` header, a console form's submission id). */

@@ -111,7 +111,7 @@ interface MemoryQueue {
   /** ctl `recover_until` (ms): the recovery window after a lost state (see scripts.ts); 0 = never opened. */
   recoverUntil: number;
   /** Explicit admits' idempotency keys → the count that admit let in, and when the key is forgotten (ms). */
-  readonly idempotency: Map<string, { readonly admitted: number; readonly untilMs: number; readonly slot: number }>;
+  readonly idempotency: Map<string, { readonly admitted: number; readonly asked: number; readonly untilMs: number; readonly slot: number }>;
   /** ctl's join ring (see scripts.ts, Joins): slot → the latest join whose key falls in it. */
   readonly joins: Map<number, JoinEntry>;
   /** Adaptive admission's fields of ctl (ac_* and the POPs' reports o<n>; see adaptive.ts). */
@@ -358,7 +358,7 @@ export class MemoryQueueStore implements QueueStore {
     // Mirrors the admit script's idempotency (see idempotent_slot.lua): a key applied already replays.
     for (const [key, done] of q.idempotency) if (done.untilMs <= p.nowMs) q.idempotency.delete(key);
     const done = idempotencyKey === undefined ? undefined : q.idempotency.get(idempotencyKey);
-    if (done !== undefined) return { ...readState(begin(q, p)), admitted: done.admitted, replayed: true };
+    if (done !== undefined) return { ...readState(begin(q, p)), admitted: done.admitted, replayed: true, asked: done.asked };
     prologue(q, p, q.tail);
     const r = begin(q, p);
     const capacity = isCapacity(r.e);
@@ -383,11 +383,11 @@ export class MemoryQueueStore implements QueueStore {
     if (idempotencyKey !== undefined) {
       // Mirrors idempotent_record.lua: a slot of the ring keeps its newest IDEMPOTENCY_SLOT_KEEP keys.
       const slot = idempotencySlot(idempotencyKey);
-      q.idempotency.set(idempotencyKey, { admitted, untilMs: p.nowMs + IDEMPOTENCY_MS, slot });
+      q.idempotency.set(idempotencyKey, { admitted, asked: count, untilMs: p.nowMs + IDEMPOTENCY_MS, slot });
       const sharing = [...q.idempotency].filter(([, entry]) => entry.slot === slot).map(([key]) => key);
       for (const key of sharing.slice(0, Math.max(0, sharing.length - IDEMPOTENCY_SLOT_KEEP))) q.idempotency.delete(key);
     }
-    return { ...finish(r), admitted, replayed: false };
+    return { ...finish(r), admitted, replayed: false, asked: count };
   }
 
   async control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {

@@ -175,8 +175,8 @@ export class UpstashQueueStore implements QueueStore {
     const key = idempotencyKey === undefined ? '' : checkIdempotencyKey(idempotencyKey);
     const checked = checkPolicy(nowMs, policy);
     assertAdmitCount(count);
-    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count), key]), STATE_LENGTH + 2);
-    return { ...toState(ADMIT, reply), admitted: reply.int(STATE_LENGTH), replayed: reply.flag(STATE_LENGTH + 1) };
+    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count), key]), STATE_LENGTH + 3);
+    return { ...toState(ADMIT, reply), admitted: reply.int(STATE_LENGTH), replayed: reply.flag(STATE_LENGTH + 1), asked: reply.int(STATE_LENGTH + 2) };
   }
 
   async control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {

@@ -337,6 +337,19 @@ export function defineEndToEnd(stack: () => Stack): void {
       expect((await api('admit', '{"count": 1}')).status).toBe(200);
       expect((await api('control', '{"paused": false}')).status).toBe(200);
     });
+
+    it('an Idempotency-Key used again for another count is a 422 that changes nothing; for the same count, a replay', async () => {
+      for (const v of Array.from({ length: 10 }, visitor)) await v.get('/');
+      const admit = (count: number) => callApi(stack(), 'POST', `admit?count=${count}`, undefined, { 'idempotency-key': 'batch-17' });
+      const first = await admit(3);
+      expect(first.status).toBe(200);
+      const cursor = (await first.json()).cursor as number;
+      expect(await (await admit(3)).json()).toMatchObject({ replayed: true, admitted: 3, cursor });
+      const other = await admit(5);
+      expect(other.status).toBe(422);
+      expect(await other.json()).toMatchObject({ applied: false, first_count: 3, idempotency_key: 'batch-17', error: expect.stringMatching(/used for an admit of 3 .* cannot stand for an admit of 5; nothing changed/) });
+      expect(Number(await stack().direct.hget('wr:{default}:ctl', 'cursor'))).toBe(cursor);
+    });
   });
 
   describe('an operator under stress', () => {

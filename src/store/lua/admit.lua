@@ -7,8 +7,8 @@
 --- lapsed, not counted in `admitted`; rate FIFO leaves lapsed calls to the poll. Works while paused,
 --- not while the switch holds everyone.
 --- ARGV 12 count (>= 1), 13 the idempotency key ('' = none; see idempotent_slot). Returns the
---- state, then admitted and replayed (0/1).
--- wr admit: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, count, idempotency_key; returns {state..., admitted, replayed}
+--- state, then admitted, replayed (0/1) and the count the key was first used with.
+-- wr admit: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, count, idempotency_key; returns {state..., admitted, replayed, asked}
 -- #include policy_header
 -- #include idempotent_slot
 defer_ctl()

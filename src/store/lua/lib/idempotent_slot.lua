@@ -1,7 +1,7 @@
 --- Explicit admits may carry an idempotency key, ARGV 13 ('' = none). ctl's idempotency ring
 --- remembers the keys of the last IDEMPOTENCY_MS: slot `i<h>`, h a hash of the key (h * 31 + each
 --- byte, mod IDEMPOTENCY_SLOTS), holds at most IDEMPOTENCY_SLOT_KEEP entries
---- `<key>=<admitted>@<until ms>`, newest last, joined by ';'. The key's slot joins the controls'
+--- `<key>=<admitted>@<until ms>#<count asked>`, newest last, joined by ';'. The key's slot joins the controls'
 --- HMGET and is written with the cursor in the run's one HSET, so a key costs no command of its own
 --- and a run reads one slot, never every key. Must run before ctl() is first read.
 
