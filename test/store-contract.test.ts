@@ -3006,8 +3006,10 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await newStore(replying([...STATE, 3, 0, '1'])).join(q, at(P), OFF)).toEqual({ ...STATE_OBJECT, ticket: 3, claimed: false, replayed: true });
       expect(await newStore(replying(STATE)).poll(q, at(P), OFF)).toEqual(STATE_OBJECT);
       expect(await newStore(replying([...STATE, '0'])).claim(q, 1, T0, cap(1, 0), 0)).toEqual({ ...STATE_OBJECT, claimed: false });
-      expect(await newStore(replying([...STATE, 2, 0])).admit(q, 1, at(P), OFF)).toEqual({ ...STATE_OBJECT, admitted: 2, replayed: false });
-      expect(await newStore(replying([...STATE, 2, '1'])).admit(q, 1, at(P), OFF, 'k')).toEqual({ ...STATE_OBJECT, admitted: 2, replayed: true });
+      expect(await newStore(replying([...STATE, 2, 0, 1])).admit(q, 1, at(P), OFF)).toEqual({ ...STATE_OBJECT, admitted: 2, replayed: false, asked: 1 });
+      expect(await newStore(replying([...STATE, 2, '1', '5'])).admit(q, 1, at(P), OFF, 'k')).toEqual({ ...STATE_OBJECT, admitted: 2, replayed: true, asked: 5 });
+      // The reply of an admit script from before the count was recorded has no room for it: refused.
+      await expect(newStore(replying([...STATE, 2, 0])).admit(q, 1, at(P), OFF)).rejects.toBeInstanceOf(StoreReplyError);
       expect(await newStore(replying(STATE)).control(q, { paused: true }, T0, cap(1, 0))).toEqual(STATE_OBJECT);
       expect(await newStore(replying([...STATE, 3, 1_234, 4, ''])).stats(q, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, reserved: 3, avgWaitSeconds: 0.3 });
       expect(await newStore(replying([...STATE, 3, 0, 0, ''])).stats(q, T0, cap(1, 0))).toMatchObject({ avgWaitSeconds: null });
