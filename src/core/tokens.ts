@@ -99,7 +99,6 @@ const KID_PATTERN = /^[A-Za-z0-9._-]{1,32}$/;
 const MIN_SECRET_BYTES = 32;
 /** A compact JWS of ours is well under this; anything longer is not worth parsing. */
 const MAX_TOKEN_LENGTH = 1024;
-/** A compact JWS: three base64url parts, none empty (ours always has a signature). */
 /**
  * A compact JWS with an HS256 signature spelt the one way it can be: 32 bytes are 43 base64url
  * characters, no padding, and the last carries two unused bits that must be zero. Decoders ignore

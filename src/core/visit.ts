@@ -113,7 +113,7 @@ export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number
   if (config.stateCacheSeconds === 0) return direct();
   try {
     const { value, hit } = await cache.getOrLoad(cacheKey, config.stateCacheSeconds, async () => {
-      const failed = await cache.peek<string>(failedKeyOf(ctx));
+      const failed = await rememberedFailure(ctx);
       if (failed !== undefined) throw new RememberedFailure(failed);
       const outcome = await direct();
       if (!outcome.ok) {
@@ -153,14 +153,15 @@ export async function readToken(ctx: HandlerContext, request: Request, nowMs: nu
     else failure ??= result.reason;
   };
   for (const value of values) {
-    const refused = precheckToken(secrets.keyRing, value, queue, nowMs, VISITOR_KINDS);
-    if (refused !== undefined) {
-      failure ??= refused;
+    // Remembered once verified (see token-cache): an admitted visitor's every request carries the
+    // same cookie, answered by a lookup before anything decodes it.
+    const known = sharedTokenCache.lookup(secrets.keyRing, value, queue, nowMs, VISITOR_KINDS);
+    if (known !== undefined) {
+      note(known);
       continue;
     }
-    // Remembered once verified (see token-cache): an admitted visitor's every request carries the same cookie.
-    const known = sharedTokenCache.lookup(secrets.keyRing, value, queue, nowMs, VISITOR_KINDS);
-    if (known !== undefined) note(known);
+    const refused = precheckToken(secrets.keyRing, value, queue, nowMs, VISITOR_KINDS);
+    if (refused !== undefined) failure ??= refused;
     else if (unchecked.length < MAX_COOKIES_CHECKED) unchecked.push(value);
   }
   const results = await Promise.all(unchecked.map((v) => sharedTokenCache.verify(secrets.keyRing, v, queue, nowMs, VISITOR_KINDS)));
