@@ -172,23 +172,42 @@ export function parseKeyRing(text: string): KeyRing {
   return { current, byKid };
 }
 
+/**
+ * Imports raw HMAC key bytes and keeps the bytes for as long as the key: js-compute (3.46) keeps a
+ * pointer to the bytes a raw key was imported from, not a copy, so a key whose bytes were collected
+ * signs and verifies with whatever later fills that memory. A fresh sandbox never lives long enough
+ * to see it; a reused one (sandbox-reuse.ts) does from its second request on. Node copies; holding
+ * the bytes there costs 32 bytes a key.
+ */
+export async function importHmacKey(bytes: Uint8Array<ArrayBuffer> | ArrayBuffer, usages: KeyUsage[]): Promise<HmacKeyWithBytes> {
+  const key = await crypto.subtle.importKey('raw', bytes, { name: 'HMAC', hash: 'SHA-256' }, false, usages);
+  return { key, bytes };
+}
+
+/** A CryptoKey with the bytes it was imported from (see importHmacKey): keep the pair, never the key alone. */
+export interface HmacKeyWithBytes {
+  readonly key: CryptoKey;
+  readonly bytes: Uint8Array<ArrayBuffer> | ArrayBuffer;
+}
+
 function createSigningKey(kid: string, secret: string): SigningKey {
-  let ringKey: Promise<CryptoKey> | undefined;
-  const derived = new Map<KeyPurpose, Promise<CryptoKey>>();
-  const derive = async (purpose: KeyPurpose): Promise<CryptoKey> => {
-    ringKey ??= crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
-    const bytes = await crypto.subtle.sign('HMAC', await ringKey, new TextEncoder().encode(KEY_DERIVATION_LABEL + purpose));
-    return crypto.subtle.importKey('raw', bytes, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']);
+  let ringKey: Promise<HmacKeyWithBytes> | undefined;
+  /** Each purpose's key with its bytes (see importHmacKey); the map keeps both alive with the SigningKey. */
+  const derived = new Map<KeyPurpose, Promise<HmacKeyWithBytes>>();
+  const derive = async (purpose: KeyPurpose): Promise<HmacKeyWithBytes> => {
+    ringKey ??= importHmacKey(new TextEncoder().encode(secret), ['sign']);
+    const bytes = await crypto.subtle.sign('HMAC', (await ringKey).key, new TextEncoder().encode(KEY_DERIVATION_LABEL + purpose));
+    return importHmacKey(bytes, ['sign', 'verify']);
   };
   return {
     kid,
-    keyFor(purpose) {
+    async keyFor(purpose) {
       let key = derived.get(purpose);
       if (key === undefined) {
         key = derive(purpose);
         derived.set(purpose, key);
       }
-      return key;
+      return (await key).key;
     },
   };
 }
