@@ -82,6 +82,19 @@ function sandboxReuse() {
   process.exit(1);
 }
 
+/**
+ * The heap above which a reused sandbox is recycled (src/platform/sandbox-reuse.ts), in MiB, when
+ * WR_SANDBOX_MAX_MEMORY_MIB says; else undefined (SANDBOX_REUSE's). The tests build with a low one to watch the
+ * heap through the engine's own check (test/reuse-engine.test.ts). A whole number from 1 to 4096.
+ */
+function sandboxMaxMemoryMiB() {
+  const value = process.env.WR_SANDBOX_MAX_MEMORY_MIB;
+  if (value === undefined || value === '') return undefined;
+  if (/^[1-9][0-9]{0,3}$/.test(value) && Number(value) <= 4096) return Number(value);
+  console.error(`WR_SANDBOX_MAX_MEMORY_MIB must be a whole number of MiB from 1 to 4096, not ${JSON.stringify(value)}`);
+  process.exit(1);
+}
+
 async function bundleForEngine(entry, outfile) {
   await build({
     absWorkingDir: root,
@@ -94,7 +107,7 @@ async function bundleForEngine(entry, outfile) {
     format: 'esm',
     target: 'es2022',
     external: ['fastly:*'],
-    define: { WR_SANDBOX_REUSE: String(sandboxReuse()) },
+    define: { WR_SANDBOX_REUSE: String(sandboxReuse()), WR_SANDBOX_MAX_MEMORY_MIB: String(sandboxMaxMemoryMiB()) },
     loader: textLoaders,
     plugins: [templateScripts, upstashHttpClient],
     logLevel: 'warning',

@@ -23,7 +23,10 @@
 import { setReusableSandboxOptions } from 'fastly:experimental';
 import { SANDBOX_REUSE } from './sandbox-reuse-options';
 
+// A build-time constant (src/node/build.mjs): SANDBOX_REUSE.maxMemoryMiB unless WR_SANDBOX_MAX_MEMORY_MIB says otherwise.
+declare const WR_SANDBOX_MAX_MEMORY_MIB: number | undefined;
+
 /** Call at module top level, while the wasm is built. */
 export function enableSandboxReuse(): void {
-  setReusableSandboxOptions({ ...SANDBOX_REUSE });
+  setReusableSandboxOptions({ ...SANDBOX_REUSE, maxMemoryMiB: WR_SANDBOX_MAX_MEMORY_MIB ?? SANDBOX_REUSE.maxMemoryMiB });
 }

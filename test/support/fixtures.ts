@@ -14,7 +14,7 @@ export const API_TOKEN = 'test-origin-api-token-0123456789';
  * The HMAC key a token kind is signed with, derived here with node:crypto, independently of the
  * code under test (crypto.subtle): HMAC-SHA256(ring secret, "wr/v1/" + purpose).
  */
-export function purposeKey(secret: string, purpose: 'waiting' | 'access' | 'admin-form' | 'bypass'): Buffer {
+export function purposeKey(secret: string, purpose: 'waiting' | 'access' | 'admin-form' | 'bypass' | 'proof' | 'admission' | 'admin-notice'): Buffer {
   return createHmac('sha256', secret).update(`wr/v1/${purpose}`).digest();
 }
 

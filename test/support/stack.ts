@@ -170,11 +170,12 @@ export async function startNodeStack(
  * Builds bin/main.wasm into `dir/bin` (its own folder, so parallel suites never share a file), or
  * with `reuse-sim` test/engine/reuse-sim.ts in its place (the room behind a runner of sequences).
  */
-export function buildWasmInto(dir: string, entry: 'main' | 'reuse-sim' = 'main'): void {
+export function buildWasmInto(dir: string, entry: 'main' | 'reuse-sim' = 'main', buildEnv: Record<string, string> = {}): void {
   const target = entry === 'main' ? 'fastly' : 'fastly-reuse-sim';
   const result = spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'src/node/build.mjs'), target, '--out', join(dir, 'bin')], {
     cwd: PROJECT_ROOT,
     encoding: 'utf8',
+    env: { ...process.env, ...buildEnv },
   });
   if (result.status !== 0) throw new Error(`wasm build failed:\n${result.stdout}\n${result.stderr}`);
   if (entry === 'reuse-sim') copyFileSync(join(dir, 'bin', 'reuse-sim.wasm'), join(dir, 'bin', 'main.wasm'));
@@ -227,12 +228,29 @@ export interface WasmOptions {
   readonly originBackendUrl?: string;
   /** What is built: bin/main.wasm (the default) or the reuse simulation (see buildWasmInto). */
   readonly entry?: 'main' | 'reuse-sim';
+  /**
+   * Reused sandboxes, as Fastly runs the wasm we ship (the default): built as shipped, and served by
+   * a host that reuses an instance that asks (the stand-in's COMPUTE_HOST_REUSE=1). `false`: built
+   * with WR_SANDBOX_REUSE=0 and served one request per instance, as Fastly may also do at any time
+   * (a fresh sandbox). The environment's WR_SANDBOX_REUSE=0 makes every stack of a run `false`.
+   */
+  readonly sandboxReuse?: boolean;
+  /** The host's worker threads (COMPUTE_HOST_WORKERS; the stand-in's default is 4). With 1 and reuse, one instance serves every request in turn. */
+  readonly workers?: number;
+  /** More build-time variables (WR_SANDBOX_MAX_MEMORY_MIB, say). */
+  readonly buildEnv?: Record<string, string>;
+}
+
+/** Whether a wasm stack reuses sandboxes: the option, else on unless the run says WR_SANDBOX_REUSE=0. */
+export function wasmSandboxReuse(options: Pick<WasmOptions, 'sandboxReuse'>): boolean {
+  return options.sandboxReuse ?? process.env['WR_SANDBOX_REUSE'] !== '0';
 }
 
 export async function startWasmStack(options: WasmOptions): Promise<Stack> {
   const shared = await startShared(options.protectOrigin);
   const dir = mkdtempSync(join(tmpdir(), 'wr-wasm-'));
-  buildWasmInto(dir, options.entry);
+  const reuse = wasmSandboxReuse(options);
+  buildWasmInto(dir, options.entry, { WR_SANDBOX_REUSE: reuse ? '1' : '0', ...options.buildEnv });
   writeFileSync(join(dir, 'bin', 'config.json'), JSON.stringify((options.configItems ?? configStoreItems)(settingsFor(shared, options.settings ?? {}))));
   writeFileSync(join(dir, 'bin', 'secrets.json'), JSON.stringify({ ...BASE_SECRETS, ...options.secrets }));
   if (options.templates !== undefined) writeFileSync(join(dir, 'bin', 'templates.json'), JSON.stringify(options.templates));
@@ -253,7 +271,17 @@ export async function startWasmStack(options: WasmOptions): Promise<Stack> {
   const child: ChildProcess = spawn(
     fastly,
     ['compute', 'serve', '--skip-build', '--non-interactive', '--dir', dir, '--viceroy-path', options.viceroyPath, '--addr', `127.0.0.1:${port}`, ...(options.trace === true ? ['--viceroy-args=--trace'] : [])],
-    { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTLY_DISABLE_WASM_METRICS: '1' } },
+    {
+      cwd: dir,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        FASTLY_DISABLE_WASM_METRICS: '1',
+        COMPUTE_HOST_REUSE: reuse ? '1' : '0',
+        ...(options.workers !== undefined && { COMPUTE_HOST_WORKERS: String(options.workers) }),
+      },
+    },
   );
   const logs: RequestLog[] = [];
   let output = '';
