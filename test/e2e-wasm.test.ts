@@ -1,7 +1,9 @@
 /**
  * End to end over HTTP on the real artifact: bin/main.wasm served by `fastly compute serve` on a
  * Compute host (Viceroy, or the stand-in named by VICEROY_PATH / kept beside the project), running
- * the same scenarios as the Node host. Skipped, saying why, when no Compute host is available.
+ * the same scenarios as the Node host. Sandboxes are reused, as Fastly runs the wasm we ship (see
+ * startWasmStack); test/e2e-wasm-fresh.test.ts runs the main scenarios again with one request per
+ * sandbox. Skipped, saying why, when no Compute host is available.
  */
 import { spawn } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
@@ -161,7 +163,7 @@ describe.skipIf(!host.found)("the project's own fastly.toml under fastly compute
     const child = spawn(
       resolve(PROJECT_ROOT, 'node_modules/.bin/fastly'),
       ['compute', 'serve', '--skip-build', '--non-interactive', '--dir', dir, '--viceroy-path', host.path, '--addr', `127.0.0.1:${port}`],
-      { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+      { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, COMPUTE_HOST_REUSE: '1' } },
     );
     let output = '';
     child.stdout!.on('data', (c: Buffer) => (output += c.toString()));

@@ -94,7 +94,7 @@ describe('the package fastly compute publish would upload', () => {
       cwd: root,
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, FASTLY_DISABLE_WASM_METRICS: '1' },
+      env: { ...process.env, FASTLY_DISABLE_WASM_METRICS: '1', COMPUTE_HOST_REUSE: '1' },
     });
     let output = '';
     child.stdout!.on('data', (c: Buffer) => (output += c.toString()));

@@ -232,12 +232,16 @@ async function main(): Promise<void> {
       `  Origin:   ${originLine}`,
       `  Store:    the Upstash bridge at ${bridge.url} (started here; ${bridgePort.variable} moves it) over ${redisLine}`,
       `  Manifest: ${relative(root, join(dir, 'fastly.toml'))} (fastly.toml with these ports)`,
+      `  Sandbox:  ${env['WR_SANDBOX_REUSE'] === '0' ? 'one request per instance (WR_SANDBOX_REUSE=0)' : 'reused for later requests, as on Fastly (WR_SANDBOX_REUSE=0 for one request each)'}`,
       '',
     ].join('\n'),
   );
   // Its own process group: Ctrl-C reaches this process, which stops the group. No stdin: a
   // background group that reads the terminal is stopped, and --non-interactive never asks.
-  const cli = spawn(resolve(root, 'node_modules/.bin/fastly'), args, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'], detached: true });
+  // Sandboxes reused as Fastly reuses them for the wasm we ship (the stand-in and Viceroy do it
+  // only when asked), unless the wasm was built with WR_SANDBOX_REUSE=0 or the caller says otherwise.
+  const hostEnv = { ...env, COMPUTE_HOST_REUSE: env['COMPUTE_HOST_REUSE'] ?? (env['WR_SANDBOX_REUSE'] === '0' ? '0' : '1') };
+  const cli = spawn(resolve(root, 'node_modules/.bin/fastly'), args, { cwd: root, stdio: ['ignore', 'inherit', 'inherit'], detached: true, env: hostEnv });
   cliGroup = cli.pid;
   cli.once('exit', (code) => void stop(code ?? 0));
 }
