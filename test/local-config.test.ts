@@ -47,6 +47,18 @@ describe('readLocalConfig', () => {
     expect(local.describe('max_active')).toBe('environment variable WR_MAX_ACTIVE');
   });
 
+  it('refuses a lower-case wr_ variable, which is never read, naming the upper-case one it was meant to be', () => {
+    const local = readLocalConfig(devconfig(GOOD), { wr_admit_per_period: '5', Wr_Store: 'redis', wr_max_activ: '3' });
+    expect(local.problems).toEqual([
+      { key: 'environment variable Wr_Store', message: "is not read: the waiting room's variables are upper case; did you mean WR_STORE?" },
+      { key: 'environment variable wr_admit_per_period', message: "is not read: the waiting room's variables are upper case; did you mean WR_ADMIT_PER_PERIOD?" },
+      { key: 'environment variable wr_max_activ', message: "is not read: the waiting room's variables are upper case (is not a setting of the waiting room; did you mean WR_MAX_ACTIVE?)" },
+    ]);
+    // Nothing of them was taken.
+    expect(local.describe('admit_per_period')).not.toBe('environment variable wr_admit_per_period');
+    expect(local.host.store).toBe('memory');
+  });
+
   it('refuses WR_STORE with a value it does not take, naming the allowed ones, and a misspelt WR_STORE', () => {
     expect(readLocalConfig(devconfig(GOOD), { WR_STORE: 'upstsh' }).problems).toEqual([
       { key: 'environment variable WR_STORE', message: 'must be one of memory, upstash, redis, got "upstsh"' },

@@ -282,8 +282,18 @@ export function readLocalConfig(path: string, env: NodeJS.ProcessEnv = process.e
   const envName = (key: string) => `WR_${key.toUpperCase()}`;
   const knownEnv = [...CONFIG_KEYS, ...SECRET_KEYS].map(envName);
   const hostNames = Object.keys(HOST_ENV);
-  for (const name of Object.keys(env).filter((n) => n.startsWith('WR_')).sort()) {
+  for (const name of Object.keys(env).filter((n) => n.toUpperCase().startsWith('WR_')).sort()) {
     if (knownEnv.includes(name)) continue;
+    if (!name.startsWith('WR_')) {
+      // Read as the upper-case name only: `wr_admit_per_period=5` would otherwise be silently ignored.
+      const upper = name.toUpperCase();
+      const known = knownEnv.includes(upper) || hostNames.includes(upper);
+      problems.push({
+        key: `environment variable ${name}`,
+        message: `is not read: the waiting room's variables are upper case${known ? `; did you mean ${upper}?` : ` (${unknownNameProblem('', upper, [...knownEnv, ...hostNames]).message})`}`,
+      });
+      continue;
+    }
     const allowed = (HOST_ENV as Record<string, readonly string[] | undefined>)[name];
     if (hostNames.includes(name)) {
       if (allowed !== undefined && !allowed.includes(env[name] ?? '')) {
