@@ -1963,6 +1963,63 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
       });
     });
 
+    describe('controls a POP remembers, restored when the state is found lost', () => {
+      it('brings hold back in the call that finds the state absent: that join takes a ticket and nobody is admitted; stats say when and what', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = { ...rate({ count: 5, periodMs: 60_000 }), restore: { switch: 'hold' as const, paused: false } };
+        const joined = await store.join(q, T0, policy);
+        // Rate mode would have let this first join walk in; hold keeps it waiting, and calls nobody.
+        expect(joined).toMatchObject({ ticket: 1, claimed: false, paused: true, switch: 'hold', cursor: 0 });
+        expect(await store.admit(q, 3, T0 + 1, policy)).toMatchObject({ admitted: 0, switch: 'hold' });
+        expect(await store.stats(q, T0 + 2, policy)).toMatchObject({ switch: 'hold', lostState: { atMs: T0, restored: ['hold'] } });
+        // While the state lives, what a POP remembers changes nothing: the operator's normal stands.
+        await store.control(q, { switch: 'normal' }, T0 + 3, policy);
+        expect(await store.poll(q, T0 + 4, policy)).not.toHaveProperty('switch');
+        expect(await store.join(q, T0 + 5, policy)).toMatchObject({ ticket: 2 });
+      });
+
+      it('brings open and a pause back, in any writing call; a POP that remembers nothing restores nothing', async () => {
+        const store = createStore();
+        const opened = randomQueue();
+        const open = { ...rate({ count: 5, periodMs: 60_000 }), restore: { switch: 'open' as const, paused: true } };
+        // A poll is the first call after the loss: switched open (no ticket taken by the next join), and paused underneath.
+        expect(await store.poll(opened, T0, open)).toMatchObject({ switch: 'open', paused: false });
+        expect(await store.join(opened, T0 + 1, open)).toMatchObject({ ticket: 0, claimed: false, switch: 'open' });
+        await store.control(opened, { switch: 'normal' }, T0 + 2, open);
+        expect(await store.stats(opened, T0 + 3, open)).toMatchObject({ paused: true, lostState: { atMs: T0, restored: ['open', 'paused'] } });
+        // Remembered as normal: the loss is still recorded, with nothing restored.
+        const normal = randomQueue();
+        const remembered = { ...rate({ count: 5, periodMs: 60_000 }), restore: { switch: undefined, paused: false } };
+        expect(await store.join(normal, T0, remembered)).toMatchObject({ ticket: 1, claimed: true });
+        expect(await store.stats(normal, T0 + 1, remembered)).toMatchObject({ lostState: { atMs: T0, restored: [] } });
+        // A brand-new queue (no POP remembers it): no mark at all.
+        const fresh = randomQueue();
+        await store.join(fresh, T0, rate({ count: 5, periodMs: 60_000 }));
+        expect(await store.stats(fresh, T0 + 1, rate({ count: 5, periodMs: 60_000 }))).not.toHaveProperty('lostState');
+      });
+
+      it('tells a recovery window from the operator’s pause, so a POP never remembers the window as a pause', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const policy = cap(2, 0);
+        const held = await store.join(q, T0, policy, { recoverMs: 10_000, recoverIfNew: true });
+        expect(held).toMatchObject({ paused: true, recovering: true });
+        expect(await store.poll(q, T0 + 10_001, policy)).not.toHaveProperty('recovering');
+        await store.control(q, { paused: true }, T0 + 10_002, policy);
+        expect(await store.poll(q, T0 + 10_003, policy)).toMatchObject({ paused: true });
+        expect(await store.poll(q, T0 + 10_003, policy)).not.toHaveProperty('recovering');
+      });
+
+      it('refuses a malformed restore before anything is written', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        const bad = { ...rate({ count: 5, periodMs: 60_000 }), restore: { switch: 'closed', paused: false } } as unknown as AdmissionPolicy;
+        await expect(store.join(q, T0, bad)).rejects.toBeInstanceOf(StoreArgumentError);
+        expect((await store.stats(q, T0, rate({ count: 5, periodMs: 60_000 }))).generation).toBe(0);
+      });
+    });
+
     describe('join keys: a join whose answer was lost, retried', () => {
       /** A fresh join key; `slot` fixes its first three hex digits (the ring slot it lands in). */
       const key = (slot?: string): string => (slot ?? '') + randomUUID().replace(/-/g, '').slice(0, 16 - (slot?.length ?? 0));
@@ -3011,11 +3068,17 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       // The reply of an admit script from before the count was recorded has no room for it: refused.
       await expect(newStore(replying([...STATE, 2, 0])).admit(q, 1, at(P), OFF)).rejects.toBeInstanceOf(StoreReplyError);
       expect(await newStore(replying(STATE)).control(q, { paused: true }, T0, cap(1, 0))).toEqual(STATE_OBJECT);
-      expect(await newStore(replying([...STATE, 3, 1_234, 4, ''])).stats(q, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, reserved: 3, avgWaitSeconds: 0.3 });
-      expect(await newStore(replying([...STATE, 3, 0, 0, ''])).stats(q, T0, cap(1, 0))).toMatchObject({ avgWaitSeconds: null });
+      expect(await newStore(replying([...STATE, 3, 1_234, 4, '', ''])).stats(q, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, reserved: 3, avgWaitSeconds: 0.3 });
+      expect(await newStore(replying([...STATE, 3, 0, 0, '', ''])).stats(q, T0, cap(1, 0))).toMatchObject({ avgWaitSeconds: null });
+      // The lost-state mark: when, and what was restored; a mark of another shape is not the script's.
+      expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:hold,paused`])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: ['hold', 'paused'] });
+      expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:`])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: [] });
+      await expect(newStore(replying([...STATE, 3, 0, 0, '', `${T0}:closed`])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
+      // Paused by a recovery window alone (mode 4): paused, and said to be recovering.
+      expect(await newStore(replying([...STATE.slice(0, 2), 4, ...STATE.slice(3)])).poll(q, at(P), OFF)).toEqual({ ...STATE_OBJECT, paused: true, recovering: true });
       // The adaptive controller's fields (see parseAdaptiveStatus).
       const controller = `a|40|1:10:90:5:20||||${T0}:30:40:h;${T0 + 1}:40:30:s`;
-      expect((await newStore(replying([...STATE, 3, 0, 0, controller])).stats(q, T0, cap(1, 0))).adaptive).toEqual({
+      expect((await newStore(replying([...STATE, 3, 0, 0, controller, ''])).stats(q, T0, cap(1, 0))).adaptive).toEqual({
         enabled: true,
         source: 'config',
         knob: 'max_active',
@@ -3033,6 +3096,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       });
       // Without them the reply is not the stats script's.
       await expect(newStore(replying([...STATE, 3, 0, 0])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
+      await expect(newStore(replying([...STATE, 3, 0, 0, ''])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
       expect(await newStore(replying(['1'])).touch(q, 1, T0, cap(1, 0), T0)).toBe(true);
       expect(await newStore(replying([0])).leave(q, 1, T0, cap(1, 0), 0)).toBe(false);
       expect(await newStore(replying([5, '2'])).peek(q)).toEqual({ tail: 5, cursor: 2 });
@@ -3048,7 +3112,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       ['a negative', [-1, ...STATE.slice(1)]],
       ['an object', { result: STATE }],
       ['an unsafe integer', ['99999999999999999', ...STATE.slice(1)]],
-      ['a controls mode other than 0-3 (normal, paused, hold, open)', [7, 3, 4, ...STATE.slice(3)]],
+      ['a controls mode other than 0-4 (normal, paused, hold, open, recovering)', [7, 3, 5, ...STATE.slice(3)]],
       ['more admitted in the minute than in five', [7, 3, 0, 50, 10, 4, 6, 5, ...STATE.slice(8)]],
     ])('throws StoreReplyError on %s', async (_label, reply) => {
       const store = newStore(replying(reply));

@@ -52,13 +52,13 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
     tail: formatCount(stats.tail),
     cursor: formatCount(stats.cursor),
     state:
-      stats.switch === 'open'
+      (stats.switch === 'open'
         ? 'switched open: everyone passes, nobody is queued'
         : stats.switch === 'hold'
           ? 'switched to hold: nobody new gets in'
           : stats.paused
             ? 'paused'
-            : 'running',
+            : 'running') + lostStateText(stats, nowMs),
     mode: isCapacityMode(stats)
       ? `capacity: ${stats.maxActive > 0 ? `${formatCount(stats.maxActive)} at once` : 'no limit at once'}, ${stats.maxNewPerMinute > 0 ? `${formatCount(stats.maxNewPerMinute)} new a minute` : 'no limit a minute'}`
       : config.admitPerPeriod > 0
@@ -75,6 +75,17 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
             ? `open${config.eventEndMs > 0 ? ` until ${utc(config.eventEndMs)}` : ''}${stats.eventSize > 0 ? `; pre-queue of ${formatCount(stats.eventSize)} ${config.eventOrder === 'shuffle' ? 'shuffled' : 'kept in order'}` : ''}`
             : `ended at ${utc(config.eventEndMs)} (${config.eventAfter === 'pass' ? 'everyone goes through' : '"event over" page'})`,
   };
+}
+
+/** How long the console mentions that the store lost its state: a day. */
+const LOST_STATE_SHOWN_MS = 86_400_000;
+
+/** The store lost the queue's state lately: when, and what a POP restored (see remembered-controls.ts). */
+function lostStateText(stats: QueueStats, nowMs: number): string {
+  const lost = stats.lostState;
+  if (lost === undefined || nowMs - lost.atMs > LOST_STATE_SHOWN_MS) return '';
+  const restored = lost.restored.length === 0 ? 'nothing to restore (it was running normally)' : `restored ${lost.restored.map((c) => (c === 'paused' ? 'the pause' : c)).join(' and ')}`;
+  return ` (the store lost its state at ${utc(lost.atMs)}; ${restored})`;
 }
 
 const KNOB_TEXT = { admit_per_period: 'visitors a period', max_active: 'at once', max_new_per_minute: 'new a minute' } as const;

@@ -73,7 +73,7 @@ export function parseAdmitCount(value: unknown): CountResult {
 }
 
 /** The queue's figures as the admin API answers them (the stats fields the issue names). */
-function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' | 'avgWaitSeconds' | 'adaptive'>>, config: Readonly<Config>): Record<string, unknown> {
+function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' | 'avgWaitSeconds' | 'adaptive' | 'lostState'>>, config: Readonly<Config>): Record<string, unknown> {
   const capacity = state.maxActive > 0 || state.maxNewPerMinute > 0;
   return {
     queue: config.queueName,
@@ -97,6 +97,12 @@ function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' |
     admit_per_period: config.admitPerPeriod,
     admit_period_seconds: config.admitPeriodSeconds,
     ...(state.adaptive !== undefined && { adaptive: describeAdaptive(state.adaptive) }),
+    /**
+     * The store lost this queue's state (a flush, a restart without persistence) and a POP that knew
+     * it restored the controls it remembered: when, and which (open, hold, paused; none when it
+     * remembered them normal). Absent when the state was never lost.
+     */
+    ...(state.lostState !== undefined && { state_lost: { at: new Date(state.lostState.atMs).toISOString(), restored: state.lostState.restored } }),
     /** Changes reach every POP within this many seconds (the per-POP cache lifetime). */
     propagation_seconds: config.stateCacheSeconds,
   };

@@ -55,6 +55,9 @@ export async function metricsText(input: MetricsInput): Promise<string> {
     metric('wr_cursor', 'gauge', 'Tickets called.', [[q, s.cursor]]);
     metric('wr_paused', 'gauge', 'Whether automatic admission is paused.', [[q, s.paused ? 1 : 0]]);
     metric('wr_switch', 'gauge', 'The emergency switch in force (1 for the state that holds).', (['normal', 'open', 'hold'] as const).map((state) => [`${q},state="${state}"`, (s.switch ?? 'normal') === state ? 1 : 0]));
+    // 0 while the state was never lost; else when, so an alert can fire on a change of it.
+    metric('wr_state_lost_timestamp_seconds', 'gauge', 'When the store last lost this queue\'s state and a POP restored its controls (0: never).', [[q, s.lostState === undefined ? 0 : Math.floor(s.lostState.atMs / 1000)]]);
+    metric('wr_state_restored', 'gauge', 'The controls restored after the last lost state (1 for each that was).', (['open', 'hold', 'paused'] as const).map((c) => [`${q},control="${c}"`, s.lostState?.restored.includes(c) === true ? 1 : 0]));
   }
   const refused = await refusedTicketsLastMinute(input.limiter, input.queue);
   metric(

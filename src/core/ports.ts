@@ -59,6 +59,20 @@ export interface AdmissionPolicy {
    * the store, which keeps the settings it last got; the other calls use those.
    */
   readonly adaptive?: AdaptivePolicy;
+  /**
+   * The controls the caller's POP last saw this queue under (see RememberedControls): applied by
+   * the call that finds the queue's state absent, so a store that lost its state (a flush, a restart
+   * without persistence) has its emergency switch and pause back before that call decides anything.
+   * Ignored while the state exists.
+   */
+  readonly restore?: RememberedControls;
+}
+
+/** The operator's controls as a POP remembers them across a store that forgets (see AdmissionPolicy.restore). */
+export interface RememberedControls {
+  readonly switch: 'open' | 'hold' | undefined;
+  /** Paused by the operator (not by the switch, nor by a recovery window). */
+  readonly paused: boolean;
 }
 
 /** What one POP (or Node host) saw of the origin over its last 10 seconds (see OriginMeter.recent). */
@@ -134,6 +148,8 @@ export interface QueueState {
   readonly paused: boolean;
   /** The emergency switch when it is not `normal` (see EmergencySwitch); `hold` also reports paused. */
   readonly switch?: 'open' | 'hold' | undefined;
+  /** Paused only by the recovery window after a lost state, not by the operator or the switch. */
+  readonly recovering?: true;
   /** Thresholds in effect: runtime overrides, else the configured ones. Capacity mode when either is > 0. */
   readonly maxActive: number;
   readonly maxNewPerMinute: number;
@@ -304,6 +320,11 @@ export interface QueueStats extends QueueState {
   readonly history?: readonly HistoryPoint[];
   /** The adaptive controller, when the store has its settings (a join or poll carried them). */
   readonly adaptive?: AdaptiveStatus;
+  /**
+   * This generation began when a call found the state absent and its POP remembered the queue: the
+   * store had lost its state. When, and which controls that call restored (`open`, `hold`, `paused`).
+   */
+  readonly lostState?: { readonly atMs: number; readonly restored: readonly ('open' | 'hold' | 'paused')[] };
 }
 
 /** What a POP last saw of a queue's state (see QueueStore.join). */
@@ -425,6 +446,8 @@ export interface StateCache {
   getOrLoad<T>(key: string, ttlSeconds: number, load: () => Promise<T>): Promise<{ readonly value: T; readonly hit: boolean }>;
   /** The value cached under `key` while it is fresh, else undefined: a lookup that never loads or waits. */
   peek<T>(key: string): Promise<T | undefined>;
+  /** Caches `value` under `key` for `ttlSeconds`, replacing what was there (see remembered-controls.ts). */
+  put<T>(key: string, value: T, ttlSeconds: number): Promise<void>;
 }
 
 /**

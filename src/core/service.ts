@@ -12,6 +12,7 @@ import { reservedPrefixMatch } from './path-canon';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
 import { pass } from './respond';
 import { callStore } from './store-call';
+import { rememberControls } from './remembered-controls';
 import type { Trace } from './types';
 
 export interface ServiceDeps {
@@ -75,7 +76,8 @@ export function createService(settings: SettingSource, secretSource: SettingSour
   if (problems.length > 0 || secrets === undefined || queues.length === 0) throw new ConfigError(problems);
   const keyRing = secrets;
   const config = queues[0]!.config;
-  const store = typeof deps.store === 'function' ? deps.store(config, secrets) : deps.store;
+  // Every call carries this POP's memory of the operator's controls, for a store that forgets them.
+  const store = rememberControls(typeof deps.store === 'function' ? deps.store(config, secrets) : deps.store, deps.cache, () => deps.clock.now());
   const many = queues.length > 1 || (settings('queues') ?? '').trim() !== '';
   // The queue on the page (its figures as the page read them) and the first others in their order,
   // at most OVERVIEW_READS in all.

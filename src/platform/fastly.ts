@@ -175,6 +175,9 @@ export const simpleCacheStateCache: StateCache = {
     const entry = SimpleCache.get(key);
     return entry === null ? undefined : (JSON.parse(await entry.text()) as T);
   },
+  async put<T>(key: string, value: T, ttlSeconds: number) {
+    SimpleCache.set(key, JSON.stringify(value), ttlSeconds);
+  },
 };
 
 /**

@@ -47,6 +47,10 @@ export class MemoryStateCache implements StateCache {
     }
   }
 
+  async put<T>(key: string, value: T, ttlSeconds: number): Promise<void> {
+    this.#store(key, value, ttlSeconds);
+  }
+
   async peek<T>(key: string): Promise<T | undefined> {
     const entry = this.#entries.get(key);
     return entry !== undefined && entry.expiresAt > this.clock.now() ? (entry.value as T) : undefined;

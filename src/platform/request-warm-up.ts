@@ -33,6 +33,7 @@ const unlimited: FailureLimiter = {
 };
 const noCache: StateCache = {
   getOrLoad: async (_key, _ttl, load) => ({ value: await load(), hit: false }),
+  put: async () => undefined,
   peek: async () => undefined,
 };
 /** An admitted visitor's request never calls the store; any call is refused. */

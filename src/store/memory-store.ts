@@ -110,6 +110,8 @@ interface MemoryQueue {
   generation: number;
   /** ctl `recover_until` (ms): the recovery window after a lost state (see scripts.ts); 0 = never opened. */
   recoverUntil: number;
+  /** ctl `restored`: this generation began from a lost state its caller's POP knew (see RESTORE). */
+  restored: QueueStats['lostState'];
   /** Explicit admits' idempotency keys → the count that admit let in, and when the key is forgotten (ms). */
   readonly idempotency: Map<string, { readonly admitted: number; readonly asked: number; readonly untilMs: number; readonly slot: number }>;
   /** ctl's join ring (see scripts.ts, Joins): slot → the latest join whose key falls in it. */
@@ -430,6 +432,7 @@ export class MemoryQueueStore implements QueueStore {
       reserved: countAfter(q.reserved, p.nowMs),
       avgWaitSeconds: averageWaitSeconds(sum, count),
       ...(adaptive !== undefined ? { adaptive } : {}),
+      ...(q.restored !== undefined ? { lostState: q.restored } : {}),
       ...(options?.history === true ? { history: await this.history(queue, nowMs) } : {}),
     };
   }
@@ -567,6 +570,7 @@ function emptyQueue(): MemoryQueue {
     epoch: 0,
     generation: 0,
     recoverUntil: 0,
+    restored: undefined,
     idempotency: new Map(),
     joins: new Map(),
     ac: new Map(),
@@ -641,7 +645,21 @@ function replayJoin(q: MemoryQueue, p: CheckedPolicy, entry: JoinEntry): JoinRes
 
 /** Mirrors `ensure_gen`: the first writing run on an absent state gives it a generation. */
 function ensureGeneration(q: MemoryQueue, p: CheckedPolicy): void {
-  if (q.generation === 0) q.generation = freshGeneration(p, 0);
+  if (q.generation !== 0) return;
+  q.generation = freshGeneration(p, 0);
+  // Mirrors RESTORE: the caller's POP knew the queue, so its switch and pause come back at once.
+  if (p.restore !== undefined) {
+    const restored: ('open' | 'hold' | 'paused')[] = [];
+    if (p.restore.switch !== undefined) {
+      q.switch = p.restore.switch;
+      restored.push(p.restore.switch);
+    }
+    if (p.restore.paused) {
+      q.paused = true;
+      restored.push('paused');
+    }
+    q.restored = { atMs: p.nowMs, restored };
+  }
 }
 
 /** Mirrors `fresh_gen`: a generation from the seed and time, never `avoid`. */
@@ -750,9 +768,11 @@ function readState({ q, p, e, random }: Run): QueueState {
   return {
     tail: q.tail,
     cursor: q.cursor,
-    // Mirrors read_state's mode: switched open reports not paused; switched to hold, paused.
+    // Mirrors read_state's mode: switched open reports not paused; switched to hold, paused; paused
+    // by a recovery window alone, recovering.
     paused: q.switch === 'open' ? false : e.paused,
     ...(q.switch !== undefined && { switch: q.switch }),
+    ...(q.switch === undefined && !q.paused && e.paused && { recovering: true as const }),
     maxActive: e.maxActive,
     maxNewPerMinute: e.maxNewPerMinute,
     // Rate FIFO holds no slots: an admitted visitor's token needs nothing from the store.

@@ -226,6 +226,17 @@
  * every holder refreshes into the count before any room is handed out. Rate mode is not held: it
  * has no slots to count.
  *
+ * Restore: a lost state also loses the operator's emergency switch and pause, and the room would go
+ * back to normal silently (letting newcomers in under hold, sending everyone back to the line under
+ * open). Every writing script may be given, as its last ARGV, the controls the caller's POP last saw
+ * (`rc:<switch>:<paused>`, see remembered-controls.ts); the run that writes a fresh generation (and
+ * only it) applies them before it decides anything, and writes ctl `restored` = `<now>:<what>` (what:
+ * open, hold, paused, comma-separated; empty when the POP knew the queue running normally), which
+ * stats reports. No command is added: the fields join the run's writes, and a join under open that
+ * created the generation writes it (other open joins still write nothing). The state's controls
+ * mode tells an operator's pause (1) from a pause by a recovery window alone (4), so a POP never
+ * remembers a window as a pause.
+ *
  * Scripts: every one starts with `#!lua flags=allow-key-locking` (Upstash then locks only the keys in
  * KEYS, so queues do not wait on each other) and therefore touches only keys passed in KEYS: they
  * are bound once to `K_*` locals at the top. They are deterministic: the time comes in ARGV, nothing
@@ -246,7 +257,7 @@
  * itself lives in src/store/lua (one file per script, shared parts in lua/lib; see lua-compose.ts).
  */
 
-import { IDEMPOTENCY_KEY_PATTERN, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RuntimeControl, type StateFloor } from '../core/ports';
+import { IDEMPOTENCY_KEY_PATTERN, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RememberedControls, type RuntimeControl, type StateFloor } from '../core/ports';
 import { composeLua } from './lua-compose';
 import JOIN_FILE from './lua/join.lua';
 import POLL_FILE from './lua/poll.lua';
@@ -430,6 +441,8 @@ export interface CheckedPolicy {
   readonly method: 'fifo' | 'random';
   /** >= 1; DEFAULT_PRESENCE_MS when the policy has none. */
   readonly presenceMs: number;
+  /** The controls to restore if the state is found absent (AdmissionPolicy.restore). */
+  readonly restore: RememberedControls | undefined;
 }
 
 function isSafeCount(value: unknown, min: number): value is number {
@@ -486,7 +499,15 @@ export function checkPolicy(nowMs: number, policy: AdmissionPolicy): CheckedPoli
   if (!isSafeCount(presenceMs, 1)) {
     throw new StoreArgumentError(`invalid presenceMs ${String(presenceMs)}: expected an integer >= 1`);
   }
+  const restore: unknown = policy.restore;
+  if (restore !== undefined) {
+    const r = restore as Partial<RememberedControls>;
+    if (typeof restore !== 'object' || restore === null || typeof r.paused !== 'boolean' || (r.switch !== undefined && r.switch !== 'open' && r.switch !== 'hold')) {
+      throw new StoreArgumentError('invalid restore: expected { switch: open | hold | undefined, paused: boolean }');
+    }
+  }
   return {
+    restore: restore === undefined ? undefined : { switch: (restore as RememberedControls).switch, paused: (restore as RememberedControls).paused },
     nowMs: now,
     count,
     periodMs: count > 0 ? (periodMs as number) : 0,
@@ -790,6 +811,14 @@ export function policyArgv(p: CheckedPolicy): string[] {
   ].map(String);
 }
 
+/**
+ * The controls a POP remembers, as the last ARGV of a writing script (`rc:<switch>:<0|1>`, see
+ * RESTORE in the prelude), or nothing when it remembers none.
+ */
+export function restoreArgv(p: CheckedPolicy): string[] {
+  return p.restore === undefined ? [] : [`rc:${p.restore.switch ?? ''}:${p.restore.paused ? 1 : 0}`];
+}
+
 /** ARGV 12..17 of the control script (16, 17: adaptive admission, see adaptiveControlArgv): '' = leave as it is, 'del' = back to configured / unpause; the switch. */
 export function controlArgv(c: CheckedControl): string[] {
   const threshold = (v: number | null | undefined): string => (v === undefined ? '' : v === null ? 'del' : String(v));
@@ -864,19 +893,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '82a2920f6ff2debb5e62dc388822e6c908f42860';
-export const POLL_SHA1 = 'fb9a9e768fa948417b20d99b0f8fce929cdca9a1';
-export const CLAIM_SHA1 = '6cac6cb0f00033e7574b31479f795b290b5deac7';
-export const TOUCH_SHA1 = '761aff11b69b5b1000f462d56745c0ec46f94b38';
-export const LEAVE_SHA1 = '6dd867db8a3a0ba8baeb1c7bbb91873157a27b03';
-export const ADMIT_SHA1 = '0646f8583d2f811cd9aac98edcc03129d5d643c5';
-export const CONTROL_SHA1 = '02cc474e6b490befd9d9b739d09037c2d99215eb';
-export const STATS_SHA1 = '4406ba3d917b6e6721afac41eba83a44b2901dce';
+export const JOIN_SHA1 = '3ce8c9cbc8e76068bf0e6cd53c975d061c8a2acd';
+export const POLL_SHA1 = '4442833471213511036fa3634a5c63f54ba20b06';
+export const CLAIM_SHA1 = '96d77d31804f35c37ccf35e04d4f984c789adee5';
+export const TOUCH_SHA1 = '226df87ac7668f201b2ec3582737cc3b59a5274f';
+export const LEAVE_SHA1 = 'd7392e262046202ccc10c4ee52adc9c678a64140';
+export const ADMIT_SHA1 = 'c9c4f2896fc2d9d9f15b91c3eb6b8896e21758ea';
+export const CONTROL_SHA1 = 'aec109e1224a2a4d53facb07d0fa5c489724ef91';
+export const STATS_SHA1 = 'db12fc1abe5f1059182a8155d4fd880deb8b2093';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '31ac8100b19d25950b489c176575b3ba03f7d5be';
-export const RESET_SHA1 = '391703c16262ae3eec9e49119d39c4e6e1504d17';
+export const DRAW_SHA1 = '356a93ce6fdc768664504be540871ad03559308d';
+export const RESET_SHA1 = '60522a250d2064b6915ae4048c1ba2a5eb00e342';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

@@ -75,6 +75,7 @@ import {
   checkIdempotencyKey,
   policyArgv,
   policyKeys,
+  restoreArgv,
   checkAdaptive,
   vipCreateArgv,
   vipKey,
@@ -125,14 +126,16 @@ export class UpstashQueueStore implements QueueStore {
     const keys = this.#keys(queue);
     const recover = checkRecoverMs(options.recoverMs);
     const f = checkFloor(options.floor);
+    const checked = checkPolicy(nowMs, policy);
     const argv = [
-      ...policyArgv(checkPolicy(nowMs, policy)),
+      ...policyArgv(checked),
       recover === 0 ? '' : String(recover),
       options.recoverIfNew === true ? 'new' : '',
       f === undefined ? '' : String(f.tail),
       f === undefined ? '' : String(f.generation),
       checkJoinKey(options.joinKey),
       checkAdaptive(policy.adaptive),
+      ...restoreArgv(checked),
     ];
     const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 3);
     const state = toState(JOIN, reply);
@@ -147,26 +150,30 @@ export class UpstashQueueStore implements QueueStore {
 
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), checkAdaptive(policy.adaptive)];
+    const checked = checkPolicy(nowMs, policy);
+    const argv = [...policyArgv(checked), checkAdaptive(policy.adaptive), ...restoreArgv(checked)];
     return toState(POLL, parseReply(POLL, await this.#run(POLL, keys, argv), STATE_LENGTH));
   }
 
   async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<ClaimResult> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs)), generationArg(generation)];
+    const checked = checkPolicy(nowMs, policy);
+    const argv = [...policyArgv(checked), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs)), generationArg(generation), ...restoreArgv(checked)];
     const reply = parseReply(CLAIM, await this.#run(CLAIM, keys, argv), STATE_LENGTH + 1);
     return { ...toState(CLAIM, reply), claimed: reply.flag(STATE_LENGTH) };
   }
 
   async touch(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, untilMs: number, generation?: number): Promise<boolean> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkUntilMs(untilMs)), generationArg(generation)];
+    const checked = checkPolicy(nowMs, policy);
+    const argv = [...policyArgv(checked), String(checkTicket(ticket)), String(checkUntilMs(untilMs)), generationArg(generation), ...restoreArgv(checked)];
     return parseReply(TOUCH, await this.#run(TOUCH, keys, argv), 1).flag(0);
   }
 
   async leave(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, graceMs: number, generation?: number): Promise<boolean> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkGraceMs(graceMs)), generationArg(generation)];
+    const checked = checkPolicy(nowMs, policy);
+    const argv = [...policyArgv(checked), String(checkTicket(ticket)), String(checkGraceMs(graceMs)), generationArg(generation), ...restoreArgv(checked)];
     return parseReply(LEAVE, await this.#run(LEAVE, keys, argv), 1).flag(0);
   }
 
@@ -175,14 +182,14 @@ export class UpstashQueueStore implements QueueStore {
     const key = idempotencyKey === undefined ? '' : checkIdempotencyKey(idempotencyKey);
     const checked = checkPolicy(nowMs, policy);
     assertAdmitCount(count);
-    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count), key]), STATE_LENGTH + 3);
+    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count), key, ...restoreArgv(checked)]), STATE_LENGTH + 3);
     return { ...toState(ADMIT, reply), admitted: reply.int(STATE_LENGTH), replayed: reply.flag(STATE_LENGTH + 1), asked: reply.int(STATE_LENGTH + 2) };
   }
 
   async control(queue: string, change: RuntimeControl, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
     const keys = this.#keys(queue);
     const checked = checkPolicy(nowMs, policy);
-    const argv = [...policyArgv(checked), ...controlArgv(checkControl(change))];
+    const argv = [...policyArgv(checked), ...controlArgv(checkControl(change)), ...restoreArgv(checked)];
     return toState(CONTROL, parseReply(CONTROL, await this.#run(CONTROL, keys, argv), STATE_LENGTH));
   }
 
@@ -196,20 +203,25 @@ export class UpstashQueueStore implements QueueStore {
     const figures = Array.isArray(raw) ? raw.slice(0, STATE_LENGTH + 3) : raw;
     const reply = parseReply(STATS, figures, STATE_LENGTH + 3);
     const controller = Array.isArray(raw) ? raw[STATE_LENGTH + 3] : undefined;
-    if (typeof controller !== 'string') throw new StoreReplyError(STATS.name, raw);
+    const restored = Array.isArray(raw) ? raw[STATE_LENGTH + 4] : undefined;
+    if (typeof controller !== 'string' || typeof restored !== 'string') throw new StoreReplyError(STATS.name, raw);
     const adaptive = parseAdaptiveStatus(controller);
+    const lostState = parseRestored(restored);
+    if (lostState === null) throw new StoreReplyError(STATS.name, raw);
     return {
       ...toState(STATS, reply),
       reserved: reply.int(STATE_LENGTH),
       avgWaitSeconds: averageWaitSeconds(reply.int(STATE_LENGTH + 1), reply.int(STATE_LENGTH + 2)),
       ...(adaptive !== undefined ? { adaptive } : {}),
-      ...(withHistory ? { history: parseHistory((raw as unknown[]).slice(STATE_LENGTH + 4)) } : {}),
+      ...(lostState !== undefined ? { lostState } : {}),
+      ...(withHistory ? { history: parseHistory((raw as unknown[]).slice(STATE_LENGTH + 5)) } : {}),
     };
   }
 
   async draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<DrawResult> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs)), generationArg(generation)];
+    const checked = checkPolicy(nowMs, policy);
+    const argv = [...policyArgv(checked), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs)), generationArg(generation), ...restoreArgv(checked)];
     const reply = parseReply(DRAW, await this.#run(DRAW, keys, argv), STATE_LENGTH + 2);
     const outcome = DRAW_OUTCOMES[reply.int(STATE_LENGTH) as keyof typeof DRAW_OUTCOMES];
     const claimed = reply.flag(STATE_LENGTH + 1);
@@ -226,7 +238,8 @@ export class UpstashQueueStore implements QueueStore {
 
   async reset(queue: string, nowMs: number, policy: AdmissionPolicy, expectedEpoch?: number): Promise<ResetResult> {
     const keys = this.#keys(queue);
-    const argv = [...policyArgv(checkPolicy(nowMs, policy)), expectedEpoch === undefined ? '' : String(checkNowMs(expectedEpoch))];
+    const checked = checkPolicy(nowMs, policy);
+    const argv = [...policyArgv(checked), expectedEpoch === undefined ? '' : String(checkNowMs(expectedEpoch)), ...restoreArgv(checked)];
     const reply = parseReply(RESET, await this.#run(RESET, keys, argv), STATE_LENGTH + 1);
     return { ...toState(RESET, reply), applied: reply.flag(STATE_LENGTH) };
   }
@@ -310,16 +323,30 @@ function parseReply(script: StoreScript, reply: unknown, length: number): Reply 
 }
 
 /** The state every policy script returns first, in `read_state`'s order. */
+/**
+ * The stats script's lost-state mark (ctl `restored`, `<ms>:<what,...>`): undefined when the state
+ * was never lost, null when the field is not of that shape.
+ */
+function parseRestored(value: string): QueueStats['lostState'] | null {
+  if (value === '') return undefined;
+  const match = /^(\d+):((?:open|hold|paused)(?:,(?:open|hold|paused))*)?$/.exec(value);
+  if (match === null) return null;
+  const restored = match[2] === undefined ? [] : (match[2].split(',') as ('open' | 'hold' | 'paused')[]);
+  return { atMs: Number(match[1]), restored };
+}
+
 function toState(script: StoreScript, r: Reply): QueueState {
-  // The controls' mode: 0 normal, 1 paused, 2 switched to hold (paused as well), 3 switched open.
+  // The controls' mode: 0 normal, 1 paused by the operator, 2 switched to hold (paused as well), 3
+  // switched open, 4 paused by a recovery window alone.
   const mode = r.int(2);
-  if (mode < 0 || mode > 3) throw new StoreReplyError(script.name, r.raw);
+  if (mode < 0 || mode > 4) throw new StoreReplyError(script.name, r.raw);
   const state: QueueState = {
     tail: r.int(0),
     cursor: r.int(1),
-    paused: mode === 1 || mode === 2,
+    paused: mode === 1 || mode === 2 || mode === 4,
     ...(mode === 2 && { switch: 'hold' as const }),
     ...(mode === 3 && { switch: 'open' as const }),
+    ...(mode === 4 && { recovering: true as const }),
     maxActive: r.int(3),
     maxNewPerMinute: r.int(4),
     active: r.int(5),

@@ -1384,6 +1384,56 @@ export function defineSwitchScenario(stack: () => Stack): void {
     // Back to normal by itself: a newcomer walks in with an access token, not past the room.
     await expect.poll(async () => payloadOf(cookieFrom(await visit()) ?? 'x.e30.x')['k'], { timeout: 5_000, interval: 200 }).toBe('a');
   });
+
+  it('hold, open and a pause are back in force when the store forgets them (FLUSHALL), and the API and metrics say what was restored', async () => {
+    const ctl = (field: string) => stack().direct.hget('wr:{default}:ctl', field);
+    const metrics = async () => (await callApi(stack(), 'GET', 'metrics')).text();
+    // Newcomers after the flush, until one of them (past the cache's lifetime) has reached the store: the room's answer to each.
+    const newcomersUntilRestored = async (field: string, value: string): Promise<Response[]> => {
+      const answers: Response[] = [];
+      await expect
+        .poll(async () => {
+          answers.push(await visit());
+          return ctl(field);
+        }, { timeout: 10_000, interval: 200 })
+        .toBe(value);
+      return answers;
+    };
+    const inside = cookieFrom(await visit())!;
+    expect(payloadOf(inside)['k']).toBe('a');
+
+    // Hold: nobody new gets in, before or after the store learns it again; an admit admits nobody.
+    await control({ switch: 'hold' });
+    expect((await visit()).headers.get('x-origin')).toBeNull();
+    await stack().direct.flushall();
+    const held = await newcomersUntilRestored('switch', 'hold');
+    expect(held.filter((r) => r.headers.get('x-origin') !== null)).toHaveLength(0);
+    expect(await (await callApi(stack(), 'POST', 'admit?count=5')).json()).toMatchObject({ admitted: 0 });
+    expect((await visit(inside)).headers.get('x-origin')).toBe('demo');
+    const state = (await (await callApi(stack(), 'GET', 'state')).json()) as Record<string, unknown>;
+    expect(state).toMatchObject({ switch: 'hold', state_lost: { restored: ['hold'] } });
+    expect(await metrics()).toContain('wr_state_restored{queue="default",control="hold"} 1');
+
+    // Open: everyone keeps passing without a ticket across the flush.
+    await control({ switch: 'open' });
+    await expect.poll(async () => (await visit()).headers.get('x-origin'), { timeout: 5_000, interval: 200 }).toBe('demo');
+    await stack().direct.flushall();
+    const passed = await newcomersUntilRestored('switch', 'open');
+    expect(passed.filter((r) => r.headers.get('x-origin') !== 'demo')).toHaveLength(0);
+    expect(passed.filter((r) => cookieFrom(r) !== undefined)).toHaveLength(0);
+    expect(await ctl('tail')).toBeNull();
+
+    // A pause: a newcomer who would walk in (there is room) waits instead.
+    await control({ switch: 'normal' });
+    await control({ paused: true });
+    await expect.poll(async () => (await visit()).headers.get('x-origin'), { timeout: 5_000, interval: 200 }).toBeNull();
+    await stack().direct.flushall();
+    const paused = await newcomersUntilRestored('paused', '1');
+    expect(paused.filter((r) => r.headers.get('x-origin') !== null)).toHaveLength(0);
+    expect(await metrics()).toContain('wr_state_restored{queue="default",control="paused"} 1');
+    await control({ paused: false });
+    await expect.poll(async () => (await visit()).headers.get('x-origin'), { timeout: 5_000, interval: 200 }).toBe('demo');
+  }, 60_000);
 }
 
 /** Adaptive admission on, rate mode: 5 a minute. */

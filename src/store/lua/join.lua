@@ -35,9 +35,11 @@ if RANDOM or max_active > 0 or max_new > 0 then start_book() end
 local replay = join_replay()
 if replay then return replay_join(replay, paused, max_active, max_new) end
 if SWITCH == 'open' then
-  -- The room steps aside: no ticket, nothing written; the edge lets the visitor through.
+  -- The room steps aside: no ticket, nothing written; the edge lets the visitor through. Unless this
+  -- run found the state absent: its generation and what it restored (see RESTORE) are kept.
   local open = read_state(ctl_int('tail') or 0, ctl_int('cursor') or 0, paused, max_active, max_new)
   open[14], open[15], open[16] = 0, 0, 0
+  if GEN_CREATED then flush_ctl() end
   return open
 end
 local ticket = (ctl_int('tail') or 0) + 1

@@ -1,8 +1,8 @@
 #!lua flags=allow-key-locking
 --- Read the figures, writing nothing. Returns the state, then reserved (live reservations), and the
 --- sum (ms) and count of the waits recorded in the last 300 s, the adaptive controller's fields
---- (one string); with ARGV 12 '1', the history members.
--- wr stats: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, with_history; returns {state..., reserved, wait_sum_ms, wait_count, adaptive, history member...}
+--- (one string), the lost-state mark (`restored`, one string); with ARGV 12 '1', the history members.
+-- wr stats: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, with_history; returns {state..., reserved, wait_sum_ms, wait_count, adaptive, restored, history member...}
 -- #include policy_header
 -- #include history_read
 
@@ -33,6 +33,8 @@ state[16] = n
 -- The adaptive controller as read_controls found it (see parseAdaptiveStatus).
 local c = ctl()
 state[17] = table.concat({AC_KNOB, AC_VALUE and fmt(AC_VALUE) or '', c.ac_cfg or '', c.ac_on or '', c.ac_pin or '', c.ac_sig or '', c.ac_log or ''}, '|')
+-- When this generation began from a lost state that a POP knew: `<ms>:<what was restored>` ('' = never).
+state[18] = c.restored or ''
 -- ARGV 12 '1': the last hour's history points follow, as the history script returns them (strings),
 -- so the admin panel reads its figures and its chart in one run.
 if WITH_HISTORY then

@@ -40,8 +40,9 @@ local function read_state(tail, cursor, paused, max_active, max_new)
   local ev_size, ev_seed, epoch = read_event()
   local waiting = 0
   if RANDOM then waiting = present_count() end
-  -- The third field is the controls' mode: 0 normal, 1 paused, 2 switched to hold, 3 switched open.
-  local mode = SWITCH == 'open' and 3 or SWITCH == 'hold' and 2 or (paused and 1 or 0)
+  -- The third field is the controls' mode: 0 normal, 1 paused by the operator, 2 switched to hold,
+  -- 3 switched open, 4 paused by a recovery window alone (see RECOVERY).
+  local mode = SWITCH == 'open' and 3 or SWITCH == 'hold' and 2 or (OPERATOR_PAUSED and 1) or (paused and 4 or 0)
   return {tail, cursor, mode, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch, GEN}
 end
 local function record_history(state)

@@ -30,6 +30,15 @@ local PRESENCE_MS = arg_int(11, RANDOM and 1 or 0)
 if AUTO_COUNT > 0 and PERIOD_MS < 1 then error('wr: ARGV[3] must be >= 1 when ARGV[2] > 0') end
 -- Admission may run: no event, or its start has come.
 local OPEN = EVENT_START == 0 or NOW >= EVENT_START
+-- The controls the caller's POP last saw (see Restore in the header): the last argument, when it is
+-- `rc:<switch>:<paused>` (switch '', 'open' or 'hold'; paused '0' or '1'). Applied only by the run
+-- that finds the state absent (ensure_gen): a store that forgot them learns them again at once.
+local RESTORE
+if #ARGV > 11 and string.sub(ARGV[#ARGV], 1, 3) == 'rc:' then
+  local sw, p = string.match(ARGV[#ARGV], '^rc:(%l*):([01])$')
+  if not sw or (sw ~= '' and sw ~= 'open' and sw ~= 'hold') then error('wr: the last ARGV must be rc:<switch>:<0|1>') end
+  RESTORE = {switch = sw, paused = p == '1'}
+end
 
 local function read_override(v, configured)
   if not v then return configured end
@@ -41,7 +50,7 @@ end
 -- The ctl hash, read once per run with one HMGET of every field a script needs (CTL_FIELDS), so
 -- the controls, the generation, the event's frozen pre-queue, the epoch and the history mark cost
 -- one command together. A run that writes one of these fields updates CTL too (set_ctl).
-local CTL_FIELDS = {'paused', 'switch', 'max_active', 'max_new_per_minute', 'gen', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'tail', 'cursor', 'period', 'seat', 'w1', 'w5', 'pres'}
+local CTL_FIELDS = {'paused', 'switch', 'max_active', 'max_new_per_minute', 'gen', 'restored', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'tail', 'cursor', 'period', 'seat', 'w1', 'w5', 'pres'}
 -- Rate FIFO: the tickets called in each CALL_BUCKET_MS bucket of the last five minutes, one field
 -- per bucket, reused round-robin (see calls_entry and called_counts).
 local CALL_FIELDS = {}
@@ -105,14 +114,19 @@ end
 -- admit nor a claim lets anyone in). Set by read_controls.
 local SWITCH = ''
 
+-- Paused by the operator (ctl `paused`), as opposed to paused by the switch or a recovery window:
+-- read_state reports the difference, so that a POP remembers only the operator's pause (Restore).
+local OPERATOR_PAUSED = false
+
 -- paused, effective max active, effective max new per minute; sets GEN (see GENERATION) and
 -- SWITCH. Paused also while recovering (see RECOVERY) and while the switch holds everyone.
 local function read_controls()
   local c = ctl()
   GEN = ensure_gen(c.gen)
   SWITCH = c.switch or ''
+  OPERATOR_PAUSED = c.paused == '1'
   local max_active, max_new = read_override(c.max_active or nil, CFG_MAX_ACTIVE), read_override(c.max_new_per_minute or nil, CFG_MAX_NEW)
-  local paused = c.paused == '1' or SWITCH == 'hold' or recovering(tonumber(c.recover_until) or 0, max_active, max_new)
+  local paused = OPERATOR_PAUSED or SWITCH == 'hold' or recovering(tonumber(c.recover_until) or 0, max_active, max_new)
   -- Adaptive admission: the learned (or pinned) value stands in for the knob of the mode.
   local frozen = paused or SWITCH ~= '' or not OPEN or GEN_READ_ONLY
   local waiting = (tonumber(c.tail) or 0) > (tonumber(c.cursor) or 0)
