@@ -85,12 +85,11 @@ describe('siteverify', () => {
 
   it('stops waiting after challenge_timeout_ms', async () => {
     provider.mode = 'slow';
-    provider.slowMs = 5_000;
-    const started = Date.now();
+    // Longer than this test may run, so any verdict at all came from the timeout, not from the
+    // provider, without measuring how long it took (a busy machine is slow, not wrong).
+    provider.slowMs = 10 * 60_000;
     const verdict = await verifyChallenge(fetchSiteVerifier, settingsOf({ challenge_timeout_ms: '200' }), 'secret', 'pass-slow', CLIENT);
     expect(verdict).toMatchObject({ kind: 'down' });
-    // The provider answers after 5 s; the verdict came long before.
-    expect(Date.now() - started).toBeLessThan(4_000);
   });
 
   it('stops waiting even when the platform cannot abort the request (as on Fastly)', async () => {

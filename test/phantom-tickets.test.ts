@@ -23,6 +23,8 @@ const STORE_TIMEOUT_MS = 200;
 /** A store whose join answers arrive `lateMs` after the store has done its work, while `late` is on. */
 class LateJoins extends FaultyStore {
   late = false;
+  /** Joins whose answer has not come back yet (late ones sleep here after the store did its work). */
+  inFlight = 0;
   constructor(inner: QueueStore, lateMs: number) {
     super(inner);
     const join = this.join;
@@ -38,11 +40,21 @@ class LateJoins extends FaultyStore {
       return placed;
     };
     this.join = async (queue, nowMs, policy, options) => {
-      const result = await join(queue, nowMs, policy, options?.joinKey === undefined ? options : { ...options, joinKey: ownSlot(options.joinKey) });
-      if (this.late) await sleep(lateMs);
-      return result;
+      this.inFlight += 1;
+      try {
+        const result = await join(queue, nowMs, policy, options?.joinKey === undefined ? options : { ...options, joinKey: ownSlot(options.joinKey) });
+        if (this.late) await sleep(lateMs);
+        return result;
+      } finally {
+        this.inFlight -= 1;
+      }
     };
   }
+}
+
+/** Every join the handler gave up on has finished at the store (a deadline only bounds a failure). */
+async function settled(store: LateJoins): Promise<void> {
+  await expect.poll(() => store.inFlight, { timeout: 15_000, interval: 20, message: 'joins still waiting for their answer' }).toBe(0);
 }
 
 describe('tickets lost to a join timeout do not consume admissions', () => {
@@ -90,8 +102,8 @@ describe('tickets lost to a join timeout do not consume admissions', () => {
       if (ticket > 0) holders.set(ticket, cookie!);
     }
     store.late = false;
-    // Let the late answers land: the store did take every ticket.
-    await sleep(4 * STORE_TIMEOUT_MS);
+    // Let the late answers land (however long a busy machine takes): the store did take every ticket.
+    await settled(store);
     expect(await store.peek('default')).toEqual({ tail: 30, cursor: 0 });
     const real = [...holders.keys()].sort((a, b) => a - b);
     expect(real.length).toBeGreaterThanOrEqual(10);
@@ -135,9 +147,10 @@ describe('tickets lost to a join timeout do not consume admissions', () => {
       const cookie = cookieFrom(await joining(request(), { address: `198.51.100.${i}`, pop: 'SIM' }));
       expect(cookie).toBeDefined();
       const claims = payloadOf(cookie!);
+      // A join late for another reason (a busy machine) loses its answer too: the same case.
+      if (store.late) expect(claims['t']).toBe(0);
       if (claims['t'] === 0) {
         // No ticket, only the key of the join that got no answer.
-        expect(store.late).toBe(true);
         expect(claims).toMatchObject({ k: 'w', p: expect.stringMatching(/^[0-9a-f]{16}$/) });
         pending.push(cookie!);
       } else {
@@ -145,16 +158,18 @@ describe('tickets lost to a join timeout do not consume admissions', () => {
       }
     }
     store.late = false;
-    await sleep(4 * STORE_TIMEOUT_MS);
+    await settled(store);
     // The store took all ten tickets; the first five hold the seats, two of them for visitors who did not hear.
     expect(await store.peek('default')).toEqual({ tail: 10, cursor: 5 });
-    expect(pending).toHaveLength(5);
+    expect(pending.length).toBeGreaterThanOrEqual(5);
 
     // They come back: each gets the ticket its lost join took, and no new ticket is taken.
     clock.advance(2_000);
+    const retried: number[] = [];
     for (const cookie of pending) {
       const claims = payloadOf(cookieFrom(await retrying(request(cookie), { address: '198.51.100.200', pop: 'SIM' }))!);
       expect(claims['t']).toBeGreaterThan(0);
+      retried.push(claims['t'] as number);
       expect(tickets.has(claims['t'] as number)).toBe(false);
       tickets.set(claims['t'] as number, claims);
     }
@@ -166,7 +181,7 @@ describe('tickets lost to a join timeout do not consume admissions', () => {
     expect(await store.stats('default', clock.now(), policy)).toMatchObject({ active: 5, reserved: 0, admittedLastMinute: 5 });
     // A second retry with the same key changes nothing either.
     const again = payloadOf(cookieFrom(await retrying(request(pending[0]), { address: '198.51.100.200', pop: 'SIM' }))!);
-    expect(again['t']).toBe(2);
+    expect(again['t']).toBe(retried[0]);
     expect(await store.peek('default')).toEqual({ tail: 10, cursor: 5 });
   });
 });
