@@ -54,6 +54,7 @@ import { cookieFrom, findProjectFile, log, median, PATH, runConcurrent, send, to
 import { locateComputeHost, runCommand, startComputeHost, startCountingProxy, type HostRequestStat } from './wasm-host';
 import { readWasmImageFile, type WasmImage } from './wasm-image';
 import { startBackends, startLoadWorker } from './workers';
+import { SANDBOX_REUSE } from '../../src/platform/sandbox-reuse-options';
 
 export type ArmName = 'node' | 'wasm';
 
@@ -278,6 +279,11 @@ export interface RoomSpec {
   readonly overrides: Readonly<Record<string, string>>;
   /** The Node host's request log, as the report names it. */
   readonly nodeLogName: string;
+  /**
+   * Wasm only: served with reusable sandboxes, as Fastly serves bin/main.wasm (which asks for
+   * them); off, every request gets a fresh instance. The Node host keeps its state either way.
+   */
+  readonly reuse?: boolean;
   /** Keep-alive client connections to the room's host, per arm: the most any pass sends at once. */
   readonly sockets: Readonly<Record<ArmName, number>>;
 }
@@ -310,18 +316,16 @@ export interface Arm {
   config(room: RoomSpec): Config;
   /** The room's host: started (and on the wasm, warmed) the first time, the same one after. */
   host(room: RoomSpec): Promise<RoomHost>;
-  /** A bare pass-through proxy to the origin on the same kind of host: its URL. */
-  bare(): Promise<string>;
+  /**
+   * A bare pass-through proxy to the origin on the same kind of host: its URL. On the wasm it asks
+   * for reusable sandboxes as bin/main.wasm does, and `reuse` says whether its host grants them.
+   */
+  bare(reuse?: boolean): Promise<string>;
   /**
    * Wasm only: the room's whole code, built as bin/main.wasm is, behind the bare proxy's handler
    * (test/engine/floor.ts): what the larger initial memory costs before the room does anything.
    */
-  floor?(): Promise<string>;
-  /**
-   * Wasm only: the main room's settings served by test/engine/reuse-sim.ts, which times a reused
-   * sandbox's second request in one instance (the stand-in cannot reuse one): its URL.
-   */
-  reuseSim?(): Promise<string>;
+  floor?(reuse?: boolean): Promise<string>;
   /** Wasm only: the initial memory each build's instances start from (see wasm-image.ts). */
   images?(): readonly { readonly name: string; readonly image: WasmImage }[];
   /** What explains a failure of a pass on `room`: its host's log and, on the wasm, the counting proxy. */
@@ -499,12 +503,21 @@ export async function startWasmArm(
   const floorDir = join(dir, 'floor');
   mkdirSync(join(bareDir, 'bin'), { recursive: true });
   mkdirSync(join(floorDir, 'bin'), { recursive: true });
-  writeFileSync(join(bareDir, 'bare.js'), "addEventListener('fetch', (event) => event.respondWith(fetch(event.request, { backend: 'origin' })));\n");
+  // The bare proxy asks for reusable sandboxes with bin/main.wasm's options, so that on a host that
+  // grants them both are served alike and the comparison is the room's work alone.
+  writeFileSync(
+    join(bareDir, 'bare.js'),
+    [
+      "import { setReusableSandboxOptions } from 'fastly:experimental';",
+      `setReusableSandboxOptions(${JSON.stringify(SANDBOX_REUSE)});`,
+      "addEventListener('fetch', (event) => event.respondWith(fetch(event.request, { backend: 'origin' })));",
+      '',
+    ].join('\n'),
+  );
   const started = performance.now();
   await Promise.all([
     runCommand(process.execPath, [join(root, 'src/node/build.mjs'), 'fastly', '--out', buildDir], root, WASM_BUILD_TIMEOUT_MS),
     runCommand(process.execPath, [join(root, 'src/node/build.mjs'), 'fastly-floor', '--out', join(floorDir, 'build')], root, WASM_BUILD_TIMEOUT_MS),
-    runCommand(process.execPath, [join(root, 'src/node/build.mjs'), 'fastly-reuse-sim', '--out', join(dir, 'reuse-sim-build')], root, WASM_BUILD_TIMEOUT_MS),
     runCommand(
       process.execPath,
       [join(root, 'node_modules/@fastly/js-compute/dist/cli/js-compute-runtime-cli.js'), join(bareDir, 'bare.js'), join(bareDir, 'bin', 'main.wasm')],
@@ -512,7 +525,7 @@ export async function startWasmArm(
       WASM_BUILD_TIMEOUT_MS,
     ),
   ]);
-  log(`wasm: built bin/main.wasm, the bare proxy, the code-size floor and the reuse simulation in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  log(`wasm: built bin/main.wasm, the bare proxy and the code-size floor in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   copyFileSync(join(floorDir, 'build', 'floor.wasm'), join(floorDir, 'bin', 'main.wasm'));
   const images = [
     { name: 'bare proxy wasm', image: readWasmImageFile(join(bareDir, 'bin', 'main.wasm')) },
@@ -556,7 +569,7 @@ export async function startWasmArm(
     host: (spec) =>
       once(hosts, spec.variant, async () => {
         const name = hostName(spec);
-        const app = await startComputeHost(name, fastlyCli, found.path, writeRoom(spec));
+        const app = await startComputeHost(name, fastlyCli, found.path, writeRoom(spec), { reuse: spec.reuse === true });
         cleanups.add(`${name} host (fastly compute serve)`, () => app.stop());
         watch(app.log);
         logs.set(spec.variant, app.log);
@@ -566,26 +579,21 @@ export async function startWasmArm(
         await warmComputeHost(`wasm (${spec.variant})`, app.url, agent, spec.sockets.wasm, snapshot);
         return { url: app.url, config: node.config(spec), log: app.log, agent, stats: () => app.stats() };
       }),
-    bare: () =>
-      once(bares, 'bare', async () => {
-        const bare = await startComputeHost('bare proxy wasm', fastlyCli, found.path, bareDir);
-        cleanups.add('bare proxy wasm host (fastly compute serve)', () => bare.stop());
-        log(`wasm: bare proxy ${bare.url}`);
+    bare: (reuse = false) =>
+      once(bares, `bare${reuse ? ' reused' : ''}`, async () => {
+        const name = `bare proxy wasm${reuse ? ', sandboxes reused' : ''}`;
+        const bare = await startComputeHost(name, fastlyCli, found.path, bareDir, { reuse });
+        cleanups.add(`${name} host (fastly compute serve)`, () => bare.stop());
+        log(`wasm: ${name} ${bare.url}`);
         return bare.url;
       }),
-    floor: () =>
-      once(bares, 'floor', async () => {
-        const floor = await startComputeHost('code-size floor wasm', fastlyCli, found.path, floorDir);
-        cleanups.add('code-size floor wasm host (fastly compute serve)', () => floor.stop());
-        log(`wasm: code-size floor ${floor.url}`);
+    floor: (reuse = false) =>
+      once(bares, `floor${reuse ? ' reused' : ''}`, async () => {
+        const name = `code-size floor wasm${reuse ? ', sandboxes reused' : ''}`;
+        const floor = await startComputeHost(name, fastlyCli, found.path, floorDir, { reuse });
+        cleanups.add(`${name} host (fastly compute serve)`, () => floor.stop());
+        log(`wasm: ${name} ${floor.url}`);
         return floor.url;
-      }),
-    reuseSim: () =>
-      once(bares, 'reuse-sim', async () => {
-        const sim = await startComputeHost('reuse simulation wasm', fastlyCli, found.path, writeRoom(MAIN_ROOM, join(dir, 'reuse-sim-build', 'reuse-sim.wasm'), 'reuse-sim'));
-        cleanups.add('reuse simulation wasm host (fastly compute serve)', () => sim.stop());
-        log(`wasm: reuse simulation ${sim.url}`);
-        return sim.url;
       }),
     images: () => images,
     troubleSources: (spec) => {

@@ -54,9 +54,12 @@ export class RequestLogKeeper implements TroubleSource {
   #hostLinesSeen = 0;
   /** The engine's vCPU time (`vcpu_ms`, the Fastly adapter's log field) of each record, in order. */
   readonly #vcpu: { decision: string; ms: number }[] = [];
+  /** Records of a poll the per-POP state cache could not answer (`cache: miss`): each one asked the store. */
+  #cacheMisses = 0;
   constructor(readonly name: string) {}
   add(record: RequestLog): void {
     this.#logged++;
+    if (record.cache === 'miss') this.#cacheMisses++;
     const vcpu = (record as { vcpu_ms?: unknown }).vcpu_ms;
     if (typeof vcpu === 'number') this.#vcpu.push({ decision: record.decision, ms: vcpu });
     if (isTrouble(record)) this.#trouble.push(record);
@@ -68,6 +71,10 @@ export class RequestLogKeeper implements TroubleSource {
   /** The vCPU times logged since `mark`, with each request's decision. */
   vcpuSince(mark: number): readonly { decision: string; ms: number }[] {
     return this.#vcpu.slice(mark);
+  }
+  /** Polls so far that the state cache did not answer (see #cacheMisses). */
+  cacheMisses(): number {
+    return this.#cacheMisses;
   }
   /** Requests so far that met a store failure. */
   troubleCount(): number {

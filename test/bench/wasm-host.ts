@@ -154,6 +154,8 @@ export interface HostRequestStat {
   readonly tRun?: number;
   /** Every fastly_* hostcall the request made. */
   readonly hostcalls?: number;
+  /** With reusable sandboxes: served by an instance that had served a request before. */
+  readonly reused?: boolean;
 }
 
 /** `GET /__host/stats` of a stand-in at `url` (undefined from a host that has no such path). */
@@ -180,16 +182,28 @@ export interface ComputeHostProcess {
   stop(): Promise<void>;
 }
 
+/** How a Compute host serves its wasm. */
+export interface HostMode {
+  /**
+   * Reusable sandboxes (the stand-in's COMPUTE_HOST_REUSE=1): an instance whose wasm asks for a
+   * next request serves it, as Fastly does for bin/main.wasm. Off: a fresh instance per request.
+   */
+  readonly reuse?: boolean;
+}
+
 /**
  * `fastly compute serve --skip-build` on `dir` (its fastly.toml and bin/main.wasm), in its own
  * process group: the CLI starts the host as its child, and stop() kills the whole group.
  */
-export async function startComputeHost(name: string, fastlyCli: string, viceroyPath: string, dir: string): Promise<ComputeHostProcess> {
+export async function startComputeHost(name: string, fastlyCli: string, viceroyPath: string, dir: string, mode: HostMode = {}): Promise<ComputeHostProcess> {
   const port = await freePort();
+  // Said either way, so that a COMPUTE_HOST_REUSE left in the bench's own environment cannot turn
+  // a host of the other mode into this one.
+  const env: NodeJS.ProcessEnv = { ...process.env, FASTLY_DISABLE_WASM_METRICS: '1', COMPUTE_HOST_REUSE: mode.reuse === true ? '1' : '0' };
   const child: ChildProcess = spawn(
     fastlyCli,
     ['compute', 'serve', '--skip-build', '--non-interactive', '--dir', dir, '--viceroy-path', viceroyPath, '--addr', `127.0.0.1:${port}`],
-    { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FASTLY_DISABLE_WASM_METRICS: '1' } },
+    { cwd: dir, detached: true, stdio: ['ignore', 'pipe', 'pipe'], env },
   );
   const killGroup = (): void => {
     if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;

@@ -4,10 +4,14 @@
  * parsed and warmed up when the wasm is built exactly as bin/main.wasm's is, behind the bare proxy's
  * one-line handler. Served beside the bare proxy and the room on the same Compute host, it shows
  * how much of an admitted visitor's cost is the larger memory every instance starts from, before the
- * room does anything. `node src/node/build.mjs fastly-floor --out DIR` builds it.
+ * room does anything. `node src/node/build.mjs fastly-floor --out DIR` builds it. It asks for
+ * reusable sandboxes as bin/main.wasm does, so that it is compared with it in both of a host's modes.
  */
 import { handleFastlyRequest } from '../../src/platform/fastly';
 import '../../src/platform/build-time';
+import { enableSandboxReuse } from '../../src/platform/sandbox-reuse';
+
+enableSandboxReuse();
 
 // Kept reachable, so the bundler keeps the room's code in the bundle; never called.
 (globalThis as { waitingRoom?: unknown }).waitingRoom = handleFastlyRequest;
