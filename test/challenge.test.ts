@@ -28,6 +28,7 @@ afterAll(async () => {
 });
 afterEach(() => {
   provider.mode = 'ok';
+  provider.hostname = undefined;
   provider.calls.length = 0;
 });
 
@@ -38,25 +39,25 @@ function settingsOf(extra: Record<string, string> = {}): ChallengeSettings {
 describe('siteverify', () => {
   it('posts the secret, the token and the client address as a form, and a token passes once', async () => {
     const settings = settingsOf();
-    expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', 'pass-one', CLIENT)).toEqual({ kind: 'passed' });
+    expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', 'pass-one', CLIENT, 'shop.example')).toEqual({ kind: 'passed' });
     expect(provider.calls).toEqual([{ fields: { secret: 'secret', response: 'pass-one', remoteip: CLIENT }, contentType: 'application/x-www-form-urlencoded' }]);
     // Single use, as the providers' tokens are: the second time it is stale, not a bot.
-    expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', 'pass-one', CLIENT)).toEqual({ kind: 'stale', reason: 'challenge_stale: timeout-or-duplicate' });
-    expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', 'expired-1', CLIENT)).toMatchObject({ kind: 'stale' });
+    expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', 'pass-one', CLIENT, 'shop.example')).toEqual({ kind: 'stale', reason: 'challenge_stale: timeout-or-duplicate' });
+    expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', 'expired-1', CLIENT, 'shop.example')).toMatchObject({ kind: 'stale' });
   });
 
   it('sends hCaptcha the site key the token must be made for', async () => {
     const settings = settingsOf({ challenge_provider: 'hcaptcha' });
-    expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', 'pass-h', undefined)).toEqual({ kind: 'passed' });
+    expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', 'pass-h', undefined, 'shop.example')).toEqual({ kind: 'passed' });
     expect(provider.calls[0]!.fields).toEqual({ secret: 'secret', response: 'pass-h', sitekey: '1x00000000000000000000AA' });
   });
 
   it('fails a token the provider refuses, and one that could not be a token without asking', async () => {
     const settings = settingsOf();
-    expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', 'forged', CLIENT)).toEqual({ kind: 'failed', reason: 'challenge_failed: invalid-input-response' });
+    expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', 'forged', CLIENT, 'shop.example')).toEqual({ kind: 'failed', reason: 'challenge_failed: invalid-input-response' });
     expect(provider.calls).toHaveLength(1);
     for (const bad of ['', 'a b', 'x;y', 'é', 'x'.repeat(4097)]) {
-      expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', bad, CLIENT)).toEqual({ kind: 'failed', reason: 'challenge_malformed' });
+      expect(await verifyChallenge(fetchSiteVerifier, settings, 'secret', bad, CLIENT, 'shop.example')).toEqual({ kind: 'failed', reason: 'challenge_malformed' });
     }
     expect(provider.calls).toHaveLength(1);
   });
@@ -67,17 +68,64 @@ describe('siteverify', () => {
     ['internal', /^challenge_down: the provider refused our setup \(internal-error\)$/],
   ] as const)('counts a provider in mode %s as down', async (mode, reason) => {
     provider.mode = mode;
-    const verdict = await verifyChallenge(fetchSiteVerifier, settingsOf(), 'secret', 'pass-x', CLIENT);
+    const verdict = await verifyChallenge(fetchSiteVerifier, settingsOf(), 'secret', 'pass-x', CLIENT, 'shop.example');
     expect(verdict.kind).toBe('down');
     expect(verdict.kind !== 'passed' && verdict.reason).toMatch(reason);
   });
 
+  // What the visitor sends decides these answers, so none of them may read as "provider down": with
+  // challenge_unavailable = pass that would let the sender in unchecked (issue 31, item 5).
+  it.each([
+    [400, { success: false, 'error-codes': ['invalid-input-response'] }, 'failed', 'challenge_failed: the provider answered 400 (invalid-input-response)'],
+    [400, { success: false, 'error-codes': ['bad-request'] }, 'failed', 'challenge_failed: the provider answered 400 (bad-request)'],
+    [403, 'Forbidden', 'failed', 'challenge_failed: the provider answered 403 (no error code)'],
+    [429, { success: false }, 'failed', 'challenge_failed: the provider answered 429 (no error code)'],
+    [413, { success: true }, 'failed', 'challenge_failed: the provider answered 413 (no error code)'],
+    [200, { success: false, 'error-codes': ['missing-input-response'] }, 'failed', 'challenge_failed: missing-input-response'],
+    [200, { success: false, 'error-codes': ['invalid-input-response', 'internal-error'] }, 'failed', 'challenge_failed: invalid-input-response, internal-error'],
+    [200, { success: false, 'error-codes': ['invalid-input-response', 'invalid-input-secret'] }, 'failed', 'challenge_failed: invalid-input-response, invalid-input-secret'],
+    [200, { success: false, 'error-codes': ['timeout-or-duplicate', 'internal-error'] }, 'stale', 'challenge_stale: timeout-or-duplicate, internal-error'],
+    [200, { success: false, 'error-codes': ['invalid-remoteip'] }, 'failed', 'challenge_failed: invalid-remoteip'],
+    [200, { success: false, 'error-codes': ['not-using-dummy-passcode'] }, 'failed', 'challenge_failed: not-using-dummy-passcode'],
+    // Only our own secret or site key refused, or the provider's own failure, is down, whatever the status.
+    [400, { success: false, 'error-codes': ['invalid-input-secret'] }, 'down', 'challenge_down: the provider refused our setup (invalid-input-secret)'],
+    [200, { success: false, 'error-codes': ['missing-input-secret'] }, 'down', 'challenge_down: the provider refused our setup (missing-input-secret)'],
+    [200, { success: false, 'error-codes': ['invalid-parsed-secret'] }, 'down', 'challenge_down: the provider refused our setup (invalid-parsed-secret)'],
+    [200, { success: false, 'error-codes': ['sitekey-secret-mismatch'] }, 'down', 'challenge_down: the provider refused our setup (sitekey-secret-mismatch)'],
+    [500, { success: false, 'error-codes': ['invalid-input-response'] }, 'down', 'challenge_down: the provider answered 500'],
+  ] as const)('answered %i %j: %s', async (status, body, kind, reason) => {
+    provider.mode = 'canned';
+    provider.canned = { status, body: typeof body === 'string' ? body : JSON.stringify(body) };
+    expect(await verifyChallenge(fetchSiteVerifier, settingsOf(), 'secret', 'pass-canned', CLIENT, 'shop.example')).toEqual({ kind, reason });
+  });
+
+  it('fails a token solved on another host: it was farmed elsewhere, not on this page', async () => {
+    provider.hostname = 'farm.example';
+    expect(await verifyChallenge(fetchSiteVerifier, settingsOf(), 'secret', 'pass-farmed', CLIENT, 'shop.example')).toEqual({
+      kind: 'failed',
+      reason: 'challenge_failed: solved on another host (farm.example)',
+    });
+    // Host names compare as DNS does: case and a final dot do not make another host.
+    provider.hostname = 'Shop.Example.';
+    expect(await verifyChallenge(fetchSiteVerifier, settingsOf(), 'secret', 'pass-here', CLIENT, 'shop.example')).toEqual({ kind: 'passed' });
+    // A provider that names no host cannot be held to one.
+    provider.hostname = '';
+    expect(await verifyChallenge(fetchSiteVerifier, settingsOf(), 'secret', 'pass-unnamed', CLIENT, 'shop.example')).toEqual({ kind: 'passed' });
+  });
+
+  it('does not hold a provider\'s test secret to the host: its dummy token is reported for a host of the provider\'s', async () => {
+    const elsewhere: SiteVerifier = { post: async () => Response.json({ success: true, hostname: 'example.com', 'error-codes': [] }) };
+    expect(await verifyChallenge(elsewhere, settingsOf(), '1x0000000000000000000000000000000AA', 'XXXX.DUMMY.TOKEN.XXXX', CLIENT, 'shop.example')).toEqual({ kind: 'passed' });
+    expect(await verifyChallenge(elsewhere, settingsOf(), '0x0000000000000000000000000000000000000000', 'dummy', CLIENT, 'shop.example')).toEqual({ kind: 'passed' });
+    expect(await verifyChallenge(elsewhere, settingsOf(), '0x4AAAAAAA-real-secret', 'real', CLIENT, 'shop.example')).toMatchObject({ kind: 'failed' });
+  });
+
   it('counts our own setup refused (a wrong or missing secret) as down, never as the visitor failing', async () => {
-    expect(await verifyChallenge(fetchSiteVerifier, settingsOf(), 'wrong', 'pass-y', CLIENT)).toEqual({
+    expect(await verifyChallenge(fetchSiteVerifier, settingsOf(), 'wrong', 'pass-y', CLIENT, 'shop.example')).toEqual({
       kind: 'down',
       reason: 'challenge_down: the provider refused our setup (invalid-input-secret)',
     });
-    expect(await verifyChallenge(fetchSiteVerifier, settingsOf(), undefined, 'pass-y', CLIENT)).toEqual({
+    expect(await verifyChallenge(fetchSiteVerifier, settingsOf(), undefined, 'pass-y', CLIENT, 'shop.example')).toEqual({
       kind: 'down',
       reason: 'challenge_down: the secret challenge_secret is not set',
     });
@@ -88,13 +136,13 @@ describe('siteverify', () => {
     // Longer than this test may run, so any verdict at all came from the timeout, not from the
     // provider, without measuring how long it took (a busy machine is slow, not wrong).
     provider.slowMs = 10 * 60_000;
-    const verdict = await verifyChallenge(fetchSiteVerifier, settingsOf({ challenge_timeout_ms: '200' }), 'secret', 'pass-slow', CLIENT);
+    const verdict = await verifyChallenge(fetchSiteVerifier, settingsOf({ challenge_timeout_ms: '200' }), 'secret', 'pass-slow', CLIENT, 'shop.example');
     expect(verdict).toMatchObject({ kind: 'down' });
   });
 
   it('stops waiting even when the platform cannot abort the request (as on Fastly)', async () => {
     const hanging: SiteVerifier = { post: () => new Promise<Response>(() => undefined) };
-    expect(await verifyChallenge(hanging, settingsOf({ challenge_timeout_ms: '100' }), 'secret', 'pass-z', CLIENT)).toEqual({
+    expect(await verifyChallenge(hanging, settingsOf({ challenge_timeout_ms: '100' }), 'secret', 'pass-z', CLIENT, 'shop.example')).toEqual({
       kind: 'down',
       reason: 'challenge_down: no answer within 100 ms',
     });
@@ -103,7 +151,7 @@ describe('siteverify', () => {
   it('counts a provider that cannot be reached as down', async () => {
     const gone = await startFakeProvider();
     await gone.close();
-    const verdict = await verifyChallenge(fetchSiteVerifier, settingsOf({ challenge_verify_url: gone.verifyUrl }), 'secret', 'pass-gone', CLIENT);
+    const verdict = await verifyChallenge(fetchSiteVerifier, settingsOf({ challenge_verify_url: gone.verifyUrl }), 'secret', 'pass-gone', CLIENT, 'shop.example');
     expect(verdict).toMatchObject({ kind: 'down', reason: expect.stringMatching(/^challenge_down: /) });
   });
 });
@@ -258,6 +306,27 @@ describe('the hook in the request path', () => {
     // Even then, a request without any token gets the widget: only the check's outage is forgiven.
     expect(cookieFrom(await r.get())).toBeUndefined();
     expect(r.logger.last).toMatchObject({ decision: 'challenge', reason: 'challenge_missing' });
+  });
+
+  it('with challenge_unavailable = pass, a token the provider refuses with a 4xx or an input error gets no ticket', async () => {
+    const r = rig({ challenge_unavailable: 'pass' });
+    provider.mode = 'canned';
+    for (const [status, codes] of [[400, ['invalid-input-response']], [200, ['invalid-input-response']], [200, ['missing-input-response']], [404, []]] as const) {
+      provider.canned = { status, body: JSON.stringify({ success: false, 'error-codes': codes }) };
+      const response = await r.get({ waiting_room_cha: 'crafted' });
+      expect(cookieFrom(response), `${status} ${codes.join()}`).toBeUndefined();
+      expect(r.logger.last).toMatchObject({ decision: 'challenge', reason: expect.stringMatching(/^challenge_failed: /) });
+    }
+    expect(r.store.calls).toBe(0);
+  });
+
+  it('checks the host the token was solved on against the request\'s own', async () => {
+    const r = rig();
+    provider.hostname = 'farm.example';
+    expect(cookieFrom(await r.get({ waiting_room_cha: 'pass-farmed-visit' }))).toBeUndefined();
+    expect(r.logger.last).toMatchObject({ decision: 'challenge', reason: 'challenge_failed: solved on another host (farm.example)' });
+    provider.hostname = 'shop.example';
+    expect(payloadOf(cookieFrom(await r.get({ waiting_room_cha: 'pass-here-visit' }))!)['t']).toBe(1);
   });
 
   it('with failed_proof = shadow, sends a refused token to a line that never moves; a stale one gets the widget again', async () => {

@@ -26,6 +26,8 @@ export interface Trace {
   proof?: string | undefined;
   /** The challenge provider's token the request carries (its cookie), for a new ticket; not logged. */
   challenge?: string | undefined;
+  /** The request's host name, which the provider's answer must name as where the token was solved; not logged. */
+  host?: string | undefined;
   /** Cookies of ours the request spent on its new ticket (a solution, a provider's token): the response clears them. */
   spent?: string[] | undefined;
   /** The request was counted for the ticket limit already (see ticket-limit.ts); not logged. */

@@ -464,7 +464,7 @@ async function passChallenge(ctx: HandlerContext, trace: Trace, nowMs: number): 
   const verdict =
     deps.siteVerifier === undefined
       ? ({ kind: 'down', reason: 'challenge_down: this host has no way to reach a challenge provider' } as const)
-      : await verifyChallenge(deps.siteVerifier, config, secret, trace.challenge ?? '', trace.from);
+      : await verifyChallenge(deps.siteVerifier, config, secret, trace.challenge ?? '', trace.from, trace.host ?? '');
   if (verdict.kind === 'passed') return undefined;
   trace.reason = verdict.reason;
   if (verdict.kind === 'down') {
@@ -701,7 +701,10 @@ export async function visit(ctx: HandlerContext, request: Request, trace: Trace,
   const { config, clock, random } = ctx;
   const nowMs = clock.now();
   if (config.powDifficulty > 0 && takeTicket) trace.proof = readCookieValues(request.headers.get('cookie'), powCookieName(config))[0];
-  if (config.challengeProvider !== 'none' && takeTicket) trace.challenge = readCookieValues(request.headers.get('cookie'), challengeCookieName(config))[0];
+  if (config.challengeProvider !== 'none' && takeTicket) {
+    trace.challenge = readCookieValues(request.headers.get('cookie'), challengeCookieName(config))[0];
+    trace.host = new URL(request.url).hostname;
+  }
   const token = await readToken(ctx, request, nowMs, trace);
   if (token?.k === 'a') return accessVisit(ctx, trace, token, nowMs, takeTicket);
   if (token?.x === 1) {

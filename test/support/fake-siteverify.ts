@@ -7,7 +7,10 @@
  * - `expired-…` is `timeout-or-duplicate` at once; anything else is `invalid-input-response`;
  * - a secret other than `secret` is `invalid-input-secret`;
  * - `mode`: `ok`, `down` (503), `slow` (answers after `slowMs`), `garbage` (200, not JSON),
- *   `internal` (the provider's own `internal-error`).
+ *   `internal` (the provider's own `internal-error`), `canned` (whatever `canned` says, for the
+ *   answers a provider gives rarely: a 4xx, a mix of error codes);
+ * - a passed token is answered with `hostname` when it is set (the host the widget ran on, as the
+ *   real providers report it), without one when it is not.
  * `GET /api.js` is a widget script: it finds the elements with a site key and, after a moment,
  * calls each one's `data-callback` with a new `pass-…` token, as a widget does once the person passes.
  */
@@ -26,8 +29,12 @@ export interface FakeProvider {
   readonly verifyUrl: string;
   readonly scriptUrl: string;
   readonly calls: SiteverifyCall[];
-  mode: 'ok' | 'down' | 'slow' | 'garbage' | 'internal';
+  mode: 'ok' | 'down' | 'slow' | 'garbage' | 'internal' | 'canned';
   slowMs: number;
+  /** The answer in mode `canned`. */
+  canned: { status: number; body: string };
+  /** The host a passed token was solved on, as the provider reports it; undefined: not reported. */
+  hostname: string | undefined;
   /** The widget script's requests. */
   scriptLoads: number;
   close(): Promise<void>;
@@ -57,6 +64,8 @@ export async function startFakeProvider(): Promise<FakeProvider> {
     calls: [] as SiteverifyCall[],
     mode: 'ok' as FakeProvider['mode'],
     slowMs: 5_000,
+    canned: { status: 200, body: '{"success":false,"error-codes":[]}' },
+    hostname: undefined as string | undefined,
     scriptLoads: 0,
   };
   const answer = (res: ServerResponse, status: number, body: string, type = 'application/json') => {
@@ -71,7 +80,7 @@ export async function startFakeProvider(): Promise<FakeProvider> {
     if (!token.startsWith('pass-')) return { success: false, 'error-codes': ['invalid-input-response'] };
     if (seen.has(token)) return { success: false, 'error-codes': ['timeout-or-duplicate'] };
     seen.add(token);
-    return { success: true, challenge_ts: new Date().toISOString(), hostname: 'localhost', 'error-codes': [] };
+    return { success: true, challenge_ts: new Date().toISOString(), ...(provider.hostname !== undefined && { hostname: provider.hostname }), 'error-codes': [] };
   };
   const sockets = new Set<import('node:net').Socket>();
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -93,6 +102,8 @@ export async function startFakeProvider(): Promise<FakeProvider> {
           return answer(res, 200, '<html>maintenance</html>', 'text/html');
         case 'internal':
           return answer(res, 200, JSON.stringify({ success: false, 'error-codes': ['internal-error'] }));
+        case 'canned':
+          return answer(res, provider.canned.status, provider.canned.body);
         case 'slow': {
           const timer = setTimeout(() => answer(res, 200, JSON.stringify(verdict(fields))), provider.slowMs);
           res.on('close', () => clearTimeout(timer));
