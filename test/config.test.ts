@@ -206,9 +206,32 @@ describe('parseSecrets', () => {
     }
   });
 
+  it('refuses placeholders, passphrases where a key is expected, and an admin password anyone would try first, naming the secret and never the value', () => {
+    const cases: [string, Record<string, string>, string, RegExp][] = [
+      ['an admin password of a common word and digits', { admin_password: 'password1234' }, 'admin_password', /first passwords anyone tries/],
+      ['an admin password of a common word and symbols', { admin_password: 'Admin!2024#@' }, 'admin_password', /first passwords anyone tries/],
+      ['an admin password of one character', { admin_password: 'aaaaaaaaaaaa' }, 'admin_password', /different characters/],
+      ['an admin password left as the template says', { admin_password: '<your admin password>' }, 'admin_password', /placeholder/],
+      ['an admin password to change', { admin_password: 'Changeme-2026!' }, 'admin_password', /placeholder/],
+      ['an API token to replace', { admin_api_token: 'REPLACE-with-a-random-token-0123' }, 'admin_api_token', /placeholder/],
+      ['an API token of words', { admin_api_token: 'correct horse battery staple origin' }, 'admin_api_token', /made of words/],
+      ['a signing key of words', { signing_keys: 'k1:correct-horse-battery-staple-signing-key' }, 'signing_keys', /made of words/],
+      ['a signing key placeholder', { signing_keys: 'k1:<at least 32 random characters go here>' }, 'signing_keys', /placeholder/],
+      ['an Upstash token placeholder', { upstash_token: '<UPSTASH_REDIS_REST_TOKEN>' }, 'upstash_token', /placeholder/],
+    ];
+    for (const [name, secrets, key, message] of cases) {
+      const problems = problemsOf(() => parseSecrets(source({ ...BASE_SECRETS, ...secrets })));
+      expect(problems.map((p) => p.key), name).toEqual([key]);
+      expect(problems[0]!.message, name).toMatch(message);
+      for (const value of Object.values(secrets)) expect(JSON.stringify(problems), name).not.toContain(value.split(':').pop()!);
+    }
+    // Long random values pass, and so does a strong password made of words with digits and symbols.
+    expect(() => parseSecrets(source({ ...BASE_SECRETS, admin_password: 'Tulip-47-Orbit-Vane!' }))).not.toThrow();
+  });
+
   it('refuses an admin_api_token that is or contains the admin password, or is a signing key', () => {
     const cases: [string, Record<string, string>, RegExp][] = [
-      ['equal to the password', { admin_password: 'correct-horse-battery-staple', admin_api_token: 'correct-horse-battery-staple' }, /admin password/],
+      ['equal to the password', { admin_password: 'correct-horse-battery-staple-1987', admin_api_token: 'correct-horse-battery-staple-1987' }, /admin password/],
       ['containing the password', { admin_password: ADMIN_PASSWORD, admin_api_token: `${ADMIN_PASSWORD}-for-the-origin-0427` }, /admin password/],
       ['the password in other case', { admin_password: ADMIN_PASSWORD, admin_api_token: `X9${ADMIN_PASSWORD.toUpperCase()}-origin-api` }, /admin password/],
       ['equal to a signing key', { admin_api_token: KEY_1 }, /signing key/],

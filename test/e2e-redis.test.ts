@@ -5,13 +5,14 @@
  * through one is honoured by the other. Then Redis goes away, and no visitor sees a 5xx.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoOrigin } from '../src/node/demo-origin';
 import { freePort, type RunningServer } from '../src/node/host';
 import { PROJECT_ROOT } from './support/compute-host';
 import { reachedOrigin } from './support/e2e-scenarios';
-import { API_TOKEN } from './support/fixtures';
+import { ADMIN_PASSWORD, API_TOKEN, KEY_1 } from './support/fixtures';
 import { startRedisServer, type RedisServer } from './support/redis-server';
 import { HttpVisitor } from './support/stack';
 
@@ -76,6 +77,9 @@ beforeAll(async () => {
     WR_STORE: 'redis',
     REDIS_URL: redis.url,
     ORIGIN_URL: origin.url,
+    // A deployment: secrets from the environment alone (devconfig.json's development values are refused).
+    WR_SIGNING_KEYS: `k1:${KEY_1}`,
+    WR_ADMIN_PASSWORD: ADMIN_PASSWORD,
     WR_ADMIN_API_TOKEN: API_TOKEN,
     // Decisions straight from the store on every request: no per-host cache hiding the other host's writes.
     WR_STATE_CACHE_SECONDS: '0',
@@ -92,9 +96,40 @@ afterAll(async () => {
 });
 
 describe('two Node hosts on one Redis (WR_STORE=redis)', () => {
-  it('say so at start', () => {
+  it('say so at start, with where the secrets come from and none of their values', () => {
     expect(a.output()).toContain(`Redis store at ${redis.url}`);
+    expect(a.output()).toContain('Secrets:   from the environment only');
+    expect(a.output()).toContain('password from environment variable WR_ADMIN_PASSWORD');
+    expect(a.output()).toContain('token from environment variable WR_ADMIN_API_TOKEN');
+    for (const secret of [ADMIN_PASSWORD, API_TOKEN, KEY_1]) expect(a.output()).not.toContain(secret);
   });
+
+  it('refuse to start on the published development secrets, or without a key ring, naming each variable', async () => {
+    const run = (env: Record<string, string>) => {
+      const base = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WR_') && name !== 'REDIS_URL' && name !== 'HOST'));
+      return spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'bin/node-host.mjs')], { cwd: PROJECT_ROOT, env: { ...base, PORT: '0', ORIGIN_URL: origin.url, WR_STORE: 'redis', REDIS_URL: redis.url, ...env }, encoding: 'utf8', timeout: 30_000 });
+    };
+    const none = run({});
+    expect(none.status).toBe(1);
+    expect(none.stderr).toMatch(/signing_keys \(environment variable WR_SIGNING_KEYS, not set\): is required/);
+    const dev = JSON.parse(readFileSync(resolve(PROJECT_ROOT, 'devconfig.json'), 'utf8')) as { dev_secrets: Record<string, string> };
+    const published = run({ WR_SIGNING_KEYS: dev.dev_secrets['signing_keys']!, WR_ADMIN_PASSWORD: dev.dev_secrets['admin_password']! });
+    expect(published.status).toBe(1);
+    expect(published.stderr).toContain('environment variable WR_SIGNING_KEYS: is the development value published in devconfig.json');
+    expect(published.stderr).toContain('environment variable WR_ADMIN_PASSWORD: is the development value published in devconfig.json');
+    const weak = run({ WR_SIGNING_KEYS: `k1:${KEY_1}`, WR_ADMIN_PASSWORD: 'password1234' });
+    expect(weak.status).toBe(1);
+    expect(weak.stderr).toMatch(/admin_password \(environment variable WR_ADMIN_PASSWORD\): is among the first passwords anyone tries/);
+    // The same on every interface with the demo's memory store: listening beyond loopback is a deployment.
+    const exposed = spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'bin/node-host.mjs')], {
+      cwd: PROJECT_ROOT,
+      env: { ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WR_') && name !== 'REDIS_URL')), PORT: '0', ORIGIN_URL: origin.url, HOST: '0.0.0.0' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(exposed.status).toBe(1);
+    expect(exposed.stderr).toContain('WR_SIGNING_KEYS, not set');
+  }, 90_000);
 
   it('hand out unique tickets across both hosts, and an admission through one lets visitors in through the other', async () => {
     // A load balancer sends each visitor's first request to either host.

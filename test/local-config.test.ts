@@ -4,7 +4,7 @@
  * a value it does not take. Each problem says where the name came from and, when one is close,
  * the spelling that was probably meant.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -36,7 +36,50 @@ describe('readLocalConfig', () => {
   it('finds nothing wrong in the shipped devconfig.json', () => {
     const local = readLocalConfig(fileURLToPath(new URL('../devconfig.json', import.meta.url)), {});
     expect(local.problems).toEqual([]);
-    expect(local.host).toEqual({ store: 'memory', templatesDir: undefined });
+    expect(local.host).toEqual({ store: 'memory', templatesDir: undefined, bind: '127.0.0.1', deployment: false });
+  });
+
+  it('takes a deployment (another store, or HOST off loopback) for one: secrets from the environment alone, the published development values refused by name', () => {
+    const shipped = fileURLToPath(new URL('../devconfig.json', import.meta.url));
+    const dev = (JSON.parse(readFileSync(shipped, 'utf8')) as { dev_secrets: Record<string, string> }).dev_secrets;
+    const redisEnv = { WR_STORE: 'redis', REDIS_URL: 'redis://127.0.0.1:6390' };
+    const deployed = readLocalConfig(shipped, redisEnv);
+    expect(deployed.host).toMatchObject({ deployment: true, bind: '127.0.0.1' });
+    // devconfig.json's development values are not read at all: a missing key ring is named by its variable.
+    expect(deployed.secrets('signing_keys')).toBeUndefined();
+    expect(deployed.secrets('admin_password')).toBeUndefined();
+    expect(deployed.describe('signing_keys')).toBe('environment variable WR_SIGNING_KEYS, not set');
+    // ...nor taken through the environment: by equality, or by the marker every published one carries.
+    const refused = readLocalConfig(shipped, { ...redisEnv, WR_SIGNING_KEYS: dev['signing_keys']!, WR_ADMIN_PASSWORD: dev['admin_password']!, WR_ADMIN_API_TOKEN: 'an-old-dev-only-origin-token-5150' });
+    expect(refused.problems.map((p) => p.key)).toEqual(['environment variable WR_SIGNING_KEYS', 'environment variable WR_ADMIN_PASSWORD', 'environment variable WR_ADMIN_API_TOKEN']);
+    for (const problem of refused.problems) {
+      expect(problem.message).toMatch(/development value published in devconfig.json/);
+      for (const value of Object.values(dev)) expect(problem.message).not.toContain(value);
+    }
+    // Values of one's own pass; the demo still runs on the development values.
+    expect(readLocalConfig(shipped, { ...redisEnv, WR_SIGNING_KEYS: `k1:${'7Hq2'.repeat(10)}x` }).problems).toEqual([]);
+    expect(readLocalConfig(shipped, {}).secrets('admin_password')).toBe(dev['admin_password']);
+    // HOST: off loopback is a deployment even with the memory store; loopback is not; a name is refused.
+    expect(readLocalConfig(shipped, { HOST: '0.0.0.0' }).host).toMatchObject({ bind: '0.0.0.0', deployment: true });
+    expect(readLocalConfig(shipped, { HOST: '::1' }).host).toMatchObject({ bind: '::1', deployment: false });
+    expect(readLocalConfig(shipped, { HOST: 'my-laptop' }).problems).toEqual([
+      { key: 'environment variable HOST', message: 'must be the IP address to listen on (127.0.0.1, 0.0.0.0 or :: for every interface, or one of this machine\'s), got "my-laptop"' },
+    ]);
+  });
+
+  it('refuses, in a deployment, a Redis without a password on another machine unless the operator vouches for the network', () => {
+    const shipped = fileURLToPath(new URL('../devconfig.json', import.meta.url));
+    const secrets = { WR_SIGNING_KEYS: `k1:${'7Hq2'.repeat(10)}x` };
+    const open = readLocalConfig(shipped, { ...secrets, WR_STORE: 'redis', REDIS_URL: 'redis://10.0.4.7:6379' });
+    expect(open.problems).toEqual([
+      {
+        key: 'environment variable REDIS_URL',
+        message: 'names 10.0.4.7:6379 without a password: give it one (redis://:PASSWORD@host:port, or rediss:// for TLS) or, on a private network you trust, set WR_REDIS_ALLOW_NO_AUTH=true',
+      },
+    ]);
+    expect(readLocalConfig(shipped, { ...secrets, WR_STORE: 'redis', REDIS_URL: 'redis://10.0.4.7:6379', WR_REDIS_ALLOW_NO_AUTH: 'true' }).problems).toEqual([]);
+    expect(readLocalConfig(shipped, { ...secrets, WR_STORE: 'redis', REDIS_URL: 'rediss://default:s3cret-Value@db.example.net:6380' }).problems).toEqual([]);
+    expect(readLocalConfig(shipped, { ...secrets, WR_STORE: 'redis', REDIS_URL: 'redis://127.0.0.1:6379' }).problems).toEqual([]);
   });
 
   it('refuses a misspelt WR_ variable, naming it and the setting it was meant to be', () => {
@@ -71,7 +114,8 @@ describe('readLocalConfig', () => {
   });
 
   it('takes WR_STORE=redis only with a valid REDIS_URL: one server, or a cluster (several nodes, or WR_REDIS_CLUSTER=true)', () => {
-    const problemsOf = (env: Record<string, string>) => readLocalConfig(devconfig(GOOD), { WR_STORE: 'redis', ...env }).problems;
+    // A private network's Redis without a password: allowed here, refused by default (see the deployment test).
+    const problemsOf = (env: Record<string, string>) => readLocalConfig(devconfig(GOOD), { WR_STORE: 'redis', WR_REDIS_ALLOW_NO_AUTH: 'true', ...env }).problems;
     expect(problemsOf({})).toEqual([{ key: 'environment variable REDIS_URL', message: 'is required with WR_STORE=redis (e.g. redis://127.0.0.1:6379)' }]);
     expect(problemsOf({ REDIS_URL: 'localhost:6379' })).toEqual([
       { key: 'environment variable REDIS_URL', message: expect.stringMatching(/^is not a URL: "localhost:6379"|^must use redis:\/\/ or rediss:\/\//) },
@@ -82,7 +126,7 @@ describe('readLocalConfig', () => {
     expect(problemsOf({ REDIS_URL: 'redis://r:6379', WR_REDIS_CLUSTER: 'yes' })).toEqual([
       { key: 'environment variable WR_REDIS_CLUSTER', message: 'must be one of true, false, got "yes"' },
     ]);
-    const host = (env: Record<string, string>) => readLocalConfig(devconfig(GOOD), { WR_STORE: 'redis', ...env });
+    const host = (env: Record<string, string>) => readLocalConfig(devconfig(GOOD), { WR_STORE: 'redis', WR_REDIS_ALLOW_NO_AUTH: 'true', ...env });
     expect(host({ REDIS_URL: 'redis://r:6379' })).toMatchObject({ problems: [], host: { store: 'redis', redis: { urls: ['redis://r:6379'], cluster: false } } });
     expect(host({ REDIS_URL: 'redis://r:6379', WR_REDIS_CLUSTER: 'true' }).host.redis).toEqual({ urls: ['redis://r:6379'], cluster: true });
     expect(host({ REDIS_URL: 'redis://a:7000,redis://b:7001' }).host.redis).toEqual({ urls: ['redis://a:7000', 'redis://b:7001'], cluster: true });

@@ -9,7 +9,7 @@ import { parseCidrList, type CidrRange } from './ip';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
 import { LOCALES, type Locale } from './i18n';
 import type { FailureWindow } from './ports';
-import { parseKeyRing, parseKeyRingEntries, secretWeakness, type KeyRing } from './tokens';
+import { parseKeyRing, parseKeyRingEntries, passphraseWeakness, placeholderWeakness, secretWeakness, SECRET_RULE, type KeyRing } from './tokens';
 
 /** Reads one raw setting; `undefined` when it is not set. */
 export type SettingSource = (key: string) => string | undefined;
@@ -990,14 +990,17 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
     }
   }
   const adminPassword = r.raw('admin_password');
+  const passwordWeak = adminPassword === undefined ? undefined : passwordWeakness(adminPassword);
   if (adminPassword !== undefined && adminPassword.length < 12) {
     r.problems.push({ key: 'admin_password', message: 'must be at least 12 characters' });
+  } else if (passwordWeak !== undefined) {
+    r.problems.push({ key: 'admin_password', message: passwordWeak });
   } else if (adminPassword !== undefined && signingSecrets.some((secret) => overlaps(secret, adminPassword))) {
     r.problems.push({ key: 'admin_password', message: 'must not be, or be part of, a signing key: whoever knows one would know both' });
   }
   const adminApiToken = r.raw('admin_api_token');
   if (adminApiToken !== undefined) {
-    const weakness = secretWeakness(adminApiToken);
+    const weakness = placeholderWeakness(adminApiToken) ?? secretWeakness(adminApiToken) ?? passphraseWeakness(adminApiToken);
     if (adminApiToken.length < 24) {
       r.problems.push({ key: 'admin_api_token', message: 'must be at least 24 characters' });
     } else if (weakness !== undefined) {
@@ -1007,6 +1010,13 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
     } else if (signingSecrets.some((secret) => overlaps(adminApiToken, secret))) {
       r.problems.push({ key: 'admin_api_token', message: 'must not be, or contain, a signing key: the origin holds this token, and a signing key mints cookies' });
     }
+  }
+  // Secrets that come from a provider (Upstash, the challenge provider) are theirs to make random;
+  // a template's placeholder left in place is ours to catch.
+  for (const key of ['upstash_token', 'challenge_secret'] as const) {
+    const value = r.raw(key);
+    const placeholder = value === undefined ? undefined : placeholderWeakness(value);
+    if (placeholder !== undefined) r.problems.push({ key, message: placeholder });
   }
   if (r.problems.length > 0 || keyRing === undefined) throw new ConfigError(r.problems);
   const challengeSecret = r.raw('challenge_secret');
@@ -1064,6 +1074,27 @@ export function parseSecretsOnDemand(source: SettingSource, readLater?: (key: st
     challengeSecret: async () => (readLater === undefined ? r.raw('challenge_secret') : readLater('challenge_secret')),
     admissionKeys: async () => (readLater === undefined ? r.raw('admission_keys') : readLater('admission_keys')),
   });
+}
+
+/**
+ * The first words of the passwords people pick first, by what is left of them once digits and
+ * symbols are taken out: `password1234`, `Admin!2024`, `qwerty-123456` all reduce to one of these.
+ */
+const GUESSED_FIRST = new Set(['password', 'passw', 'passwort', 'motdepasse', 'admin', 'administrator', 'root', 'letmein', 'welcome', 'qwerty', 'qwertz', 'azerty', 'asdf', 'asdfgh', 'abc', 'abcdef', 'secret', 'changeme', 'default', 'login', 'master', 'iloveyou', 'monkey', 'dragon', 'football', 'sunshine', 'test', 'guest', 'user', 'waitingroom']);
+
+/**
+ * Why an admin password would fall to a guess (or undefined): a placeholder, the diversity rule of
+ * the API token (`aaaaaaaaaaaa`, `abcabcabcabc`), or one of the first passwords people try with
+ * digits or symbols added (`password1234`). Never names the value.
+ */
+export function passwordWeakness(password: string): string | undefined {
+  const placeholder = placeholderWeakness(password);
+  if (placeholder !== undefined) return placeholder;
+  const weakness = secretWeakness(password);
+  if (weakness !== undefined) return weakness;
+  const letters = password.toLowerCase().replace(/[^a-z]/g, '');
+  if (GUESSED_FIRST.has(letters)) return `is among the first passwords anyone tries, with digits or symbols added; use ${SECRET_RULE}`;
+  return undefined;
 }
 
 /** Whether one secret is, or contains, the other (compared without case: `Secret` hides nothing from `secret`). */

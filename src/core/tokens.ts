@@ -125,6 +125,26 @@ export function secretWeakness(secret: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Why a value is a stand-in for a secret rather than one (a template's `<your key>`, `changeme`,
+ * `replace-me`, `placeholder`), or undefined. Never names the value.
+ */
+export function placeholderWeakness(secret: string): string | undefined {
+  if (/<[^<>]*>/.test(secret) || /change[\s_.-]*me|replace|placeholder/i.test(secret)) {
+    return 'is a placeholder, not a secret: put your own random value there';
+  }
+  return undefined;
+}
+
+/**
+ * Why a value is a passphrase where a key is expected (only letters and separators: `correct horse
+ * battery staple`, `my-long-signing-key`), or undefined: words are guessed far faster than their
+ * length suggests. A random key has digits or symbols among its letters.
+ */
+export function passphraseWeakness(secret: string): string | undefined {
+  return /^[A-Za-z\s._-]+$/.test(secret) ? `is made of words, where a random key is expected; a key needs ${SECRET_RULE}, and digits or symbols among its letters` : undefined;
+}
+
 export interface KeyRingEntry {
   readonly kid: string;
   readonly secret: string;
@@ -151,7 +171,7 @@ export function parseKeyRingEntries(text: string): KeyRingEntry[] {
     if (new TextEncoder().encode(secret).length < MIN_SECRET_BYTES) {
       throw new KeyRingError(`entry ${index + 1} (${kid}): secret must be at least ${MIN_SECRET_BYTES} bytes, with ${SECRET_RULE}`);
     }
-    const weakness = secretWeakness(secret);
+    const weakness = placeholderWeakness(secret) ?? secretWeakness(secret) ?? passphraseWeakness(secret);
     if (weakness !== undefined) throw new KeyRingError(`entry ${index + 1} (${kid}): secret ${weakness}`);
     if (seen.has(kid)) throw new KeyRingError(`entry ${index + 1}: key id ${kid} appears twice`);
     seen.add(kid);

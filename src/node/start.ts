@@ -15,8 +15,12 @@
  * requests without the signed admission), CLIENT_COUNTRY_HEADER (the header a proxy in front sets
  * to the client's country, for queues chosen by country; none by default),
  * ORIGIN_FIRST_BYTE_TIMEOUT_MS and ORIGIN_BETWEEN_BYTES_TIMEOUT_MS (how long the origin may take:
- * 15000 and 10000 by default, Fastly's backend defaults), and WR_<KEY> to
- * override any setting of devconfig.json.
+ * 15000 and 10000 by default, Fastly's backend defaults), HOST (the address to listen on:
+ * 127.0.0.1 by default), and WR_<KEY> to override any setting or secret of devconfig.json.
+ *
+ * Anything but the demo (another store, or HOST off loopback) is a deployment: its secrets come
+ * from the environment alone (WR_SIGNING_KEYS, WR_ADMIN_PASSWORD, …), the published development
+ * values and weak ones are refused, naming each variable (see readLocalConfig).
  */
 import { existsSync, watchFile } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -47,7 +51,10 @@ function findProjectFile(name: string): string {
 const COMMAND = 'npm start';
 
 async function main(): Promise<void> {
-  const hostPort = readPort(COMMAND, 'host');
+  const configPath = findProjectFile('devconfig.json');
+  // The store and the bind address are chosen once at start (WR_STORE, HOST); a reload changes settings, not these.
+  const hostOptions = readLocalConfig(configPath).host;
+  const hostPort = { ...readPort(COMMAND, 'host'), ...(hostOptions.bind !== '127.0.0.1' && { host: hostOptions.bind }) };
   const originPort = process.env['ORIGIN_URL'] === undefined ? readPort(COMMAND, 'origin') : undefined;
   if (originPort === undefined && process.env['WR_ORIGIN_PORT']) process.stderr.write('note: WR_ORIGIN_PORT is ignored: ORIGIN_URL replaces the demo origin\n');
   // Both ports before either listens: a taken one stops the start with nothing left running.
@@ -81,9 +88,6 @@ async function main(): Promise<void> {
   const authLimiter = new MemoryFailureLimiter(systemClock);
   const ticketLimiter = new MemoryFailureLimiter(systemClock);
   const originMeter = new MemoryOriginMeter(systemClock);
-  const configPath = findProjectFile('devconfig.json');
-  // The store is chosen once at start (WR_STORE); a reload changes settings, not the store.
-  const hostOptions = readLocalConfig(configPath).host;
   const useUpstash = hostOptions.store === 'upstash';
   // WR_STORE=redis: one connection for the life of the process (reloads keep it), made with the
   // store timeout and retries of the first valid settings: changing those needs a restart.
@@ -99,9 +103,11 @@ async function main(): Promise<void> {
     return createRedisQueueStore({ redis: redisConnection });
   };
   let describe: (key: string) => string | undefined = () => undefined;
+  let secretValue: (key: string) => string | undefined = () => undefined;
   const build = () => {
     const local = readLocalConfig(configPath);
     describe = local.describe;
+    secretValue = local.secrets;
     return buildWaitingRoom({
       settings: local.settings,
       secrets: local.secrets,
@@ -166,16 +172,27 @@ async function main(): Promise<void> {
   }
   jwksPath = `${room.config.pathPrefix}.well-known/jwks.json`;
   audience = room.config.admissionAudience;
-  const host = await listenOn(COMMAND, hostPort, (p) => startHost((request, client) => current(request, client), { port: p, countryHeader: country.header }));
+  const host = await listenOn(COMMAND, hostPort, (p) => startHost((request, client) => current(request, client), { port: p, host: hostOptions.bind, countryHeader: country.header }));
   port = host.port;
   const prefix = room.config.pathPrefix;
+  // Where each secret comes from, never a production value; the demo's development values are
+  // printed, since they are published anyway and the demo is for trying the room.
+  const secretLine = (key: 'admin_password' | 'admin_api_token'): string => {
+    const from = describe(key) ?? 'not set';
+    if (hostOptions.deployment) return `from ${from}`;
+    const value = secretValue(key);
+    return from.includes('dev_secrets') && value !== undefined ? `${JSON.stringify(value)} (a development value, from ${from})` : `from ${from}`;
+  };
   process.stderr.write(
     [
       '',
       `Waiting room (${storeLabel(hostOptions, room.config.upstashUrl)}) in front of ${originUrl}${origin === undefined ? ' (ORIGIN_URL)' : ` (the demo origin; ${originPort!.variable} moves it)`}`,
       `  Visitors:  ${host.url}/   (${hostPort.variable} moves it)`,
-      `  Admin:     ${host.url}${prefix}admin   user "${room.config.adminUser}", password: dev_secrets.admin_password in devconfig.json`,
-      `  Origin API: curl -X POST -H "Authorization: Bearer <dev_secrets.admin_api_token>" "${host.url}${prefix}api/admit?count=5"`,
+      hostOptions.deployment
+        ? '  Secrets:   from the environment only (a deployment: not the in-memory demo on loopback)'
+        : '  Secrets:   development values from devconfig.json (the zero-configuration demo; a deployment takes them from the environment)',
+      `  Admin:     ${host.url}${prefix}admin   user "${room.config.adminUser}", password ${secretLine('admin_password')}`,
+      `  Origin API: curl -X POST -H "Authorization: Bearer <admin_api_token>" "${host.url}${prefix}api/admit?count=5"   token ${secretLine('admin_api_token')}`,
       ...(protect === undefined ? [] : [`  Origin:    protected: 403 without the signed admission (keys at ${host.url}${jwksPath})`]),
       '  Request log lines (JSON) follow on stdout. Ctrl-C stops.',
       '',

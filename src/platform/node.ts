@@ -11,6 +11,7 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { CONFIG_KEYS, SECRET_KEYS, unknownNameProblem, type ConfigProblem, type SettingSource } from '../core/config';
 import { originTarget } from '../core/http';
+import { parseIp } from '../core/ip';
 import type { Clock, Logger, Origin, RequestLog, SiteVerifier, TemplateSource } from '../core/ports';
 import { parseRedisUrls, type RedisTarget } from '../store/redis-store';
 import { createUpstashClientOptions, type UpstashClientOptions } from '../store/upstash-store';
@@ -191,6 +192,8 @@ export const HOST_ENV = {
   WR_STORE: ['memory', 'upstash', 'redis'],
   /** With WR_STORE=redis: REDIS_URL is a Redis Cluster even when it names one node (its configuration endpoint). */
   WR_REDIS_CLUSTER: ['true', 'false'],
+  /** A deployment may use a Redis without a password on another machine (a private network the operator vouches for). */
+  WR_REDIS_ALLOW_NO_AUTH: ['true', 'false'],
   /** A directory of template overrides, named as the KV Store keys are. */
   WR_TEMPLATES_DIR: undefined,
   /** `npm start`'s demo origin refuses (403) requests without the waiting room's signed admission. */
@@ -212,7 +215,41 @@ export interface HostOptions {
   /** With store `redis`: where (REDIS_URL, WR_REDIS_CLUSTER); undefined otherwise or when REDIS_URL is not valid. */
   readonly redis: RedisTarget | undefined;
   readonly templatesDir: string | undefined;
+  /** The address the waiting room listens on (HOST): 127.0.0.1 unless set. */
+  readonly bind: string;
+  /**
+   * Anything but the zero-configuration demo (the memory store, listening on loopback only): a
+   * deployment. Its secrets come from the environment alone, never from devconfig.json's published
+   * development values, and each is checked as a production secret (see readLocalConfig).
+   */
+  readonly deployment: boolean;
 }
+
+/**
+ * Not WR_ names: what a process manager or a platform sets. HOST: the address to listen on (an IP
+ * address; 0.0.0.0 or :: for every interface). WR_REDIS_ALLOW_NO_AUTH=true lets a deployment use a
+ * Redis without credentials on another machine (a private network the operator vouches for).
+ */
+export const BIND_ENV = 'HOST';
+
+/** Whether `host` (an address, or `localhost`) is this machine only. */
+export function isLoopbackHost(host: string): boolean {
+  const bare = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return bare === 'localhost' || bare === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare) || bare === '::ffff:127.0.0.1';
+}
+
+/** The marker every development value published with the project carries (devconfig.json). */
+const PUBLISHED_DEV_VALUE = /dev[-_ ]?only/i;
+
+/** How to make a secret of each kind, for the refusal that asks for one. */
+const MAKE_SECRET: Record<(typeof SECRET_KEYS)[number], string> = {
+  signing_keys: 'e.g. k1:$(openssl rand -base64 32)',
+  admin_password: 'e.g. $(openssl rand -base64 18)',
+  admin_api_token: 'e.g. $(openssl rand -base64 32)',
+  upstash_token: "your database's REST token",
+  challenge_secret: "your challenge provider's secret key",
+  admission_keys: '`npm run keys` makes one',
+};
 
 /** Not a WR_ name: the variable most Redis hosting sets. One URL, or a cluster's nodes separated by commas. */
 export const REDIS_URL_ENV = 'REDIS_URL';
@@ -303,13 +340,33 @@ export function readLocalConfig(path: string, env: NodeJS.ProcessEnv = process.e
     }
     problems.push(unknownNameProblem(`environment variable ${name}`, name, [...knownEnv, ...hostNames]));
   }
-  const lookup = (values: Record<string, unknown>) => (key: string) => {
+  const store = env['WR_STORE'] === 'upstash' || env['WR_STORE'] === 'redis' ? env['WR_STORE'] : 'memory';
+  const bind = (env[BIND_ENV] ?? '').trim() === '' ? '127.0.0.1' : env[BIND_ENV]!.trim();
+  if (bind !== 'localhost' && parseIp(bind.replace(/^\[|\]$/g, '')) === undefined) {
+    problems.push({ key: `environment variable ${BIND_ENV}`, message: `must be the IP address to listen on (127.0.0.1, 0.0.0.0 or :: for every interface, or one of this machine's), got ${JSON.stringify(bind)}` });
+  }
+  const deployment = store !== 'memory' || !isLoopbackHost(bind);
+  const lookup = (values: Record<string, unknown>, fromFile = true) => (key: string) => {
     const fromEnv = env[envName(key)];
     if (fromEnv !== undefined) return fromEnv;
+    if (!fromFile) return undefined;
     const value = values[key];
     return typeof value === 'string' ? value : value === undefined ? undefined : String(value);
   };
-  const store = env['WR_STORE'] === 'upstash' || env['WR_STORE'] === 'redis' ? env['WR_STORE'] : 'memory';
+  // A deployment takes its secrets from the environment alone: devconfig.json's dev_secrets are
+  // published with the project, so a host that fell back to them could be forged and entered by
+  // anyone. Values that are those development values, by the marker they carry or by equality, are
+  // refused too (`WR_SIGNING_KEYS=<the dev key>`), naming the variable and how to make a real one.
+  if (deployment) {
+    for (const key of SECRET_KEYS) {
+      const value = env[envName(key)];
+      if (value === undefined || value === '') continue;
+      const published = secrets[key];
+      if (PUBLISHED_DEV_VALUE.test(value) || (typeof published === 'string' && published !== '' && value === published)) {
+        problems.push({ key: `environment variable ${envName(key)}`, message: `is the development value published in devconfig.json, which anyone can read: set it to a secret of your own (${MAKE_SECRET[key]})` });
+      }
+    }
+  }
   let redis: RedisTarget | undefined;
   if (store === 'redis') {
     // REDIS_URL is read only with WR_STORE=redis: elsewhere it may well be set for something else.
@@ -317,10 +374,25 @@ export function readLocalConfig(path: string, env: NodeJS.ProcessEnv = process.e
     if (typeof urls === 'string') problems.push({ key: `environment variable ${REDIS_URL_ENV}`, message: urls });
     else redis = { urls, cluster: urls.length > 1 || env['WR_REDIS_CLUSTER'] === 'true' };
   }
+  // Whoever reaches a Redis without a password can move the cursor, flip the switches and mint VIP
+  // codes: a deployment uses one only on this machine, or when the operator says the network is theirs.
+  if (deployment && redis !== undefined && env['WR_REDIS_ALLOW_NO_AUTH'] !== 'true') {
+    for (const url of redis.urls) {
+      const parsed = new URL(url);
+      if (parsed.password === '' && !isLoopbackHost(parsed.hostname)) {
+        problems.push({
+          key: `environment variable ${REDIS_URL_ENV}`,
+          message: `names ${parsed.host} without a password: give it one (redis://:PASSWORD@host:port, or rediss:// for TLS) or, on a private network you trust, set WR_REDIS_ALLOW_NO_AUTH=true`,
+        });
+      }
+    }
+  }
   const host: HostOptions = {
     store,
     redis,
     templatesDir: env['WR_TEMPLATES_DIR'] === undefined || env['WR_TEMPLATES_DIR'] === '' ? undefined : resolve(env['WR_TEMPLATES_DIR']),
+    bind,
+    deployment,
   };
   if (host.templatesDir !== undefined && !isDirectory(host.templatesDir)) {
     problems.push({ key: 'environment variable WR_TEMPLATES_DIR', message: `is not a directory: ${host.templatesDir}` });
@@ -328,10 +400,11 @@ export function readLocalConfig(path: string, env: NodeJS.ProcessEnv = process.e
   const describe = (key: string): string | undefined => {
     if (env[envName(key)] !== undefined) return `environment variable ${envName(key)}`;
     if (config[key] !== undefined) return `${file} key config.${key}`;
-    if (secrets[key] !== undefined) return `${file} key dev_secrets.${key}`;
+    if (secrets[key] !== undefined && !deployment) return `${file} key dev_secrets.${key}`;
+    if ((SECRET_KEYS as readonly string[]).includes(key)) return `environment variable ${envName(key)}, not set`;
     return undefined;
   };
-  return { settings: lookup(config), secrets: lookup(secrets), host, problems, describe };
+  return { settings: lookup(config), secrets: lookup(secrets, !deployment), host, problems, describe };
 }
 
 function isDirectory(path: string): boolean {
