@@ -29,7 +29,7 @@ import {
   defineAdaptiveScenario,
   ADMISSION_SETTINGS,
   POW_SETTINGS,
-  eventSettings,
+  startBeforeEvent,
   PATH_SETTINGS,
   TEMPLATE_SETTINGS,
   TEMPLATES,
@@ -107,9 +107,7 @@ describe('Node host with a scheduled event', () => {
   let event: Stack;
   let startMs = 0;
   beforeAll(async () => {
-    const setup = eventSettings(4000);
-    startMs = setup.startMs;
-    event = await startNodeStack(setup.settings);
+    ({ stack: event, startMs } = await startBeforeEvent(startNodeStack, 4000));
   });
   afterAll(async () => {
     await event?.close();
