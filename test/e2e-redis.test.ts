@@ -5,8 +5,9 @@
  * through one is honoured by the other. Then Redis goes away, and no visitor sees a 5xx.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoOrigin } from '../src/node/demo-origin';
 import { freePort, type RunningServer } from '../src/node/host';
@@ -93,6 +94,63 @@ afterAll(async () => {
   await Promise.allSettled([stopNodeHost(a), stopNodeHost(b)]);
   await origin?.close();
   await redis?.stop();
+});
+
+/**
+ * A redis-server that speaks only TLS, with a password, on a free port: its certificate is for
+ * 127.0.0.1, signed by a CA made here (`ca`, a PEM file the host is told to trust).
+ */
+async function startTlsRedis(dir: string): Promise<{ port: number; ca: string; stop(): void }> {
+  const ssl = (args: string[]) => {
+    const made = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
+    if (made.status !== 0) throw new Error(`openssl ${args[0]} failed: ${made.stderr}`);
+  };
+  ssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1', '-subj', '/CN=waiting-room test CA']);
+  ssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=127.0.0.1']);
+  writeFileSync(join(dir, 'san.cnf'), 'subjectAltName=IP:127.0.0.1\n');
+  ssl(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.pem', '-days', '1', '-extfile', 'san.cnf']);
+  const port = await freePort();
+  const child = spawn('redis-server', ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--tls-cert-file', join(dir, 'server.pem'), '--tls-key-file', join(dir, 'server.key'), '--tls-ca-cert-file', join(dir, 'ca.pem'), '--tls-auth-clients', 'no', '--requirepass', 'tls-test-Pass-8812', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  await new Promise<void>((ready, fail) => {
+    const timer = setTimeout(() => fail(new Error(`TLS redis-server did not start:\n${log}`)), 15_000);
+    child.stdout!.on('data', (chunk: Buffer) => {
+      log += chunk.toString('utf8');
+      if (log.includes('Ready to accept connections')) {
+        clearTimeout(timer);
+        ready();
+      }
+    });
+    child.once('exit', (code) => fail(new Error(`TLS redis-server exited ${String(code)}:\n${log}`)));
+  });
+  return { port, ca: join(dir, 'ca.pem'), stop: () => child.kill('SIGKILL') };
+}
+
+describe('a Node host on a Redis that speaks TLS (rediss://), with a password', () => {
+  it('takes tickets through it, trusting the CA it is told to', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'wr-tls-redis-'));
+    const tls = await startTlsRedis(dir);
+    let host: NodeHost | undefined;
+    try {
+      host = await startNodeHost({
+        WR_STORE: 'redis',
+        REDIS_URL: `rediss://:tls-test-Pass-8812@127.0.0.1:${tls.port}`,
+        NODE_EXTRA_CA_CERTS: tls.ca,
+        ORIGIN_URL: origin.url,
+        WR_SIGNING_KEYS: `k1:${KEY_1}`,
+        WR_STATE_CACHE_SECONDS: '0',
+      });
+      expect(host.output()).toContain(`Redis store at rediss://127.0.0.1:${tls.port}`);
+      expect(host.output()).not.toContain('tls-test-Pass-8812');
+      const visitors = [new HttpVisitor(host.url), new HttpVisitor(host.url)];
+      for (const visitor of visitors) expect((await visitor.get('/')).status).toBe(200);
+      expect(visitors.map((v) => v.claims['t'])).toEqual([1, 2]);
+    } finally {
+      await stopNodeHost(host);
+      tls.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
 
 describe('two Node hosts on one Redis (WR_STORE=redis)', () => {
