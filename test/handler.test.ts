@@ -649,6 +649,28 @@ describe('admin page and APIs', () => {
     expect((await r.inner.peek('default')).cursor).toBe(0);
   });
 
+  it('refuses an empty or blank Idempotency-Key with a 400 that changes nothing: a retry must not admit twice', async () => {
+    // An empty key read as "no key" made each retry a new admit: the caller meant a key and lost it.
+    for (const key of ['', ' ', '\t', '   ']) {
+      for (const [path, body] of [['/__wr/api/admit?count=2', undefined], ['/__wr/api/admit', '{"count": 2}']] as const) {
+        const request = new Request(`${SITE}${path}`, { method: 'POST', body, headers: { authorization: `Bearer ${API_TOKEN}`, 'idempotency-key': key } });
+        const response = await r.handler(request, CLIENT);
+        expect(response.status, JSON.stringify(key)).toBe(400);
+        expect((await response.json()).error).toMatch(/Idempotency-Key is empty.*nothing changed/);
+      }
+    }
+    // The console's form field likewise: the page always fills it in, so an empty one is not the page's.
+    const csrf = await csrfToken();
+    for (const field of ['idempotency_key=', 'idempotency_key=%20%20']) {
+      const response = await r.handler(postForm(`csrf=${csrf}&count=2&${field}`), CLIENT);
+      expect(response.status, field).toBe(400);
+      expect((await response.json()).error).toMatch(/idempotency_key is empty/);
+    }
+    expect((await r.inner.peek('default')).cursor).toBe(0);
+    // Absent, it still means an admit without a key.
+    expect((await r.handler(new Request(`${SITE}/__wr/api/admit?count=2`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } }), CLIENT)).status).toBe(200);
+  });
+
   it('lets the origin admit with its bearer token, by query or JSON body', async () => {
     const post = (path: string, body?: string, token = API_TOKEN) =>
       r.handler(new Request(`${SITE}${path}`, { method: 'POST', body, headers: { authorization: `Bearer ${token}` } }), CLIENT);

@@ -606,7 +606,7 @@ async function formAdmit(request: Request, ctx: AdminContext): Promise<Response>
   if (!parsed.ok) return errorResponse(400, parsed.error);
   const keys = form.getAll('idempotency_key');
   if (keys.length > 1) return errorResponse(400, 'idempotency_key is given more than once');
-  const key = parseIdempotencyKey(keys[0]);
+  const key = parseIdempotencyKey(keys[0], 'idempotency_key');
   if (!key.ok) return errorResponse(400, key.error);
   const result = await admit(ctx, parsed.count, key.key);
   if (result instanceof Response) return result;
@@ -804,16 +804,23 @@ async function apiAdmit(request: Request, ctx: AdminContext): Promise<Response> 
   }
   const parsed = parseAdmitCount(value);
   if (!parsed.ok) return errorResponse(400, parsed.error);
-  const key = parseIdempotencyKey(request.headers.get('idempotency-key') ?? undefined);
+  const key = parseIdempotencyKey(request.headers.get('idempotency-key') ?? undefined, 'Idempotency-Key');
   if (!key.ok) return errorResponse(400, key.error);
   const result = await admit(ctx, parsed.count, key.key);
   if (result instanceof Response) return result;
   return jsonResponse(200, admitJson(result, ctx.config));
 }
 
-/** Reads an `Idempotency-Key` (header or form field): absent, or IDEMPOTENCY_KEY_PATTERN. */
-function parseIdempotencyKey(value: string | undefined): { ok: true; key: string | undefined } | { ok: false; error: string } {
-  if (value === undefined || value === '') return { ok: true, key: undefined };
+/**
+ * Reads an `Idempotency-Key` (header or form field, `name`): absent, or IDEMPOTENCY_KEY_PATTERN.
+ * Given but empty or blank is refused, not read as absent: the caller meant a key (a template or
+ * variable that came out empty), and without one each retry of a lost answer would admit again.
+ */
+function parseIdempotencyKey(value: string | undefined, name: string): { ok: true; key: string | undefined } | { ok: false; error: string } {
+  if (value === undefined) return { ok: true, key: undefined };
+  if (value.trim() === '') {
+    return { ok: false, error: `${name} is empty: send a key (1-64 of A-Z, a-z, 0-9, ".", "_", ":", "-"; a UUID will do) or leave it out; nothing changed` };
+  }
   if (!IDEMPOTENCY_KEY_PATTERN.test(value)) {
     return { ok: false, error: 'Idempotency-Key must be 1-64 of A-Z, a-z, 0-9, ".", "_", ":", "-" (a UUID will do); nothing changed' };
   }

@@ -321,6 +321,8 @@ export function defineEndToEnd(stack: () => Stack): void {
         ['admit, a 65-character Idempotency-Key', api('admit?count=1', undefined, { 'idempotency-key': 'k'.repeat(65) }), /Idempotency-Key/],
         ['admit, an Idempotency-Key with a space', api('admit?count=1', undefined, { 'idempotency-key': 'a b' }), /Idempotency-Key/],
         ['admit, two Idempotency-Keys', api('admit?count=1', undefined, { 'idempotency-key': 'a, b' }), /Idempotency-Key/],
+        // Sent but empty: each host must hand the header on as given, not drop it into "no key".
+        ['admit, an empty Idempotency-Key', api('admit?count=1', undefined, { 'idempotency-key': '' }), /Idempotency-Key is empty/],
         ['control, the switch twice', api('control', '{"switch": "hold", "switch": "normal"}'), /"switch" is given more than once/],
         ['control, paused twice', api('control', '{"paused": false, "paused": true}'), /"paused" is given more than once/],
         ['reset, confirm twice', api('reset', '{"confirm": "other", "confirm": "default"}'), /"confirm" is given more than once/],
