@@ -8,8 +8,10 @@ import { Readable, type Duplex } from 'node:stream';
 import { createGzip } from 'node:zlib';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import type { Handler } from '../core/handler';
+import type { CidrRange } from '../core/ip';
 import { errorResponse } from '../core/http';
 import { answerFor, HOP_BY_HOP, lazyWebBody, untouchedNodeBody } from '../platform/node';
+import { chooseClientAddress } from '../platform/trusted-proxies';
 import { requestUrl } from './request-target';
 
 export interface RunningServer {
@@ -157,6 +159,14 @@ export interface HostOptions {
    * writes itself.
    */
   readonly countryHeader?: string | undefined;
+  /**
+   * The proxies in front (TRUSTED_PROXIES): from a peer in these ranges, the client address is
+   * taken from X-Forwarded-For (see chooseClientAddress); from any other peer, and when this is
+   * empty, it is the socket's. Everything keyed on the client uses it: the ticket limit, the
+   * sign-in throttle, `bypass_ips`, the log.
+   * @default [] (none)
+   */
+  readonly trustedProxies?: readonly CidrRange[];
 }
 
 /** A header name as `CLIENT_COUNTRY_HEADER` may give it, lower case, or the problem with it. */
@@ -188,6 +198,7 @@ export function answerMalformedRequests(server: http.Server): void {
 
 export async function startHost(handler: Handler, options: HostOptions = {}): Promise<RunningServer> {
   const host = options.host ?? '127.0.0.1';
+  const trusted = options.trustedProxies ?? [];
   const server = http.createServer((req, res) => {
     // Nothing may throw out of a request listener: an uncaught error there ends the process.
     try {
@@ -200,7 +211,8 @@ export async function startHost(handler: Handler, options: HostOptions = {}): Pr
       answerFor(converted.request, res);
       // The Node host has no geolocation: a trusted proxy's header stands in for it, if named.
       const country = options.countryHeader === undefined ? undefined : req.headers[options.countryHeader];
-      handler(converted.request, { address: req.socket.remoteAddress, pop: options.pop ?? 'local', country: typeof country === 'string' && country !== '' ? country : undefined })
+      const address = trusted.length === 0 ? req.socket.remoteAddress : chooseClientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], trusted);
+      handler(converted.request, { address, pop: options.pop ?? 'local', country: typeof country === 'string' && country !== '' ? country : undefined })
         .catch((error: unknown) => {
           // The core turns store and origin failures into answers; reaching here is a bug.
           reportBug(error);

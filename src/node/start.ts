@@ -16,7 +16,8 @@
  * to the client's country, for queues chosen by country; none by default),
  * ORIGIN_FIRST_BYTE_TIMEOUT_MS and ORIGIN_BETWEEN_BYTES_TIMEOUT_MS (how long the origin may take:
  * 15000 and 10000 by default, Fastly's backend defaults), HOST (the address to listen on:
- * 127.0.0.1 by default), and WR_<KEY> to override any setting or secret of devconfig.json.
+ * 127.0.0.1 by default), TRUSTED_PROXIES (the addresses or CIDRs of the proxies in front whose
+ * X-Forwarded-For gives the client's address; none by default), and WR_<KEY> to override any setting or secret of devconfig.json.
  *
  * Anything but the demo (another store, or HOST off loopback) is a deployment: its secrets come
  * from the environment alone (WR_SIGNING_KEYS, WR_ADMIN_PASSWORD, …), the published development
@@ -172,7 +173,7 @@ async function main(): Promise<void> {
   }
   jwksPath = `${room.config.pathPrefix}.well-known/jwks.json`;
   audience = room.config.admissionAudience;
-  const host = await listenOn(COMMAND, hostPort, (p) => startHost((request, client) => current(request, client), { port: p, host: hostOptions.bind, countryHeader: country.header }));
+  const host = await listenOn(COMMAND, hostPort, (p) => startHost((request, client) => current(request, client), { port: p, host: hostOptions.bind, countryHeader: country.header, trustedProxies: hostOptions.trustedProxies }));
   port = host.port;
   const prefix = room.config.pathPrefix;
   // Where each secret comes from, never a production value; the demo's development values are
@@ -188,6 +189,7 @@ async function main(): Promise<void> {
       '',
       `Waiting room (${storeLabel(hostOptions, room.config.upstashUrl)}) in front of ${originUrl}${origin === undefined ? ' (ORIGIN_URL)' : ` (the demo origin; ${originPort!.variable} moves it)`}`,
       `  Visitors:  ${host.url}/   (${hostPort.variable} moves it)`,
+      ...(hostOptions.trustedProxies.length === 0 ? [] : [`  Proxies:   client addresses from X-Forwarded-For when the peer is ${hostOptions.trustedProxies.map((r) => r.source).join(', ')} (TRUSTED_PROXIES)`]),
       hostOptions.deployment
         ? '  Secrets:   from the environment only (a deployment: not the in-memory demo on loopback)'
         : '  Secrets:   development values from devconfig.json (the zero-configuration demo; a deployment takes them from the environment)',

@@ -11,9 +11,10 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { CONFIG_KEYS, SECRET_KEYS, unknownNameProblem, type ConfigProblem, type SettingSource } from '../core/config';
 import { originTarget } from '../core/http';
-import { parseIp } from '../core/ip';
+import { parseIp, type CidrRange } from '../core/ip';
 import type { Clock, Logger, Origin, RequestLog, SiteVerifier, TemplateSource } from '../core/ports';
 import { parseRedisUrls, type RedisTarget } from '../store/redis-store';
+import { parseTrustedProxies, TRUSTED_PROXIES_ENV } from './trusted-proxies';
 import { createUpstashClientOptions, type UpstashClientOptions } from '../store/upstash-store';
 
 /** Headers that describe one hop, not the message; a proxy must not pass them on. */
@@ -218,6 +219,12 @@ export interface HostOptions {
   /** The address the waiting room listens on (HOST): 127.0.0.1 unless set. */
   readonly bind: string;
   /**
+   * The proxies in front whose X-Forwarded-For is believed (TRUSTED_PROXIES): the client address
+   * is the right-most one they did not add (see chooseClientAddress). None unless set: the
+   * socket's address is the client's.
+   */
+  readonly trustedProxies: readonly CidrRange[];
+  /**
    * Anything but the zero-configuration demo (the memory store, listening on loopback only): a
    * deployment. Its secrets come from the environment alone, never from devconfig.json's published
    * development values, and each is checked as a production secret (see readLocalConfig).
@@ -346,6 +353,8 @@ export function readLocalConfig(path: string, env: NodeJS.ProcessEnv = process.e
     problems.push({ key: `environment variable ${BIND_ENV}`, message: `must be the IP address to listen on (127.0.0.1, 0.0.0.0 or :: for every interface, or one of this machine's), got ${JSON.stringify(bind)}` });
   }
   const deployment = store !== 'memory' || !isLoopbackHost(bind);
+  const proxies = parseTrustedProxies(env[TRUSTED_PROXIES_ENV]);
+  if (!proxies.ok) problems.push({ key: `environment variable ${TRUSTED_PROXIES_ENV}`, message: proxies.problem });
   const lookup = (values: Record<string, unknown>, fromFile = true) => (key: string) => {
     const fromEnv = env[envName(key)];
     if (fromEnv !== undefined) return fromEnv;
@@ -392,6 +401,7 @@ export function readLocalConfig(path: string, env: NodeJS.ProcessEnv = process.e
     redis,
     templatesDir: env['WR_TEMPLATES_DIR'] === undefined || env['WR_TEMPLATES_DIR'] === '' ? undefined : resolve(env['WR_TEMPLATES_DIR']),
     bind,
+    trustedProxies: proxies.ok ? proxies.ranges : [],
     deployment,
   };
   if (host.templatesDir !== undefined && !isDirectory(host.templatesDir)) {
