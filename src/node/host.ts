@@ -17,7 +17,14 @@ import { requestUrl } from './request-target';
 export interface RunningServer {
   readonly url: string;
   readonly port: number;
+  /** Stops at once: every connection is closed, requests in flight included. */
   close(): Promise<void>;
+  /**
+   * Stops gracefully (a SIGTERM from the process manager): no new connection is accepted, idle
+   * keep-alive connections close, and the requests in flight finish, their connections closing
+   * after them; whatever is still open after `graceMs` is closed. True when everything finished.
+   */
+  drain?(graceMs: number): Promise<boolean>;
 }
 
 type Conversion = { readonly ok: true; readonly request: Request } | { readonly ok: false; readonly status: number; readonly reason: string };
@@ -143,6 +150,21 @@ export async function serve(server: http.Server, port: number, host: string): Pr
       new Promise<void>((resolve) => {
         server.closeAllConnections();
         server.close(() => resolve());
+      }),
+    drain: (graceMs) =>
+      new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => {
+          server.closeAllConnections();
+          resolve(false);
+        }, graceMs);
+        // A response written from now on says `Connection: close`, so a keep-alive client (a load
+        // balancer's pool) does not send the next request to a server that is going away.
+        server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => res.setHeader('connection', 'close'));
+        server.close(() => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+        server.closeIdleConnections();
       }),
   };
 }

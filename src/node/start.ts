@@ -80,6 +80,12 @@ async function main(): Promise<void> {
   const country = parseCountryHeader(process.env['CLIENT_COUNTRY_HEADER']);
   // ORIGIN_FIRST_BYTE_TIMEOUT_MS, ORIGIN_BETWEEN_BYTES_TIMEOUT_MS: how long the origin may take.
   const timeouts = parseOriginTimeouts(process.env);
+  // SHUTDOWN_GRACE_MS: how long a SIGTERM lets the requests in flight finish.
+  const shutdown = parseShutdownGrace(process.env['SHUTDOWN_GRACE_MS']);
+  if (!shutdown.ok) {
+    process.stderr.write(`${COMMAND}: ${shutdown.problem}\n`);
+    process.exit(1);
+  }
   for (const problem of [...(country.ok ? [] : [country.problem]), ...(timeouts.ok ? [] : timeouts.problems)]) process.stderr.write(`${COMMAND}: ${problem}\n`);
   if (!country.ok || !timeouts.ok) process.exit(1);
   const origin = originPort === undefined ? undefined : await listenOn(COMMAND, originPort, (p) => startDemoOrigin({ port: p, ...(protect !== undefined && { protect }), ...(degrade !== undefined && { degrade }) }));
@@ -200,14 +206,34 @@ async function main(): Promise<void> {
       '',
     ].join('\n'),
   );
-  const stop = async (): Promise<void> => {
-    await host.close();
+  // SIGTERM (a process manager, a deploy): stop accepting, let the requests in flight finish
+  // (downloads included) for up to SHUTDOWN_GRACE_MS, then close the store and go. A second signal,
+  // or Ctrl-C, stops at once.
+  let stopping = false;
+  const stop = async (graceful: boolean): Promise<void> => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    if (graceful && host.drain !== undefined) {
+      process.stderr.write(`stopping: no new connections; finishing the requests in flight (at most ${shutdown.graceMs} ms)\n`);
+      const finished = await host.drain(shutdown.graceMs);
+      process.stderr.write(finished ? 'stopping: every request finished\n' : `stopping: requests still open after ${shutdown.graceMs} ms were closed\n`);
+    } else {
+      await host.close();
+    }
     await origin?.close();
-    redisConnection?.disconnect();
+    await redisConnection?.quit().catch(() => redisConnection?.disconnect());
     process.exit(0);
   };
-  process.once('SIGINT', () => void stop());
-  process.once('SIGTERM', () => void stop());
+  process.on('SIGINT', () => void stop(false));
+  process.on('SIGTERM', () => void stop(true));
+}
+
+/** SHUTDOWN_GRACE_MS: 25 s unless set (under systemd's 90 s and Kubernetes' 30 s stop timeouts); 1 ms to 10 minutes. */
+function parseShutdownGrace(text: string | undefined): { readonly ok: true; readonly graceMs: number } | { readonly ok: false; readonly problem: string } {
+  if (text === undefined || text.trim() === '') return { ok: true, graceMs: 25_000 };
+  const value = Number(text.trim());
+  if (!/^[0-9]+$/.test(text.trim()) || value < 1 || value > 600_000) return { ok: false, problem: `SHUTDOWN_GRACE_MS must be a whole number of ms from 1 to 600000, got ${JSON.stringify(text).slice(0, 40)}` };
+  return { ok: true, graceMs: value };
 }
 
 function storeLabel(host: ReturnType<typeof readLocalConfig>['host'], upstashUrl: string | undefined): string {
