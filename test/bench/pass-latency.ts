@@ -287,9 +287,10 @@ function wasmLatencyReport(
     '',
     ...verdicts.map((v) => v.line),
     '',
-    'On a reused instance the floor is what the larger heap costs every request: the engine sweeps its heap between requests, in time that grows with the ' +
-      'objects it holds (docs/benchmarks.md: 200,000 small objects kept from the build added 6.5 ms to every reused request of a bare proxy, one 4 MB ' +
-      'buffer nothing), and the room\'s bundle, with jose and the Upstash client, holds more of them than the one-line proxy.',
+    'On a reused instance the floor is what the larger heap costs every request: each request of a reused instance spends time that grows with the ' +
+      'objects its heap holds, the engine\'s garbage collection as far as the stand-in shows (docs/benchmarks.md: 200,000 small objects kept from the ' +
+      'build added 6.5 ms to every reused request of a bare proxy, one 4 MB buffer nothing), and the room\'s bundle, with jose and the Upstash ' +
+      'client, holds more of them than the one-line proxy.',
     '',
     `Per request class, ${CENSUS_REQUESTS} requests each sent one at a time after the run (medians), on each kind of host:`,
     '',
