@@ -16,7 +16,8 @@ import { build } from 'esbuild';
 import { UPSTASH_HTTP_SPECIFIER, upstashHttpChunk } from './upstash-chunk.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-// `--out DIR` puts the Fastly build elsewhere (the wasm end-to-end tests build into their own folder).
+// `--out DIR` puts the build elsewhere (the wasm end-to-end tests build into their own folder; the
+// production-install test builds the Node host into a fresh clone's bin/).
 const outIndex = process.argv.indexOf('--out');
 const bin = outIndex > 0 ? resolve(process.argv[outIndex + 1] ?? 'bin') : resolve(root, 'bin');
 mkdirSync(bin, { recursive: true });
@@ -56,7 +57,7 @@ async function buildNode() {
     await build({
       absWorkingDir: root,
       entryPoints: [entry],
-      outfile: `bin/${name}.mjs`,
+      outfile: join(bin, `${name}.mjs`),
       bundle: true,
       platform: 'node',
       format: 'esm',
