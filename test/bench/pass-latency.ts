@@ -405,8 +405,9 @@ async function runWasmLatency(arm: Arm): Promise<{ text: string; failed: boolean
   const reused = modes[0]!;
   for (const [what, url] of [['bare proxy', reused.bare], ['room', reused.main.url], ['cache-hit room', reused.cached.url], ['floor', reused.floor]] as const) {
     if (url === undefined) continue;
+    // Viceroy itself has no stats path: nothing to show then.
     const stats = (await hostStats(url)) ?? [];
-    reuseShares.push(`${what} ${stats.filter((e) => e.reused === true).length}/${stats.length}`);
+    if (stats.length > 0) reuseShares.push(`${what} ${stats.filter((e) => e.reused === true).length}/${stats.length}`);
   }
   const samples = new Map(result.arms.map((a) => [a.name, a]));
   const missPolls = sets.reduce((sum, set) => sum + (samples.get(set.missPoll.name)?.sent ?? 0), 0);

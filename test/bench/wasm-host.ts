@@ -187,6 +187,7 @@ export interface HostMode {
   /**
    * Reusable sandboxes (the stand-in's COMPUTE_HOST_REUSE=1): an instance whose wasm asks for a
    * next request serves it, as Fastly does for bin/main.wasm. Off: a fresh instance per request.
+   * The setting is the stand-in's; Viceroy itself reuses a sandbox whenever the wasm asks.
    */
   readonly reuse?: boolean;
 }
