@@ -4,7 +4,7 @@
  * clock, and that limiter's own semantics (window, holds, bounded memory).
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { clientKey, guardSignIn, type CredentialCheck, type SignInGuard, type ThrottleTrace } from '../src/core/auth-throttle';
+import { clientKey, clientSiteKey, guardSignIn, type CredentialCheck, type SignInGuard, type ThrottleTrace } from '../src/core/auth-throttle';
 import { parseConfig, parseSecrets, type Config } from '../src/core/config';
 import { createHandler, type Handler } from '../src/core/handler';
 import type { FailureLimiter, FailureWindow } from '../src/core/ports';
@@ -35,6 +35,19 @@ describe('the client key', () => {
     for (const other of ['2001:db8:1:2:ffff:ffff:ffff:ffff', '2001:0DB8:0001:0002:0:0:0:9', '[2001:db8:1:2::abcd]']) expect(clientKey(other)).toBe(key);
     expect(clientKey('2001:db8:1:3::1')).not.toBe(key);
     expect(clientKey('::1')).toBe('0:0:0:0::/64');
+  });
+
+  it('is the IPv4 address a 6to4 address (2002::/16) carries: its whole /48 is that one IPv4 host\'s', () => {
+    for (const address of ['2002:c633:6407::1', '2002:c633:6407:1::1', '2002:C633:6407:ffff:1:2:3:4']) expect(clientKey(address)).toBe('198.51.100.7');
+    expect(clientKey('2002:c633:6407:1::1', 24)).toBe('198.51.100.0/24');
+    expect(clientKey('2002:c633:6408::1')).toBe('198.51.100.8');
+  });
+
+  it('has a coarser site key for native IPv6, its /48, and none where the client key is IPv4 already', () => {
+    expect(clientSiteKey('2001:db8:1:2::1')).toBe('2001:db8:1::/48');
+    for (const other of ['2001:db8:1:ff00::1', '2001:db8:1:ffff:1:2:3:4', '[2001:db8:1::9]']) expect(clientSiteKey(other)).toBe('2001:db8:1::/48');
+    expect(clientSiteKey('2001:db8:2::1')).toBe('2001:db8:2::/48');
+    for (const address of ['198.51.100.7', '::ffff:198.51.100.7', '2002:c633:6407:1::1', undefined, 'x']) expect(clientSiteKey(address)).toBeUndefined();
   });
 
   it('is one shared key when the address is unknown or not an address', () => {
@@ -235,6 +248,26 @@ describe('the admin and the origin API under guessing', () => {
     for (let i = 1; i <= 5; i++) await admin(basic('admin', `guess-${i}`), { address: `2001:db8:aa:bb::${i.toString(16)}`, pop: 'TST' });
     expect((await admin(ADMIN, { address: '2001:db8:aa:bb:1:2:3:4', pop: 'TST' })).status).toBe(429);
     expect((await admin(ADMIN, { address: '2001:db8:aa:bc::1', pop: 'TST' })).status).toBe(200);
+  });
+
+  it('counts an IPv6 /48 too: guessing from a new /64 each time holds the /48 after 16 × the limit', async () => {
+    // 5 a client, so 80 for the /48: each guess from a /64 of its own, as a /48 or /56 holder can send.
+    const from = (n: number) => ({ address: `2001:db8:77:${n.toString(16)}::1`, pop: 'TST' });
+    const statuses: number[] = [];
+    for (let n = 0; n < 100; n++) statuses.push((await admin(basic('admin', `guess-${n}`), from(n))).status);
+    expect(statuses.filter((s) => s === 401)).toHaveLength(79);
+    expect(statuses.slice(79).every((s) => s === 429)).toBe(true);
+    expect(logger.records.find((l) => l.status === 429)).toMatchObject({ client: '2001:db8:77::/48' });
+    // The right password from any /64 of that /48 is held too; another /48 is not.
+    expect((await admin(ADMIN, from(500))).status).toBe(429);
+    expect((await admin(ADMIN, { address: '2001:db8:78::1', pop: 'TST' })).status).toBe(200);
+  });
+
+  it('counts a 6to4 client as the IPv4 address it carries', async () => {
+    for (let n = 1; n <= 5; n++) await admin(basic('admin', `guess-${n}`), { address: `2002:c633:6407:${n}::1`, pop: 'TST' });
+    expect((await admin(ADMIN, { address: '198.51.100.7', pop: 'TST' })).status).toBe(429);
+    expect((await admin(ADMIN, { address: '2002:c633:6407:99::1', pop: 'TST' })).status).toBe(429);
+    expect((await admin(ADMIN, OPERATOR)).status).toBe(200);
   });
 
   it('logs every failure with its reason, client key and path, and never what was guessed', async () => {

@@ -115,6 +115,16 @@ describe('the heartbeat script under a flood', () => {
     expect(r.store.calls).toBe(before + 4);
   });
 
+  it('a replay flood from a new /64 each time stays under the /48\'s allowance, 16 × the client\'s', async () => {
+    const r = rig(CAPACITY);
+    const cookie = await admitted(r);
+    r.clock.advance(30_000);
+    const before = r.store.calls;
+    for (let n = 0; n < 300; n++) await r.post('/__wr/heartbeat', cookie, { address: `2001:db8:9:${n.toString(16)}::1`, pop: 'TEST' });
+    expect(r.store.calls - before).toBe(64);
+    expect(r.logger.last).toMatchObject({ reason: 'session_limited: store call 300 in 10 s from its /48, over 64; answered without the store', client: '2001:db8:9::/48' });
+  });
+
   it('a leave flood stays under the client allowance; after a leave the next heartbeat refreshes the slot', async () => {
     const r = rig(CAPACITY);
     const cookie = await admitted(r);

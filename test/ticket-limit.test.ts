@@ -130,6 +130,33 @@ describe('per-client limit on new tickets', () => {
     expect((await each.visit('192.0.2.2')).status).toBe(200);
   });
 
+  it('counts an IPv6 /48 too: a new /64 for each request buys no more than 16 × the allowance', async () => {
+    const r = rig({ ...LIMITED, ticket_limit: '2' });
+    const statuses: number[] = [];
+    // Two from each /64 (within each one's allowance), across 64 /64s of a /56 in one /48.
+    for (let n = 0; n < 64; n++) for (const host of [1, 2]) statuses.push((await r.visit(`2001:db8:5:${(0x1200 + n).toString(16)}::${host}`)).status);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(32);
+    expect(statuses.slice(32).every((s) => s === 429)).toBe(true);
+    expect(r.logger.records.find((l) => l.status === 429)).toMatchObject({ decision: 'ticket_limited', reason: 'ticket_limited: new ticket 33 in 10 s from its /48, over 32; held for 1 min', client: '2001:db8:5::/48' });
+    expect(r.logger.last?.reason).toMatch(/^ticket_held: over 32 new tickets in 10 s from its \/48/);
+    // The whole /48 is held, even a /64 it never used; another /48 is not.
+    expect((await r.visit('2001:db8:5:ffff::1')).status).toBe(429);
+    expect((await r.visit('2001:db8:6::1')).status).toBe(200);
+    // The store was asked for the given tickets only.
+    expect(r.store.calls).toBe(33);
+  });
+
+  it('counts a 6to4 client (2002::/16) as the IPv4 address it carries, and an IPv4-mapped one as its IPv4', async () => {
+    const r = rig({ ...LIMITED, ticket_limit: '2' });
+    expect((await r.visit('2002:c633:6407:1::1')).status).toBe(200);
+    expect((await r.visit('2002:c633:6407:2::1')).status).toBe(200);
+    expect((await r.visit('2002:c633:6407:3::1')).status).toBe(429);
+    expect(r.logger.last?.client).toBe('198.51.100.7');
+    expect((await r.visit('198.51.100.7')).status).toBe(429);
+    expect((await r.visit('::ffff:198.51.100.7')).status).toBe(429);
+    expect((await r.visit('198.51.100.8')).status).toBe(200);
+  });
+
   it('counts per queue: a client over the limit in one queue still gets a ticket in another', () => {
     const base = { ticketLimit: 5, ticketWindowSeconds: 10 as const, ticketPenaltyMinutes: 1, clientIpv4Prefix: 32 as const };
     expect(ticketClientKey({ ...base, queueName: 'sale' }, '198.51.100.7')).toBe('sale|198.51.100.7');

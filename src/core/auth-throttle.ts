@@ -11,7 +11,12 @@
  *   Accepting it would mean comparing while held, which is what holding is meant to stop.
  * - A client is its address; an IPv6 client is its /64, since one subscriber usually holds a whole
  *   /64 and could otherwise rotate through 2^64 addresses. An IPv4-mapped IPv6 address is its IPv4
- *   address. An unknown or unparseable address shares the one key `unknown`.
+ *   address, and so is a 6to4 address (2002::/16): its /48 belongs to that one IPv4 host. An
+ *   unknown or unparseable address shares the one key `unknown`.
+ * - A native IPv6 client is also counted under its site, its /48 (see clientSiteKey), allowed
+ *   SITE_ALLOWANCE_MULTIPLE × the per-client limit: an ISP hands a subscriber a /56 or a /48, so
+ *   a /64 of its own for each guess would otherwise buy 256 or 65,536 allowances. A site over its
+ *   allowance is held as a client is; IPv4 clients count once, as before.
  * - One count and one hold per client for both credentials: guessing the token is the same threat
  *   as guessing the password, and a client held for one is held for the other.
  * - Only a credential that was sent and is wrong counts. A request without one (a browser's first
@@ -27,7 +32,7 @@
  */
 import type { Config } from './config';
 import { errorResponse } from './http';
-import { parseIp } from './ip';
+import { embeddedIpv4, parseIp } from './ip';
 import type { FailureLimiter } from './ports';
 
 /** Which credential was tried: the admin's Basic-Auth password or the origin's bearer token. */
@@ -64,21 +69,44 @@ export type SignIn =
 export const UNKNOWN_CLIENT = 'unknown';
 
 /**
- * A client's key: its IPv4 address (or, with `ipv4Prefix` 24, its /24 as `192.0.2.0/24`), or its
- * IPv6 /64 as `2001:db8:1:2::/64`.
+ * How many times a client's allowance (`ticket_limit`, `auth_failure_limit`) a site, an IPv6 /48,
+ * gets in all. A /48 is what an ISP may give one subscriber, and what one organisation's networks
+ * share; a carrier's pool may put many subscribers' /64s in one /48 too, so the site gets the
+ * allowance of 16 clients: a /48 or /56 holder rotating its /64s gets 16 × the allowance, not
+ * 65,536 ×, and a /48 of real visitors (each joining once) is not held before its 16 × 60th new
+ * ticket in 10 s with the defaults.
+ */
+export const SITE_ALLOWANCE_MULTIPLE = 16;
+
+/**
+ * A client's key: its IPv4 address (or, with `ipv4Prefix` 24, its /24 as `192.0.2.0/24`), also
+ * for an IPv4-mapped or 6to4 address (see embeddedIpv4), or its IPv6 /64 as `2001:db8:1:2::/64`.
  */
 export function clientKey(address: string | undefined, ipv4Prefix: 24 | 32 = 32): string {
   if (address === undefined) return UNKNOWN_CLIENT;
   const ip = parseIp(address.trim());
   if (ip === undefined) return UNKNOWN_CLIENT;
-  const b = ip.bytes;
-  // Mapped IPv4 (`::ffff:a.b.c.d`) is how a dual-stack socket reports an IPv4 client.
-  if (b.subarray(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff) {
-    return ipv4Prefix === 24 ? `${b[12]}.${b[13]}.${b[14]}.0/24` : `${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
-  }
+  const v4 = embeddedIpv4(ip);
+  if (v4 !== undefined) return ipv4Prefix === 24 ? `${v4[0]}.${v4[1]}.${v4[2]}.0/24` : `${v4[0]}.${v4[1]}.${v4[2]}.${v4[3]}`;
+  return `${ipv6Words(ip.bytes, 4)}::/64`;
+}
+
+/**
+ * A native IPv6 client's site, its /48 as `2001:db8:1::/48`, counted beside its client key with
+ * SITE_ALLOWANCE_MULTIPLE × the allowance; undefined for a client whose key is an IPv4 address
+ * already (IPv4, IPv4-mapped, 6to4) or is not known.
+ */
+export function clientSiteKey(address: string | undefined): string | undefined {
+  if (address === undefined) return undefined;
+  const ip = parseIp(address.trim());
+  if (ip === undefined || embeddedIpv4(ip) !== undefined) return undefined;
+  return `${ipv6Words(ip.bytes, 3)}::/48`;
+}
+
+function ipv6Words(b: Uint8Array, count: number): string {
   const words: string[] = [];
-  for (let i = 0; i < 8; i += 2) words.push((((b[i] ?? 0) << 8) | (b[i + 1] ?? 0)).toString(16));
-  return `${words.join(':')}::/64`;
+  for (let i = 0; i < count * 2; i += 2) words.push((((b[i] ?? 0) << 8) | (b[i + 1] ?? 0)).toString(16));
+  return words.join(':');
 }
 
 const REASONS: Record<Credential, { readonly missing: string; readonly wrong: string; readonly held: string }> = {
@@ -107,12 +135,14 @@ export async function guardSignIn(guard: SignInGuard, credential: Credential, ch
   const { limiter, settings, trace } = guard;
   const reasons = REASONS[credential];
   const key = clientKey(guard.address);
+  const site = clientSiteKey(guard.address);
   let unavailable: string | undefined;
   if (limiter !== undefined) {
     try {
-      if (await limiter.isHeld(key)) {
-        trace.reason = `${reasons.held}: too many failed sign-ins; not checked`;
-        trace.client = key;
+      const held = (await limiter.isHeld(key)) ? key : site !== undefined && (await limiter.isHeld(site)) ? site : undefined;
+      if (held !== undefined) {
+        trace.reason = `${reasons.held}: too many failed sign-ins${held === site ? ' from its /48' : ''}; not checked`;
+        trace.client = held;
         return { kind: 'held', response: heldResponse(settings) };
       }
     } catch (error) {
@@ -137,13 +167,23 @@ export async function guardSignIn(guard: SignInGuard, credential: Credential, ch
   try {
     const failures = await limiter.countFailure(key, window);
     const counted = `${reasons.wrong}: failure ${failures} of ${settings.authFailureLimit} in ${window} s`;
-    if (failures < settings.authFailureLimit) {
-      trace.reason = counted;
-      return { kind: 'wrong' };
+    if (failures >= settings.authFailureLimit) {
+      await limiter.hold(key, settings.authPenaltyMinutes);
+      trace.reason = `${counted}; held for ${settings.authPenaltyMinutes} min`;
+      return { kind: 'held', response: heldResponse(settings) };
     }
-    await limiter.hold(key, settings.authPenaltyMinutes);
-    trace.reason = `${counted}; held for ${settings.authPenaltyMinutes} min`;
-    return { kind: 'held', response: heldResponse(settings) };
+    if (site !== undefined) {
+      const siteLimit = settings.authFailureLimit * SITE_ALLOWANCE_MULTIPLE;
+      const siteFailures = await limiter.countFailure(site, window);
+      if (siteFailures >= siteLimit) {
+        await limiter.hold(site, settings.authPenaltyMinutes);
+        trace.reason = `${reasons.wrong}: failure ${siteFailures} of ${siteLimit} from its /48 in ${window} s; held for ${settings.authPenaltyMinutes} min`;
+        trace.client = site;
+        return { kind: 'held', response: heldResponse(settings) };
+      }
+    }
+    trace.reason = counted;
+    return { kind: 'wrong' };
   } catch (error) {
     trace.reason = `${reasons.wrong}; throttle unavailable: ${describeError(error)}`;
     return { kind: 'wrong' };

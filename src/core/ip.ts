@@ -82,6 +82,19 @@ export function parseIp(text: string): Ip | undefined {
 }
 
 /**
+ * The IPv4 address an IPv6 address stands for, as 4 bytes, or undefined: an IPv4-mapped address
+ * (`::ffff:a.b.c.d`, how a dual-stack socket reports an IPv4 client) and a 6to4 address
+ * (`2002:aabb:ccdd::/48`, RFC 3056), whose whole /48 is derived from, and reaches the world
+ * through, the one IPv4 address in its bits 16-47. A dotted quad is its own IPv4.
+ */
+export function embeddedIpv4(ip: Ip): Uint8Array | undefined {
+  const b = ip.bytes;
+  if (b.subarray(0, MAPPED_MARKER_AT).every((x) => x === 0) && b[MAPPED_MARKER_AT] === 0xff && b[MAPPED_MARKER_AT + 1] === 0xff) return b.subarray(IPV4_AT, 16);
+  if (b[0] === 0x20 && b[1] === 0x02) return b.subarray(2, 6);
+  return undefined;
+}
+
+/**
  * Parse a comma- and/or whitespace-separated list of CIDRs or bare addresses (a bare address is a
  * /32 or /128). Empty entries are skipped, so blank text is an empty list.
  * @throws CidrError naming the first bad entry.

@@ -8,9 +8,14 @@
  * memory. Neither costs a store call.
  *
  * Choices:
- * - A client is its address; an IPv6 client its /64 (one subscriber holds a whole /64); with
- *   `client_ipv4_prefix = 24` an IPv4 client is its /24. Counted per queue: each queue has its
- *   own limit, and a client's tickets in one queue do not use up its allowance in another.
+ * - A client is its address; an IPv6 client its /64 (one subscriber holds a whole /64), a 6to4 or
+ *   IPv4-mapped one the IPv4 address it carries; with `client_ipv4_prefix = 24` an IPv4 client is
+ *   its /24. Counted per queue: each queue has its own limit, and a client's tickets in one queue
+ *   do not use up its allowance in another.
+ * - A native IPv6 client's site, its /48, is counted too, with SITE_ALLOWANCE_MULTIPLE × the
+ *   allowance (see auth-throttle.ts): a /56 or /48 holder taking each ticket from a /64 of its
+ *   own gets no more than that. Either count over its allowance holds what it counts. It is one
+ *   more limiter call for IPv6 joins only, and no store call.
  * - Only requests that would take a ticket count, and requests that try a VIP code (`?wr_vip=`),
  *   which cost a store call each whatever the visitor holds: a held client's VIP attempts are
  *   refused as its tickets are, with no store call. A waiting visitor's polls and an admitted
@@ -23,7 +28,7 @@
  * - The limit is per POP on Fastly (Edge Rate Limiting counts in each POP): a client spread over N
  *   POPs gets N × the allowance, which a single bot client rarely is.
  */
-import { clientKey, describeError } from './auth-throttle';
+import { clientKey, clientSiteKey, describeError, SITE_ALLOWANCE_MULTIPLE } from './auth-throttle';
 import type { Config } from './config';
 import type { FailureLimiter } from './ports';
 
@@ -81,6 +86,25 @@ export function ticketClientKey(settings: TicketLimitSettings, address: string |
   return `${settings.queueName}|${clientKey(address, settings.clientIpv4Prefix)}`;
 }
 
+/** What a request is counted under: its client, and for a native IPv6 client its site too (see clientSiteKey). */
+interface Counted {
+  /** The limiter's key. */
+  readonly key: string;
+  /** The client or site, for the log. */
+  readonly client: string;
+  readonly limit: number;
+  /** How the log names it beside the count: empty for the client, ` from its /48` for the site. */
+  readonly whose: string;
+}
+
+function countedUnder(settings: TicketLimitSettings, address: string | undefined, prefix = ''): Counted[] {
+  const client = clientKey(address, settings.clientIpv4Prefix);
+  const site = clientSiteKey(address);
+  const counted: Counted[] = [{ key: `${prefix}${settings.queueName}|${client}`, client, limit: settings.ticketLimit, whose: '' }];
+  if (site !== undefined) counted.push({ key: `${prefix}${settings.queueName}|${site}`, client: site, limit: settings.ticketLimit * SITE_ALLOWANCE_MULTIPLE, whose: ' from its /48' });
+  return counted;
+}
+
 /**
  * Counts one new ticket for the client and says whether it may have it. Sets the log's reason and
  * client key when it refuses, or when the limiter failed (then it allows).
@@ -95,37 +119,35 @@ export async function allowNewTicket(
   // A request that tried a VIP code was counted and let through for it; its new ticket, if the
   // code did not work, is the same request.
   if (trace.ticketCounted === true) return { ok: true };
-  const key = ticketClientKey(settings, address);
-  const client = clientKey(address, settings.clientIpv4Prefix);
+  const under = countedUnder(settings, address);
   const minutes = settings.ticketPenaltyMinutes;
+  const window = settings.ticketWindowSeconds;
   const refused: TicketAllowance = { ok: false, retryAfterSeconds: minutes * 60 };
   // Each refusal is counted for the console (the operator sees an attack as it happens).
   const counted = () => countRefusal(limiter, settings.queueName, 'ticket_limit');
   try {
-    if (await limiter.isHeld(key)) {
+    for (const c of under) {
+      if (!(await limiter.isHeld(c.key))) continue;
       await counted();
-      trace.reason = `ticket_held: over ${settings.ticketLimit} new tickets in ${settings.ticketWindowSeconds} s; no ticket for up to ${minutes} min`;
-      trace.client = client;
+      trace.reason = `ticket_held: over ${c.limit} new tickets in ${window} s${c.whose}; no ticket for up to ${minutes} min`;
+      trace.client = c.client;
       return refused;
     }
-    const window = settings.ticketWindowSeconds;
-    const count = await limiter.countFailure(key, window);
+    // Counted under each before either decides: a site's count must include its clients' refused tickets too.
+    const counts = await Promise.all(under.map((c) => limiter.countFailure(c.key, window)));
     trace.ticketCounted = true;
-    if (count <= settings.ticketLimit) return { ok: true };
-    await limiter.hold(key, minutes);
+    const over = under.findIndex((c, i) => (counts[i] ?? 0) > c.limit);
+    const c = under[over];
+    if (c === undefined) return { ok: true };
+    await limiter.hold(c.key, minutes);
     await counted();
-    trace.reason = `ticket_limited: new ticket ${count} in ${window} s, over ${settings.ticketLimit}; held for ${minutes} min`;
-    trace.client = client;
+    trace.reason = `ticket_limited: new ticket ${counts[over]} in ${window} s${c.whose}, over ${c.limit}; held for ${minutes} min`;
+    trace.client = c.client;
     return refused;
   } catch (error) {
     trace.reason = `ticket limit unavailable: ${describeError(error)}`;
     return { ok: true };
   }
-}
-
-/** The limiter's key for a client's session calls in a queue (the heartbeat script's; see allowSessionCall). */
-export function sessionClientKey(settings: TicketLimitSettings, address: string | undefined): string {
-  return `session|${ticketClientKey(settings, address)}`;
 }
 
 /**
@@ -140,10 +162,13 @@ export function sessionClientKey(settings: TicketLimitSettings, address: string 
 export async function allowSessionCall(limiter: FailureLimiter | undefined, settings: TicketLimitSettings, address: string | undefined, trace: TicketLimitTrace): Promise<boolean> {
   if (limiter === undefined || settings.ticketLimit === 0) return true;
   try {
-    const count = await limiter.countFailure(sessionClientKey(settings, address), settings.ticketWindowSeconds);
-    if (count <= settings.ticketLimit) return true;
-    trace.reason = `session_limited: store call ${count} in ${settings.ticketWindowSeconds} s, over ${settings.ticketLimit}; answered without the store`;
-    trace.client = clientKey(address, settings.clientIpv4Prefix);
+    const under = countedUnder(settings, address, 'session|');
+    const counts = await Promise.all(under.map((c) => limiter.countFailure(c.key, settings.ticketWindowSeconds)));
+    const over = under.findIndex((c, i) => (counts[i] ?? 0) > c.limit);
+    const c = under[over];
+    if (c === undefined) return true;
+    trace.reason = `session_limited: store call ${counts[over]} in ${settings.ticketWindowSeconds} s${c.whose}, over ${c.limit}; answered without the store`;
+    trace.client = c.client;
     return false;
   } catch (error) {
     trace.reason = `session limit unavailable: ${describeError(error)}`;
