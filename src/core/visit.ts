@@ -130,7 +130,15 @@ export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number
       return { ok: false, reason: 'error', message: error.message, ms: 0 };
     }
     trace.cache = 'miss';
-    if (error instanceof StoreUnavailable) return error.outcome;
+    if (error instanceof StoreUnavailable) {
+      // Another request of this POP made the call this one waited for: its log line says why too,
+      // and it is counted as the remembered ones are.
+      if (trace.storeError === undefined) {
+        trace.storeError = `shared another request's call at this POP: ${error.outcome.reason}: ${error.outcome.message}`;
+        await countStoreError(ctx.deps.ticketLimiter, ctx.queue);
+      }
+      return error.outcome;
+    }
     // The cache itself failed: the store still answers, one call per poll.
     trace.reason = `cache: ${describeError(error)}`;
     return direct();
