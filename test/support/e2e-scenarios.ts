@@ -598,6 +598,28 @@ export function defineCacheScenario(stack: () => Stack, lifetimeSeconds: number)
     expect(reachedOrigin(await v.get('/'))).toBe(true);
   });
 
+  it('every request of a crowd that shares one failed store call logs why it was held', async () => {
+    const crowd = Array.from({ length: 20 }, () => new HttpVisitor(stack().url));
+    for (const v of crowd) await v.get('/');
+    await stack().stopBridge();
+    try {
+      // Past what this POP cached of the state: the crowd's polls load it at once, and share the failure.
+      await new Promise((r) => setTimeout(r, lifetimeSeconds * 1000 + 100));
+      stack().clearLogs();
+      const answers = await Promise.all(crowd.map((v) => v.get('/')));
+      expect(answers.every((a) => a.status === 200)).toBe(true);
+      await expect.poll(() => stack().logs().filter((l) => l.path === '/').length).toBe(crowd.length);
+      const lines = stack().logs().filter((l) => l.path === '/');
+      const unexplained = lines.filter((l) => l.decision !== 'waiting' && l.store_error === undefined && l.reason === undefined);
+      expect(unexplained, JSON.stringify(unexplained)).toEqual([]);
+      expect(lines.every((l) => l.decision === 'unavailable')).toBe(true);
+    } finally {
+      await stack().startBridge();
+    }
+    // Back: the next lifetime answers them again.
+    await expect.poll(async () => (await crowd[0]!.get('/')).status, { timeout: 10_000 }).toBe(200);
+  });
+
   it(`a store that refuses connections is asked at most once per cache lifetime by a waiting crowd, and by those who arrive meanwhile`, async () => {
     await stack().direct.flushall();
     // What this POP cached of the queue before the flush is a lifetime old once this starts.
