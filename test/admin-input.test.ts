@@ -69,19 +69,44 @@ describe('credentials', () => {
 describe('parseControl', () => {
   it.each<[Record<string, unknown>, unknown]>([
     [{ paused: true }, { paused: true }],
-    [{ paused: 'false' }, { paused: false }],
     [{ max_active: 500 }, { maxActive: 500 }],
-    [{ max_active: ' 0 ' }, { maxActive: 0 }],
     [{ max_new_per_minute: null }, { maxNewPerMinute: null }],
-    [{ max_new_per_minute: 'default' }, { maxNewPerMinute: null }],
+    [{ adaptive_pin: 7 }, { adaptivePin: 7 }],
+    [{ adaptive_pin: 'release' }, { adaptivePin: null }],
+    [{ adaptive: 'config' }, { adaptive: null }],
     [{ paused: false, max_active: 10, max_new_per_minute: 20 }, { paused: false, maxActive: 10, maxNewPerMinute: 20 }],
   ])('accepts %j', (input, change) => {
-    expect(parseControl(input)).toEqual({ ok: true, change });
+    expect(parseControl(input, 'json')).toEqual({ ok: true, change });
+  });
+
+  // A form has only strings; the console posts them and must keep working.
+  it.each<[Record<string, unknown>, unknown]>([
+    [{ paused: 'true' }, { paused: true }],
+    [{ paused: 'false' }, { paused: false }],
+    [{ max_active: ' 0 ' }, { maxActive: 0 }],
+    [{ max_active: '500' }, { maxActive: 500 }],
+    [{ max_new_per_minute: 'default' }, { maxNewPerMinute: null }],
+    [{ adaptive_pin: '7' }, { adaptivePin: 7 }],
+  ])('accepts %j from the console\'s form', (input, change) => {
+    expect(parseControl(input, 'form')).toEqual({ ok: true, change });
+  });
+
+  // JSON has types: a string where a boolean or a number is meant is a client that built its body
+  // wrong (a quoted template value), and guessing what it meant could apply the opposite.
+  it.each<[Record<string, unknown>, string]>([
+    [{ paused: 'true' }, 'paused must be a JSON boolean, true or false, not the string "true"; nothing changed'],
+    [{ paused: 'false' }, 'paused must be a JSON boolean, true or false, not the string "false"; nothing changed'],
+    [{ max_active: '5' }, 'max_active must be a JSON number (a whole number), or null for the configured value, not the string "5"; nothing changed'],
+    [{ max_new_per_minute: 'default' }, 'max_new_per_minute must be a JSON number (a whole number), or null for the configured value, not the string "default"; nothing changed'],
+    [{ adaptive_pin: '7' }, 'adaptive_pin must be a JSON number (a whole number), or "release", not the string "7"; nothing changed'],
+    [{ paused: true, max_active: '5' }, 'max_active must be a JSON number (a whole number), or null for the configured value, not the string "5"; nothing changed'],
+  ])('from JSON, refuses %j, naming the field and the type it must be', (input, error) => {
+    expect(parseControl(input, 'json')).toEqual({ ok: false, error });
   });
 
   it.each<[Record<string, unknown>, RegExp]>([
     [{}, /at least one/],
-    [{ paused: 'yes' }, /paused must be true or false/],
+    [{ paused: 'yes' }, /paused must be a JSON boolean, true or false/],
     [{ paused: 1 }, /paused must be true or false/],
     [{ max_active: -1 }, /between 0/],
     [{ max_active: 1.5 }, /whole number/],
@@ -91,7 +116,7 @@ describe('parseControl', () => {
     [{ capacity: 5 }, /unknown control/],
     [{ paused: true, speed: 2 }, /unknown control/],
   ])('refuses %j with a reason', (input, reason) => {
-    const result = parseControl(input);
+    const result = parseControl(input, 'json');
     expect(result.ok).toBe(false);
     if (!result.ok) expect(result.error).toMatch(reason);
   });

@@ -948,6 +948,27 @@ describe('emergency switches', () => {
     expect(called.kind).toBe('a');
   });
 
+  it('takes typed JSON only: "true" or "5" where a boolean or a number is meant is a 400 naming the field, and nothing is applied', async () => {
+    const r = rig();
+    const before = await r.store.stats('default', r.clock.now(), admissionPolicy(r.config));
+    for (const [body, field, type] of [
+      [{ paused: 'true' }, 'paused', 'boolean'],
+      [{ paused: 'false' }, 'paused', 'boolean'],
+      [{ max_active: '5' }, 'max_active', 'number'],
+      [{ max_new_per_minute: '60' }, 'max_new_per_minute', 'number'],
+      [{ adaptive_pin: '7' }, 'adaptive_pin', 'number'],
+      // A good field beside a bad one is not applied either.
+      [{ paused: true, max_active: '5' }, 'max_active', 'number'],
+      [{ switch: 'hold', paused: 'true' }, 'paused', 'boolean'],
+    ] as const) {
+      const response = await control(r, body);
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      expect((await response.json()).error).toMatch(new RegExp(`^${field} must be a JSON ${type}.*; nothing changed$`));
+    }
+    expect(await r.store.stats('default', r.clock.now(), admissionPolicy(r.config))).toEqual(before);
+    expect(await (await control(r, { paused: true, max_active: 5 })).json()).toMatchObject({ paused: true, max_sessions: 5 });
+  });
+
   it('refuses a switch it does not know, changing nothing', async () => {
     const r = rig();
     const refused = await control(r, { switch: 'closed' });

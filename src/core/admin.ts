@@ -136,12 +136,25 @@ function wholeNumber(value: unknown): number | undefined {
   return typeof value === 'string' && /^\s*[0-9]+\s*$/.test(value) ? Number(value.trim()) : undefined;
 }
 
+/** Where controls come from: the API's JSON, which has types, or the console's form, which has only strings. */
+export type ControlSource = 'json' | 'form';
+
 /**
  * Validates runtime controls from JSON (`{"paused": true, "max_active": 500}`) or a form
  * (`paused=true`, `max_active=500`, `max_active=default`). `null`/`default` returns a threshold to
  * its configured value. Any bad field refuses the whole change.
+ *
+ * JSON takes typed values only: `"true"` where a boolean is meant, or `"5"` where a number is, is
+ * refused, not read as what it might mean. A client that quotes its values built the body wrong
+ * (a template filled in as text), and reading `"false"` as false would only hide the day it sends
+ * `"False"` or `"0"` and something else is applied. The form's strings are read as before.
  */
-export function parseControl(input: Readonly<Record<string, unknown>>): ControlResult {
+export function parseControl(input: Readonly<Record<string, unknown>>, source: ControlSource): ControlResult {
+  // A string in JSON where a boolean or a number is meant (the keywords the API documents aside).
+  const untyped = (key: string, type: string, value: unknown): ControlResult | undefined =>
+    source === 'json' && typeof value === 'string'
+      ? { ok: false, error: `${key} must be a JSON ${type}, not the string ${JSON.stringify(value).slice(0, 40)}; nothing changed` }
+      : undefined;
   const keys = Object.keys(input);
   if (keys.length === 0) return { ok: false, error: 'give at least one of paused, max_active, max_new_per_minute, switch, adaptive, adaptive_pin' };
   const change: { paused?: boolean; maxActive?: number | null; maxNewPerMinute?: number | null; switch?: EmergencySwitch; adaptive?: 'on' | 'off' | null; adaptivePin?: number | null } = {};
@@ -154,6 +167,8 @@ export function parseControl(input: Readonly<Record<string, unknown>>): ControlR
       continue;
     }
     if (key === 'adaptive_pin') {
+      const refused = value === 'release' ? undefined : untyped(key, 'number (a whole number), or "release"', value);
+      if (refused !== undefined) return refused;
       const pin = value === null || value === 'release' ? null : wholeNumber(value);
       if (pin === undefined) return { ok: false, error: `adaptive_pin must be a whole number, or release; got ${JSON.stringify(value)?.slice(0, 40)}` };
       if (pin !== null && (pin < 1 || pin > MAX_THRESHOLD)) return { ok: false, error: `adaptive_pin must be between 1 and ${MAX_THRESHOLD}, got ${pin}` };
@@ -166,6 +181,8 @@ export function parseControl(input: Readonly<Record<string, unknown>>): ControlR
       continue;
     }
     if (key === 'paused') {
+      const refused = untyped(key, 'boolean, true or false', value);
+      if (refused !== undefined) return refused;
       if (value === true || value === 'true') change.paused = true;
       else if (value === false || value === 'false') change.paused = false;
       else return { ok: false, error: `paused must be true or false, got ${JSON.stringify(value)?.slice(0, 40)}` };
@@ -174,6 +191,8 @@ export function parseControl(input: Readonly<Record<string, unknown>>): ControlR
     if (key !== 'max_active' && key !== 'max_new_per_minute') {
       return { ok: false, error: `unknown control ${JSON.stringify(key).slice(0, 60)}: use paused, max_active, max_new_per_minute, switch, adaptive or adaptive_pin` };
     }
+    const refused = untyped(key, 'number (a whole number), or null for the configured value', value);
+    if (refused !== undefined) return refused;
     const parsed = value === null || value === 'default' ? null : wholeNumber(value);
     if (parsed === undefined) return { ok: false, error: `${key} must be a whole number, or null for the configured value; got ${JSON.stringify(value)?.slice(0, 40)}` };
     if (parsed !== null && (parsed < 0 || parsed > MAX_THRESHOLD)) {
@@ -625,7 +644,7 @@ async function formControl(request: Request, ctx: AdminContext): Promise<Respons
     // An empty capacity field in the form means "leave it as it is".
     if (value.trim() !== '') fields[key] = value;
   }
-  const parsed = parseControl(fields);
+  const parsed = parseControl(fields, 'form');
   if (!parsed.ok) return errorResponse(400, parsed.error);
   const result = await control(ctx, parsed.change);
   if (result instanceof Response) return result;
@@ -636,7 +655,7 @@ async function apiControl(request: Request, ctx: AdminContext): Promise<Response
   const input = await readJsonObject(request, '{"paused": true} or {"max_active": 500}');
   if (input instanceof Response) return input;
   if (input === undefined) return errorResponse(400, 'body must be JSON like {"paused": true} or {"max_active": 500}');
-  const parsed = parseControl(input);
+  const parsed = parseControl(input, 'json');
   if (!parsed.ok) return errorResponse(400, parsed.error);
   const result = await control(ctx, parsed.change);
   if (result instanceof Response) return result;
