@@ -1284,6 +1284,22 @@ export function defineChallengeScenario(stack: () => Stack, provider: () => Fake
       .toEqual(['challenge_missing', 'challenge_failed: invalid-input-response', 'challenge_stale: timeout-or-duplicate', 'challenge_down: the provider answered 503']);
     expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe('2');
   });
+
+  // Each host must hand the core the host the visitor asked for: that is what the provider's
+  // `hostname` is held to (issue 31, item 5).
+  it('gives no ticket for a token solved on another host, and one for a token solved on this one', async () => {
+    const tail = await stack().direct.hget('wr:{default}:ctl', 'tail');
+    try {
+      provider().hostname = 'farm.example';
+      expect(cookieFrom(await get(VISITOR, 'pass-e2e-farmed'))).toBeUndefined();
+      await expect.poll(() => stack().logs().some((l) => l.reason === 'challenge_failed: solved on another host (farm.example)')).toBe(true);
+      expect(await stack().direct.hget('wr:{default}:ctl', 'tail')).toBe(tail);
+      provider().hostname = new URL(stack().url).hostname;
+      expect(payloadOf(cookieFrom(await get(VISITOR, 'pass-e2e-here'))!)).toMatchObject({ k: 'w', t: Number(tail) + 1 });
+    } finally {
+      provider().hostname = undefined;
+    }
+  });
 }
 
 /** A room whose visitors walk in, with short sessions (so an admission's end comes within a test). */
