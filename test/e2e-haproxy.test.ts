@@ -11,7 +11,7 @@
  * answered: each host counts in its own memory, and the counts are checked per host.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -264,6 +264,26 @@ describe.skipIf(MISSING !== undefined)(`two Node hosts behind HAProxy${MISSING =
     await origin?.close();
     await redis?.stop();
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('run the configuration docs/self-hosting.md shows: HAProxy accepts it as written', () => {
+    const docs = readFileSync(resolve(PROJECT_ROOT, 'docs/self-hosting.md'), 'utf8');
+    const example = /```haproxy\n([\s\S]*?)```/.exec(docs)?.[1];
+    expect(example).toBeDefined();
+    // The same directives as this test's configuration, apart from addresses, TLS and the interval.
+    for (const line of haproxyConfig(0, 0, []).split('\n').map((l) => l.trim())) {
+      if (line === '' || /^(?:bind|server|default-server|http-response|stats|frontend stats|maxconn|timeout connect)\b/.test(line)) continue;
+      expect(example, line).toContain(line);
+    }
+    // Its certificate is the operator's: a throwaway one stands in for it.
+    const pem = join(dir, 'site.pem');
+    const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'site.key'), '-out', join(dir, 'site.crt'), '-days', '1', '-subj', '/CN=localhost'], { encoding: 'utf8' });
+    expect(made.status, made.stderr).toBe(0);
+    writeFileSync(pem, readFileSync(join(dir, 'site.crt'), 'utf8') + readFileSync(join(dir, 'site.key'), 'utf8'));
+    const file = join(dir, 'docs-haproxy.cfg');
+    writeFileSync(file, example!.replace('/etc/haproxy/certs/waiting-room.pem', pem));
+    const checked = spawnSync(HAPROXY, ['-c', '-f', file], { encoding: 'utf8' });
+    expect(checked.status, `${checked.stdout}${checked.stderr}`).toBe(0);
   });
 
   it('say at start which proxies they trust', () => {
