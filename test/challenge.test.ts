@@ -85,6 +85,7 @@ describe('siteverify', () => {
     [200, { success: false, 'error-codes': ['invalid-input-response', 'internal-error'] }, 'failed', 'challenge_failed: invalid-input-response, internal-error'],
     [200, { success: false, 'error-codes': ['invalid-input-response', 'invalid-input-secret'] }, 'failed', 'challenge_failed: invalid-input-response, invalid-input-secret'],
     [200, { success: false, 'error-codes': ['timeout-or-duplicate', 'internal-error'] }, 'stale', 'challenge_stale: timeout-or-duplicate, internal-error'],
+    [200, { success: false, 'error-codes': [...Array<string>(5).fill('internal-error'), 'invalid-input-response'] }, 'failed', `challenge_failed: ${Array<string>(5).fill('internal-error').join(', ')}`],
     [200, { success: false, 'error-codes': ['invalid-remoteip'] }, 'failed', 'challenge_failed: invalid-remoteip'],
     [200, { success: false, 'error-codes': ['not-using-dummy-passcode'] }, 'failed', 'challenge_failed: not-using-dummy-passcode'],
     // Only our own secret or site key refused, or the provider's own failure, is down, whatever the status.

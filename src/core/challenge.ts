@@ -108,11 +108,11 @@ export async function verifyChallenge(
   const late = new Promise<'late'>((resolve) => {
     timer = setTimeout(() => resolve('late'), timeoutMs);
   });
+  // A provider's test secret accepts only its public dummy token, which it reports for a host of
+  // its own: the host check would refuse the documented test path and protect nothing.
+  const expectHost = TEST_SECRETS.test(secret) ? undefined : host;
   try {
     // The answer is read within the same time limit: a provider that sends headers and then stalls is down too.
-    // A provider's test secret accepts only its public dummy token, which it reports for a host of
-    // its own: the host check would refuse the documented test path and protect nothing.
-    const expectHost = TEST_SECRETS.test(secret) ? undefined : host;
     const answer = await Promise.race([verifier.post(settings.challengeVerifyUrl, form, timeoutMs).then((r) => readAnswer(r, expectHost)), late]);
     if (answer === 'late') return { kind: 'down', reason: `challenge_down: no answer within ${timeoutMs} ms` };
     return answer;
@@ -137,8 +137,9 @@ async function readAnswer(response: Response, host: string | undefined): Promise
   }
   const fields = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : undefined;
   const raw = fields?.['error-codes'];
-  const codes = Array.isArray(raw) ? raw.filter((c): c is string => typeof c === 'string').slice(0, 5) : [];
-  const listed = codes.length === 0 ? 'no error code' : codes.join(', ');
+  // Every code is weighed (one about the input among many of ours still makes it the visitor's); five are logged.
+  const codes = Array.isArray(raw) ? raw.slice(0, 32).filter((c): c is string => typeof c === 'string') : [];
+  const listed = codes.length === 0 ? 'no error code' : codes.slice(0, 5).join(', ');
   const ours = codes.length > 0 && codes.every((c) => DOWN_CODES.has(c));
   if (refused) {
     // Whatever its body says, a 4xx never passes; it is down only when it blames our secret or site key.
@@ -169,6 +170,5 @@ function sameHost(a: string, b: string): boolean {
 /** The provider's hostname as the log may show it: short, and only characters a host name has. */
 function describeHost(value: unknown): string {
   if (typeof value !== 'string') return `a ${typeof value}`;
-  const shown = value.slice(0, 64).replace(/[^A-Za-z0-9.:[\]-]/g, '?');
-  return shown;
+  return value.slice(0, 64).replace(/[^A-Za-z0-9.:[\]-]/g, '?');
 }
