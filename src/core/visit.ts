@@ -133,7 +133,7 @@ export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number
     if (error instanceof StoreUnavailable) {
       // Another request of this POP made the call this one waited for: its log line says why too,
       // and it is counted as the remembered ones are.
-      if (trace.storeError === undefined) {
+      if (trace.storeError === undefined && !error.outcome.ok) {
         trace.storeError = `shared another request's call at this POP: ${error.outcome.reason}: ${error.outcome.message}`;
         await countStoreError(ctx.deps.ticketLimiter, ctx.queue);
       }
