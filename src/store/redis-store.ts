@@ -174,4 +174,20 @@ export function reportRedisErrors(redis: RedisConnection, write: (line: string) 
     down = false;
     write('redis: connected again\n');
   });
+  if (!(redis instanceof Cluster)) return;
+  // A cluster that loses one node stays ready for the others, and says so only per node: one line
+  // when a node goes away (the queues whose slots it holds fail fast meanwhile), one when it is back.
+  const away = new Set<string>();
+  redis.on('node error', (error: Error, address: string) => {
+    if (away.has(address)) return;
+    away.add(address);
+    write(`redis: cluster node ${address}: ${error.message}; the queues it holds fail fast while it is away\n`);
+  });
+  redis.on('+node', (node: { options?: { host?: string; port?: number }; once(event: 'ready', listener: () => void): void }) => {
+    const address = `${node.options?.host ?? ''}:${node.options?.port ?? ''}`;
+    node.once('ready', () => {
+      if (!away.delete(address)) return;
+      write(`redis: cluster node ${address} connected again\n`);
+    });
+  });
 }

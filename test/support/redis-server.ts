@@ -58,9 +58,9 @@ export async function startRedisServer(extraArgs: (port: number) => string[] = (
   throw lastError;
 }
 
-/** A fresh redis-server on `port` (one that was stopped, to play a restart with its data gone). */
-export function startRedisServerOnPort(port: number): Promise<RedisServer> {
-  return startOnce(port, []);
+/** A fresh redis-server on `port` (one that was stopped, to play a restart with its data gone); `extraArgs` as for startRedisServer. */
+export function startRedisServerOnPort(port: number, extraArgs: string[] = []): Promise<RedisServer> {
+  return startOnce(port, extraArgs);
 }
 
 async function startOnce(port: number, extraArgs: string[]): Promise<RedisServer> {
@@ -154,6 +154,8 @@ export interface RedisCluster {
   /** The nodes' URLs, `redis://127.0.0.1:<port>` each: a cluster's seed list. */
   readonly urls: readonly string[];
   readonly nodes: readonly RedisServer[];
+  /** Starts node `i` again on its port after it was stopped, from its cluster config (its data gone). */
+  restartNode(i: number): Promise<RedisServer>;
   stop(): Promise<void>;
 }
 
@@ -165,13 +167,14 @@ export interface RedisCluster {
 export async function startRedisCluster(size = 3): Promise<RedisCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'wr-cluster-'));
   const nodes: RedisServer[] = [];
+  const clusterArgs = (port: number) => ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--dir', dir];
   const stop = async (): Promise<void> => {
     await Promise.allSettled(nodes.map((n) => n.stop()));
     rmSync(dir, { recursive: true, force: true });
   };
   try {
     while (nodes.length < size) {
-      const node = await startRedisServer((port) => ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`), '--dir', dir]);
+      const node = await startRedisServer(clusterArgs);
       if (node.port > 55_535) {
         await node.stop();
         continue;
@@ -194,7 +197,12 @@ export async function startRedisCluster(size = 3): Promise<RedisCluster> {
     await stop();
     throw error;
   }
-  return { urls: nodes.map((n) => n.url), nodes, stop };
+  const restartNode = async (i: number): Promise<RedisServer> => {
+    const port = nodes[i]!.port;
+    nodes[i] = await startOnce(port, clusterArgs(port));
+    return nodes[i]!;
+  };
+  return { urls: nodes.map((n) => n.url), nodes, restartNode, stop };
 }
 
 /** One command in RESP over a fresh connection; resolves with the raw reply text. */
