@@ -30,7 +30,7 @@ import { Redis } from '@upstash/redis';
 import { ConfigError } from '../core/config';
 import { MemoryFailureLimiter } from '../platform/memory-limiter';
 import { MemoryOriginMeter } from '../platform/memory-meter';
-import { directoryTemplateSource, parseOriginTimeouts, readLocalConfig, systemClock } from '../platform/node';
+import { capIdleConnections, directoryTemplateSource, parseOriginTimeouts, readLocalConfig, systemClock } from '../platform/node';
 import { MemoryQueueStore } from '../store/memory-store';
 import { UpstashQueueStore } from '../store/upstash-store';
 import { connectRedis, createRedisQueueStore, reportRedisErrors, waitUntilReady, type RedisConnection } from '../store/redis-store';
@@ -80,6 +80,12 @@ async function main(): Promise<void> {
   const country = parseCountryHeader(process.env['CLIENT_COUNTRY_HEADER']);
   // ORIGIN_FIRST_BYTE_TIMEOUT_MS, ORIGIN_BETWEEN_BYTES_TIMEOUT_MS: how long the origin may take.
   const timeouts = parseOriginTimeouts(process.env);
+  // STORE_KEEPALIVE_MS: idle connections to the store are closed on our side before its front drops them.
+  const keepAlive = capIdleConnections(process.env['STORE_KEEPALIVE_MS']);
+  if (!keepAlive.ok) {
+    process.stderr.write(`${COMMAND}: ${keepAlive.problem}\n`);
+    process.exit(1);
+  }
   // SHUTDOWN_GRACE_MS: how long a SIGTERM lets the requests in flight finish.
   const shutdown = parseShutdownGrace(process.env['SHUTDOWN_GRACE_MS']);
   if (!shutdown.ok) {

@@ -8,6 +8,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { basename, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
+import { Agent, setGlobalDispatcher } from 'undici';
 import type { ReadableStream as NodeReadableStream } from 'node:stream/web';
 import { CONFIG_KEYS, SECRET_KEYS, unknownNameProblem, type ConfigProblem, type SettingSource } from '../core/config';
 import { originTarget } from '../core/http';
@@ -458,6 +459,27 @@ export function createNodeUpstashOptions(
     throw new RangeError(`invalid store timeout ${String(timeoutMs)}: expected an integer number of ms >= 1`);
   }
   return { ...createUpstashClientOptions(options), signal: () => AbortSignal.timeout(timeoutMs) };
+}
+
+/** STORE_KEEPALIVE_MS unless set: how long an idle connection to the store (and any fetch) is kept for reuse. */
+export const DEFAULT_STORE_KEEPALIVE_MS = 2_000;
+
+/**
+ * Caps how long Node's fetch keeps an idle keep-alive connection for reuse, whatever the server's
+ * `Keep-Alive` hint says. A store front that drops idle connections without a word (Upstash does
+ * after a while, as do NATs and balancers) leaves dead sockets in the pool, and a call sent on one
+ * fails (`socket hang up`); the client's one retry may pick another dead one. Closing them first
+ * on our side means a call after an idle spell opens a fresh connection. Node's fetch reads the
+ * dispatcher that undici's setGlobalDispatcher sets. STORE_KEEPALIVE_MS: 100 to 600000.
+ */
+export function capIdleConnections(text: string | undefined): { readonly ok: true; readonly ms: number } | { readonly ok: false; readonly problem: string } {
+  const trimmed = text?.trim() ?? '';
+  const ms = trimmed === '' ? DEFAULT_STORE_KEEPALIVE_MS : Number(trimmed);
+  if (!/^[0-9]*$/.test(trimmed) || !Number.isSafeInteger(ms) || ms < 100 || ms > 600_000) {
+    return { ok: false, problem: `STORE_KEEPALIVE_MS must be a whole number of ms from 100 to 600000, got ${JSON.stringify(text).slice(0, 40)}` };
+  }
+  setGlobalDispatcher(new Agent({ keepAliveTimeout: ms, keepAliveMaxTimeout: ms }));
+  return { ok: true, ms };
 }
 
 /**
