@@ -175,7 +175,8 @@ describe('the store loses its state', () => {
     expect(counted.slice(6).every((n) => n === 20)).toBe(true);
     // When holders leave, the room goes to those waiting (old and new alike).
     console.info(`store lost: slots counted per second after the loss: ${counted.join(', ')}`);
-  });
+    // About 5 s idle, 11.5 s with both cores busy: the bound only ends a stuck run.
+  }, 120_000);
 
   it('capacity: newcomers arriving before any old visitor returns do not overfill the site either', async () => {
     const r = room({ max_active: '20', activity_refresh_seconds: '5' });
@@ -418,7 +419,8 @@ describe('redis-server stopped, then started again with its data gone', () => {
       await again?.stop();
       await own.stop();
     }
-  });
+    // About 18 s idle, 22 s with both cores busy (the bridge's reconnect and 18 rounds): the bound only ends a stuck run.
+  }, 120_000);
 });
 
 describe('a store that stops answering', () => {

@@ -30,8 +30,14 @@ export default defineConfig({
   ],
   test: {
     include: ['test/**/*.test.ts'],
-    testTimeout: 30_000,
+    // A test's bound only ends a stuck run; with both cores busy CPU-bound tests take 2-3 times as
+    // long, so the default leaves that room (the longest set their own: docs/tests.md).
+    testTimeout: 60_000,
     hookTimeout: 60_000,
+    // expect.poll waits for a condition another process or the event loop reaches eventually (a log
+    // line, a page's text). Its deadline only bounds a failure, so it is set for a busy machine
+    // (vitest's default is 1 s); a condition met sooner still passes at once. See docs/tests.md.
+    expect: { poll: { timeout: 10_000 } },
     pool: 'forks',
     reporters: ['default', 'json'],
     outputFile: { json: 'test/.artifacts/results.json' },
