@@ -56,7 +56,7 @@ const SETTING_MEANINGS: Record<(typeof CONFIG_KEYS)[number], string> = {
   ticket_limit: 'new tickets one client may take in this queue within `ticket_window_seconds`; the request over it gets no ticket (`429`, no store call) and holds the client for `ticket_penalty_minutes`; `0` turns the limit off (0 – 100,000; see [One client cannot take the crowd\'s tickets](bots.md#one-client-cannot-take-the-crowds-tickets))',
   ticket_window_seconds: 'the span over which a client\'s new tickets are counted: 10, 20, 30, 40, 50 or 60 seconds',
   ticket_penalty_minutes: 'how long a client over `ticket_limit` gets no new ticket, in whole minutes (1 – 60)',
-  client_ipv4_prefix: 'how an IPv4 client is grouped for `ticket_limit`: `32` (its address) or `24` (its /24); an IPv6 client is always its /64',
+  client_ipv4_prefix: "how an IPv4 client is grouped for `ticket_limit`: `32` (its address) or `24` (its /24); an IPv6 client is always its /64 (a 6to4 or IPv4-mapped one the IPv4 address it carries), and its /48 is counted besides with 16 × the limit (see [One client cannot take the crowd's tickets](bots.md#one-client-cannot-take-the-crowds-tickets))",
   failed_proof: 'what a visitor whose proof of work failed (forged, wrong, replayed, another client\'s), or whose challenge token the provider refused, gets: `challenge` (a new one) or `shadow` (the "infinite queue": a place that never moves, no ticket)',
   challenge_provider: 'a challenge provider\'s check before a ticket: `none`, `turnstile` or `hcaptcha` (see [A challenge provider before a ticket](bots.md#a-challenge-provider-before-a-ticket)); needs `challenge_site_key`, the secret `challenge_secret` and, on Fastly, the backend `challenge`',
   challenge_site_key: 'the provider\'s site key (public)',
