@@ -140,7 +140,9 @@ describe.skipIf(!findComputeHost().found)('one instance serving a sequence of re
     // A new visitor after all that is held with a ticket of its own, behind the first.
     expect(stranger.origin).toBeNull();
     expect(stranger.setCookies.some((c) => c.startsWith('waiting_room='))).toBe(true);
-    // Each request logged its own decision, in order, with its number in the sandbox.
+    // Each request logged its own decision, in order, with its number in the sandbox (a host prints
+    // a line after the answer it belongs to, so the last ones are waited for).
+    await expect.poll(() => stack.logs().length).toBe(10);
     const logs = stack.logs() as (RequestLog & { sandbox_request?: number; vcpu_ms?: number })[];
     expect(logs.map((l) => l.decision)).toEqual(['waiting', 'api', 'admitted', 'access', 'waiting', 'admin', 'access', 'admin', 'access', 'waiting']);
     expect(logs.map((l) => l.sandbox_request)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
