@@ -16,7 +16,6 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RequestLog } from '../src/core/ports';
 import { startDemoOrigin } from '../src/node/demo-origin';
 import { freePort, type RunningServer } from '../src/node/host';
 import { PROJECT_ROOT } from './support/compute-host';
@@ -24,6 +23,7 @@ import { reachedOrigin } from './support/e2e-scenarios';
 import { ADMIN_PASSWORD, API_TOKEN, KEY_1 } from './support/fixtures';
 import { fetchFrom } from './support/from-address';
 import { startRedisServer, type RedisServer } from './support/redis-server';
+import { startNodeHostProcess, type NodeHostProcess } from './support/node-host-process';
 
 // Debian installs it in /usr/sbin, which an unprivileged user's PATH may lack.
 const HAPROXY = spawnSync('haproxy', ['-v']).error === undefined || !existsSync('/usr/sbin/haproxy') ? 'haproxy' : '/usr/sbin/haproxy';
@@ -49,49 +49,8 @@ const ADMIN_WRONG = `Basic ${Buffer.from('admin:not-the-password-4411').toString
 
 type HostName = 'a' | 'b';
 
-interface NodeHost {
-  readonly url: string;
-  readonly port: number;
-  readonly child: ChildProcess;
-  output(): string;
-  logs(): RequestLog[];
-}
-
-async function startNodeHost(env: Record<string, string>): Promise<NodeHost> {
-  const port = await freePort();
-  // Only this test's variables: the host refuses WR_ names it does not know.
-  const base = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WR_') && !['REDIS_URL', 'HOST', 'TRUSTED_PROXIES'].includes(name)));
-  const child = spawn(process.execPath, [resolve(PROJECT_ROOT, 'bin/node-host.mjs')], { cwd: PROJECT_ROOT, env: { ...base, ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  let logs = '';
-  child.stdout!.on('data', (chunk: Buffer) => (logs += chunk.toString('utf8')));
-  const url = await new Promise<string>((resolveUrl, reject) => {
-    const timer = setTimeout(() => reject(new Error(`host did not start:\n${output}`)), 20_000);
-    child.stderr!.on('data', (chunk: Buffer) => {
-      output += chunk.toString('utf8');
-      const match = /Visitors:\s+(http:\/\/\S+)\//.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolveUrl(match[1]!);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`host exited with ${String(code)}:\n${output}`));
-    });
-  });
-  return {
-    url,
-    port,
-    child,
-    output: () => output,
-    logs: () =>
-      logs
-        .split('\n')
-        .filter((line) => line.startsWith('{'))
-        .map((line) => JSON.parse(line) as RequestLog),
-  };
-}
+type NodeHost = NodeHostProcess;
+const startNodeHost = startNodeHostProcess;
 
 async function stopProcess(child: ChildProcess | undefined): Promise<void> {
   if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;

@@ -4,7 +4,7 @@
  * balancer would run. They share the line: tickets are unique across both, and an admission made
  * through one is honoured by the other. Then Redis goes away, and no visitor sees a 5xx.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,49 +12,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoOrigin } from '../src/node/demo-origin';
 import { freePort, type RunningServer } from '../src/node/host';
 import { PROJECT_ROOT } from './support/compute-host';
+import { startNodeHostProcess, type NodeHostProcess } from './support/node-host-process';
 import { reachedOrigin } from './support/e2e-scenarios';
 import { ADMIN_PASSWORD, API_TOKEN, KEY_1 } from './support/fixtures';
 import { startRedisServer, type RedisServer } from './support/redis-server';
 import { HttpVisitor } from './support/stack';
 
-interface NodeHost {
-  readonly url: string;
-  readonly child: ChildProcess;
-  output(): string;
-  /** What it wrote to stdout: one JSON log line per request. */
-  logs(): string;
-}
-
-/** Starts bin/node-host.mjs and resolves with its URL once it prints it (it listens after Redis is ready). */
-async function startNodeHost(env: Record<string, string>): Promise<NodeHost> {
-  const port = await freePort();
-  // Only this test's WR_ variables: the host refuses names it does not know.
-  const base = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WR_') && name !== 'REDIS_URL'));
-  const child = spawn(process.execPath, [resolve(PROJECT_ROOT, 'bin/node-host.mjs')], {
-    cwd: PROJECT_ROOT,
-    env: { ...base, ...env, PORT: String(port) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  let logs = '';
-  child.stdout!.on('data', (chunk: Buffer) => (logs += chunk.toString('utf8')));
-  const url = await new Promise<string>((resolveUrl, reject) => {
-    const timer = setTimeout(() => reject(new Error(`host did not start:\n${output}`)), 20_000);
-    child.stderr!.on('data', (chunk: Buffer) => {
-      output += chunk.toString('utf8');
-      const match = /Visitors:\s+(http:\/\/\S+)\//.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolveUrl(match[1]!);
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`host exited with ${String(code)}:\n${output}`));
-    });
-  });
-  return { url, child, output: () => output, logs: () => logs };
-}
+type NodeHost = NodeHostProcess;
+const startNodeHost = startNodeHostProcess;
 
 async function stopNodeHost(host: NodeHost | undefined): Promise<void> {
   if (host === undefined || host.child.exitCode !== null) return;
@@ -216,14 +181,14 @@ describe('two Node hosts on one Redis (WR_STORE=redis)', () => {
     expect((await waiting.get('/')).status).toBe(200);
     await redis.stop();
     for (const host of [a, b]) {
-      const before = host.logs().length;
+      const before = host.logText().length;
       const fresh = await new HttpVisitor(host.url).get('/');
       expect(fresh.status).toBeLessThan(500);
       expect(reachedOrigin(fresh)).toBe(false);
       // Fails fast (no offline queue): the store call was refused, not given up at the store timeout.
       // Read from the request's log line, not a stopwatch, so a busy machine cannot decide it.
-      await expect.poll(() => host.logs().slice(before), { timeout: 10_000 }).toMatch(/\n/);
-      const line = JSON.parse(host.logs().slice(before).split('\n')[0]!) as Record<string, unknown>;
+      await expect.poll(() => host.logText().slice(before), { timeout: 10_000 }).toMatch(/\n/);
+      const line = JSON.parse(host.logText().slice(before).split('\n')[0]!) as Record<string, unknown>;
       expect(line).toMatchObject({ path: '/', decision: 'unavailable', store_error: expect.stringMatching(/^error: /) });
     }
     // The visitor who was waiting comes back, through the other host: held, not an error.

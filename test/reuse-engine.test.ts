@@ -17,7 +17,6 @@
  * The heap: js-compute recycles a reused sandbox once the engine's `get_heap_mib` passes
  * `maxMemoryMiB`, so a build with a low limit is a probe of the heap the engine itself reads.
  */
-import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,7 +24,7 @@ import jws from 'jws';
 import { createLocalJWKSet, importJWK, jwtVerify, SignJWT, type JSONWebKeySet } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findComputeHost } from './support/compute-host';
-import { ADMIN_PASSWORD, ADMISSION_KEY_1, API_TOKEN, cookieFrom, KEY_1, KEY_2, payloadOf, purposeKey } from './support/fixtures';
+import { ADMIN_PASSWORD, ADMISSION_KEY_1, API_TOKEN, cookieFrom, KEY_1, KEY_2, payloadOf, purposeKey, solveProofOfWork } from './support/fixtures';
 import { fetchFrom } from './support/from-address';
 import { buildWasmInto, startWasmStack, type Stack } from './support/stack';
 
@@ -58,22 +57,6 @@ function expectSignedLikeNode(token: string | undefined, kind: string): Record<s
 /** A token of `claims` signed by Node alone (node:crypto through `jws`), with the ring key `secret`. */
 function nodeToken(claims: Record<string, unknown>, purpose: Purpose, secret = KEY_1): string {
   return jws.sign({ header: { alg: 'HS256', kid: 'k1', typ: 'JWT' }, payload: claims, secret: purposeKey(secret, purpose) });
-}
-
-/** The nonce's solution: the first counter whose SHA-256 starts with `bits` zero bits (see proof-of-work.ts). */
-function solve(nonce: string, bits: number): number {
-  for (let c = 0; ; c++) {
-    const digest = createHash('sha256').update(`${nonce}:${c}`).digest();
-    let zeros = 0;
-    for (const byte of digest) {
-      if (byte === 0) zeros += 8;
-      else {
-        zeros += Math.clz32(byte) - 24;
-        break;
-      }
-    }
-    if (zeros >= bits) return c;
-  }
 }
 
 interface HostStat {
@@ -129,7 +112,7 @@ async function runMixedRequests(stack: Stack, rounds: number): Promise<number> {
     const challenge = (await challenged.json()) as { status: string; challenge: string; nonce: string; difficulty: number };
     expect(challenge.status).toBe('challenge');
     expectSignedLikeNode(challenge.challenge, 'h');
-    const solution = `${challenge.challenge}~${solve(challenge.nonce, challenge.difficulty)}`;
+    const solution = `${challenge.challenge}~${solveProofOfWork(challenge.nonce, challenge.difficulty)}`;
     const joined = await get(from, '/products', { ...HTML, cookie: `waiting_room_pow=${solution}` });
     expect(joined.status).toBe(200);
     expect(joined.headers.get('x-origin')).toBeNull();

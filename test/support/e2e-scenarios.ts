@@ -2,11 +2,10 @@
  * The end-to-end scenarios, written once and run unchanged on every host (the Node host and the
  * wasm on a Compute host): what a visitor, an operator and the origin see over HTTP.
  */
-import { createHash } from 'node:crypto';
 import jws from 'jws';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { createRemoteJWKSet, importJWK, jwtVerify, SignJWT } from 'jose';
-import { ADMISSION_KEY_1, ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, cookieFrom, KEY_1, KEY_2, payloadOf, purposeKey } from './fixtures';
+import { ADMISSION_KEY_1, ADMIN_PASSWORD, API_TOKEN, BASE_SETTINGS, base64url, cookieFrom, KEY_1, KEY_2, payloadOf, purposeKey, solveProofOfWork } from './fixtures';
 import type { FakeProvider } from './fake-siteverify';
 import { fetchFrom } from './from-address';
 import { rawRequest, sendRaw, startRecordingServer } from './raw-http';
@@ -1189,20 +1188,7 @@ export function definePowScenario(stack: () => Stack): void {
   const OTHER = '127.0.0.7';
   const get = (from: string, cookie?: string) =>
     fetchFrom(from, `${stack().url}/`, { headers: { accept: 'application/json', ...(cookie !== undefined && { cookie: `waiting_room_pow=${cookie}` }) } });
-  const solve = (nonce: string, bits: number): number => {
-    for (let c = 0; ; c++) {
-      const digest = createHash('sha256').update(`${nonce}:${c}`).digest();
-      let zeros = 0;
-      for (const byte of digest) {
-        if (byte === 0) zeros += 8;
-        else {
-          zeros += Math.clz32(byte) - 24;
-          break;
-        }
-      }
-      if (zeros >= bits) return c;
-    }
-  };
+  const solve = solveProofOfWork;
 
   it('gives a ticket only for a solved challenge made for this client, once', async () => {
     const first = await get(VISITOR);

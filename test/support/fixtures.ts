@@ -1,5 +1,5 @@
 /** Settings, secrets and small fakes shared by the tests (fakes inject time and faults only). */
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { parseConfig, parseSecrets, type SettingSource } from '../../src/core/config';
 import { createHandler, type Handler, type HandlerDeps } from '../../src/core/handler';
 import type { Clock, Logger, Origin, OriginHeaders, QueueStore, RequestLog, VipCode } from '../../src/core/ports';
@@ -149,3 +149,22 @@ export function testHandler(settings: Record<string, string>, deps: Pick<Handler
   });
 }
 
+
+/**
+ * A proof-of-work solution found here with node:crypto, independently of the code under test: the
+ * first counter whose SHA-256 of `<nonce>:<counter>` starts with `bits` zero bits (see proof-of-work.ts).
+ */
+export function solveProofOfWork(nonce: string, bits: number): number {
+  for (let counter = 0; ; counter++) {
+    const digest = createHash('sha256').update(`${nonce}:${counter}`).digest();
+    let zeros = 0;
+    for (const byte of digest) {
+      if (byte === 0) zeros += 8;
+      else {
+        zeros += Math.clz32(byte) - 24;
+        break;
+      }
+    }
+    if (zeros >= bits) return counter;
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * The Node host as its own process, as a self-hoster runs it: bin/node-host.mjs (built by
+ * `node src/node/build.mjs node`) with the environment a test gives it and nothing else of ours
+ * (the host refuses WR_ names it does not know). Resolves once it prints where visitors reach it,
+ * which it does after Redis answers.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import type { RequestLog } from '../../src/core/ports';
+import { freePort } from '../../src/node/host';
+import { PROJECT_ROOT } from './compute-host';
+
+export interface NodeHostProcess {
+  readonly url: string;
+  readonly port: number;
+  readonly child: ChildProcess;
+  /** What it wrote to stderr: the banner, refusals, Redis lines. */
+  output(): string;
+  /** What it wrote to stdout: one JSON log line per request, as written. */
+  logText(): string;
+  /** The same lines, parsed. */
+  logs(): RequestLog[];
+}
+
+/** The process environment without our own variables, so that only the test's reach the host. */
+export function hostBaseEnv(): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined && !entry[0].startsWith('WR_') && !['REDIS_URL', 'HOST', 'TRUSTED_PROXIES'].includes(entry[0])),
+  );
+}
+
+export async function startNodeHostProcess(env: Record<string, string>): Promise<NodeHostProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [resolve(PROJECT_ROOT, 'bin/node-host.mjs')], { cwd: PROJECT_ROOT, env: { ...hostBaseEnv(), ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  let logs = '';
+  child.stdout!.on('data', (chunk: Buffer) => (logs += chunk.toString('utf8')));
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    const timer = setTimeout(() => reject(new Error(`host did not start:\n${output}`)), 20_000);
+    child.stderr!.on('data', (chunk: Buffer) => {
+      output += chunk.toString('utf8');
+      const match = /Visitors:\s+(http:\/\/\S+)\//.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolveUrl(match[1]!);
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`host exited with ${String(code)}:\n${output}`));
+    });
+  });
+  return {
+    url,
+    port,
+    child,
+    output: () => output,
+    logText: () => logs,
+    logs: () =>
+      logs
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as RequestLog),
+  };
+}
