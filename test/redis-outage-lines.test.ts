@@ -50,10 +50,27 @@ describe('stderr lines for a store outage', () => {
       await keepAsking(redis, () => lines.length >= 1);
       await cluster.restartNode(0);
       await keepAsking(redis, () => lines.length >= 2);
-      expect(lines).toEqual([
-        expect.stringMatching(new RegExp(`^redis: cluster node 127\\.0\\.0\\.1:${lost}: .*; the queues it holds fail fast while it is away\\n$`)),
-        `redis: cluster node 127.0.0.1:${lost} connected again\n`,
-      ]);
+      expect(lines).toEqual([expect.stringMatching(new RegExp(`^redis: cluster node 127\\.0\\.0\\.1:${lost}: .*; failing store calls fast and reconnecting\\n$`)), 'redis: connected again\n']);
+    } finally {
+      redis.disconnect();
+      await cluster.stop();
+    }
+  }, 60_000);
+
+  it('a Redis Cluster losing every master: one line for the whole outage, one when all are back', async () => {
+    const cluster = await startRedisCluster(3);
+    const redis = connectRedis({ urls: cluster.urls, cluster: true }, { timeoutMs: 500, retries: 0 });
+    const lines: string[] = [];
+    reportRedisErrors(redis, (line) => lines.push(line));
+    try {
+      expect(await waitUntilReady(redis, 5_000)).toBe(true);
+      for (const node of cluster.nodes) await node.stop();
+      // Every node reports, then the cluster itself ("Failed to refresh slots cache"): still one line.
+      await keepAsking(redis, () => lines.length >= 1);
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      for (let i = 0; i < cluster.nodes.length; i += 1) await cluster.restartNode(i);
+      await keepAsking(redis, () => lines.length >= 2);
+      expect(lines).toEqual([expect.stringMatching(/; failing store calls fast and reconnecting\n$/), 'redis: connected again\n']);
     } finally {
       redis.disconnect();
       await cluster.stop();

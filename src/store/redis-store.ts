@@ -164,30 +164,38 @@ export function waitUntilReady(redis: RedisConnection, timeoutMs: number): Promi
  */
 export function reportRedisErrors(redis: RedisConnection, write: (line: string) => void): void {
   let down = false;
-  redis.on('error', (error: Error) => {
+  const outage = (what: string): void => {
     if (down) return;
     down = true;
-    write(`redis: ${error.message}; failing store calls fast and reconnecting\n`);
-  });
-  redis.on('ready', () => {
+    write(`redis: ${what}; failing store calls fast and reconnecting\n`);
+  };
+  const recovered = (): void => {
     if (!down) return;
     down = false;
     write('redis: connected again\n');
-  });
-  if (!(redis instanceof Cluster)) return;
-  // A cluster that loses one node stays ready for the others, and says so only per node: one line
-  // when a node goes away (the queues whose slots it holds fail fast meanwhile), one when it is back.
+  };
+  if (!(redis instanceof Cluster)) {
+    redis.on('error', (error: Error) => outage(error.message));
+    redis.on('ready', recovered);
+    return;
+  }
+  // A cluster that loses one master stays ready for the others and says so only per node, and one
+  // that loses them all reports every node and then itself: one line for the outage either way
+  // (naming the first node that went), and one once every node that went is back.
   const away = new Set<string>();
+  redis.on('error', (error: Error) => outage(error.message));
   redis.on('node error', (error: Error, address: string) => {
-    if (away.has(address)) return;
     away.add(address);
-    write(`redis: cluster node ${address}: ${error.message}; the queues it holds fail fast while it is away\n`);
+    outage(`cluster node ${address}: ${error.message}`);
   });
   redis.on('+node', (node: { options?: { host?: string; port?: number }; once(event: 'ready', listener: () => void): void }) => {
     const address = `${node.options?.host ?? ''}:${node.options?.port ?? ''}`;
     node.once('ready', () => {
-      if (!away.delete(address)) return;
-      write(`redis: cluster node ${address} connected again\n`);
+      away.delete(address);
+      if (away.size === 0) recovered();
     });
+  });
+  redis.on('ready', () => {
+    if (away.size === 0) recovered();
   });
 }
