@@ -20,10 +20,10 @@ import { startDemoOrigin } from '../src/node/demo-origin';
 import { freePort, type RunningServer } from '../src/node/host';
 import { PROJECT_ROOT } from './support/compute-host';
 import { reachedOrigin } from './support/e2e-scenarios';
-import { ADMIN_PASSWORD, API_TOKEN, KEY_1 } from './support/fixtures';
+import { ADMIN_PASSWORD, API_TOKEN } from './support/fixtures';
 import { fetchFrom } from './support/from-address';
 import { startRedisServer, type RedisServer } from './support/redis-server';
-import { startNodeHostProcess, type NodeHostProcess } from './support/node-host-process';
+import { buildNodeBundles, deploymentEnv, startNodeHostProcess, type NodeHostProcess } from './support/node-host-process';
 
 // Debian installs it in /usr/sbin, which an unprivileged user's PATH may lack.
 const HAPROXY = spawnSync('haproxy', ['-v']).error === undefined || !existsSync('/usr/sbin/haproxy') ? 'haproxy' : '/usr/sbin/haproxy';
@@ -177,18 +177,12 @@ async function takeTicketsUntilHeld(address: string, headers: (i: number) => Rec
 
 describe.skipIf(MISSING !== undefined)(`two Node hosts behind HAProxy${MISSING === undefined ? '' : ` (skipped: ${MISSING})`}`, () => {
   beforeAll(async () => {
-    const build = spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'src/node/build.mjs'), 'node'], { cwd: PROJECT_ROOT, encoding: 'utf8' });
-    if (build.status !== 0) throw new Error(`build failed:\n${build.stderr}`);
+    buildNodeBundles();
     dir = mkdtempSync(join(tmpdir(), 'wr-haproxy-'));
     redis = await startRedisServer();
     origin = await startDemoOrigin();
     const env = {
-      WR_STORE: 'redis',
-      REDIS_URL: redis.url,
-      ORIGIN_URL: origin.url,
-      WR_SIGNING_KEYS: `k1:${KEY_1}`,
-      WR_ADMIN_PASSWORD: ADMIN_PASSWORD,
-      WR_ADMIN_API_TOKEN: API_TOKEN,
+      ...deploymentEnv(redis.url, origin.url),
       // HAProxy connects from 127.0.0.1; the clients come from other loopback addresses.
       TRUSTED_PROXIES: '127.0.0.1',
       WR_STATE_CACHE_SECONDS: '0',

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoOrigin } from '../src/node/demo-origin';
 import { freePort, type RunningServer } from '../src/node/host';
 import { PROJECT_ROOT } from './support/compute-host';
-import { startNodeHostProcess, type NodeHostProcess } from './support/node-host-process';
+import { buildNodeBundles, deploymentEnv, hostBaseEnv, startNodeHostProcess, type NodeHostProcess } from './support/node-host-process';
 import { reachedOrigin } from './support/e2e-scenarios';
 import { ADMIN_PASSWORD, API_TOKEN, KEY_1 } from './support/fixtures';
 import { startRedisServer, type RedisServer } from './support/redis-server';
@@ -34,19 +34,12 @@ let a: NodeHost;
 let b: NodeHost;
 
 beforeAll(async () => {
-  // The real bundle, built as `npm start` builds it: it must carry the Lua files too.
-  const build = spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'src/node/build.mjs'), 'node'], { cwd: PROJECT_ROOT, encoding: 'utf8' });
-  if (build.status !== 0) throw new Error(`build failed:\n${build.stderr}`);
+  buildNodeBundles();
   redis = await startRedisServer();
   origin = await startDemoOrigin();
   const env = {
-    WR_STORE: 'redis',
-    REDIS_URL: redis.url,
-    ORIGIN_URL: origin.url,
     // A deployment: secrets from the environment alone (devconfig.json's development values are refused).
-    WR_SIGNING_KEYS: `k1:${KEY_1}`,
-    WR_ADMIN_PASSWORD: ADMIN_PASSWORD,
-    WR_ADMIN_API_TOKEN: API_TOKEN,
+    ...deploymentEnv(redis.url, origin.url),
     // Decisions straight from the store on every request: no per-host cache hiding the other host's writes.
     WR_STATE_CACHE_SECONDS: '0',
     WR_STORE_TIMEOUT_MS: '500',
@@ -129,8 +122,7 @@ describe('two Node hosts on one Redis (WR_STORE=redis)', () => {
 
   it('refuse to start on the published development secrets, or without a key ring, naming each variable', async () => {
     const run = (env: Record<string, string>) => {
-      const base = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WR_') && name !== 'REDIS_URL' && name !== 'HOST'));
-      return spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'bin/node-host.mjs')], { cwd: PROJECT_ROOT, env: { ...base, PORT: '0', ORIGIN_URL: origin.url, WR_STORE: 'redis', REDIS_URL: redis.url, ...env }, encoding: 'utf8', timeout: 30_000 });
+      return spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'bin/node-host.mjs')], { cwd: PROJECT_ROOT, env: { ...hostBaseEnv(), PORT: '0', ORIGIN_URL: origin.url, WR_STORE: 'redis', REDIS_URL: redis.url, ...env }, encoding: 'utf8', timeout: 30_000 });
     };
     const none = run({});
     expect(none.status).toBe(1);
@@ -146,7 +138,7 @@ describe('two Node hosts on one Redis (WR_STORE=redis)', () => {
     // The same on every interface with the demo's memory store: listening beyond loopback is a deployment.
     const exposed = spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'bin/node-host.mjs')], {
       cwd: PROJECT_ROOT,
-      env: { ...Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WR_') && name !== 'REDIS_URL')), PORT: '0', ORIGIN_URL: origin.url, HOST: '0.0.0.0' },
+      env: { ...hostBaseEnv(), PORT: '0', ORIGIN_URL: origin.url, HOST: '0.0.0.0' },
       encoding: 'utf8',
       timeout: 30_000,
     });

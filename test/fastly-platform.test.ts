@@ -67,6 +67,7 @@ vi.mock('fastly:cache', () => {
         return { text: async () => value };
       },
       get: () => null,
+      set: () => undefined,
     },
     CoreCache: {
       lookup: () => null,

@@ -11,11 +11,11 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../src/node/host';
 import { PROJECT_ROOT } from './support/compute-host';
-import { ADMIN_PASSWORD, API_TOKEN, KEY_1 } from './support/fixtures';
+import { buildNodeBundles, deploymentEnv, hostBaseEnv } from './support/node-host-process';
 import { startRedisServer, type RedisServer } from './support/redis-server';
 
 const SIZE = 20 * 1024 * 1024;
@@ -62,7 +62,7 @@ describe('a production install: no dev dependencies, no bundling at start, a gra
   beforeAll(async () => {
     run('git', ['clone', '--quiet', PROJECT_ROOT, clone], dir);
     // The build step, done where the dev dependencies are (here: this checkout), into the clone's bin/.
-    run(process.execPath, [resolve(PROJECT_ROOT, 'src/node/build.mjs'), 'node', '--out', join(clone, 'bin')], PROJECT_ROOT);
+    buildNodeBundles(join(clone, 'bin'));
     // The production install: the runtime dependencies alone (from the local cache when it has them).
     run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--prefer-offline'], clone);
     redis = await startRedisServer();
@@ -81,20 +81,14 @@ describe('a production install: no dev dependencies, no bundling at start, a gra
     const scripts = (JSON.parse(readFileSync(join(clone, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
     expect(scripts['start:production']).toBe('node bin/node-host.mjs');
     const port = await freePort();
-    const base = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('WR_') && name !== 'REDIS_URL' && name !== 'HOST'));
     // The production command itself (what `npm run start:production` runs, and what a systemd
     // unit starts): node in front, so SIGTERM reaches the host, not a shell between them.
     const child: ChildProcess = spawn(process.execPath, ['bin/node-host.mjs'], {
       cwd: clone,
       env: {
-        ...base,
+        ...hostBaseEnv(),
+        ...deploymentEnv(redis.url, origin.url),
         PORT: String(port),
-        WR_STORE: 'redis',
-        REDIS_URL: redis.url,
-        ORIGIN_URL: origin.url,
-        WR_SIGNING_KEYS: `k1:${KEY_1}`,
-        WR_ADMIN_PASSWORD: ADMIN_PASSWORD,
-        WR_ADMIN_API_TOKEN: API_TOKEN,
         WR_BYPASS_PATHS: '/download',
         SHUTDOWN_GRACE_MS: '60000',
       },

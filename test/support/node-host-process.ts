@@ -4,11 +4,12 @@
  * (the host refuses WR_ names it does not know). Resolves once it prints where visitors reach it,
  * which it does after Redis answers.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import type { RequestLog } from '../../src/core/ports';
 import { freePort } from '../../src/node/host';
 import { PROJECT_ROOT } from './compute-host';
+import { ADMIN_PASSWORD, API_TOKEN, KEY_1 } from './fixtures';
 
 export interface NodeHostProcess {
   readonly url: string;
@@ -27,6 +28,20 @@ export function hostBaseEnv(): Record<string, string> {
   return Object.fromEntries(
     Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined && !entry[0].startsWith('WR_') && !['REDIS_URL', 'HOST', 'TRUSTED_PROXIES'].includes(entry[0])),
   );
+}
+
+/** Builds bin/node-host.mjs (and the other Node bundles) as `npm start` and `npm run build:node` do: it must carry the Lua files too. */
+export function buildNodeBundles(outDir?: string): void {
+  const build = spawnSync(process.execPath, [resolve(PROJECT_ROOT, 'src/node/build.mjs'), 'node', ...(outDir === undefined ? [] : ['--out', outDir])], { cwd: PROJECT_ROOT, encoding: 'utf8' });
+  if (build.status !== 0) throw new Error(`build failed:\n${build.stdout}\n${build.stderr}`);
+}
+
+/**
+ * A self-hosted deployment's environment: the Redis store, the origin, and the secrets from the
+ * environment (a deployment never reads devconfig.json's development values), the tests' own.
+ */
+export function deploymentEnv(redisUrl: string, originUrl: string): Record<string, string> {
+  return { WR_STORE: 'redis', REDIS_URL: redisUrl, ORIGIN_URL: originUrl, WR_SIGNING_KEYS: `k1:${KEY_1}`, WR_ADMIN_PASSWORD: ADMIN_PASSWORD, WR_ADMIN_API_TOKEN: API_TOKEN };
 }
 
 export async function startNodeHostProcess(env: Record<string, string>): Promise<NodeHostProcess> {
