@@ -234,9 +234,8 @@ export interface HostOptions {
 }
 
 /**
- * Not WR_ names: what a process manager or a platform sets. HOST: the address to listen on (an IP
- * address; 0.0.0.0 or :: for every interface). WR_REDIS_ALLOW_NO_AUTH=true lets a deployment use a
- * Redis without credentials on another machine (a private network the operator vouches for).
+ * HOST, not a WR_ name (process managers and platforms set it): the address to listen on, an IP
+ * address (0.0.0.0 or :: for every interface).
  */
 export const BIND_ENV = 'HOST';
 
