@@ -7,7 +7,7 @@ import { parseAdmissionKeys } from './admission-keys';
 import { CHALLENGE_PROVIDERS } from './challenge-providers';
 import { parseCidrList, type CidrRange } from './ip';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
-import { LOCALES, type Locale } from './i18n';
+import { LOCALES, parseLanguageTexts, type LanguageTexts, type Locale } from './i18n';
 import type { FailureWindow } from './ports';
 import { parseKeyRing, parseKeyRingEntries, passphraseWeakness, placeholderWeakness, secretWeakness, SECRET_RULE, type KeyRing } from './tokens';
 
@@ -399,10 +399,18 @@ export interface Config {
    */
   readonly pageBackgroundColor: string;
   /**
-   * The language of visitors whose browser asks for none we have: en, de, fr, es, ja or zh.
+   * The language of visitors whose browser asks for none we have: a built-in one (en, de, fr, es,
+   * it, pt, nl, tr, ja, zh, ko, ar) or one added in `page_texts`. `page_title` and `page_message`
+   * are in this language: another language without its own shows them.
    * @default "en"
    */
   readonly pageLanguage: Locale;
+  /**
+   * Texts by language, from the JSON of `page_texts`: a language's own `page_title` and
+   * `page_message`, built-in texts replaced, or a language added (see i18n.ts, TEXT_KEYS).
+   * @default {}
+   */
+  readonly pageTexts: LanguageTexts;
 }
 
 /** The claims an admission may carry (see admission.ts). */
@@ -516,6 +524,7 @@ export const CONFIG_KEYS = [
   'page_accent_color',
   'page_background_color',
   'page_language',
+  'page_texts',
 ] as const;
 
 /** The keys of the Secret Store. */
@@ -706,6 +715,21 @@ class Reader {
 
 const DAY = 86_400;
 
+/** `page_texts`: every problem in its JSON is named by its place (`page_texts.de.in_lin: …`). */
+function readPageTexts(r: Reader): LanguageTexts {
+  r.observe?.({ key: 'page_texts', kind: 'text', fallback: '' });
+  const text = r.raw('page_texts');
+  if (text === undefined) return {};
+  const parsed = parseLanguageTexts(text);
+  if (parsed.ok) return parsed.texts;
+  for (const message of parsed.errors) {
+    // "page_texts.de.x: …" names its own place; an error of the whole names the key.
+    const own = /^(page_texts\.[^:]+): (.*)$/s.exec(message);
+    r.problems.push(own === null ? { key: 'page_texts', message } : { key: own[1]!, message: own[2]! });
+  }
+  return {};
+}
+
 /** The holding page's built-in colours (also used where there is no configuration to read). */
 export const DEFAULT_ACCENT_COLOR = '#2456c7';
 export const DEFAULT_BACKGROUND_COLOR = '#eef2f8';
@@ -716,6 +740,7 @@ export const DEFAULT_BACKGROUND_COLOR = '#eef2f8';
  */
 export function parseConfig(source: SettingSource, observe?: (shape: SettingShape) => void): Readonly<Config> {
   const r = new Reader(source, observe);
+  const pageTexts = readPageTexts(r);
   const config: Config = {
     queueName: r.string('queue_name', 'default', (v) =>
       QUEUE_NAME_PATTERN.test(v) ? undefined : 'must be 1-32 of a-z, 0-9, _ and -, starting with a letter or digit',
@@ -793,7 +818,8 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
     ),
     pageAccentColor: r.string('page_accent_color', DEFAULT_ACCENT_COLOR, (v) => checkColor(v, true)),
     pageBackgroundColor: r.string('page_background_color', DEFAULT_BACKGROUND_COLOR, (v) => checkColor(v, false)),
-    pageLanguage: r.oneOf('page_language', 'en', LOCALES),
+    pageLanguage: r.oneOf('page_language', 'en', [...LOCALES, ...Object.keys(pageTexts).filter((l) => !LOCALES.includes(l))]),
+    pageTexts,
   };
   // A ticket must outlive at least two missed refreshes, or a slow connection loses its place.
   if (config.queueTimeoutSeconds < config.refreshSeconds * 3) {
@@ -944,7 +970,16 @@ function checkUrl(r: Reader, key: string): string | undefined {
     r.problems.push({ key, message: `must be an http(s) URL, got ${JSON.stringify(text)}` });
     return undefined;
   }
-  const placeholder = placeholderProblem(key, new URL(text).hostname);
+  // The pattern lets through what URL parsing refuses (a host like `<name>-<id>.upstash.io`, the
+  // guide's own example): that is a problem named like any other, never an error of its own.
+  let host: string;
+  try {
+    host = new URL(text).hostname;
+  } catch {
+    r.problems.push({ key, message: `must be an http(s) URL with a valid host name, got ${JSON.stringify(text)}` });
+    return undefined;
+  }
+  const placeholder = placeholderProblem(key, host);
   if (placeholder !== undefined) {
     r.problems.push(placeholder);
     return undefined;

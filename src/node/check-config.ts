@@ -70,9 +70,22 @@ function queueProblems(source: SettingSource, where: (key: string) => string): C
  * JSON object is the settings document itself.
  */
 export function checkConfigFile(text: string): ConfigProblem[] {
-  const document: unknown = JSON.parse(text);
+  let document: unknown;
+  try {
+    document = JSON.parse(text);
+  } catch {
+    // Not JSON at all: said as a problem of the settings item, which is what such a file is meant to be.
+    return checkSettingsDocument(text);
+  }
   const isStore = Array.isArray(document) || (typeof document === 'object' && document !== null && typeof (document as Record<string, unknown>)[SETTINGS_ITEM] === 'string');
-  return isStore ? checkConfigStoreItems(readConfigStoreListing(text)) : checkSettingsDocument(text);
+  if (!isStore) return checkSettingsDocument(text);
+  let items: Map<string, string>;
+  try {
+    items = readConfigStoreListing(text);
+  } catch (error) {
+    return [{ key: 'Config Store listing', message: error instanceof Error ? error.message : String(error) }];
+  }
+  return checkConfigStoreItems(items);
 }
 
 /** Every problem of devconfig.json with `env` over it: unknown names, bad values, weak secrets. */
@@ -90,24 +103,23 @@ export function checkLocalConfig(path: string, env: NodeJS.ProcessEnv): ConfigPr
   return problems;
 }
 
-function main(): void {
-  const file = process.argv[2];
-  const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-  const problems = file === undefined ? checkLocalConfig(resolve(root, 'devconfig.json'), process.env) : checkConfigFile(readFileSync(file, 'utf8'));
+/** What `npm run check-config [-- FILE]` prints and its exit status: every problem on stderr, each with its key. */
+export function runCheckConfig(file: string | undefined, root: string, env: NodeJS.ProcessEnv): { readonly stdout: string; readonly stderr: string; readonly status: number } {
   const what = file === undefined ? 'devconfig.json and the WR_ environment variables' : file;
-  if (problems.length === 0) {
-    process.stdout.write(`${what}: no problems\n`);
-    return;
+  let problems: ConfigProblem[];
+  try {
+    problems = file === undefined ? checkLocalConfig(resolve(root, 'devconfig.json'), env) : checkConfigFile(readFileSync(file, 'utf8'));
+  } catch (error) {
+    // What is left (a file that cannot be read) still says which file.
+    return { stdout: '', stderr: `${what}: ${error instanceof Error ? error.message : String(error)}\n`, status: 1 };
   }
-  process.stderr.write(`${what}: ${problems.length} problem(s)\n${problems.map((p) => `  - ${p.key}: ${p.message}`).join('\n')}\n`);
-  process.exitCode = 1;
+  if (problems.length === 0) return { stdout: `${what}: no problems\n`, stderr: '', status: 0 };
+  return { stdout: '', stderr: `${what}: ${problems.length} problem(s)\n${problems.map((p) => `  - ${p.key}: ${p.message}`).join('\n')}\n`, status: 1 };
 }
 
 if (process.argv[1] !== undefined && /check-config\.(m?js|ts)$/.test(process.argv[1])) {
-  try {
-    main();
-  } catch (error) {
-    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-    process.exitCode = 1;
-  }
+  const result = runCheckConfig(process.argv[2], resolve(dirname(fileURLToPath(import.meta.url)), '..'), process.env);
+  process.stdout.write(result.stdout);
+  process.stderr.write(result.stderr);
+  process.exitCode = result.status;
 }
