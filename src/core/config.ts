@@ -993,7 +993,7 @@ function checkUrl(r: Reader, key: string): string | undefined {
  * points at nobody's origin or database; it is refused, naming what is missing.
  */
 export const PLACEHOLDER_HOSTS: Readonly<Record<string, string>> = {
-  'origin.example.com': 'the host name of your site\'s origin (npx fastly backend update --version latest --autoclone --name origin --address <host> --override-host <host>)',
+  'origin.example.com': 'the host name of your site\'s origin (npx fastly service backend update --version latest --autoclone --name origin --address <host> --override-host <host>)',
   'your-db.upstash.io': 'your Upstash database\'s REST host (Upstash console: the database, REST API, UPSTASH_REDIS_REST_URL)',
 };
 

@@ -1,7 +1,8 @@
 /**
  * `npm run keys`: new production secrets, printed once, for the Fastly Secret Store (wr_secrets).
  * Nothing is written anywhere: copy each value into its entry, e.g.
- * `npx fastly secret-store-entry create --store-id <id> --name signing_keys --stdin`, then paste.
+ * `npx fastly secret-store-entry create --store-id <secret store id> --name signing_keys --recreate-allow --stdin`,
+ * then paste (docs/deploying.md, step 10, says where the store's ID comes from).
  *
  * - signing_keys: a key ring of one key (`<kid>:<32 random bytes, base64url>`);
  * - admin_password: 24 random characters;
