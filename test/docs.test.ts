@@ -66,6 +66,23 @@ describe('the docs', () => {
     expect(readme).toMatch(/## The request path/);
   });
 
+  it('the README says first what a visitor and an operator get, and links the sale plan before any other page', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const opening = readme.slice(0, readme.indexOf('\n## '));
+    expect(opening).toMatch(/\*\*A visitor\*\* gets/);
+    expect(opening).toMatch(/\*\*An operator\*\* gets/);
+    expect(links(readme).find((t) => t.startsWith('docs/'))).toBe('docs/plan-your-sale.md');
+  });
+
+  it('the sale plan is one page: before, during, after, the settings that matter, the smoke check, the runbook', () => {
+    const plan = readFileSync(join(root, 'docs/plan-your-sale.md'), 'utf8');
+    expect([...plan.matchAll(/^## (\w+)/gm)].map((m) => m[1])).toEqual(['Before', 'During', 'After']);
+    expect(plan).toMatch(/npm run smoke -- /);
+    expect(plan).toMatch(/npm run check-config -- /);
+    expect(links(plan)).toEqual(expect.arrayContaining(['operating.md#runbook', 'operating.md#emergency-switches', 'configuration.md']));
+    expect(plan.split('\n').length).toBeLessThan(120);
+  });
+
   it('the link checker finds a broken link and a missing heading', () => {
     // The checker itself: a link to a heading that is not there must be caught.
     expect(anchors('# Deploying to Fastly\n```\n# not a heading\n```\n## Step 1: the CLI').has('step-1-the-cli')).toBe(true);
