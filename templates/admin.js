@@ -29,9 +29,69 @@
   var epochField = document.getElementById('reset-epoch');
   var resetting = false;
 
-  function show(text, isError) {
+  // kind: '' (done), 'error' or 'warning' (applied, but not what was asked: an admit under hold).
+  function show(text, kind) {
     notice.textContent = text;
-    notice.className = isError ? 'notice error' : 'notice';
+    notice.className = kind ? 'notice ' + kind : 'notice';
+  }
+  if (notice.hasAttribute('data-warning')) show(notice.textContent, 'warning');
+
+  // The store outage banner: shown at the first poll the store does not answer, or once the last
+  // answer is older than two polls (a poll that hangs), and cleared by the next answer.
+  var outage = document.getElementById('outage');
+  var outageReason = document.getElementById('outage-reason');
+  var figuresBox = document.getElementById('figures');
+  var queue = body.getAttribute('data-queue');
+  var lastOk = Date.now();
+  var lastAsOf = '';
+  function showOutage(reason) {
+    var text =
+      'Queue ' + queue + ': ' + reason + '. This page asks again every ' + every / 1000 +
+      ' seconds and clears this message as soon as the store answers.' +
+      (lastAsOf ? ' The figures below are from ' + lastAsOf + '.' : '');
+    if (outageReason.textContent !== text) outageReason.textContent = text;
+    if (outage.hidden) outage.hidden = false;
+    figuresBox.className = 'console-figures stale';
+    liveState.textContent = 'the store is not answering; retrying.';
+  }
+  function clearOutage() {
+    lastOk = Date.now();
+    if (!outage.hidden) outage.hidden = true;
+    figuresBox.className = 'console-figures';
+  }
+  setInterval(function () {
+    var silent = Date.now() - lastOk;
+    if (silent > 2 * every) showOutage('no answer for ' + Math.round(silent / 1000) + ' seconds');
+  }, 1000);
+
+  // A select shows the state in force, until its operator picks another choice to send.
+  var selects = document.querySelectorAll('select[data-in-force]');
+  for (var s = 0; s < selects.length; s++) {
+    selects[s].addEventListener('change', function (event) {
+      event.currentTarget.setAttribute('data-picked', '');
+    });
+  }
+  function showInForce(inForce) {
+    for (var i = 0; i < selects.length; i++) {
+      var select = selects[i];
+      var key = select.name;
+      if (typeof inForce[key] !== 'string') continue;
+      select.setAttribute('data-in-force', inForce[key]);
+      if (!select.hasAttribute('data-picked') && select.value !== inForce[key]) select.value = inForce[key];
+    }
+    if (typeof inForce.mode === 'string') {
+      var parts = document.querySelectorAll('[data-mode]');
+      for (var p = 0; p < parts.length; p++) parts[p].hidden = parts[p].getAttribute('data-mode') !== inForce.mode;
+    }
+  }
+  function showLimits(state) {
+    var fields = document.querySelectorAll('[data-current]');
+    for (var f = 0; f < fields.length; f++) {
+      var value = state[fields[f].getAttribute('data-current')];
+      if (typeof value !== 'number') continue;
+      var text = value === 0 && fields[f].name !== 'admit_per_period' ? 'no limit' : String(value);
+      if (fields[f].placeholder !== text) fields[f].placeholder = text;
+    }
   }
   function utc(ms) {
     return new Date(ms).toISOString().slice(0, 19).replace('T', ' ') + ' UTC';
@@ -60,7 +120,12 @@
     var list = document.getElementById('queues');
     if (list && typeof data.queues === 'string') list.innerHTML = data.queues;
     var pause = document.getElementById('pause');
-    if (data.state) checkEpoch(data.state.epoch);
+    if (data.state) {
+      checkEpoch(data.state.epoch);
+      showLimits(data.state);
+    }
+    if (data.in_force) showInForce(data.in_force);
+    if (typeof figures.as_of === 'string') lastAsOf = figures.as_of;
     // A fresh form token with every poll: a console left open for hours can still act.
     if (typeof data.csrf === 'string') {
       var tokens = document.querySelectorAll('input[name=csrf]');
@@ -73,16 +138,37 @@
     liveState.textContent = 'updating every ' + every / 1000 + ' seconds.';
   }
   function refresh() {
-    return fetch(liveUrl, { headers: { accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' })
+    // A poll that hangs is given up after one poll's time: the banner says so after two.
+    var controller = typeof AbortController === 'function' ? new AbortController() : null;
+    var timer = controller && setTimeout(function () { controller.abort(); }, every);
+    return fetch(liveUrl, { headers: { accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store', signal: controller ? controller.signal : undefined })
       .then(function (r) {
-        return r.ok ? r.json() : Promise.reject(new Error('status ' + r.status));
+        if (r.ok) return r.json();
+        // The store did not answer: the room says what it answered, as the store-down page does.
+        return r.json().then(
+          function (json) {
+            throw new Error(r.status === 503 && json.error ? json.error : 'the console answered ' + r.status);
+          },
+          function () {
+            throw new Error('the console answered ' + r.status);
+          }
+        );
       })
-      .then(apply)
-      .catch(function () {
-        liveState.textContent = 'could not update the figures just now; retrying.';
+      .then(function (data) {
+        clearOutage();
+        apply(data);
+      })
+      .catch(function (error) {
+        var reason = error && error.name === 'AbortError' ? 'no answer within ' + every / 1000 + ' seconds' : error && error.message ? error.message : 'no answer';
+        if (/^Failed to fetch|NetworkError|Load failed/.test(reason)) reason = 'no answer (' + reason + ')';
+        showOutage(reason);
+      })
+      .then(function () {
+        if (timer) clearTimeout(timer);
       });
   }
   function describe(result) {
+    if (result.warning) return result.warning;
     if (result.notice) return result.notice;
     if (typeof result.admitted === 'number') {
       var visitors = result.admitted + (result.admitted === 1 ? ' visitor' : ' visitors') + ' in.';
@@ -148,7 +234,10 @@
             // Our own reset: the form now names the epoch it made.
             epochField.value = String(result.epoch);
           }
-          show(describe(result), false);
+          show(describe(result), result.warning ? 'warning' : '');
+          // Sent: the form's selects show the state in force again from the next poll.
+          var picked = form.querySelectorAll('select[data-picked]');
+          for (var k = 0; k < picked.length; k++) picked[k].removeAttribute('data-picked');
           var codes = document.getElementById('vip-codes');
           if (result.codes && codes) {
             codes.hidden = false;
@@ -158,7 +247,7 @@
           return refresh();
         })
         .catch(function (error) {
-          show(error.message, true);
+          show(error.message, 'error');
         })
         .then(function () {
           if (key && !keep) key.value = '';

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_ADMIT_COUNT, MAX_THRESHOLD, parseAdmitCount, parseControl } from '../src/core/admin';
+import { guardMode, MAX_ADMIT_COUNT, MAX_PERIOD_QUOTA, MAX_THRESHOLD, parseAdmitCount, parseControl } from '../src/core/admin';
+import { parseConfig } from '../src/core/config';
+import { source } from './support/fixtures';
 import { readBasicAuth, readBearer, timingSafeEqual } from '../src/core/http';
 
 describe('parseAdmitCount', () => {
@@ -119,5 +121,45 @@ describe('parseControl', () => {
     const result = parseControl(input, 'json');
     expect(result.ok).toBe(false);
     if (!result.ok) expect(result.error).toMatch(reason);
+  });
+});
+
+describe('guardMode: a change of limits never changes the mode unless it says so', () => {
+  const config = parseConfig(source({ admit_per_period: '5' }));
+  const rate = { maxActive: 0, maxNewPerMinute: 0, admitPerPeriod: 5 };
+  const capacity = { maxActive: 100, maxNewPerMinute: 0, admitPerPeriod: 5 };
+
+  it('keeps a change inside the mode as it is', () => {
+    expect(guardMode({ admitPerPeriod: 8 }, undefined, rate, config)).toEqual({ ok: true, change: { admitPerPeriod: 8 }, from: 'rate', to: 'rate' });
+    expect(guardMode({ maxNewPerMinute: 30 }, undefined, capacity, config)).toMatchObject({ ok: true, from: 'capacity', to: 'capacity' });
+  });
+
+  it('refuses a change that would leave rate or capacity mode unasked, naming both modes', () => {
+    expect(guardMode({ maxNewPerMinute: 4 }, undefined, rate, config)).toEqual({
+      ok: false,
+      status: 409,
+      error: 'this change would switch the queue from rate mode (5 visitors every 60 s) to capacity mode (no limit at once, 4 new a minute); nothing changed. To mean it, send mode=capacity with it.',
+    });
+    expect(guardMode({ maxActive: 0 }, undefined, capacity, config)).toMatchObject({ ok: false, status: 409, error: expect.stringMatching(/from capacity mode \(100 at once, no limit a minute\) to rate mode \(5 visitors every 60 s\)/) });
+  });
+
+  it('applies a chosen mode with what it implies, and refuses one the change does not make', () => {
+    expect(guardMode({ maxNewPerMinute: 4 }, 'capacity', rate, config)).toMatchObject({ ok: true, change: { maxNewPerMinute: 4 }, from: 'rate', to: 'capacity' });
+    expect(guardMode({}, 'rate', capacity, config)).toEqual({ ok: true, change: { maxActive: 0, maxNewPerMinute: 0 }, from: 'capacity', to: 'rate' });
+    expect(guardMode({}, 'manual', rate, config)).toEqual({ ok: true, change: { maxActive: 0, maxNewPerMinute: 0, admitPerPeriod: 0 }, from: 'rate', to: 'manual' });
+    expect(guardMode({ maxActive: 5 }, 'rate', capacity, config)).toMatchObject({ ok: false, status: 400, error: 'rate mode has max_active at 0, got 5; nothing changed' });
+    expect(guardMode({}, 'capacity', rate, config)).toMatchObject({ ok: false, status: 400, error: expect.stringMatching(/give max_active or max_new_per_minute above 0; nothing changed$/) });
+  });
+
+  it('lets a limit start automatic admission from admission by hand, saying so', () => {
+    expect(guardMode({ maxActive: 5 }, undefined, { maxActive: 0, maxNewPerMinute: 0, admitPerPeriod: 0 }, config)).toMatchObject({ ok: true, from: 'manual', to: 'capacity' });
+  });
+
+  it('reads admit_per_period and mode from a form or JSON, and refuses bad values', () => {
+    expect(parseControl({ admit_per_period: '8', mode: 'rate' }, 'form')).toEqual({ ok: true, change: { admitPerPeriod: 8 }, mode: 'rate' });
+    expect(parseControl({ admit_per_period: null }, 'json')).toEqual({ ok: true, change: { admitPerPeriod: null }, mode: undefined });
+    for (const input of [{ admit_per_period: -1 }, { admit_per_period: 1.5 }, { admit_per_period: MAX_PERIOD_QUOTA + 1 }, { admit_per_period: '8' }, { mode: 'fast' }]) {
+      expect(parseControl(input, 'json').ok, JSON.stringify(input)).toBe(false);
+    }
   });
 });

@@ -67,8 +67,8 @@ describe('the console chart and its tiles', () => {
     expect(admitted.lineEnd).toBe(`${admitted.cx},${admitted.cy}`);
     expect(/<polyline class="waiting" points="([^"]+)"/.exec(chart)![1]!.split(' ')).toHaveLength(history.length + 1);
     // The scale takes the figures now: the dot is at the top of a 0–10,000 scale, not off the chart.
-    expect(chart).toContain('waiting (scale 0–10,000)');
-    expect(chart).toContain('let in per minute (scale 0–100)');
+    expect(chart).toContain('waiting (scale 0–10,000, left axis)');
+    expect(chart).toContain('let in per minute (scale 0–100, right axis)');
     // The screen-reader summary says the same as the tiles.
     expect(chart).toContain('5,400 waiting now (most 5,400); 75 let in during the last minute (most 75).');
     expect(chart).not.toContain('1,200 waiting now');
@@ -118,5 +118,38 @@ describe('the console chart and its tiles', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('the console chart over a whole sale, and the wait where the store records none', () => {
+  it('covers the sale from its reset when that is over an hour ago: the span not kept per minute is shaded, each axis has its own scale', () => {
+    const config = parseConfig(source({ admit_per_period: '5' }));
+    const history = [point(MINUTE - 120_000, 40, 5), point(MINUTE - 60_000, 45, 5)];
+    const { chart } = adminPanel(stats({ tail: 60, cursor: 10, admittedLastMinute: 5, epoch: NOW - 3 * 3_600_000, history }), config, NOW);
+    expect(chart).toContain('<title id="chart-title">Queue length and admissions, since 09:00 UTC</title>');
+    expect(chart).toContain('Since the sale began at 09:00 UTC (the store keeps one point a minute for the last hour only)');
+    expect(chart).toContain('<rect class="unrecorded"');
+    expect(chart).toContain('not kept per minute');
+    // One scale per axis: the waiting scale on the left, the let-in scale on the right.
+    expect(chart).toMatch(/<text x="38" y="14.0" class="axis axis-waiting"[^>]*>50<\/text>/);
+    expect(chart).toMatch(/<text x="602" y="14.0" class="axis axis-admitted"[^>]*>5<\/text>/);
+    expect(chart).toMatch(/class="axis axis-admitted"[^>]*>2.5<\/text>/);
+    // Within the last hour it is the last hour, as before.
+    expect(adminPanel(stats({ tail: 60, cursor: 10, epoch: NOW - 600_000, history }), config, NOW).chart).toContain('Queue length and admissions, last hour');
+  });
+
+  it('estimates the average wait of rate mode from when the tickets called were handed out', () => {
+    // Ticket 30 was handed out a quarter of the way from minute −4 (tail 20) to minute −3 (tail 60).
+    const at = (minutesAgo: number, tail: number, cursor: number): HistoryPoint => ({ atMs: MINUTE - minutesAgo * 60_000, tail, cursor, waiting: tail - cursor, active: 0, admittedLastMinute: 0 });
+    const history = [at(6, 0, 0), at(4, 20, 0), at(3, 60, 0), at(0, 80, 30)];
+    const now = stats({ tail: 80, cursor: 30, history });
+    // At minute 0 (40 s before now) ticket 30 had waited 3 min 45 s; now 4 min 25 s: about 4 minutes.
+    const config = parseConfig(source({ admit_per_period: '10' }));
+    expect(adminPanel(now, config, NOW).figures.avg_wait).toBe('about 4 minutes (estimated)');
+    // Called ahead of the tail: walk-ins waited nothing.
+    expect(adminPanel(stats({ tail: 80, cursor: 90, history: [at(1, 70, 75)] }), config, NOW).figures.avg_wait).toBe('less than a minute (estimated)');
+    // A measured average wins; without any point kept there is nothing to say.
+    expect(adminPanel({ ...now, avgWaitSeconds: 30 }, config, NOW).figures.avg_wait).toBe('less than a minute');
+    expect(adminPanel(stats({ tail: 80, cursor: 30 }), config, NOW).figures.avg_wait).toBe('–');
   });
 });

@@ -5,7 +5,8 @@ import type { HoldView } from '../src/core/types';
 import { holdTexts } from '../src/core/holding';
 import { messages, type Locale } from '../src/core/i18n';
 import { source } from './support/fixtures';
-import { escapeHtml, formatCount, renderAdminPage, renderHoldingPage, renderTemplate, scriptJson, type HoldingPage } from '../src/core/pages';
+import { renderConsolePage } from '../src/core/admin-page';
+import { escapeHtml, formatCount, renderHoldingPage, renderTemplate, scriptJson, type HoldingPage } from '../src/core/pages';
 
 function hold(overrides: Partial<HoldView> = {}): HoldView {
   return {
@@ -120,7 +121,7 @@ describe('rendering', () => {
       { atMs: nowMs - 120_000, tail: 1000, cursor: 100, waiting: 900, active: 100, admittedLastMinute: 30 },
       { atMs: nowMs - 60_000, tail: 1500, cursor: 200, waiting: 1300, active: 120, admittedLastMinute: 42 },
     ];
-    const html = renderAdminPage({
+    const html = renderConsolePage({
       queue: 'default',
       stats,
       figures: adminFigures(stats, config, nowMs),
@@ -142,7 +143,7 @@ describe('rendering', () => {
     expect(html).toContain('<dd data-figure="active">120 of 500</dd>');
     expect(html).toContain('<dd data-figure="admitted_last_minute">42</dd>');
     expect(html).toContain('<dd data-figure="avg_wait" class="text">about 3 minutes</dd>');
-    expect(html).toContain('<dd data-figure="state" class="text">paused</dd>');
+    expect(html).toContain('In force: <span data-figure="state">paused</span>');
     expect(html).toContain('Resume admission');
     expect(html).toContain('name="csrf" value="tok&quot;en"');
     expect(html).toContain('&lt;b&gt;');

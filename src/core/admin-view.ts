@@ -1,7 +1,7 @@
 /**
  * What the admin console shows of a queue: its figures as text (the same strings in the page and
- * in the live JSON its script polls) and a chart of the last hour drawn as SVG from the per-minute
- * history the store keeps, ending at the figures the tiles show. The chart is built from numbers
+ * in the live JSON its script polls) and a chart of the sale drawn as SVG from the per-minute
+ * history the store keeps (its last hour), ending at the figures the tiles show. The chart is built from numbers
  * only, so it is safe as markup.
  */
 import type { Config } from './config';
@@ -34,7 +34,11 @@ function refusedText(config: Readonly<Config>, refused: Readonly<Record<RefusalR
 
 export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs: number, refused?: Readonly<Record<RefusalReason, number | null>>): AdminFigures {
   const waiting = waitingCount(stats, config);
-  const estimate = estimateWait(waiting, stats, config);
+  // The period quota in force (a runtime change, else the configured one).
+  const quota = stats.admitPerPeriod ?? config.admitPerPeriod;
+  const estimate = estimateWait(waiting, stats, quota === config.admitPerPeriod ? config : { ...config, admitPerPeriod: quota });
+  const measured = stats.avgWaitSeconds;
+  const fromHistory = measured === null && config.queueMethod !== 'random' ? waitFromHistory(stats, nowMs) : null;
   const phase = eventPhase(config, nowMs);
   return {
     waiting: formatCount(waiting),
@@ -46,7 +50,12 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
           ? formatCount(stats.active)
           : 'not counted in rate mode',
     admitted_last_minute: formatCount(stats.admittedLastMinute),
-    avg_wait: stats.avgWaitSeconds === null ? '–' : formatDuration(stats.avgWaitSeconds),
+    avg_wait:
+      measured !== null
+        ? formatDuration(measured)
+        : fromHistory === null
+          ? '–'
+          : `${formatDuration(fromHistory.seconds)}${fromHistory.atLeast ? ' or more' : ''} (estimated)`,
     refused: refusedText(config, refused),
     est_wait: estimate.seconds === null ? '–' : `${formatDuration(estimate.seconds)} (${estimate.basis})`,
     tail: formatCount(stats.tail),
@@ -61,8 +70,8 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
             : 'running') + lostStateText(stats, nowMs),
     mode: isCapacityMode(stats)
       ? `capacity: ${stats.maxActive > 0 ? `${formatCount(stats.maxActive)} at once` : 'no limit at once'}, ${stats.maxNewPerMinute > 0 ? `${formatCount(stats.maxNewPerMinute)} new a minute` : 'no limit a minute'}`
-      : config.admitPerPeriod > 0
-        ? `rate: ${formatCount(config.admitPerPeriod)} every ${config.admitPeriodSeconds} s`
+      : quota > 0
+        ? `rate: ${formatCount(quota)} every ${config.admitPeriodSeconds} s`
         : 'by hand (admin and origin)',
     method: config.queueMethod === 'random' ? 'random draw among visitors still waiting' : 'first in, first out',
     adaptive: adaptiveText(stats, config, nowMs),
@@ -75,6 +84,38 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
             ? `open${config.eventEndMs > 0 ? ` until ${utc(config.eventEndMs)}` : ''}${stats.eventSize > 0 ? `; pre-queue of ${formatCount(stats.eventSize)} ${config.eventOrder === 'shuffle' ? 'shuffled' : 'kept in order'}` : ''}`
             : `ended at ${utc(config.eventEndMs)} (${config.eventAfter === 'pass' ? 'everyone goes through' : '"event over" page'})`,
   };
+}
+
+/**
+ * The average wait of the visitors called in the last five minutes, where the store records no
+ * waits (first in, first out without capacity: a called visitor's token needs nothing from the
+ * store). Read from the per-minute history the panel already has: at each recorded minute of the
+ * last five and now, the ticket at the cursor waited from when the tail reached it (interpolated
+ * between the recorded minutes) until then; a cursor past the tail (called ahead: walk-ins) waited
+ * nothing. When a
+ * ticket was handed out before the oldest point, its wait is at least what is known (`atLeast`).
+ * Null without a point in the last five minutes.
+ */
+export function waitFromHistory(stats: Pick<QueueStats, 'tail' | 'cursor' | 'history'>, nowMs: number): { seconds: number; atLeast: boolean } | null {
+  const points = [...(stats.history ?? []).filter((p) => p.atMs <= nowMs), { atMs: nowMs, tail: stats.tail, cursor: stats.cursor }];
+  // Nobody called yet: no wait to tell.
+  const samples = points.filter((p) => p.atMs > nowMs - 300_000 && p.cursor > 0);
+  if (samples.length === 0 || (stats.history ?? []).length === 0) return null;
+  let atLeast = false;
+  const handedOut = (ticket: number): number => {
+    const i = points.findIndex((p) => p.tail >= ticket);
+    const at = points[i]!;
+    const before = points[i - 1];
+    if (before === undefined) {
+      atLeast = true;
+      return at.atMs;
+    }
+    return before.atMs + ((ticket - before.tail) / Math.max(1, at.tail - before.tail)) * (at.atMs - before.atMs);
+  };
+  const waits = samples.map((p) => (p.cursor > p.tail ? 0 : Math.max(0, p.atMs - handedOut(p.cursor))));
+  const seconds = Math.round(waits.reduce((a, b) => a + b, 0) / waits.length / 1000);
+  // "Less than a minute or more" says nothing: a lower bound under a minute is no figure.
+  return atLeast && seconds < 60 ? null : { seconds, atLeast };
 }
 
 /** How long the console mentions that the store lost its state: a day. */
@@ -120,7 +161,9 @@ export function adminPanel(
   refused?: Readonly<Record<RefusalReason, number | null>>,
 ): { figures: AdminFigures; chart: string } {
   const latest = { waiting: waitingCount(stats, config), admittedLastMinute: stats.admittedLastMinute };
-  return { figures: adminFigures(stats, config, nowMs, refused), chart: renderChart(stats.history ?? [], nowMs, latest) };
+  // The sale began at the last reset, or else at the event's start.
+  const saleStart = stats.epoch > 0 ? stats.epoch : config.eventStartMs > 0 && config.eventStartMs < nowMs ? config.eventStartMs : 0;
+  return { figures: adminFigures(stats, config, nowMs, refused), chart: renderChart(stats.history ?? [], nowMs, latest, saleStart) };
 }
 
 /** The figures the chart ends at: those of the tiles, read now. */
@@ -131,7 +174,8 @@ export interface ChartLatest {
 
 const WIDTH = 640;
 const HEIGHT = 180;
-const PAD = { left: 44, right: 12, top: 14, bottom: 26 };
+const PAD = { left: 44, right: 44, top: 14, bottom: 26 };
+const HOUR_MS = 3_600_000;
 
 /** A rounded-up scale maximum: 2, 5 or 10 × a power of ten (at least 2, so its middle is whole). */
 function niceMax(value: number): number {
@@ -141,19 +185,31 @@ function niceMax(value: number): number {
   return 10 * power;
 }
 
+/** A scale's label: the middle of 0–5 is 2.5, not 2. */
+const tick = (value: number): string => (Number.isInteger(value) ? formatCount(value) : value.toFixed(1));
+
+/** `HH:MM` UTC. */
+const clock = (ms: number): string => new Date(ms).toISOString().slice(11, 16);
+
 /**
- * Queue length and admissions a minute over the last hour: two lines over a shared time axis,
- * each on its own scale (noted in the legend), with a text summary for screen readers. The lines
- * run through the recorded minutes and end at `latest`, the figures now (drawn at "now", a dot on
- * each line that carries its value), so the chart's last point is what the tiles say.
+ * Queue length and admissions a minute over the whole sale: from `saleStartMs` (the last reset, or
+ * the event's start) when that is more than an hour ago, else over the last hour. Two lines over a
+ * shared time axis, each with its own scale on its own axis (waiting on the left, let in a minute on
+ * the right, each labelled in its line's colour), and a text summary for screen readers. The store
+ * keeps one point a minute for the last hour only: before that the chart says so over a shaded band,
+ * and the waiting line is dashed from the start (nobody waits at a sale's start or just after a
+ * reset) to the first recorded minute. The lines end at `latest`, the figures now (a dot on each
+ * line that carries its value), so the chart's last point is what the tiles say.
  */
-export function renderChart(history: readonly HistoryPoint[], nowMs: number, latest: ChartLatest): string {
-  const from = nowMs - 3_600_000;
-  const recorded = history.filter((p) => p.atMs >= from - 60_000 && p.atMs <= nowMs);
+export function renderChart(history: readonly HistoryPoint[], nowMs: number, latest: ChartLatest, saleStartMs = 0): string {
+  const hourAgo = nowMs - HOUR_MS;
+  const from = saleStartMs > 0 && saleStartMs < hourAgo ? saleStartMs : hourAgo;
+  const span = nowMs - from;
+  const recorded = history.filter((p) => p.atMs >= hourAgo - 60_000 && p.atMs <= nowMs);
   const shown: readonly Pick<HistoryPoint, 'atMs' | 'waiting' | 'admittedLastMinute'>[] = [...recorded, { atMs: nowMs, ...latest }];
   const plotW = WIDTH - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;
-  const x = (ms: number): number => PAD.left + Math.max(0, Math.min(1, (ms - from) / 3_600_000)) * plotW;
+  const x = (ms: number): number => PAD.left + Math.max(0, Math.min(1, (ms - from) / span)) * plotW;
   const maxWaiting = niceMax(Math.max(0, ...shown.map((p) => p.waiting)));
   const maxAdmitted = niceMax(Math.max(0, ...shown.map((p) => p.admittedLastMinute)));
   const y = (value: number, max: number): string => (PAD.top + plotH - (value / max) * plotH).toFixed(1);
@@ -162,21 +218,35 @@ export function renderChart(history: readonly HistoryPoint[], nowMs: number, lat
     `<circle class="${series}" data-value="${value}" cx="${x(nowMs).toFixed(1)}" cy="${y(value, max)}" r="3.5"><title>${escapeHtml(title)}</title></circle>`;
   const waitingNow = `${formatCount(latest.waiting)} waiting now`;
   const admittedNow = `${formatCount(latest.admittedLastMinute)} let in during the last minute`;
+  const whole = from < hourAgo;
+  const since = whole ? `Since the sale began at ${clock(from)} UTC (the store keeps one point a minute for the last hour only): ` : '';
   const summary =
-    recorded.length === 0
+    since +
+    (recorded.length === 0
       ? `No figures recorded in the last hour yet. Now: ${waitingNow}; ${admittedNow}.`
       : `Last hour, one point a minute, then now: ${waitingNow} (most ${formatCount(Math.max(...shown.map((p) => p.waiting)))}); ` +
-        `${admittedNow} (most ${formatCount(Math.max(...shown.map((p) => p.admittedLastMinute)))}).`;
+        `${admittedNow} (most ${formatCount(Math.max(...shown.map((p) => p.admittedLastMinute)))}).`);
+  // One scale per axis: waiting's on the left, let in a minute's on the right, each in its colour.
   const grid = [0, 0.5, 1]
     .map((f) => {
       const gy = y(f, 1);
       return `<line x1="${PAD.left}" x2="${WIDTH - PAD.right}" y1="${gy}" y2="${gy}" class="grid"/>` +
-        `<text x="${PAD.left - 6}" y="${gy}" class="axis" text-anchor="end" dominant-baseline="middle">${escapeHtml(formatCount(f * maxWaiting))}</text>`;
+        `<text x="${PAD.left - 6}" y="${gy}" class="axis axis-waiting" text-anchor="end" dominant-baseline="middle">${escapeHtml(tick(f * maxWaiting))}</text>` +
+        `<text x="${WIDTH - PAD.right + 6}" y="${gy}" class="axis axis-admitted" text-anchor="start" dominant-baseline="middle">${escapeHtml(tick(f * maxAdmitted))}</text>`;
     })
     .join('');
-  const ticks = [60, 45, 30, 15, 0]
-    .map((m) => `<text x="${x(nowMs - m * 60_000).toFixed(1)}" y="${HEIGHT - 8}" class="axis" text-anchor="middle">${m === 0 ? 'now' : `−${m} min`}</text>`)
-    .join('');
+  const tickTimes = whole ? [0, 0.25, 0.5, 0.75].map((f) => from + f * span) : [60, 45, 30, 15].map((m) => nowMs - m * 60_000);
+  const ticks =
+    tickTimes.map((at) => `<text x="${x(at).toFixed(1)}" y="${HEIGHT - 8}" class="axis" text-anchor="middle">${whole ? clock(at) : `−${Math.round((nowMs - at) / 60_000)} min`}</text>`).join('') +
+    `<text x="${x(nowMs).toFixed(1)}" y="${HEIGHT - 8}" class="axis" text-anchor="middle">now</text>`;
+  // Before the recorded hour: a band that says nothing was kept, and the waiting line dashed from
+  // the start (0 waiting) to the first recorded minute.
+  const first = recorded[0] ?? { atMs: nowMs, ...latest };
+  const unrecorded = whole
+    ? `<rect class="unrecorded" x="${PAD.left}" y="${PAD.top}" width="${(x(Math.max(from, first.atMs)) - PAD.left).toFixed(1)}" height="${plotH}"/>` +
+      `<text x="${((PAD.left + x(first.atMs)) / 2).toFixed(1)}" y="${PAD.top + 12}" class="axis" text-anchor="middle">not kept per minute</text>` +
+      `<line class="waiting gap" x1="${x(from).toFixed(1)}" y1="${y(0, maxWaiting)}" x2="${x(first.atMs).toFixed(1)}" y2="${y(first.waiting, maxWaiting)}"/>`
+    : '';
   const series =
     (recorded.length === 0
       ? `<text x="${WIDTH / 2}" y="${HEIGHT / 2}" class="axis" text-anchor="middle">No history yet: a point is recorded once a minute while the queue is used.</text>`
@@ -187,9 +257,9 @@ export function renderChart(history: readonly HistoryPoint[], nowMs: number, lat
     dot('admitted', latest.admittedLastMinute, maxAdmitted, admittedNow);
   return (
     `<svg class="chart" viewBox="0 0 ${WIDTH} ${HEIGHT}" role="img" aria-labelledby="chart-title chart-desc" xmlns="http://www.w3.org/2000/svg">` +
-    `<title id="chart-title">Queue length and admissions, last hour</title><desc id="chart-desc">${escapeHtml(summary)}</desc>` +
-    `${grid}${ticks}${series}</svg>` +
-    `<p class="legend"><span class="key waiting"></span> waiting (scale 0–${escapeHtml(formatCount(maxWaiting))}) ` +
-    `<span class="key admitted"></span> let in per minute (scale 0–${escapeHtml(formatCount(maxAdmitted))})</p>`
+    `<title id="chart-title">Queue length and admissions, ${whole ? `since ${clock(from)} UTC` : 'last hour'}</title><desc id="chart-desc">${escapeHtml(summary)}</desc>` +
+    `${unrecorded}${grid}${ticks}${series}</svg>` +
+    `<p class="legend"><span class="key waiting"></span> waiting (scale 0–${escapeHtml(formatCount(maxWaiting))}, left axis) ` +
+    `<span class="key admitted"></span> let in per minute (scale 0–${escapeHtml(formatCount(maxAdmitted))}, right axis)</p>`
   );
 }

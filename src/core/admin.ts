@@ -9,11 +9,13 @@ import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminPanel, type AdminFigures } from './admin-view';
 import { metricsText } from './metrics';
-import { escapeHtml, formatCount, pauseControl, renderAdminPage, renderQueueList } from './pages';
+import { adaptiveInForce, consoleMode, renderConsolePage } from './admin-page';
+import { escapeHtml, formatCount, pauseControl, renderQueueList } from './pages';
 import { repeatedTopLevelKey } from './json-keys';
 import { IDEMPOTENCY_KEY_PATTERN, type AdaptiveStatus, type AdmissionPolicy, type AdmitResult, type Clock, type CurrentQueue, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { refusedTicketsLastMinute, type RefusalReason } from './ticket-limit';
+import { STORE_DOWN_RETRY_SECONDS, storeDownAlert, storeDownText } from './store-down-text';
 import { signToken, verifyToken } from './tokens';
 import { createVipCode, hashVipCode, VIP_PARAM } from './vip';
 
@@ -74,10 +76,12 @@ export function parseAdmitCount(value: unknown): CountResult {
 
 /** The queue's figures as the admin API answers them (the stats fields the issue names). */
 function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' | 'avgWaitSeconds' | 'adaptive' | 'lostState'>>, config: Readonly<Config>): Record<string, unknown> {
-  const capacity = state.maxActive > 0 || state.maxNewPerMinute > 0;
+  const admitPerPeriod = state.admitPerPeriod ?? config.admitPerPeriod;
+  const mode = modeOf({ ...state, admitPerPeriod });
   return {
     queue: config.queueName,
-    mode: capacity ? 'capacity' : 'rate',
+    /** capacity, rate, or manual (by hand: admits only). */
+    mode,
     paused: state.paused,
     /** The emergency switch: normal, open (the room steps aside) or hold (nobody new gets in). */
     switch: state.switch ?? 'normal',
@@ -94,7 +98,7 @@ function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' |
     epoch: state.epoch,
     ...(state.reserved !== undefined && { reserved: state.reserved }),
     ...(state.avgWaitSeconds !== undefined && { avg_wait_seconds: state.avgWaitSeconds }),
-    admit_per_period: config.admitPerPeriod,
+    admit_per_period: admitPerPeriod,
     admit_period_seconds: config.admitPeriodSeconds,
     ...(state.adaptive !== undefined && { adaptive: describeAdaptive(state.adaptive) }),
     /**
@@ -128,7 +132,19 @@ function describeAdaptive(a: AdaptiveStatus): Record<string, unknown> {
 /** The most a threshold may be set to at runtime: larger numbers are typos, not intentions. */
 export const MAX_THRESHOLD = 10_000_000;
 
-export type ControlResult = { readonly ok: true; readonly change: RuntimeControl } | { readonly ok: false; readonly error: string };
+/** The most visitors a period may be set to at runtime: the bound `admit_per_period` has in the configuration. */
+export const MAX_PERIOD_QUOTA = 1_000_000;
+
+/**
+ * How the queue lets people in, from the thresholds in effect: capacity (`max_active` or
+ * `max_new_per_minute` above 0), rate (`admit_per_period` above 0 each period) or by hand (admits
+ * from here and the origin only).
+ */
+export type QueueMode = 'capacity' | 'rate' | 'manual';
+
+export type ControlResult =
+  | { readonly ok: true; readonly change: RuntimeControl; readonly mode?: QueueMode | undefined }
+  | { readonly ok: false; readonly error: string };
 
 /** A whole number from JSON (an integer) or a form (digits, spaces around them allowed); undefined otherwise. */
 function wholeNumber(value: unknown): number | undefined {
@@ -156,10 +172,33 @@ export function parseControl(input: Readonly<Record<string, unknown>>, source: C
       ? { ok: false, error: `${key} must be a JSON ${type}, not the string ${JSON.stringify(value).slice(0, 40)}; nothing changed` }
       : undefined;
   const keys = Object.keys(input);
-  if (keys.length === 0) return { ok: false, error: 'give at least one of paused, max_active, max_new_per_minute, switch, adaptive, adaptive_pin' };
-  const change: { paused?: boolean; maxActive?: number | null; maxNewPerMinute?: number | null; switch?: EmergencySwitch; adaptive?: 'on' | 'off' | null; adaptivePin?: number | null } = {};
+  if (keys.length === 0) return { ok: false, error: 'give at least one of paused, max_active, max_new_per_minute, admit_per_period, mode, switch, adaptive, adaptive_pin' };
+  const change: {
+    paused?: boolean;
+    maxActive?: number | null;
+    maxNewPerMinute?: number | null;
+    admitPerPeriod?: number | null;
+    switch?: EmergencySwitch;
+    adaptive?: 'on' | 'off' | null;
+    adaptivePin?: number | null;
+  } = {};
+  let mode: QueueMode | undefined;
   for (const key of keys) {
     const value = input[key];
+    if (key === 'mode') {
+      if (value === 'capacity' || value === 'rate' || value === 'manual') mode = value;
+      else return { ok: false, error: `mode must be capacity, rate or manual (the mode the change leaves the queue in), got ${JSON.stringify(value)?.slice(0, 40)}; nothing changed` };
+      continue;
+    }
+    if (key === 'admit_per_period') {
+      const refused = untyped(key, 'number (a whole number), or null for the configured value', value);
+      if (refused !== undefined) return refused;
+      const quota = value === null || value === 'default' ? null : wholeNumber(value);
+      if (quota === undefined) return { ok: false, error: `admit_per_period must be a whole number, or null for the configured value; got ${JSON.stringify(value)?.slice(0, 40)}` };
+      if (quota !== null && (quota < 0 || quota > MAX_PERIOD_QUOTA)) return { ok: false, error: `admit_per_period must be between 0 and ${formatCount(MAX_PERIOD_QUOTA)}, got ${quota}` };
+      change.admitPerPeriod = quota;
+      continue;
+    }
     if (key === 'adaptive') {
       if (value === 'on' || value === 'off') change.adaptive = value;
       else if (value === null || value === 'config') change.adaptive = null;
@@ -189,7 +228,7 @@ export function parseControl(input: Readonly<Record<string, unknown>>, source: C
       continue;
     }
     if (key !== 'max_active' && key !== 'max_new_per_minute') {
-      return { ok: false, error: `unknown control ${JSON.stringify(key).slice(0, 60)}: use paused, max_active, max_new_per_minute, switch, adaptive or adaptive_pin` };
+      return { ok: false, error: `unknown control ${JSON.stringify(key).slice(0, 60)}: use paused, max_active, max_new_per_minute, admit_per_period, mode, switch, adaptive or adaptive_pin` };
     }
     const refused = untyped(key, 'number (a whole number), or null for the configured value', value);
     if (refused !== undefined) return refused;
@@ -201,7 +240,70 @@ export function parseControl(input: Readonly<Record<string, unknown>>, source: C
     if (key === 'max_active') change.maxActive = parsed;
     else change.maxNewPerMinute = parsed;
   }
-  return { ok: true, change };
+  return { ok: true, change, mode };
+}
+
+/** The mode thresholds make: see QueueMode. */
+export function modeOf(t: { readonly maxActive: number; readonly maxNewPerMinute: number; readonly admitPerPeriod: number }): QueueMode {
+  return t.maxActive > 0 || t.maxNewPerMinute > 0 ? 'capacity' : t.admitPerPeriod > 0 ? 'rate' : 'manual';
+}
+
+/** A mode in words, with the thresholds that make it. */
+function modeText(mode: QueueMode, t: { readonly maxActive: number; readonly maxNewPerMinute: number; readonly admitPerPeriod: number }, config: Readonly<Config>): string {
+  if (mode === 'rate') return `rate mode (${formatCount(t.admitPerPeriod)} visitors every ${config.admitPeriodSeconds} s)`;
+  if (mode === 'manual') return 'by hand (nobody is let in but by an admit)';
+  const parts = [t.maxActive > 0 ? `${formatCount(t.maxActive)} at once` : 'no limit at once', t.maxNewPerMinute > 0 ? `${formatCount(t.maxNewPerMinute)} new a minute` : 'no limit a minute'];
+  return `capacity mode (${parts.join(', ')})`;
+}
+
+/**
+ * A change of thresholds never changes the mode unless it says so (`mode`): in rate mode, a
+ * capacity threshold set alone would quietly stop the period quota; in capacity mode, both limits
+ * at 0 would quietly stop capacity. From admission by hand, a limit starts automatic admission
+ * (nothing in force stops) and the answer says the mode changed. Given the thresholds in effect
+ * (`now`), returns the change to apply (a change to rate or by hand sets the thresholds the other
+ * modes use to 0), or why it is refused; nothing is applied either way.
+ */
+export function guardMode(
+  change: RuntimeControl,
+  mode: QueueMode | undefined,
+  now: { readonly maxActive: number; readonly maxNewPerMinute: number; readonly admitPerPeriod: number },
+  config: Readonly<Config>,
+): { ok: true; change: RuntimeControl; from: QueueMode; to: QueueMode } | { ok: false; status: 400 | 409; error: string } {
+  let applied: RuntimeControl = change;
+  if (mode === 'rate' || mode === 'manual') {
+    for (const [key, name] of [['maxActive', 'max_active'], ['maxNewPerMinute', 'max_new_per_minute']] as const) {
+      const given = change[key];
+      if (given !== undefined && given !== 0) return { ok: false, status: 400, error: `${mode === 'rate' ? 'rate mode' : 'admission by hand'} has ${name} at 0, got ${given === null ? 'default' : given}; nothing changed` };
+    }
+    applied = { ...applied, maxActive: 0, maxNewPerMinute: 0 };
+    if (mode === 'manual') {
+      if (change.admitPerPeriod !== undefined && change.admitPerPeriod !== 0) return { ok: false, status: 400, error: 'admission by hand has admit_per_period at 0; nothing changed' };
+      applied = { ...applied, admitPerPeriod: 0 };
+    }
+  }
+  const value = (given: number | null | undefined, current: number, configured: number): number => (given === undefined ? current : given === null ? configured : given);
+  const after = {
+    maxActive: value(applied.maxActive, now.maxActive, config.maxActive),
+    maxNewPerMinute: value(applied.maxNewPerMinute, now.maxNewPerMinute, config.maxNewPerMinute),
+    admitPerPeriod: value(applied.admitPerPeriod, now.admitPerPeriod, config.admitPerPeriod),
+  };
+  const from = modeOf(now);
+  const to = modeOf(after);
+  if (mode !== undefined && to !== mode) {
+    const needs = mode === 'rate' ? 'admit_per_period above 0' : 'max_active or max_new_per_minute above 0';
+    return { ok: false, status: 400, error: `this change leaves the queue in ${modeText(to, after, config)}, not ${mode} mode: give ${needs}; nothing changed` };
+  }
+  // From admission by hand a limit starts automatic admission, and nothing in force stops: allowed,
+  // and the answer says that the mode changed. Away from rate or capacity it must be chosen.
+  if (mode === undefined && to !== from && from !== 'manual') {
+    return {
+      ok: false,
+      status: 409,
+      error: `this change would switch the queue from ${modeText(from, now, config)} to ${modeText(to, after, config)}; nothing changed. To mean it, send mode=${to} with it.`,
+    };
+  }
+  return { ok: true, change: applied, from, to };
 }
 
 const ADMIN_PAGE_HEADERS = {
@@ -357,11 +459,13 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
   if (panel instanceof Response) return panel;
   const { stats, refused } = panel;
   return jsonResponse(200, {
-    figures: { ...panel.figures, as_of: asOf(nowMs) },
+    figures: { ...panel.figures, as_of: asOf(nowMs), mode_name: { capacity: 'capacity', rate: 'rate', manual: 'by hand' }[consoleMode({ ...stats, admitPerPeriod: stats.admitPerPeriod ?? ctx.config.admitPerPeriod })] },
     chart: panel.chart,
     paused: stats.paused,
     ...pauseControl(stats.paused),
     state: { ...describeState(stats, ctx.config), ...refused },
+    // What each select of the page shows: the state in force.
+    in_force: { switch: stats.switch ?? 'normal', mode: consoleMode({ ...stats, admitPerPeriod: stats.admitPerPeriod ?? ctx.config.admitPerPeriod }), adaptive: adaptiveInForce(stats) },
     csrf: await formToken(ctx, nowMs),
     ...(ctx.overview !== undefined && { queues: renderQueueList(await ctx.overview(nowMs, { name: ctx.config.queueName, stats }), ctx.config.queueName, `${ctx.config.pathPrefix}admin`) }),
   });
@@ -374,8 +478,6 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
  * reloaded itself every 10 s would pull the text from under whoever reads it (WCAG 2.2.1, the
  * failure F41). Without JavaScript the page still reloads every 10 s (a refresh in `<noscript>`).
  */
-/** How often the console's store-down page asks whether the store answers again, seconds. */
-const STORE_DOWN_RETRY_SECONDS = 10;
 
 /** What the console's script polls for live figures (with several queues, this queue's). */
 const liveUrl = (ctx: AdminContext): string => `${ctx.config.pathPrefix}admin/live${ctx.overview === undefined ? '' : `?${queueQuery(ctx, '')}`}`;
@@ -388,10 +490,7 @@ async function storeDownPage(ctx: AdminContext, problem: Response): Promise<Resp
   } catch {
     // The JSON error is ours; if it is not there, the generic reason stands.
   }
-  const visitors =
-    config.storeFailure === 'hold'
-      ? 'New and waiting visitors see the "checking your place" page (store_failure = hold): nobody loses a place, nobody new gets in.'
-      : 'New and waiting visitors are let through to the site (store_failure = pass).';
+  const text = storeDownText(config);
   const html = `<!doctype html>
 <html lang="en">
 <head>
@@ -405,17 +504,17 @@ async function storeDownPage(ctx: AdminContext, problem: Response): Promise<Resp
 </head>
 <body class="admin" data-store-down data-live="${escapeHtml(liveUrl(ctx))}" data-every="${STORE_DOWN_RETRY_SECONDS}">
 <main class="card wide" aria-labelledby="title">
-  <h1 id="title">The queue store is not answering</h1>
-  <p class="notice error" role="alert">Queue ${escapeHtml(config.queueName)}: ${escapeHtml(reason)}. This page asks again every ${STORE_DOWN_RETRY_SECONDS} seconds and shows the console as soon as the store answers.</p>
+  <h1 id="title">${escapeHtml(text.title)}</h1>
+  <p class="notice error" role="alert">${escapeHtml(storeDownAlert(config.queueName, reason, STORE_DOWN_RETRY_SECONDS, 'shows the console'))}</p>
   <h2>What still works</h2>
   <ul>
-    <li>Visitors already let in keep their access: their signed cookies are checked at the edge, without the store.</li>
-    <li>${escapeHtml(visitors)}</li>
+    <li>${escapeHtml(text.kept)}</li>
+    <li>${escapeHtml(text.visitors)}</li>
     <li>Bypass rules and the health endpoint.</li>
   </ul>
   <h2>What waits for the store</h2>
   <ul>
-    <li>Figures, admits, pause, thresholds, the emergency switches and reset: they are store writes. Try again once it answers.</li>
+    <li>${escapeHtml(text.waits)}</li>
     <li>The log's <code>store_error</code> field on each request says what the store answered, or that it did not in time.</li>
   </ul>
 </main>
@@ -430,7 +529,8 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
   if (panel instanceof Response) return storeDownPage(ctx, panel);
   const csrf = await formToken(ctx, nowMs);
   const { config } = ctx;
-  const html = renderAdminPage({
+  const notice = await readNotice(ctx.secrets.keyRing, config.queueName, new URL(request.url).searchParams, nowMs);
+  const html = renderConsolePage({
     queue: config.queueName,
     stats: panel.stats,
     figures: panel.figures,
@@ -445,9 +545,13 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
     assetPrefix: `${config.pathPrefix}assets/`,
     maxAdmit: MAX_ADMIT_COUNT,
     // Only a notice this service wrote and tagged shows (see admin-notice.ts); anything else is not shown.
-    notice: await readNotice(ctx.secrets.keyRing, config.queueName, new URL(request.url).searchParams, nowMs),
+    notice,
     asOf: asOf(nowMs),
     propagationSeconds: config.stateCacheSeconds,
+    noticeIsWarning: notice.startsWith('Nobody was let in'),
+    periodSeconds: config.admitPeriodSeconds,
+    adaptiveConfigured: config.adaptiveAdmission,
+    storeDown: storeDownText(config),
   });
   return new Response(html, { headers: ADMIN_PAGE_HEADERS });
 }
@@ -629,9 +733,9 @@ async function formAdmit(request: Request, ctx: AdminContext): Promise<Response>
   if (!key.ok) return errorResponse(400, key.error);
   const result = await admit(ctx, parsed.count, key.key);
   if (result instanceof Response) return result;
-  const notice = result.replayed
+  const notice = admitWarning(result) ?? (result.replayed
     ? `Already done: this request let ${formatCount(result.admitted)} ${result.admitted === 1 ? 'visitor' : 'visitors'} in.`
-    : `Let ${formatCount(result.admitted)} ${result.admitted === 1 ? 'visitor' : 'visitors'} in.`;
+    : `Let ${formatCount(result.admitted)} ${result.admitted === 1 ? 'visitor' : 'visitors'} in.`);
   return answerForm(request, ctx, notice, admitJson(result, ctx.config));
 }
 
@@ -646,9 +750,9 @@ async function formControl(request: Request, ctx: AdminContext): Promise<Respons
   }
   const parsed = parseControl(fields, 'form');
   if (!parsed.ok) return errorResponse(400, parsed.error);
-  const result = await control(ctx, parsed.change);
+  const result = await control(ctx, parsed.change, parsed.mode);
   if (result instanceof Response) return result;
-  return answerForm(request, ctx, describeChange(parsed.change), { changed: describeChange(parsed.change), ...describeState(result, ctx.config) });
+  return answerForm(request, ctx, result.changed, { changed: result.changed, ...describeState(result.state, ctx.config) });
 }
 
 async function apiControl(request: Request, ctx: AdminContext): Promise<Response> {
@@ -657,9 +761,9 @@ async function apiControl(request: Request, ctx: AdminContext): Promise<Response
   if (input === undefined) return errorResponse(400, 'body must be JSON like {"paused": true} or {"max_active": 500}');
   const parsed = parseControl(input, 'json');
   if (!parsed.ok) return errorResponse(400, parsed.error);
-  const result = await control(ctx, parsed.change);
+  const result = await control(ctx, parsed.change, parsed.mode);
   if (result instanceof Response) return result;
-  return jsonResponse(200, { changed: describeChange(parsed.change), ...describeState(result, ctx.config) });
+  return jsonResponse(200, { changed: result.changed, ...describeState(result.state, ctx.config) });
 }
 
 export const MAX_VIP_CODES = 100;
@@ -777,8 +881,17 @@ async function mintBypassPass(request: Request, ctx: AdminContext): Promise<Resp
   });
 }
 
-function describeChange(change: RuntimeControl): string {
+function describeChange(change: RuntimeControl, modes?: { readonly from: QueueMode; readonly to: QueueMode }): string {
   const parts: string[] = [];
+  if (modes !== undefined && modes.from !== modes.to) {
+    parts.push(
+      modes.to === 'capacity'
+        ? 'Switched to capacity mode: visitors are let in while there is room (at once, new a minute); the period quota no longer applies.'
+        : modes.to === 'rate'
+          ? 'Switched to rate mode: visitors are let in a number each period; capacity at once and new a minute are off (0).'
+          : 'Switched to admission by hand: nobody is let in but by an admit from here or the origin.',
+    );
+  }
   if (change.switch === 'open') parts.push('Switched open: everyone passes, nobody is queued.');
   if (change.switch === 'hold') parts.push('Switched to hold: nobody new gets in, not even by an admit.');
   if (change.switch === 'normal') parts.push('Switched back to normal.');
@@ -789,6 +902,9 @@ function describeChange(change: RuntimeControl): string {
   };
   limit('Capacity (active visitors)', change.maxActive);
   limit('New visitors per minute', change.maxNewPerMinute);
+  if (change.admitPerPeriod !== undefined) {
+    parts.push(change.admitPerPeriod === null ? 'Visitors per period back to the configured value.' : `Visitors per period set to ${formatCount(change.admitPerPeriod)}.`);
+  }
   if (change.adaptive === 'on') parts.push('Adaptive admission switched on.');
   if (change.adaptive === 'off') parts.push('Adaptive admission switched off.');
   if (change.adaptive === null) parts.push('Adaptive admission back to the configuration.');
@@ -797,11 +913,27 @@ function describeChange(change: RuntimeControl): string {
   return parts.join(' ');
 }
 
-async function control(ctx: AdminContext, change: RuntimeControl): Promise<QueueState | Response> {
-  const outcome = await ctx.storeCall(() => ctx.store.control(ctx.config.queueName, change, ctx.clock.now(), ctx.policy));
+/**
+ * Applies a runtime change. One that touches a threshold or names a mode first reads the thresholds
+ * in effect (a second store call, for the console and the API only) so that it can refuse a quiet
+ * change of mode (see guardMode); the others are one call.
+ */
+async function control(ctx: AdminContext, change: RuntimeControl, mode?: QueueMode): Promise<{ state: QueueState; changed: string } | Response> {
+  let applied = change;
+  let modes: { from: QueueMode; to: QueueMode } | undefined;
+  if (mode !== undefined || change.maxActive !== undefined || change.maxNewPerMinute !== undefined || change.admitPerPeriod !== undefined) {
+    const now = await ctx.storeCall(() => ctx.store.stats(ctx.config.queueName, ctx.clock.now(), ctx.policy));
+    if (!now.ok) return errorResponse(503, `the queue store is unavailable (${now.reason}); nothing changed`);
+    const guarded = guardMode(change, mode, { ...now.value, admitPerPeriod: now.value.admitPerPeriod ?? ctx.config.admitPerPeriod }, ctx.config);
+    if (!guarded.ok) return errorResponse(guarded.status, guarded.error);
+    applied = guarded.change;
+    modes = guarded;
+  }
+  const outcome = await ctx.storeCall(() => ctx.store.control(ctx.config.queueName, applied, ctx.clock.now(), ctx.policy));
   if (!outcome.ok) return errorResponse(503, `the queue store did not confirm the change (${outcome.reason}); check the state before retrying`);
-  ctx.trace.reason = `control ${describeChange(change)}`;
-  return outcome.value;
+  const changed = describeChange(mode === undefined ? applied : change, modes);
+  ctx.trace.reason = `control ${changed}`;
+  return { state: outcome.value, changed };
 }
 
 async function apiAdmit(request: Request, ctx: AdminContext): Promise<Response> {
@@ -848,7 +980,17 @@ function parseIdempotencyKey(value: string | undefined, name: string): { ok: tru
 
 /** An admit's answer: applied (now, or by an earlier request with the same key: `replayed`), and the state. */
 function admitJson(result: AdmitResult & { readonly idempotencyKey: string }, config: Readonly<Config>): Record<string, unknown> {
-  return { admitted: result.admitted, applied: true, replayed: result.replayed, idempotency_key: result.idempotencyKey, ...describeState(result, config) };
+  const warning = admitWarning(result);
+  return { admitted: result.admitted, applied: true, replayed: result.replayed, idempotency_key: result.idempotencyKey, ...(warning !== undefined && { warning }), ...describeState(result, config) };
+}
+
+/**
+ * Why an admit under hold let nobody in: a refusal must not read like a success (a green "Let 0
+ * visitors in."). Undefined for any other answer.
+ */
+export function admitWarning(result: Pick<AdmitResult, 'admitted' | 'replayed' | 'switch'>): string | undefined {
+  if (result.replayed || result.admitted > 0 || result.switch !== 'hold') return undefined;
+  return 'Nobody was let in: the emergency switch is on hold, which refuses every admit (from here and from the origin). Switch back to normal to let people in.';
 }
 
 /**

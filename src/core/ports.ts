@@ -153,6 +153,11 @@ export interface QueueState {
   /** Thresholds in effect: runtime overrides, else the configured ones. Capacity mode when either is > 0. */
   readonly maxActive: number;
   readonly maxNewPerMinute: number;
+  /**
+   * Rate mode's visitors a period in effect (a runtime override, else `admit_per_period`; adaptive
+   * admission's value while it moves it). Reported by `stats` and `control` only.
+   */
+  readonly admitPerPeriod?: number;
   /** Slots held: active sessions plus reservations of called tickets not yet claimed. */
   readonly active: number;
   /**
@@ -309,6 +314,8 @@ export interface RuntimeControl {
   readonly adaptive?: 'on' | 'off' | null;
   /** Pins the adaptive knob at this value (an integer >= 1) until released with `null`. */
   readonly adaptivePin?: number | null;
+  /** Rate mode's visitors a period (`admit_per_period`); `null` returns it to the configured value. */
+  readonly admitPerPeriod?: number | null;
 }
 
 export interface QueueStats extends QueueState {

@@ -190,7 +190,8 @@ export class UpstashQueueStore implements QueueStore {
     const keys = this.#keys(queue);
     const checked = checkPolicy(nowMs, policy);
     const argv = [...policyArgv(checked), ...controlArgv(checkControl(change)), ...restoreArgv(checked)];
-    return toState(CONTROL, parseReply(CONTROL, await this.#run(CONTROL, keys, argv), STATE_LENGTH));
+    const reply = parseReply(CONTROL, await this.#run(CONTROL, keys, argv), STATE_LENGTH + 1);
+    return { ...toState(CONTROL, reply), admitPerPeriod: reply.int(STATE_LENGTH) };
   }
 
   async stats(queue: string, nowMs: number, policy: AdmissionPolicy, options?: StatsOptions): Promise<QueueStats> {
@@ -204,7 +205,10 @@ export class UpstashQueueStore implements QueueStore {
     const reply = parseReply(STATS, figures, STATE_LENGTH + 3);
     const controller = Array.isArray(raw) ? raw[STATE_LENGTH + 3] : undefined;
     const restored = Array.isArray(raw) ? raw[STATE_LENGTH + 4] : undefined;
+    const quota: unknown = Array.isArray(raw) ? raw[STATE_LENGTH + 5] : undefined;
     if (typeof controller !== 'string' || typeof restored !== 'string') throw new StoreReplyError(STATS.name, raw);
+    const admitPerPeriod = typeof quota === 'number' ? quota : typeof quota === 'string' && /^\d{1,16}$/.test(quota) ? Number(quota) : NaN;
+    if (!Number.isSafeInteger(admitPerPeriod) || admitPerPeriod < 0) throw new StoreReplyError(STATS.name, raw);
     const adaptive = parseAdaptiveStatus(controller);
     const lostState = parseRestored(restored);
     if (lostState === null) throw new StoreReplyError(STATS.name, raw);
@@ -214,7 +218,8 @@ export class UpstashQueueStore implements QueueStore {
       avgWaitSeconds: averageWaitSeconds(reply.int(STATE_LENGTH + 1), reply.int(STATE_LENGTH + 2)),
       ...(adaptive !== undefined ? { adaptive } : {}),
       ...(lostState !== undefined ? { lostState } : {}),
-      ...(withHistory ? { history: parseHistory((raw as unknown[]).slice(STATE_LENGTH + 5)) } : {}),
+      admitPerPeriod,
+      ...(withHistory ? { history: parseHistory((raw as unknown[]).slice(STATE_LENGTH + 6)) } : {}),
     };
   }
 

@@ -340,6 +340,34 @@ export function defineEndToEnd(stack: () => Stack): void {
       expect((await api('control', '{"paused": false}')).status).toBe(200);
     });
 
+    it('the period quota is a runtime control stored with the others; a limit that would change the mode unasked is refused and changes nothing', async () => {
+      const control = async (body: string): Promise<Record<string, unknown> & { status: number }> => {
+        const response = await callApi(stack(), 'POST', 'control', body);
+        return { status: response.status, ...((await response.json()) as Record<string, unknown>) };
+      };
+      const ctl = () => stack().direct.hgetall('wr:{default}:ctl');
+      // Chosen: rate mode, 4 a period (the stack is configured by hand).
+      expect(await control('{"mode": "rate", "admit_per_period": 4}')).toMatchObject({ status: 200, mode: 'rate', admit_per_period: 4, changed: expect.stringMatching(/^Switched to rate mode: .* Visitors per period set to 4\.$/) });
+      // In rate mode the quota changes alone, with the mode unchanged, in the ctl hash as the thresholds are.
+      expect(await control('{"admit_per_period": 6}')).toMatchObject({ status: 200, mode: 'rate', admit_per_period: 6, max_sessions: 0, max_new_per_minute: 0, changed: 'Visitors per period set to 6.' });
+      expect(await stack().direct.hget('wr:{default}:ctl', 'admit_per_period')).toBe('6');
+      const before = await ctl();
+      const refused: [string, number, RegExp][] = [
+        ['{"max_new_per_minute": 4}', 409, /^this change would switch the queue from rate mode \(6 visitors every 60 s\) to capacity mode .*; nothing changed\. To mean it, send mode=capacity with it\.$/],
+        ['{"admit_per_period": -1}', 400, /admit_per_period must be between 0 and/],
+        ['{"admit_per_period": "8"}', 400, /admit_per_period must be a JSON number/],
+        ['{"mode": "rate", "max_active": 5}', 400, /rate mode has max_active at 0/],
+        ['{"mode": "capacity"}', 400, /give max_active or max_new_per_minute above 0; nothing changed/],
+      ];
+      for (const [body, status, reason] of refused) {
+        const answer = await control(body);
+        expect(answer.status, body).toBe(status);
+        expect(answer['error'], body).toMatch(reason);
+      }
+      expect(await ctl()).toEqual(before);
+      expect(await (await callApi(stack(), 'GET', 'stats')).json()).toMatchObject({ mode: 'rate', admit_per_period: 6 });
+    });
+
     it('an Idempotency-Key used again for another count is a 422 that changes nothing; for the same count, a replay', async () => {
       for (const v of Array.from({ length: 10 }, visitor)) await v.get('/');
       const admit = (count: number) => callApi(stack(), 'POST', `admit?count=${count}`, undefined, { 'idempotency-key': 'batch-17' });

@@ -50,7 +50,7 @@ end
 -- The ctl hash, read once per run with one HMGET of every field a script needs (CTL_FIELDS), so
 -- the controls, the generation, the event's frozen pre-queue, the epoch and the history mark cost
 -- one command together. A run that writes one of these fields updates CTL too (set_ctl).
-local CTL_FIELDS = {'paused', 'switch', 'max_active', 'max_new_per_minute', 'gen', 'restored', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'tail', 'cursor', 'period', 'seat', 'w1', 'w5', 'pres'}
+local CTL_FIELDS = {'paused', 'switch', 'max_active', 'max_new_per_minute', 'admit_per_period', 'gen', 'restored', 'recover_until', 'ev_start', 'ev_size', 'ev_seed', 'epoch', 'hist', 'tail', 'cursor', 'period', 'seat', 'w1', 'w5', 'pres'}
 -- Rate FIFO: the tickets called in each CALL_BUCKET_MS bucket of the last five minutes, one field
 -- per bucket, reused round-robin (see calls_entry and called_counts).
 local CALL_FIELDS = {}
@@ -126,6 +126,8 @@ local function read_controls()
   SWITCH = c.switch or ''
   OPERATOR_PAUSED = c.paused == '1'
   local max_active, max_new = read_override(c.max_active or nil, CFG_MAX_ACTIVE), read_override(c.max_new_per_minute or nil, CFG_MAX_NEW)
+  -- Rate mode's period quota, set at runtime like the thresholds (ctl `admit_per_period`).
+  AUTO_COUNT = read_override(c.admit_per_period or nil, AUTO_COUNT)
   local paused = OPERATOR_PAUSED or SWITCH == 'hold' or recovering(tonumber(c.recover_until) or 0, max_active, max_new)
   -- Adaptive admission: the learned (or pinned) value stands in for the knob of the mode.
   local frozen = paused or SWITCH ~= '' or not OPEN or GEN_READ_ONLY
