@@ -272,6 +272,8 @@ describe.skipIf(!chromiumAvailable)("the console's script in a real browser", ()
     expect(await callApi(room.url, 'control', { switch: 'hold' })).toMatchObject({ status: 200, switch: 'hold' });
     await expect.poll(() => admin.inputValue('#switch')).toBe('hold');
     await expect.poll(() => admin.textContent('[data-figure=state]')).toBe('switched to hold: nobody new gets in');
+    // Hold is not the operator's pause: "Resume admission" would lift nothing, so the button does not offer it.
+    expect(await admin.textContent('#pause')).toBe('Pause admission');
     // An admit under hold lets nobody in, and says so as a warning, not a green "Let 0 visitors in.".
     await admin.fill('#count', '2');
     await admin.click('form[action$="admit"] button');

@@ -43,6 +43,14 @@ export interface ConsolePageView {
   readonly storeDown?: { readonly title: string; readonly kept: string; readonly visitors: string; readonly waits: string } | undefined;
 }
 
+/**
+ * Whether the operator's pause is what holds admission: the pause button resumes only that. Under
+ * hold (which reports paused too) or a recovery window, "Resume admission" would lift nothing.
+ */
+export function pausedByOperator(stats: Pick<QueueStats, 'paused' | 'switch' | 'recovering'>): boolean {
+  return stats.paused && stats.switch !== 'hold' && stats.recovering !== true;
+}
+
 /** `<option>`s with the one in force selected, so that a select shows the state, not its first choice. */
 function options(choices: readonly (readonly [string, string])[], selected: string): SafeHtml {
   return new SafeHtml(choices.map(([value, label]) => `<option value="${escapeHtml(value)}"${value === selected ? ' selected' : ''}>${escapeHtml(label)}</option>`).join(''));
@@ -91,7 +99,7 @@ export function renderConsolePage(view: ConsolePageView): string {
     chart: new SafeHtml(view.chart),
     live_url: view.liveUrl,
     live_seconds: view.liveSeconds,
-    ...pauseControl(stats.paused),
+    ...pauseControl(pausedByOperator(stats)),
     max_active: stats.maxActive === 0 ? 'no limit' : String(stats.maxActive),
     max_new_per_minute: stats.maxNewPerMinute === 0 ? 'no limit' : String(stats.maxNewPerMinute),
     csrf: view.csrf,

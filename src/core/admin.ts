@@ -9,7 +9,7 @@ import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminPanel, type AdminFigures } from './admin-view';
 import { metricsText } from './metrics';
-import { adaptiveInForce, consoleMode, renderConsolePage } from './admin-page';
+import { adaptiveInForce, consoleMode, pausedByOperator, renderConsolePage } from './admin-page';
 import { escapeHtml, formatCount, pauseControl, renderQueueList } from './pages';
 import { repeatedTopLevelKey } from './json-keys';
 import { IDEMPOTENCY_KEY_PATTERN, type AdaptiveStatus, type AdmissionPolicy, type AdmitResult, type Clock, type CurrentQueue, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
@@ -462,7 +462,7 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
     figures: { ...panel.figures, as_of: asOf(nowMs), mode_name: { capacity: 'capacity', rate: 'rate', manual: 'by hand' }[consoleMode({ ...stats, admitPerPeriod: stats.admitPerPeriod ?? ctx.config.admitPerPeriod })] },
     chart: panel.chart,
     paused: stats.paused,
-    ...pauseControl(stats.paused),
+    ...pauseControl(pausedByOperator(stats)),
     state: { ...describeState(stats, ctx.config), ...refused },
     // What each select of the page shows: the state in force.
     in_force: { switch: stats.switch ?? 'normal', mode: consoleMode({ ...stats, admitPerPeriod: stats.admitPerPeriod ?? ctx.config.admitPerPeriod }), adaptive: adaptiveInForce(stats) },
