@@ -41,6 +41,7 @@
   var outage = document.getElementById('outage');
   var outageReason = document.getElementById('outage-reason');
   var figuresBox = document.getElementById('figures');
+  var stateNote = document.getElementById('state-note');
   var queue = body.getAttribute('data-queue');
   var lastOk = Date.now();
   var lastAsOf = '';
@@ -52,12 +53,15 @@
     if (outageReason.textContent !== text) outageReason.textContent = text;
     if (outage.hidden) outage.hidden = false;
     figuresBox.className = 'console-figures stale';
+    // The state shown is the last one read: say so where it is read.
+    stateNote.textContent = ' (last known)';
     liveState.textContent = 'the store is not answering; retrying.';
   }
   function clearOutage() {
     lastOk = Date.now();
     if (!outage.hidden) outage.hidden = true;
     figuresBox.className = 'console-figures';
+    stateNote.textContent = '';
   }
   setInterval(function () {
     var silent = Date.now() - lastOk;

@@ -230,12 +230,14 @@ describe.skipIf(!chromiumAvailable)("the console's script in a real browser", ()
       const top = async (selector: string) => (await admin.locator(selector).boundingBox())!.y;
       expect(await top('#outage')).toBeLessThan(await top('.emergency'));
       expect(await admin.getAttribute('#figures', 'class')).toContain('stale');
+      expect(await admin.textContent('#emergency-heading')).toBe('In force: running (last known)');
       await check(admin, 'outage');
 
       // The store answers again: the banner goes by itself.
       redis.resume();
       await expect.poll(() => admin.isVisible('#outage'), { timeout: 10_000 }).toBe(false);
       expect(await admin.getAttribute('#figures', 'class')).not.toContain('stale');
+      expect(await admin.textContent('#emergency-heading')).toBe('In force: running');
 
       // Answers that stop coming (a poll that hangs, not refused): said once the last answer is older than two polls.
       await admin.route('**/__wr/admin/live', () => undefined);
