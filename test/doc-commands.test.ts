@@ -1,13 +1,13 @@
 /**
  * Every command the docs give is one the pinned tools take. The Fastly CLI commands of the README,
- * docs/*.md, fastly.toml's comments and the configuration's messages are run against the pinned
- * CLI itself (the binary node_modules/.bin/fastly runs), offline and harmless: a fresh home with no stored token,
- * no token in the environment, every Fastly endpoint and proxy pointed at a closed port, an empty
- * working folder. The CLI parses the whole command line first (command, flag names, required flags,
- * flag values of a fixed set or a number) and only then needs a token or the network, so a command
- * that gets past parsing is one the CLI takes; "error parsing arguments" is a wrong command. A
- * command elided with `…` is checked with `--help` (its command and flag names). `npm run` commands
- * must name a script of package.json. A doc edit with a wrong flag fails here.
+ * docs/*.md, fastly.toml's comments and the code's messages and comments are run against the
+ * pinned CLI itself (the binary node_modules/.bin/fastly runs), offline and harmless: a fresh home
+ * with no stored token, no token in the environment, every Fastly endpoint and proxy pointed at a
+ * closed port, an empty working folder. The CLI parses the whole command line first (command, flag
+ * names, required flags, flag values of a fixed set or a number) and only then needs a token or the
+ * network, so a command that gets past parsing is one the CLI takes; "error parsing arguments" is a
+ * wrong command. A command elided with `…` is checked with `--help` (its command and flag names).
+ * `npm run` commands must name a script of package.json. A doc edit with a wrong flag fails here.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -27,6 +27,10 @@ const COMMANDS: DocCommand[] = [
   ...PAGES.flatMap((page) => commandsOfMarkdown(read(page), page)),
   ...commandsOfTomlComments(read('fastly.toml'), 'fastly.toml'),
   ...Object.entries(PLACEHOLDER_HOSTS).flatMap(([host, message]) => commandsOfMessage(message, `src/core/config.ts PLACEHOLDER_HOSTS[${host}]`)),
+  // What the code's own comments and messages tell an operator to type.
+  ...(readdirSync(join(PROJECT_ROOT, 'src'), { recursive: true }) as string[])
+    .filter((f) => /\.(ts|mjs)$/.test(f))
+    .flatMap((f) => commandsOfMessage(read(`src/${f}`), `src/${f}`)),
 ];
 const FASTLY_COMMANDS = COMMANDS.filter((c) => c.program === 'fastly' && c.args.length > 0);
 
@@ -127,7 +131,7 @@ afterAll(() => {
 describe('the commands the docs give', () => {
   it('are found: the deploy guide\'s, the runbook\'s, fastly.toml\'s and the configuration\'s own', () => {
     const where = new Set(FASTLY_COMMANDS.map((c) => c.where.split(/[: ]/)[0]));
-    expect([...where]).toEqual(expect.arrayContaining(['docs/deploying.md', 'docs/operating.md', 'fastly.toml', 'src/core/config.ts']));
+    expect([...where]).toEqual(expect.arrayContaining(['docs/deploying.md', 'docs/operating.md', 'fastly.toml', 'src/core/config.ts', 'src/node/keys.ts']));
     expect(FASTLY_COMMANDS.length).toBeGreaterThan(20);
   });
 
