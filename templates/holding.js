@@ -33,11 +33,33 @@
     var nodes = document.querySelectorAll('[data-text="' + name + '"]');
     for (var i = 0; i < nodes.length; i++) if (nodes[i].textContent !== value) nodes[i].textContent = value;
   }
+  // The tab's title as the edge writes it (pages.ts, documentTitle): the place first, then the site.
+  function title(first) {
+    var site = data.site || '';
+    document.title = site === '' || site === first ? first : first + ' · ' + site;
+  }
+  // The language's own digits (Arabic), where they are not 0-9.
+  function digits(s) {
+    var d = texts.nextUpdate.digits;
+    return d ? String(s).replace(/[0-9]/g, function (c) { return d.charAt(+c); }) : String(s);
+  }
+  // CLDR plural rules for whole numbers, as i18n.ts's PLURAL_RULES names them.
+  function category(rule, n) {
+    var t = n % 10, h = n % 100;
+    if (rule === 'fr') return n < 2 ? 'one' : 'other';
+    if (rule === 'ja') return 'other';
+    if (rule === 'ar') return n === 0 ? 'zero' : n === 1 ? 'one' : n === 2 ? 'two' : h >= 3 && h <= 10 ? 'few' : h >= 11 ? 'many' : 'other';
+    if (rule === 'he') return n === 1 ? 'one' : n === 2 ? 'two' : 'other';
+    if (rule === 'pl') return n === 1 ? 'one' : t >= 2 && t <= 4 && (h < 12 || h > 14) ? 'few' : 'many';
+    if (rule === 'ru') return t === 1 && h !== 11 ? 'one' : t >= 2 && t <= 4 && (h < 12 || h > 14) ? 'few' : 'many';
+    return n === 1 ? 'one' : 'other';
+  }
   function render(t) {
     texts = t;
-    ['heading', 'placeLabel', 'place', 'detail', 'estimate', 'note', 'ticket'].forEach(function (k) {
+    ['heading', 'placeLabel', 'place', 'detail', 'estimate', 'note', 'away', 'ticket'].forEach(function (k) {
       setText(k, t[k] || '');
     });
+    if (t.title) title(t.title);
     if (progress) {
       progress.parentNode.hidden = t.progress === null;
       if (t.progress !== null) {
@@ -45,8 +67,8 @@
         progress.textContent = t.progress + '%';
       }
     }
-    updatedEl.textContent = t.updatedPattern.replace('{clock}', localClock());
-    if (t.opensAt) setText('placeLabel', t.opensAt.pattern.replace('{hm}', hoursMinutes(new Date(t.opensAt.atMs))).replace('{zone}', zoneOf(new Date(t.opensAt.atMs))));
+    updatedEl.textContent = t.updatedPattern.replace('{clock}', digits(localClock()));
+    if (t.opensAt) setText('placeLabel', t.opensAt.pattern.replace('{hm}', digits(hoursMinutes(new Date(t.opensAt.atMs)))).replace('{zone}', zoneOf(new Date(t.opensAt.atMs))));
   }
   // The opening time in the browser's own time zone, named as the browser names it (else as an offset).
   function hoursMinutes(d) {
@@ -63,14 +85,44 @@
     return 'UTC' + (offset < 0 ? '-' : '+') + pad(Math.floor(Math.abs(offset) / 60)) + ':' + pad(Math.abs(offset) % 60);
   }
   function tick() {
+    if (turn) return;
     var s = Math.max(0, Math.ceil((next - Date.now()) / 1000));
-    var n = texts.nextUpdate;
-    nextEl.textContent = '· ' + (n.oneFor.indexOf(s) >= 0 ? n.one : n.other).replace('{n}', String(s));
+    var f = texts.nextUpdate.forms;
+    var form = f['=' + s] || f[category(texts.nextUpdate.rule, s)] || f.other || '';
+    nextEl.textContent = '· ' + form.replace('{n}', digits(s));
   }
+  var turn = false;
   function go() {
-    // The cookie is now an access token: the same address takes the visitor to the site.
+    // The cookie is now an access token: the same address takes the visitor to the site. First the
+    // tab's title and the page say so (a tab in the background shows its title), a moment long.
+    turn = true;
+    clearTimeout(timer);
+    document.body.setAttribute('data-state', 'turn');
+    ['placeLabel', 'estimate', 'note', 'away'].forEach(function (k) {
+      setText(k, '');
+    });
+    setText('heading', texts.turnTitle);
+    setText('place', '✓');
     setText('detail', texts.admitted);
-    location.replace(location.href);
+    if (progress) progress.parentNode.hidden = true;
+    nextEl.textContent = '';
+    title(texts.turnTitle);
+    // A tab in the background waits until it is looked at (a bounded while: the session must not
+    // lapse unused), so its title is what tells the visitor; a tab in view goes after the signal.
+    var left = false;
+    function leave() {
+      if (left) return;
+      left = true;
+      location.replace(location.href);
+    }
+    if (document.hidden) {
+      document.addEventListener('visibilitychange', function () {
+        if (!document.hidden) setTimeout(leave, 1200);
+      });
+      setTimeout(leave, Math.max(1, data.turnWait || 60) * 1000);
+    } else {
+      setTimeout(leave, 1200);
+    }
   }
   function poll() {
     var request = new XMLHttpRequest();
@@ -84,7 +136,9 @@
       } catch (e) {
         return failed();
       }
-      if (body.state === 'admitted' || body.state === 'none') return go();
+      if (body.state === 'admitted') return go();
+      // No ticket any more (the queue was reset, a draw forgot it): the page takes a new one.
+      if (body.state === 'none') return location.replace(location.href);
       // The event ended while this visitor waited: the page that says so, which then asks nothing.
       if (body.state === 'over') return location.replace(location.href);
       if (body.state !== document.body.getAttribute('data-state')) document.body.setAttribute('data-state', body.state);
@@ -104,6 +158,8 @@
     timer = setTimeout(poll, ms);
     tick();
   }
+  // A refused VIP code is not sent again: the address bar (and every reload) drops it.
+  if (data.clean && history.replaceState) history.replaceState(null, '', data.clean);
   addEventListener('load', function () {
     // Take over from the Refresh header: stopping the document cancels its pending reload.
     setTimeout(function () {

@@ -18,13 +18,15 @@ import { axeViolations, brokenWords, chromiumAvailable, launchChromium, layoutPr
 import { fakeProviderSettings, startFakeProvider, type FakeProvider } from './support/fake-siteverify';
 import { ADMIN_PASSWORD, API_TOKEN, BASE_SECRETS, BASE_SETTINGS, FaultyStore, MemoryLogger, source } from './support/fixtures';
 
-type Lang = 'en' | 'de' | 'ja';
+type Lang = 'en' | 'de' | 'ja' | 'ar';
 
 /** Each language in its own browser: its locale (so its Accept-Language), a time zone of its own and a screen size. */
 const BROWSERS: readonly { lang: Lang; locale: string; timezoneId: string; viewport: { width: number; height: number }; size: string }[] = [
   { lang: 'en', locale: 'en-US', timezoneId: 'America/New_York', viewport: { width: 1280, height: 800 }, size: 'desktop' },
   { lang: 'de', locale: 'de-DE', timezoneId: 'Europe/Berlin', viewport: { width: 390, height: 844 }, size: 'phone' },
   { lang: 'ja', locale: 'ja-JP', timezoneId: 'Asia/Tokyo', viewport: { width: 360, height: 740 }, size: '360px' },
+  // Right to left: the page says so (`dir="rtl"`), and the screenshots show it laid out that way.
+  { lang: 'ar', locale: 'ar-SA', timezoneId: 'Asia/Riyadh', viewport: { width: 412, height: 900 }, size: 'phone' },
 ];
 
 /** What each page should say, written out here rather than read from src/core/i18n.ts. */
@@ -45,6 +47,12 @@ const TEXT: Record<Lang, Record<string, string>> = {
     powNoScript: 'To give you a place in line, this page does a short calculation in your browser. Please turn on JavaScript and reload the page.',
     challengePrompt: 'Please complete the check below to get your place in line.',
     draw: 'You are in the draw',
+    joining: 'Getting you a place in line',
+    joiningBody: 'We cannot give you a place in line just yet. This page will try again by itself.',
+    prequeueMessage: 'Once the line opens, we will let visitors in a few at a time to keep the site fast for everyone.',
+    away: 'You may leave and come back: this browser keeps your place for 60 seconds after the last update.',
+    turn: 'It’s your turn!',
+    vipRefused: 'This VIP link cannot be used (it may have been used already or have expired), so you have joined the line like everyone else.',
   },
   de: {
     inLine: 'Sie sind in der Warteschlange',
@@ -63,6 +71,13 @@ const TEXT: Record<Lang, Record<string, string>> = {
       'Um Ihnen einen Platz in der Warteschlange zu geben, führt diese Seite eine kurze Berechnung in Ihrem Browser aus. Bitte aktivieren Sie JavaScript und laden Sie die Seite neu.',
     challengePrompt: 'Bitte schließen Sie die Prüfung unten ab, um Ihren Platz in der Warteschlange zu erhalten.',
     draw: 'Sie nehmen an der Auslosung teil',
+    joining: 'Ihr Platz wird gleich vergeben',
+    joiningBody: 'Wir können Ihnen gerade noch keinen Platz in der Warteschlange geben. Diese Seite versucht es von selbst erneut.',
+    prequeueMessage: 'Sobald die Warteschlange öffnet, lassen wir Besucher nach und nach ein, damit die Website für alle schnell bleibt.',
+    away: 'Sie können die Seite auch verlassen und wiederkommen: Dieser Browser hält Ihnen Ihren Platz nach der letzten Aktualisierung noch 60 Sekunden lang frei.',
+    turn: 'Sie sind an der Reihe!',
+    vipRefused:
+      'Dieser VIP-Link lässt sich nicht verwenden (er wurde womöglich schon eingelöst oder ist abgelaufen). Sie haben daher wie alle anderen einen Platz in der Warteschlange erhalten.',
   },
   ja: {
     inLine: '順番待ちの列に並んでいます',
@@ -80,13 +95,66 @@ const TEXT: Record<Lang, Record<string, string>> = {
     powNoScript: '列に並んでいただくため、このページはブラウザで短い計算を行います。JavaScriptを有効にして、ページを再読み込みしてください。',
     challengePrompt: '列に並ぶには、下の確認を完了してください。',
     draw: '抽選に参加しています',
+    joining: '順番をお取りしています',
+    joiningBody: 'ただいま順番をお取りできません。このページは自動で再試行します。',
+    prequeueMessage: '受付開始後は、サイトを快適にご利用いただけるよう、少しずつご案内します。',
+    away: 'このページを離れても、最後の更新から60秒以内にこのブラウザで戻れば、順番はそのまま保たれます。',
+    turn: 'あなたの番です！',
+    vipRefused: 'このVIPリンクはご利用いただけません（使用済みか、有効期限が切れている可能性があります）。ほかの方と同じく、列に並んでいただいています。',
+  },
+  ar: {
+    inLine: 'أنت الآن في قائمة الانتظار',
+    message: 'نُدخل الزوار على دفعات صغيرة ليبقى الموقع سريعًا للجميع.',
+    noAction: 'لا يلزمك فعل أي شيء: يكفي إبقاء هذه الصفحة مفتوحة، وستنقلك إلى الموقع تلقائيًا عندما يحين دورك.',
+    placeLabel: 'ترتيبك في قائمة الانتظار',
+    paused: 'الدخول متوقف مؤقتًا، ومكانك محفوظ.',
+    prequeue: 'ستُفتح قائمة الانتظار قريبًا',
+    over: 'انتهت هذه الفعالية',
+    overBody: 'شكرًا لاهتمامك. غرفة الانتظار مغلقة الآن.',
+    unreachable: 'الموقع لا يستجيب',
+    unreachableBody: 'لم يستجب الموقع قبل قليل. ستعيد هذه الصفحة المحاولة تلقائيًا بعد بضع ثوانٍ.',
+    checking: 'جارٍ التحقق من مكانك',
+    checkingBody: 'نتحقق الآن من مكانك في قائمة الانتظار. مكانك محفوظ في هذه الأثناء، وستعيد هذه الصفحة المحاولة تلقائيًا.',
+    powNoScript: 'لمنحك مكانًا في قائمة الانتظار، تُجري هذه الصفحة عملية حسابية قصيرة في متصفحك. يُرجى تفعيل JavaScript ثم إعادة تحميل الصفحة.',
+    challengePrompt: 'يُرجى إكمال التحقق أدناه للحصول على مكانك في قائمة الانتظار.',
+    draw: 'أنت مشارك في القرعة',
+    joining: 'جارٍ حجز مكان لك',
+    joiningBody: 'لا يمكننا منحك مكانًا في قائمة الانتظار في الوقت الحالي. ستعيد هذه الصفحة المحاولة تلقائيًا.',
+    prequeueMessage: 'عند فتح قائمة الانتظار، سنُدخل الزوار على دفعات صغيرة ليبقى الموقع سريعًا للجميع.',
+    away: 'يمكنك أيضًا المغادرة والعودة: يحتفظ هذا المتصفح بمكانك لمدة ٦٠ ثانية بعد آخر تحديث.',
+    turn: 'حان دورك!',
+    vipRefused: 'لا يمكن استخدام رابط VIP هذا (ربما استُخدم من قبل أو انتهت صلاحيته)، لذا انضممت إلى قائمة الانتظار مثل الجميع.',
   },
 };
 
+/** The tab's title while waiting: the place first (in the language's own digits). */
+const TITLE_PLACE: Record<Lang, (place: string) => string> = {
+  en: (n) => `#${n} in line`,
+  de: (n) => `Platz ${n} in der Warteschlange`,
+  ja: (n) => `${n}番目に並んでいます`,
+  ar: (n) => `ترتيبك ${n} في قائمة الانتظار`,
+};
+/** The ticket, shown only as a reference for support. */
+const REFERENCE: Record<Lang, RegExp> = {
+  en: /^Reference for support: \d+$/,
+  de: /^Referenznummer für Rückfragen: \d+$/,
+  ja: /^お問い合わせ番号：\d+$/,
+  ar: /^الرقم المرجعي للدعم: [٠-٩]+$/,
+};
+/** A place as the page writes it. */
+const PLACE: Record<Lang, RegExp> = { en: /^[1-9]\d*$/, de: /^[1-9]\d*$/, ja: /^[1-9]\d*$/, ar: /^[١-٩][٠-٩]*$/ };
+const ARABIC_DIGITS = '٠١٢٣٤٥٦٧٨٩';
+const arabicDigits = (text: string): string => text.replace(/[0-9]/g, (d) => ARABIC_DIGITS[Number(d)]!);
+
 /** "n people ahead" in each language, and the page's countdown to its next update (a promise to reload). */
-const AHEAD: Record<Lang, RegExp> = { en: /^\d+ (person is|people are) ahead of you$|^You are next$/, de: /^\d+ Person(en)? (ist|sind) vor Ihnen$|^Sie sind als Nächstes an der Reihe$/, ja: /^あなたの前に\d+人が並んでいます$|^次はあなたの番です$/ };
-const NEXT_UPDATE = /Next update|Nächste Aktualisierung|次の更新/;
-const REFRESH_PROMISE = /refreshes every|wird alle|自動で更新/;
+const AHEAD: Record<Lang, RegExp> = {
+  en: /^\d+ (person is|people are) ahead of you$|^You are next$/,
+  de: /^\d+ Person(en)? (ist|sind) vor Ihnen$|^Sie sind als Nächstes an der Reihe$/,
+  ja: /^あなたの前に\d+人が並んでいます$|^次はあなたの番です$/,
+  ar: /^أمامك (شخص واحد|شخصان|[٠-٩]+ (أشخاص|شخصًا|شخص))$|^دورك هو التالي$/,
+};
+const NEXT_UPDATE = /Next update|Nächste Aktualisierung|次の更新|التحديث التالي/;
+const REFRESH_PROMISE = /refreshes every|wird alle|自動で更新|تُحدَّث هذه الصفحة/;
 /** Text decoded with the wrong charset, or a character the page could not decode. */
 const MOJIBAKE = /\uFFFD|Ã[\u0080-\u00BF]|â€|ã[\u0080-\u0083]/;
 
@@ -102,6 +170,8 @@ describe.skipIf(!chromiumAvailable)('every page state in a real browser, in Engl
   const startsAt = Math.ceil((Date.now() + 25 * 60_000) / 60_000) * 60_000;
   /** The console's store, which the test brings back. */
   const consoleStore = new FaultyStore(new MemoryQueueStore());
+  /** The waiting room's store, which goes away while a visitor waits, and comes back. */
+  const waitingStore = new FaultyStore(new MemoryQueueStore());
 
   const startRoom = async (settings: Record<string, string>, store: QueueStore = new MemoryQueueStore(), originUrl = site.url): Promise<string> => {
     const built = buildWaitingRoom({
@@ -136,10 +206,16 @@ describe.skipIf(!chromiumAvailable)('every page state in a real browser, in Engl
     const down = new FaultyStore(new MemoryQueueStore());
     down.mode = 'error';
     consoleStore.mode = 'error';
-    const [waiting, logo, prequeue, over, hold, unreachable, storeDown, pow, challenge, draw, rate, consoleDown] = await Promise.all([
-      // No page_title or page_message: the defaults, translated.
-      startRoom({}),
-      startRoom({ page_logo_url: '/brand/logo.svg', page_title: 'Demo shop' }),
+    const [waiting, logo, prequeue, over, hold, unreachable, storeDown, pow, challenge, draw, rate, consoleDown, turn] = await Promise.all([
+      // No page_title or page_message: the defaults, translated. Its store goes away for a moment.
+      startRoom({}, waitingStore),
+      // The site's name and message in English (page_language), German and Japanese of their own.
+      startRoom({
+        page_logo_url: '/brand/logo.svg',
+        page_title: 'Demo shop',
+        page_message: 'Doors open at nine.',
+        page_texts: JSON.stringify({ de: { page_title: 'Demo-Laden', page_message: 'Einlass ab neun Uhr.' }, ja: { page_title: 'デモショップ', page_message: '9時から入場できます。' } }),
+      }),
       startRoom({ event_start: new Date(startsAt).toISOString() }),
       startRoom({ event_start: '2026-01-01T09:00:00Z', event_end: '2026-01-01T10:00:00Z', hold_status: '503' }),
       // Room for everyone (capacity mode), so only the switch keeps a newcomer waiting.
@@ -151,8 +227,9 @@ describe.skipIf(!chromiumAvailable)('every page state in a real browser, in Engl
       startRoom({ queue_method: 'random' }),
       startRoom({ admit_per_period: '5', admit_period_seconds: '60' }),
       startRoom({}, consoleStore),
+      startRoom({ page_title: 'Demo shop' }),
     ]);
-    Object.assign(rooms, { waiting, logo, prequeue, over, hold, unreachable, storeDown, pow, challenge, draw, rate, consoleDown });
+    Object.assign(rooms, { waiting, logo, prequeue, over, hold, unreachable, storeDown, pow, challenge, draw, rate, consoleDown, turn });
     const switched = await fetch(`${hold}/__wr/api/control`, {
       method: 'POST',
       headers: { authorization: `Bearer ${API_TOKEN}`, 'content-type': 'application/json' },
@@ -193,15 +270,18 @@ describe.skipIf(!chromiumAvailable)('every page state in a real browser, in Engl
    * `heading` shown once (and first in the tab's title), no mojibake, nothing out of the card or
    * wider than the screen, no axe finding; then its screenshot.
    */
-  async function checkVisitorPage(opened: Opened, b: (typeof BROWSERS)[number], state: string, heading: string): Promise<void> {
+  async function checkVisitorPage(opened: Opened, b: (typeof BROWSERS)[number], state: string, heading: string, title = heading): Promise<void> {
     const { page, response } = opened;
     expect(response.headers()['content-type']).toBe('text/html; charset=utf-8');
     expect(await page.getAttribute('html', 'lang')).toBe(b.lang);
+    // Arabic is laid out right to left: the document says so, and the browser lays the card out so.
+    expect(await page.getAttribute('html', 'dir')).toBe(b.lang === 'ar' ? 'rtl' : 'ltr');
+    expect(await page.evaluate(() => getComputedStyle(document.querySelector('h1')!).direction)).toBe(b.lang === 'ar' ? 'rtl' : 'ltr');
     expect(await page.locator('h1').allTextContents()).toEqual([heading]);
     const shown = await page.evaluate(() => document.body.innerText);
     // Once as a line of its own: not repeated above it as the site's name, nor anywhere else.
     expect(shown.split('\n').filter((line) => line.trim() === heading), `"${heading}" shown once`).toHaveLength(1);
-    expect(await page.title()).toMatch(new RegExp(`^${heading}( · |$)`));
+    expect((await page.title()).startsWith(title), `the tab's title starts with "${title}"`).toBe(true);
     expect(shown).not.toMatch(MOJIBAKE);
     expect(await layoutProblems(page)).toEqual([]);
     expect(await brokenWords(page, 'main h1, main p')).toEqual([]);
@@ -217,15 +297,62 @@ describe.skipIf(!chromiumAvailable)('every page state in a real browser, in Engl
       const { page } = opened;
       await scriptRan(page);
       expect(await page.getAttribute('body', 'data-state')).toBe('waiting');
-      // No site name set: the tab says the heading alone, and nothing above the heading repeats it.
-      expect(await page.title()).toBe(TEXT[b.lang]['inLine']);
+      const place = (await page.textContent('[data-text=place]'))!;
+      expect(place).toMatch(PLACE[b.lang]);
+      // No site name set: the tab says the place alone (a tab in the background still shows it),
+      // and nothing above the heading repeats the heading.
+      expect(await page.title()).toBe(TITLE_PLACE[b.lang](place));
       expect(await page.isVisible('.brand')).toBe(false);
       expect(await page.textContent('.message')).toBe(TEXT[b.lang]['message']);
       expect(await page.textContent('[data-text=placeLabel]')).toBe(TEXT[b.lang]['placeLabel']);
-      expect(await page.textContent('[data-text=place]')).toMatch(/^[1-9]\d*$/);
       expect(await page.textContent('[data-text=detail]')).toMatch(AHEAD[b.lang]);
       expect(await page.textContent('[data-text=note]')).toBe(TEXT[b.lang]['noAction']);
-      await checkVisitorPage(opened, b, 'waiting', TEXT[b.lang]['inLine']!);
+      // How long the visitor may be away (queue_timeout_seconds, 60 s here), and the ticket only as
+      // a reference for support, small, at the foot of the card: one number for the visitor.
+      expect(await page.textContent('[data-text=away]')).toBe(TEXT[b.lang]['away']);
+      expect(await page.textContent('[data-text=ticket]')).toMatch(REFERENCE[b.lang]);
+      expect(await page.locator('.figures').textContent()).not.toMatch(/Reference|Referenz|お問い合わせ|المرجعي/);
+      await checkVisitorPage(opened, b, 'waiting', TEXT[b.lang]['inLine']!, TITLE_PLACE[b.lang](place));
+      const reference = await page.textContent('[data-text=ticket]');
+
+      // A VIP link already used up: the page says why this visitor queues like everyone (keeping
+      // the place it has), and drops the code from its address, with and without JavaScript.
+      const code = await usedVipCode(rooms['waiting']!);
+      const refused = (await page.goto(`${rooms['waiting']}/sale?item=7&wr_vip=${code}`))!;
+      expect(refused.status()).toBe(200);
+      expect(refused.headers()['refresh']).toBe('5; url=/sale?item=7');
+      expect(await page.textContent('.vip-note')).toBe(TEXT[b.lang]['vipRefused']);
+      expect(await page.textContent('[data-text=ticket]')).toBe(reference);
+      await scriptRan(page);
+      expect(page.url()).toBe(`${rooms['waiting']}/sale?item=7`);
+      // (The place may have moved on: calls of tickets nobody holds lapse and pass to the next.)
+      const now = (await page.textContent('[data-text=place]'))!;
+      await checkVisitorPage({ ...opened, response: refused }, b, 'vip-used', TEXT[b.lang]['inLine']!, TITLE_PLACE[b.lang](now));
+
+      // Away and back within queue_timeout_seconds: the tab closed (the browser keeps its cookie),
+      // two more join behind, one is let in; the same place comes back, nearer the front.
+      await page.close();
+      for (let i = 0; i < 2; i++) await fetch(`${rooms['waiting']}/`).then((r) => r.arrayBuffer());
+      await admitOne(rooms['waiting']!);
+      const back = await opened.context.newPage();
+      await back.goto(`${rooms['waiting']}/`);
+      expect(await back.getAttribute('body', 'data-state')).toBe('waiting');
+      expect(await back.textContent('[data-text=ticket]')).toBe(reference);
+      expect(number(await back.textContent('[data-text=place]'))).toBeLessThanOrEqual(number(now) - 1);
+
+      // The store goes away: the page says the place is kept, and still shows its reference.
+      waitingStore.mode = 'error';
+      try {
+        const down = (await back.reload())!;
+        expect(down.status()).toBe(200);
+        expect(await back.getAttribute('body', 'data-state')).toBe('checking');
+        expect(await back.textContent('[data-text=detail]')).toBe(TEXT[b.lang]['checkingBody']);
+        expect(await back.textContent('[data-text=ticket]')).toBe(reference);
+        await scriptRan(back);
+        await checkVisitorPage({ page: back, context: opened.context, response: down }, b, 'store-down', TEXT[b.lang]['checking']!);
+      } finally {
+        waitingStore.mode = 'ok';
+      }
       await opened.context.close();
     }
   });
@@ -242,11 +369,16 @@ describe.skipIf(!chromiumAvailable)('every page state in a real browser, in Engl
       expect(await page.evaluate(() => (document.querySelector('img.logo') as HTMLImageElement).naturalWidth)).toBe(96);
       expect(await page.evaluate(() => (document.querySelector('img.logo') as HTMLImageElement).getBoundingClientRect().height)).toBe(48);
       expect(logoRequests).toBe(before + 1);
-      // The site's name once, above the heading, and the heading once.
-      expect(await page.textContent('.brand')).toBe('Demo shop');
-      expect(await page.title()).toBe(`${TEXT[b.lang]['inLine']} · Demo shop`);
-      expect((await page.evaluate(() => document.body.innerText)).split('Demo shop').length - 1).toBe(1);
-      await checkVisitorPage(opened, b, 'logo', TEXT[b.lang]['inLine']!);
+      // The site's name once, above the heading, and the heading once: in the visitor's language
+      // where the operator wrote one (page_texts), else in the default language's (Arabic here).
+      const name = { en: 'Demo shop', de: 'Demo-Laden', ja: 'デモショップ', ar: 'Demo shop' }[b.lang];
+      const message = { en: 'Doors open at nine.', de: 'Einlass ab neun Uhr.', ja: '9時から入場できます。', ar: 'Doors open at nine.' }[b.lang];
+      expect(await page.textContent('.brand')).toBe(name);
+      expect(await page.textContent('.message')).toBe(message);
+      const place = (await page.textContent('[data-text=place]'))!;
+      expect(await page.title()).toBe(`${TITLE_PLACE[b.lang](place)} · ${name}`);
+      expect((await page.evaluate(() => document.body.innerText)).split(name).length - 1).toBe(1);
+      await checkVisitorPage(opened, b, 'logo', TEXT[b.lang]['inLine']!, TITLE_PLACE[b.lang](place));
       await opened.context.close();
     }
   });
@@ -256,14 +388,26 @@ describe.skipIf(!chromiumAvailable)('every page state in a real browser, in Engl
     for (const b of BROWSERS) {
       const hm = new Intl.DateTimeFormat('en-GB', { timeZone: b.timezoneId, hour: '2-digit', minute: '2-digit', hourCycle: 'h23' }).format(at);
       const zone = new Intl.DateTimeFormat(b.lang, { timeZone: b.timezoneId, timeZoneName: 'short' }).formatToParts(at).find((p) => p.type === 'timeZoneName')!.value;
-      const expected = { en: `The line opens at ${hm}\u00a0${zone}`, de: `Die Warteschlange öffnet um ${hm}\u00a0Uhr\u00a0${zone}`, ja: `受付開始は${hm}（${zone}）です` }[b.lang];
+      const expected = {
+        en: `The line opens at ${hm}\u00a0${zone}`,
+        de: `Die Warteschlange öffnet um ${hm}\u00a0Uhr\u00a0${zone}`,
+        ja: `受付開始は${hm}（${zone}）です`,
+        ar: `تُفتح قائمة الانتظار الساعة ${arabicDigits(hm)}\u00a0${zone}`,
+      }[b.lang];
       const opened = await open(`${rooms['prequeue']}/`, b);
       const { page } = opened;
       expect(await page.getAttribute('body', 'data-state')).toBe('prequeue');
       // The edge wrote UTC; the script puts the visitor's own clock in its place.
       await expect.poll(() => page.textContent('[data-text=placeLabel]')).toBe(expected);
       expect(zone).not.toMatch(/^(UTC|GMT)$/);
-      expect(await page.textContent('[data-text=place]')).toMatch({ en: /^Opens in about 2[456] minutes$/, de: /^Noch etwa 2[456] Minuten bis zur Öffnung$/, ja: /^開始まで約2[456]分$/ }[b.lang]);
+      expect(await page.textContent('[data-text=place]')).toMatch(
+        { en: /^Opens in about 2[456] minutes$/, de: /^Noch etwa 2[456] Minuten bis zur Öffnung$/, ja: /^開始まで約2[456]分$/, ar: /^تُفتح بعد حوالي ٢[٤٥٦] دقيقة$/ }[b.lang],
+      );
+      // A lottery (event_order = shuffle): no number that would look like a rank, and no "we are
+      // letting visitors in" before anyone is; how long one may be away still holds.
+      expect(await page.isVisible('[data-text=ticket]')).toBe(false);
+      expect(await page.textContent('.message')).toBe(TEXT[b.lang]['prequeueMessage']);
+      expect(await page.textContent('[data-text=away]')).toBe(TEXT[b.lang]['away']);
       await scriptRan(page);
       await checkVisitorPage(opened, b, 'prequeue', TEXT[b.lang]['prequeue']!);
       await opened.context.close();
@@ -317,11 +461,12 @@ describe.skipIf(!chromiumAvailable)('every page state in a real browser, in Engl
       await scriptRan(page);
       expect(await page.getAttribute('body', 'data-state')).toBe('waiting');
       // Capacity for a hundred, yet nobody walks in.
-      expect(await page.textContent('[data-text=place]')).toMatch(/^[1-9]\d*$/);
+      const place = (await page.textContent('[data-text=place]'))!;
+      expect(place).toMatch(PLACE[b.lang]);
       expect(await page.textContent('[data-text=detail]')).toMatch(AHEAD[b.lang]);
       expect(await page.textContent('[data-text=estimate]')).toBe(TEXT[b.lang]['paused']);
       expect((await opened.context.cookies()).find((c) => c.name === 'waiting_room')).toBeDefined();
-      await checkVisitorPage(opened, b, 'hold', TEXT[b.lang]['inLine']!);
+      await checkVisitorPage(opened, b, 'hold', TEXT[b.lang]['inLine']!, TITLE_PLACE[b.lang](place));
       await opened.context.close();
     }
   });
@@ -352,16 +497,19 @@ describe.skipIf(!chromiumAvailable)('every page state in a real browser, in Engl
     }
   });
 
-  it('the store down for a visitor (store_failure = hold): the "checking your place" page, which keeps their place and retries', async () => {
+  it('the store down (store_failure = hold) for a newcomer: no place yet, so none shown or said to be kept; the page retries (a visitor with a place: the waiting test)', async () => {
     for (const b of BROWSERS) {
       const opened = await open(`${rooms['storeDown']}/`, b);
       const { page, response } = opened;
       expect(response.status()).toBe(200);
       expect(response.headers()['refresh']).toBe('5');
       expect(await page.getAttribute('body', 'data-state')).toBe('checking');
-      expect(await page.textContent('[data-text=detail]')).toBe(TEXT[b.lang]['checkingBody']);
+      expect(await page.textContent('[data-text=detail]')).toBe(TEXT[b.lang]['joiningBody']);
+      expect(await page.isVisible('[data-text=place]')).toBe(false);
+      const shown = await page.evaluate(() => document.body.innerText);
+      for (const said of [TEXT[b.lang]['checkingBody']!, TEXT[b.lang]['placeLabel']!, TEXT[b.lang]['away']!]) expect(shown).not.toContain(said);
       await scriptRan(page);
-      await checkVisitorPage(opened, b, 'store-down', TEXT[b.lang]['checking']!);
+      await checkVisitorPage(opened, b, 'store-down-newcomer', TEXT[b.lang]['joining']!);
       await opened.context.close();
     }
   });
@@ -379,7 +527,7 @@ describe.skipIf(!chromiumAvailable)('every page state in a real browser, in Engl
       expect(await page.isVisible('.figures .number')).toBe(false);
       expect(shown).not.toMatch(REFRESH_PROMISE);
       expect((await opened.context.cookies()).find((c) => c.name === 'waiting_room')).toBeUndefined();
-      await checkVisitorPage(opened, b, 'pow', TEXT[b.lang]['checking']!);
+      await checkVisitorPage(opened, b, 'pow', TEXT[b.lang]['joining']!);
       await opened.context.close();
     }
   });
@@ -395,19 +543,88 @@ describe.skipIf(!chromiumAvailable)('every page state in a real browser, in Engl
       await expect.poll(() => page.textContent('.challenge')).toBe('Widget');
       expect(await page.textContent('[data-text=note]')).toBe(TEXT[b.lang]['challengePrompt']);
       expect(await page.isVisible('[data-text=place]')).toBe(false);
-      await checkVisitorPage(opened, b, 'challenge', TEXT[b.lang]['checking']!);
+      await checkVisitorPage(opened, b, 'challenge', TEXT[b.lang]['joining']!);
       await opened.context.close();
     }
   });
 
-  it('the random draw in German and Japanese (English: browser.test.ts)', async () => {
+  it('the random draw in German, Japanese and Arabic (English: browser.test.ts)', async () => {
     await fetch(`${rooms['draw']}/`).then((r) => r.arrayBuffer());
     for (const b of BROWSERS.filter((x) => x.lang !== 'en')) {
       const opened = await open(`${rooms['draw']}/`, b);
       const { page } = opened;
       await scriptRan(page);
-      expect(await page.textContent('[data-text=detail]')).toMatch({ de: /^Sie nehmen mit \d+ weiteren Person(en)? an der Auslosung teil$/, ja: /^あなたのほかに\d+人が抽選に参加しています$/ }[b.lang as 'de' | 'ja']);
+      expect(await page.textContent('[data-text=detail]')).toMatch(
+        {
+          de: /^Sie nehmen mit \d+ weiteren Person(en)? an der Auslosung teil$/,
+          ja: /^あなたのほかに\d+人が抽選に参加しています$/,
+          ar: /^يشارك معك في القرعة (شخص واحد آخر|شخصان آخران|[٠-٩]+ (أشخاص آخرون|شخصًا آخر|شخص آخر))$/,
+        }[b.lang as 'de' | 'ja' | 'ar'],
+      );
+      // A lottery: no number that looks like a rank, and leaving the page leaves the draw, so no promise of a kept place.
+      expect(await page.isVisible('[data-text=ticket]')).toBe(false);
+      expect(await page.isVisible('[data-text=away]')).toBe(false);
       await checkVisitorPage(opened, b, 'draw', TEXT[b.lang]['draw']!);
+      await opened.context.close();
+    }
+  });
+
+  /** Lets the test say whether the tab is in the background, as a browser does when another tab is shown. */
+  const visibilitySwitch = (page: Page) =>
+    page.addInitScript(() => {
+      let hidden = false;
+      Object.defineProperty(document, 'hidden', { get: () => hidden });
+      Object.defineProperty(document, 'visibilityState', { get: () => (hidden ? 'hidden' : 'visible') });
+      (window as unknown as { wrSetHidden: (h: boolean) => void }).wrSetHidden = (h) => {
+        hidden = h;
+        document.dispatchEvent(new Event('visibilitychange'));
+      };
+    });
+  const setHidden = (page: Page, hidden: boolean) => page.evaluate((h) => (window as unknown as { wrSetHidden: (h: boolean) => void }).wrSetHidden(h), hidden);
+  /** A VIP code of `room` with one use, spent. */
+  const usedVipCode = async (room: string): Promise<string> => {
+    const made = await fetch(`${room}/__wr/api/vip`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` }, body: JSON.stringify({ count: 1, uses: 1 }) });
+    const code = ((await made.json()) as { codes: { code: string }[] }).codes[0]!.code;
+    expect((await fetch(`${room}/?wr_vip=${code}`, { redirect: 'manual' })).status).toBe(303);
+    return code;
+  };
+  /** A place as a number, from the page's digits (Arabic ones included). */
+  const number = (text: string | null): number => Number((text ?? '').replace(/[٠-٩]/g, (d) => String(ARABIC_DIGITS.indexOf(d))));
+  const admitOne = async (room: string): Promise<void> => {
+    const admitted = await fetch(`${room}/__wr/api/admit?count=1`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } });
+    expect(admitted.status).toBe(200);
+  };
+
+  it('the visitor’s turn: the tab’s title and the page say so, and a tab in the background waits to be looked at before it goes to the site', async () => {
+    for (const b of BROWSERS) {
+      // The page's timers on a clock the test moves: its polls and waits take no time here.
+      const opened = await open(`${rooms['turn']}/`, b, async (page) => {
+        await page.clock.install();
+        await visibilitySwitch(page);
+      });
+      const { page } = opened;
+      await page.clock.runFor(100);
+      await scriptRan(page);
+      const place = (await page.textContent('[data-text=place]'))!;
+      expect(await page.title()).toBe(`${TITLE_PLACE[b.lang](place)} · Demo shop`);
+      // The tab goes to the background, and the visitor is let in.
+      await setHidden(page, true);
+      await admitOne(rooms['turn']!);
+      await page.clock.runFor(5_000);
+      await expect.poll(() => page.title()).toBe(`${TEXT[b.lang]['turn']} · Demo shop`);
+      expect(await page.getAttribute('body', 'data-state')).toBe('turn');
+      expect(await page.textContent('h1')).toBe(TEXT[b.lang]['turn']);
+      expect(await page.textContent('[data-text=place]')).toBe('✓');
+      await page.screenshot({ path: resolve(SHOTS, `state-turn-${b.lang}-${b.size}.png`), fullPage: true });
+      expect(await layoutProblems(page)).toEqual([]);
+      expect(await axeViolations(page)).toEqual([]);
+      // In the background it stays, so its title keeps saying so.
+      await page.clock.runFor(20_000);
+      expect(await page.textContent('h1')).toBe(TEXT[b.lang]['turn']);
+      // Looked at: the signal, then the site.
+      await setHidden(page, false);
+      await page.clock.runFor(1_500);
+      await page.waitForFunction(() => document.querySelector('h1')?.textContent === 'The shop');
       await opened.context.close();
     }
   });

@@ -250,7 +250,7 @@ describe.skipIf(!available)('in a real browser', () => {
       const pages: [string, string, RegExp][] = [
         ['prequeue', await start({ event_start: soon }), /The line opens at \d\d:\d\d.UTC/],
         ['draw', await start({ queue_method: 'random' }), /You are (in the draw with|the only one in the draw)/],
-        ['checking', await start({}, down), /Checking your place/],
+        ['checking', await start({}, down), /Getting you a place in line/],
         ['event-over', await start({ event_start: '2026-01-01T09:00:00Z', event_end: '2026-01-01T10:00:00Z' }), /This event has ended/],
       ];
       for (const [name, url, expected] of pages) {

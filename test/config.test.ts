@@ -146,6 +146,19 @@ describe('parseConfig', () => {
     for (const problem of problems) expect(problem.message.length).toBeGreaterThan(5);
   });
 
+  it('reads page_texts: a language of the operator’s may be page_language; every mistake is named by its place', () => {
+    const config = parseConfig(source({ page_texts: JSON.stringify({ sv: { in_line: 'Du står i kö' }, de: { page_message: 'Heute ab 9 Uhr.' } }), page_language: 'sv' }));
+    expect(config.pageLanguage).toBe('sv');
+    expect(config.pageTexts['de']).toEqual({ page_message: 'Heute ab 9 Uhr.' });
+    expect(parseConfig(() => undefined).pageTexts).toEqual({});
+    expect(problemsOf(() => parseConfig(source({ page_texts: '{"de": {"in_lin": "x", "ahead": {"one": "{n}"}}}', page_language: 'sv' })))).toEqual([
+      { key: 'page_texts.de.in_lin', message: 'unknown text; did you mean in_line?' },
+      { key: 'page_texts.de.ahead', message: 'needs an "other" form' },
+      { key: 'page_language', message: 'must be one of en, de, fr, es, it, pt, nl, tr, ja, zh, ko, ar, got "sv"' },
+    ]);
+    expect(problemsOf(() => parseConfig(source({ page_texts: '{"de": ' })))).toEqual([{ key: 'page_texts', message: expect.stringMatching(/^is not valid JSON/) }]);
+  });
+
   it('refuses a queue timeout shorter than three refreshes', () => {
     const problems = problemsOf(() => parseConfig(source({ refresh_seconds: '30', queue_timeout_seconds: '60' })));
     expect(problems).toEqual([{ key: 'queue_timeout_seconds', message: expect.stringContaining('90') }]);

@@ -295,7 +295,9 @@ describe('the holding page', () => {
     expect((await page('de-DE,de;q=0.9,en;q=0.8')).html).toContain('<html lang="de"');
     expect((await page('zh-TW')).lang).toBe('zh-Hans');
     expect((await page('es-MX, en;q=0.5')).html).toContain('Su lugar en la fila');
-    expect((await page('pt-BR, ru')).lang).toBe('fr');
+    expect((await page('pt-BR, ru')).lang).toBe('pt-BR');
+    expect((await page('ar-SA')).html).toContain('<html lang="ar" dir="rtl">');
+    expect((await page('sv-SE, ru')).lang).toBe('fr');
     expect((await page()).lang).toBe('fr');
   });
 
@@ -307,7 +309,8 @@ describe('the holding page', () => {
     const body = (await status.json()) as { state: string; place: number; texts: Record<string, unknown> };
     expect(body).toMatchObject({ state: 'waiting', place: 4 });
     expect(body.texts).toMatchObject({ place: '4', detail: 'あなたの前に3人が並んでいます', progress: 0 });
-    expect(body.texts['nextUpdate']).toEqual({ one: expect.stringContaining('{n}'), other: expect.stringContaining('{n}'), oneFor: [] });
+    expect(body.texts['nextUpdate']).toEqual({ forms: { other: '次の更新まで{n}秒' }, rule: 'ja' });
+    expect(body.texts['title']).toBe('4番目に並んでいます');
     expect(status.headers.getSetCookie().length).toBe(1);
   });
 
@@ -331,7 +334,7 @@ describe('the holding page', () => {
     expect(() => parseConfig(source({ page_accent_color: 'red' }))).toThrow(/page_accent_color: must be a colour/);
     expect(() => parseConfig(source({ page_logo_url: 'javascript:alert(1)' }))).toThrow(/page_logo_url/);
     expect(() => parseConfig(source({ page_logo_url: 'https://x.example/a.svg" onerror="x' }))).toThrow(/page_logo_url/);
-    expect(() => parseConfig(source({ page_language: 'xx' }))).toThrow(/page_language: must be one of en, de, fr, es, ja, zh/);
+    expect(() => parseConfig(source({ page_language: 'xx' }))).toThrow(/page_language: must be one of en, de, fr, es, it, pt, nl, tr, ja, zh, ko, ar/);
   });
 });
 

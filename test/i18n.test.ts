@@ -1,20 +1,24 @@
 import { readFileSync } from 'node:fs';
 import vm from 'node:vm';
-import { transformSync } from 'esbuild';
+import { buildSync } from 'esbuild';
 import { describe, expect, it } from 'vitest';
 import { formatDuration as formatDurationEnglish } from '../src/core/estimate';
 import {
   formatClock,
   formatDuration,
   formatNumber,
+  formatSpan,
   isLocale,
   LOCALES,
   messages,
   negotiateLocale,
+  parseLanguageTexts,
   pluralCategory,
+  TEXT_KEYS,
   type Locale,
   type Messages,
 } from '../src/core/i18n';
+import { BUILT_IN_LANGUAGES } from '../src/core/languages';
 import { cpuTimeMs } from './support/cpu-time';
 
 const NNBSP = '\u202f';
@@ -39,7 +43,11 @@ describe('negotiateLocale', () => {
     ['en;q=0.5, fr;q=0.9', 'fr'],
     ['fr;q=0.8, de;q=0.8', 'fr'],
     ['de;q=0.8, fr;q=0.8', 'de'],
-    ['it, pt;q=0.9, es;q=0.001, ja;q=0.002', 'ja'],
+    ['sv, fi;q=0.9, es;q=0.001, ja;q=0.002', 'ja'],
+    ['it, pt;q=0.9', 'it'],
+    ['pt-PT', 'pt'],
+    ['ar-EG, en;q=0.5', 'ar'],
+    ['ko-KR', 'ko'],
     ['ja;q=1.000, zh;q=1', 'ja'],
     // q=0 is "not acceptable"
     ['ja;q=0, zh', 'zh'],
@@ -55,11 +63,11 @@ describe('negotiateLocale', () => {
     ['zh-HK', 'zh'],
     ['zh-Hant;q=0.9, en;q=0.5', 'zh'],
     // unsupported languages fall through to the next range, then the fallback
-    ['it, pt-BR', 'en'],
-    ['it, pt-BR, es;q=0.1', 'es'],
+    ['sv, fi-FI', 'en'],
+    ['sv, fi-FI, es;q=0.1', 'es'],
     // wildcard
     ['*', 'en'],
-    ['it, *;q=0.5', 'en'],
+    ['sv, *;q=0.5', 'en'],
     ['en;q=0, *', 'de'],
     ['*;q=0, fr', 'fr'],
     // whitespace and case of the weight
@@ -84,8 +92,8 @@ describe('negotiateLocale', () => {
 
   it('uses the given fallback, also for a wildcard', () => {
     expect(negotiateLocale(null, 'fr')).toBe('fr');
-    expect(negotiateLocale('it', 'ja')).toBe('ja');
-    expect(negotiateLocale('it, *', 'zh')).toBe('zh');
+    expect(negotiateLocale('sv', 'ja')).toBe('ja');
+    expect(negotiateLocale('sv, *', 'zh')).toBe('zh');
     expect(negotiateLocale('de;q=0, *', 'de')).toBe('en');
     expect(negotiateLocale('garbage;;q=', 'es')).toBe('es');
   });
@@ -94,12 +102,12 @@ describe('negotiateLocale', () => {
     expect(negotiateLocale(42 as unknown as string)).toBe('en');
     expect(negotiateLocale({} as unknown as string, 'de')).toBe('de');
     expect(negotiateLocale('fr', 'xx' as Locale)).toBe('fr');
-    expect(negotiateLocale('it', 'xx' as Locale)).toBe('en');
+    expect(negotiateLocale('sv', 'xx' as Locale)).toBe('en');
   });
 
   it('reads at most 50 ranges', () => {
-    expect(negotiateLocale('it,'.repeat(49) + 'ja')).toBe('ja');
-    expect(negotiateLocale('it,'.repeat(50) + 'ja')).toBe('en');
+    expect(negotiateLocale('sv,'.repeat(49) + 'ja')).toBe('ja');
+    expect(negotiateLocale('sv,'.repeat(50) + 'ja')).toBe('en');
   });
 
   it('reads at most 1000 characters, cut at an entry boundary', () => {
@@ -217,7 +225,7 @@ describe('formatDuration', () => {
 describe('formatClock', () => {
   const at = new Date(Date.UTC(2025, 0, 1, 9, 5, 59));
   it('gives the 24-hour time in every locale, with "Uhr" in German', () => {
-    for (const locale of LOCALES) expect(formatClock(locale, at)).toBe(locale === 'de' ? `09:05${NBSP}Uhr` : '09:05');
+    for (const locale of LOCALES) expect(formatClock(locale, at)).toBe(locale === 'de' ? `09:05${NBSP}Uhr` : locale === 'ar' ? '٠٩:٠٥' : '09:05');
     expect(formatClock('en', new Date(Date.UTC(2025, 0, 1, 23, 59)))).toBe('23:59');
     expect(formatClock('en', new Date(Date.UTC(2025, 0, 1, 0, 0)))).toBe('00:00');
   });
@@ -247,7 +255,9 @@ describe('formatClock', () => {
 });
 
 type MessageKey = keyof Messages;
-const KEYS = Object.keys(messages('en')) as MessageKey[];
+/** The built-in texts (the operator's page_title and page_message are empty unless set, and `format` is not a text). */
+const NOT_TEXTS = new Set(['format', 'pageTitle', 'pageMessage']);
+const KEYS = Object.keys(messages('en')).filter((k) => !NOT_TEXTS.has(k)) as MessageKey[];
 /** The messages that take a formatted duration or clock time; the other functions take a count. */
 const TEXT_ARGUMENT: ReadonlySet<MessageKey> = new Set<MessageKey>(['estimate', 'updatedAt', 'prequeueOpensAt', 'countdown']);
 
@@ -270,7 +280,7 @@ describe('messages', () => {
     for (const locale of LOCALES) {
       const m = messages(locale);
       expect(m.locale).toBe(locale);
-      expect(Object.keys(m).sort()).toEqual([...KEYS].sort());
+      expect(Object.keys(m).filter((k) => !NOT_TEXTS.has(k)).sort()).toEqual([...KEYS].sort());
       const clock = formatClock(locale, new Date(Date.UTC(2025, 5, 1, 9, 0)), 0, { zoneLabel: 'UTC' });
       for (const n of [0, 1, 2, 5, 21, 12_345, 1_000_000]) {
         for (const [key, text] of Object.entries(render(m, { n, text: formatDuration(locale, 240) }))) {
@@ -341,7 +351,7 @@ describe('messages', () => {
     expect(messages('en').ahead(Number.NaN)).toBe('You are next');
     expect(messages('de').ahead(-3)).toBe('Sie sind als Nächstes an der Reihe');
     expect(messages('en').ahead(2.6)).toBe('3 people are ahead of you');
-    expect(messages('en').ticket(Number.POSITIVE_INFINITY)).toBe('Ticket 0');
+    expect(messages('en').ticket(Number.POSITIVE_INFINITY)).toBe('Reference for support: 0');
   });
 
   // Identical on purpose: the writing direction. Everything else must be translated.
@@ -368,9 +378,9 @@ describe('messages', () => {
   });
 
   it('names each language in itself and sets the document language', () => {
-    expect(LOCALES.map((l) => messages(l).htmlLang)).toEqual(['en', 'de', 'fr', 'es', 'ja', 'zh-Hans']);
-    expect(LOCALES.map((l) => messages(l).languageName)).toEqual(['English', 'Deutsch', 'Français', 'Español', '日本語', '简体中文']);
-    expect(LOCALES.every((l) => messages(l).dir === 'ltr')).toBe(true);
+    expect(LOCALES.map((l) => messages(l).htmlLang)).toEqual(['en', 'de', 'fr', 'es', 'it', 'pt-BR', 'nl', 'tr', 'ja', 'zh-Hans', 'ko', 'ar']);
+    expect(LOCALES.map((l) => messages(l).languageName)).toEqual(['English', 'Deutsch', 'Français', 'Español', 'Italiano', 'Português', 'Nederlands', 'Türkçe', '日本語', '简体中文', '한국어', 'العربية']);
+    expect(LOCALES.filter((l) => messages(l).dir === 'rtl')).toEqual(['ar']);
     expect(messages('xx' as Locale).locale).toBe('en');
     expect(isLocale('de')).toBe(true);
     expect(isLocale('de-CH')).toBe(false);
@@ -401,7 +411,9 @@ describe('without Intl', () => {
   });
 
   it('runs every function in a context with no Intl and throwing locale built-ins', () => {
-    const { code } = transformSync(readFileSync(SOURCE_PATH, 'utf8'), { loader: 'ts', format: 'cjs', target: 'es2022' });
+    // With the language tables it imports, as the bundles hold them.
+    const built = buildSync({ entryPoints: [SOURCE_PATH.pathname], bundle: true, write: false, format: 'cjs', target: 'es2022', platform: 'neutral' });
+    const code = built.outputFiles[0]!.text;
     const context = vm.createContext({});
     // As on Fastly: no Intl; and the built-ins that would lean on it fail loudly instead of quietly working.
     vm.runInContext(
@@ -464,3 +476,104 @@ function exercise(lib: {
   }
   return JSON.stringify(out);
 }
+
+describe('the languages added for issue 32', () => {
+  it.each<[Locale, string, string, string]>([
+    ['it', 'Non c’è nessuno davanti a lei', 'C’è 1 persona davanti a lei', 'Ci sono 2 persone davanti a lei'],
+    ['pt', 'Não há ninguém à sua frente', 'Há 1 pessoa à sua frente', 'Há 2 pessoas à sua frente'],
+    ['nl', 'U bent de volgende', 'Er is 1 persoon vóór u', 'Er zijn 2 mensen vóór u'],
+    ['tr', 'Sıradaki kişi sizsiniz', 'Önünüzde 1 kişi var', 'Önünüzde 2 kişi var'],
+    ['ko', '바로 다음 순서입니다', '앞에 1명이 기다리고 있습니다', '앞에 2명이 기다리고 있습니다'],
+    ['ar', 'دورك هو التالي', 'أمامك شخص واحد', 'أمامك شخصان'],
+  ])('%s ahead(0), ahead(1), ahead(2)', (locale, zero, one, two) => {
+    const m = messages(locale);
+    expect([m.ahead(0), m.ahead(1), m.ahead(2)]).toEqual([zero, one, two]);
+  });
+
+  it('writes Arabic with its own digits and all six plural forms, right to left', () => {
+    const m = messages('ar');
+    expect(m.dir).toBe('rtl');
+    expect(formatNumber('ar', 1_234_567)).toBe('١٬٢٣٤٬٥٦٧');
+    expect([3, 10, 11, 99, 100, 103, 111].map((n) => m.ahead(n))).toEqual([
+      'أمامك ٣ أشخاص',
+      'أمامك ١٠ أشخاص',
+      'أمامك ١١ شخصًا',
+      'أمامك ٩٩ شخصًا',
+      'أمامك ١٠٠ شخص',
+      'أمامك ١٠٣ أشخاص',
+      'أمامك ١١١ شخصًا',
+    ]);
+    expect([0, 1, 2, 3, 11, 100, 102].map((n) => pluralCategory('ar', n))).toEqual(['zero', 'one', 'two', 'few', 'many', 'other', 'other']);
+    expect(formatDuration('ar', 120)).toBe('حوالي دقيقتين');
+    expect(formatDuration('ar', 300)).toBe('حوالي ٥ دقائق');
+    expect(formatClock('ar', new Date(Date.UTC(2025, 0, 1, 9, 5)), 0, { zoneLabel: 'UTC' })).toBe(`٠٩:٠٥${NBSP}UTC`);
+    expect(m.nextUpdate(2)).toBe('التحديث التالي بعد ثانيتين');
+    expect(m.nextUpdate(15)).toBe('التحديث التالي بعد ١٥ ثانية');
+  });
+
+  it('says a length of time exactly and never longer than it is', () => {
+    expect(formatSpan('en', 600)).toBe('10 minutes');
+    expect(formatSpan('en', 90)).toBe('90 seconds');
+    expect(formatSpan('en', 119.9)).toBe('119 seconds');
+    expect(formatSpan('en', 7199)).toBe('119 minutes');
+    expect(formatSpan('en', 7200)).toBe('2 hours');
+    expect(formatSpan('en', 86_399)).toBe('23 hours 59 minutes');
+    expect(formatSpan('de', 600)).toBe('10 Minuten');
+    expect(formatSpan('ja', 600)).toBe('10分');
+    expect(formatSpan('ar', 600)).toBe('١٠ دقائق');
+    expect(formatSpan('en', Number.NaN)).toBe('0 seconds');
+  });
+});
+
+describe('an operator’s texts (page_texts)', () => {
+  it('adds a language and overrides texts, falling back to English for what it leaves out', () => {
+    const parsed = parseLanguageTexts(
+      JSON.stringify({
+        sv: { lang: 'sv', name: 'Svenska', group: '\u00a0', in_line: 'Du står i kö', ahead: { '=0': 'Du är näst på tur', one: '{n} person före dig', other: '{n} personer före dig' } },
+        de: { page_title: 'Mein Laden', page_message: 'Heute ab 9 Uhr.' },
+      }),
+    );
+    expect(parsed.ok).toBe(true);
+    if (!parsed.ok) return;
+    const sv = messages('sv', parsed.texts);
+    expect([sv.locale, sv.htmlLang, sv.inLine, sv.ahead(0), sv.ahead(1), sv.ahead(12_345)]).toEqual(['sv', 'sv', 'Du står i kö', 'Du är näst på tur', '1 person före dig', `12${NBSP}345 personer före dig`]);
+    expect(sv.placeLabel).toBe(messages('en').placeLabel);
+    expect(negotiateLocale('sv-SE, de;q=0.5', 'en', [...LOCALES, 'sv'])).toBe('sv');
+    const de = messages('de', parsed.texts);
+    expect([de.pageTitle, de.pageMessage, de.inLine]).toEqual(['Mein Laden', 'Heute ab 9 Uhr.', 'Sie sind in der Warteschlange']);
+    expect(messages('sv').locale).toBe('en');
+  });
+
+  it.each<[string, RegExp]>([
+    ['{"de": {"in_lin": "x"}}', /^page_texts\.de\.in_lin: unknown text; did you mean in_line\?$/],
+    ['{"de": {"ahead": {"one": "{n} Person"}}}', /^page_texts\.de\.ahead: needs an "other" form$/],
+    ['{"de": {"ahead": {"other": "Personen vor Ihnen"}}}', /^page_texts\.de\.ahead\.other: must contain \{n\}$/],
+    ['{"de": {"estimate": "Wartezeit {n}"}}', /^page_texts\.de\.estimate: \{n\} is not a placeholder of this text \(it takes \{t\}\)$/],
+    ['{"de": {"in_line": 5}}', /^page_texts\.de\.in_line: must be a string$/],
+    ['{"de": {"dir": "up"}}', /^page_texts\.de\.dir: "up" is not allowed here \(ltr or rtl\)$/],
+    ['{"xx": {"plural": "klingon"}}', /^page_texts\.xx\.plural: "klingon" is not allowed here \(one of en, fr, ja, ar, he, pl, ru\)$/],
+    ['{"Deutsch": {}}', /^page_texts\.Deutsch: not a language tag in lower case/],
+    ['{"de": []}', /^page_texts\.de: must be an object of texts$/],
+    ['[1]', /^must be a JSON object of languages/],
+    ['{de: 1}', /^is not valid JSON/],
+  ])('refuses %s, naming the place', (json, message) => {
+    const parsed = parseLanguageTexts(json);
+    expect(parsed.ok).toBe(false);
+    if (!parsed.ok) expect(parsed.errors[0]).toMatch(message);
+  });
+
+  it('holds the built-in languages to the same rules: every text there, every placeholder right', () => {
+    for (const locale of LOCALES) {
+      const table = JSON.parse(BUILT_IN_LANGUAGES[locale]!) as Record<string, unknown>;
+      const parsed = parseLanguageTexts(JSON.stringify({ [locale]: table }));
+      expect(parsed.ok ? [] : parsed.errors, locale).toEqual([]);
+      const missing = Object.keys(TEXT_KEYS).filter((k) => !(k in table) && !['page_title', 'page_message', 'digits'].includes(k));
+      expect(missing, locale).toEqual([]);
+    }
+  });
+
+  it('refuses more than fits a Config Store value', () => {
+    const parsed = parseLanguageTexts(JSON.stringify({ de: { page_message: 'x'.repeat(8000) } }));
+    expect(parsed.ok).toBe(false);
+  });
+});

@@ -71,12 +71,13 @@ const SETTING_MEANINGS: Record<(typeof CONFIG_KEYS)[number], string> = {
   admission_claims: 'what an admission carries besides `iss`, `aud`, `iat`, `exp`: any of `queue`, `ticket`, `admitted_at`, `session_expires`, `via`',
   admission_lifetime_seconds: 'how long an admission is valid (30 – 3,600), never past the visitor\'s session',
   admission_carry: 'how an admitted visitor\'s admission goes on between signatures: `cookie` (an HttpOnly cookie bound to its access token; signed once per half lifetime; the visitor could read it from its own cookie jar) or `none` (it never leaves the edge: signed on every request on Fastly, once per half lifetime on a host that remembers it)',
-  page_title: 'the site\'s name, above the holding page\'s heading and in its title; empty = none (the heading, in the visitor\'s language, says what the page is; a name equal to the heading is not shown twice)',
-  page_message: 'the message under the heading; empty = a sentence in the visitor\'s language ("We are letting visitors in a few at a time to keep the site fast for everyone.", and its German, French, Spanish, Japanese and Chinese)',
+  page_title: 'the site\'s name, above the holding page\'s heading and in its title, in `page_language`; empty = none (the heading, in the visitor\'s language, says what the page is; a name equal to the heading is not shown twice). Another language\'s own goes in `page_texts`, else this one is shown',
+  page_message: 'the message under the heading, in `page_language`; empty = a sentence in the visitor\'s language ("We are letting visitors in a few at a time to keep the site fast for everyone.", before the opening "Once the line opens, we will let visitors in…"). Another language\'s own goes in `page_texts`, else this one is shown',
   page_logo_url: 'logo on the holding page: an https URL or a path on the site; empty = the built-in logo',
   page_accent_color: 'accent colour (`#rrggbb`) of the holding page; refused unless it reaches 4.5:1 contrast against white (WCAG AA)',
   page_background_color: 'background colour (`#rrggbb`) around the page\'s card',
-  page_language: 'language for browsers that ask for none of ours: `en`, `de`, `fr`, `es`, `ja`, `zh`',
+  page_language: 'language for browsers that ask for none of ours, and the language of `page_title` and `page_message`: `en`, `de`, `fr`, `es`, `it`, `pt`, `nl`, `tr`, `ja`, `zh`, `ko`, `ar` (right to left), or one added in `page_texts`',
+  page_texts: 'optional JSON of texts by language, up to 8,000 characters: a language\'s own `page_title` and `page_message`, any built-in text replaced, or a language added; see [Languages and texts](operating.md#languages-and-texts). Each mistake is named by its place (`page_texts.de.in_lin: unknown text; did you mean in_line?`)',
 };
 /** One sentence per secret (secrets have no defaults: the Secret Store holds them, see parseSecrets). */
 const SECRET_MEANINGS: Record<(typeof SECRET_KEYS)[number], string> = {

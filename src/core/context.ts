@@ -6,7 +6,7 @@
  */
 import { adaptiveBounds, type Config, type Secrets } from './config';
 import { serializeCookie } from './cookies';
-import { negotiateLocale, type Locale } from './i18n';
+import { LOCALES, negotiateLocale, type Locale } from './i18n';
 import type { Branding } from './pages';
 import { JOIN_KEEP_SECONDS, type AdaptivePolicy, type AdmissionPolicy, type OriginMeter, type Clock, type FailureLimiter, type Logger, type Origin, type CurrentQueue, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource } from './ports';
 import { countStoreError } from './metrics';
@@ -164,6 +164,9 @@ export function createContext(deps: HandlerDeps): HandlerContext {
   const basePolicy = admissionPolicy(config);
   const meterName = meterNameOf(deps.meterName);
   const randomSeed = deps.randomSeed ?? cryptoSeed;
+  // The built-in languages and those the operator added (`page_texts`), for negotiation.
+  const added = Object.keys(config.pageTexts).filter((l) => !LOCALES.includes(l));
+  const languages = added.length === 0 ? LOCALES : [...LOCALES, ...added];
   const policyNow = (): AdmissionPolicy => ({ ...basePolicy, seed: randomSeed() });
   const random = config.queueMethod === 'random';
   const assetPrefix = `${config.pathPrefix}assets/`;
@@ -268,6 +271,6 @@ export function createContext(deps: HandlerDeps): HandlerContext {
     storeCall,
     issue,
     clearCookie: () => serializeCookie(config.cookieName, '', { maxAge: 0 }),
-    localeOf: (request) => negotiateLocale(request.headers.get('accept-language'), config.pageLanguage),
+    localeOf: (request) => negotiateLocale(request.headers.get('accept-language'), config.pageLanguage, languages),
   };
 }

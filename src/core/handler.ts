@@ -9,7 +9,7 @@
 import { createContext, type HandlerContext, type HandlerDeps } from './context';
 import { errorResponse } from './http';
 import { ownPath } from './own-paths';
-import { queueApplies, readPath, reservedPrefixMatch } from './path-canon';
+import { queueApplies, readPath, reservedPrefixMatch, sameSiteLocation, withoutQueryParam } from './path-canon';
 import type { ClientInfo } from './ports';
 import { challengeResponse, clearSpent, holdingJson, holdingPage, holdView, limitedResponse, overView, pass, wantsJson } from './respond';
 import { bypassRule, useVip } from './rules';
@@ -44,15 +44,20 @@ async function route(ctx: HandlerContext, request: Request, client: ClientInfo, 
     trace.decision = 'no_queue';
     return pass(ctx, request, undefined, trace);
   }
-  const vip = new URL(request.url).searchParams.get(VIP_PARAM);
+  const url = new URL(request.url);
+  const vip = url.searchParams.get(VIP_PARAM);
+  let vipRefused: string | undefined;
   if (vip !== null) {
     const used = await useVip(ctx, request, vip, trace);
     if (used !== undefined) return used;
+    // Refused (not the store failing): the visitor queues as anyone does, and the page says why,
+    // then reloads its address without the code (rebuilt, never echoed, as the VIP redirect is).
+    if (trace.reason?.startsWith('vip_') === true) vipRefused = sameSiteLocation(url.pathname, withoutQueryParam(url.search, VIP_PARAM));
   }
   const nowMs = clock.now();
   const locale = localeOf(request);
   const hold = (view: HoldView, cookie: string | undefined): Response | Promise<Response> =>
-    wantsJson(ctx, request, path) ? holdingJson(ctx, view, cookie, locale) : holdingPage(ctx, view, cookie, locale, trace);
+    wantsJson(ctx, request, path) ? holdingJson(ctx, view, cookie, locale) : holdingPage(ctx, vipRefused === undefined ? view : { ...view, vipRefused }, cookie, locale, trace);
   if (eventPhase(config, nowMs) === 'over') {
     const over = await afterEnd(ctx, request, trace, nowMs);
     if (over === 'over') {

@@ -6,31 +6,34 @@
  */
 import { DEFAULT_ACCENT_COLOR, DEFAULT_BACKGROUND_COLOR } from './config';
 import type { HoldTexts, HoldView } from './types';
-import { formatClock, formatDuration, formatNumber, messages, negotiateLocale, pluralCategory, type Locale, type Messages } from './i18n';
+import { messages, negotiateLocale, type Locale, type Messages } from './i18n';
 import { NOSNIFF } from './http';
 import { renderHoldingPage } from './pages';
 
 export type { HoldTexts } from './types';
 
-/** A message with a count turned into a pattern with `{n}`, for the page's script to fill in. */
-function countPattern(make: (n: number) => string, n: number): string {
-  return make(n).replace(String(n), '{n}');
-}
-
 export function holdTexts(view: HoldView, locale: Locale, m: Messages = messages(locale)): HoldTexts {
-  const n = (value: number): string => formatNumber(locale, value);
-  const clock = (ms: number, zone?: string): string => formatClock(locale, new Date(ms), 0, zone === undefined ? {} : { zoneLabel: zone });
+  const f = m.format;
+  const clock = (ms: number, zone?: string): string => f.clock(new Date(ms), 0, zone === undefined ? {} : { zoneLabel: zone });
   let heading = m.inLine;
   let placeLabel = m.placeLabel;
   let place = '…';
   let detail = '';
   let estimate = '';
   let note = m.noAction;
+  let title: string | undefined;
   let progress: number | null = null;
+  // A lottery's number says nothing of the visitor's chances, and shown it would suggest it does.
+  let lottery = false;
   switch (view.state) {
     case 'checking':
-      heading = m.checkingTitle;
-      detail = m.checkingBody;
+      // A newcomer has no place yet: nothing to show, nothing to keep.
+      heading = view.newcomer === true ? m.joiningTitle : m.checkingTitle;
+      detail = view.newcomer === true ? m.joiningBody : m.checkingBody;
+      if (view.newcomer === true) {
+        placeLabel = '';
+        place = '';
+      }
       break;
     case 'unreachable':
       heading = m.unreachableTitle;
@@ -50,8 +53,9 @@ export function holdTexts(view: HoldView, locale: Locale, m: Messages = messages
       heading = m.prequeueTitle;
       placeLabel = view.startsAtMs === null ? '' : m.prequeueOpensAt(clock(view.startsAtMs, 'UTC'));
       const untilStart = view.startsAtMs === null ? 0 : Math.max(0, Math.ceil((view.startsAtMs - view.nowMs) / 1000));
-      place = untilStart > 0 ? m.countdown(formatDuration(locale, untilStart)) : '…';
+      place = untilStart > 0 ? m.countdown(f.duration(untilStart)) : '…';
       detail = view.order === 'arrival' ? m.prequeueFifo : m.prequeueShuffle;
+      lottery = view.order !== 'arrival';
       break;
     }
     case 'waiting':
@@ -61,18 +65,23 @@ export function holdTexts(view: HoldView, locale: Locale, m: Messages = messages
         place = '';
         detail = m.drawWaiting(view.inDraw - 1);
         note = m.drawExplain;
+        lottery = true;
       } else if (view.place !== null) {
-        place = n(view.place);
+        place = f.number(view.place);
+        title = m.titlePlace(view.place);
         detail = m.ahead(view.ahead ?? 0);
         const first = Math.max(view.first ?? view.place, view.place);
         progress = first <= 1 ? 100 : Math.round(((first - view.place) / (first - 1)) * 100);
       }
       if (view.paused) estimate = m.paused;
       else if (view.front) estimate = m.front;
-      else if (view.estimate !== null) estimate = view.estimate.seconds === null ? m.estimateUnknown : m.estimate(formatDuration(locale, view.estimate.seconds));
+      else if (view.estimate !== null) estimate = view.estimate.seconds === null ? m.estimateUnknown : m.estimate(f.duration(view.estimate.seconds));
       break;
   }
-  const oneFor = [0, 1, 2].filter((k) => pluralCategory(locale, k) === 'one');
+  // Only where the visitor holds a place that outlives the page: in line, or before the opening.
+  const keepsPlace = (view.state === 'waiting' && view.inDraw === null) || view.state === 'prequeue';
+  const away = keepsPlace && view.awaySeconds !== undefined && view.awaySeconds > 0 ? m.away(f.span(view.awaySeconds)) : '';
+  const forms = f.forms('next_update');
   return {
     heading,
     placeLabel,
@@ -80,19 +89,22 @@ export function holdTexts(view: HoldView, locale: Locale, m: Messages = messages
     detail,
     estimate,
     note,
-    ticket: view.ticket === null ? '' : m.ticket(view.ticket),
+    ticket: view.ticket === null || view.ticket <= 0 || lottery ? '' : m.ticket(view.ticket),
+    title: title ?? heading,
+    turnTitle: m.turnTitle,
+    away,
     progress,
     progressLabel: m.progressLabel,
     updatedPattern: m.updatedAt('{clock}'),
     updated: m.updatedAt(clock(view.nowMs, 'UTC')),
-    nextUpdate: { one: countPattern(m.nextUpdate, 1), other: countPattern(m.nextUpdate, 2), oneFor },
+    nextUpdate: { forms, rule: f.rule, ...(f.digits !== undefined && { digits: f.digits }) },
     refreshNote: m.refreshNote(view.refreshSeconds),
     admitted: m.admitted,
     failed: m.lastUpdateFailed,
     ...(view.state === 'prequeue' &&
       view.startsAtMs !== null && {
-        // The clock as formatClock writes it, with the hours:minutes and the zone left to the script.
-        opensAt: { atMs: view.startsAtMs, pattern: m.prequeueOpensAt(formatClock(locale, new Date(0), 0, { zoneLabel: '{zone}' }).replace('00:00', '{hm}')) },
+        // The clock as the language writes it, with the hours:minutes and the zone left to the script.
+        opensAt: { atMs: view.startsAtMs, pattern: m.prequeueOpensAt(f.clockPattern(true)) },
       }),
   };
 }

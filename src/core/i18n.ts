@@ -1,18 +1,29 @@
 /**
- * The visitor-facing texts of the waiting room in six languages, and the number, plural, duration
- * and clock formatting they need, written by hand: the Fastly engine has no `Intl`, so nothing here
- * may touch it (or `toLocaleString`, which leans on it). Every locale is one `Messages` object, so
- * the compiler refuses a locale that lacks a text. Texts are plain strings; the page escapes them.
+ * The visitor-facing texts of the waiting room, and the number, plural, duration and clock
+ * formatting they need, written by hand: the Fastly engine has no `Intl`, so nothing here may touch
+ * it (or `toLocaleString`, which leans on it). The texts of each built-in language are one JSON
+ * string (languages.ts), parsed only for the language a request is answered in; an operator's
+ * `page_texts` (parsed once with the configuration, see parseLanguageTexts) adds languages or
+ * overrides texts with the same keys. Texts are plain strings; the page escapes them.
  */
+import { BUILT_IN_LANGUAGES } from './languages';
 
-export type Locale = 'en' | 'de' | 'fr' | 'es' | 'ja' | 'zh';
+/** A language tag we serve: a built-in one, or one an operator added in `page_texts` (lower case). */
+export type Locale = string;
 
-/** Every supported locale, English first (the default fallback). */
-export const LOCALES: readonly Locale[] = ['en', 'de', 'fr', 'es', 'ja', 'zh'];
+/** Every built-in locale, English first (the default fallback). */
+export const LOCALES: readonly Locale[] = Object.keys(BUILT_IN_LANGUAGES);
 
+/** A built-in locale. */
 export function isLocale(value: unknown): value is Locale {
-  return typeof value === 'string' && (LOCALES as readonly string[]).includes(value);
+  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(BUILT_IN_LANGUAGES, value);
 }
+
+/** One language's texts as a table: a text, or a text's forms by count (see languages.ts). */
+export type TextForms = string | Readonly<Record<string, string>>;
+export type TextTable = Readonly<Record<string, TextForms>>;
+/** An operator's languages (`page_texts`): by language tag, the texts that add to or replace the built-in ones. */
+export type LanguageTexts = Readonly<Record<string, TextTable>>;
 
 // ---------------------------------------------------------------------------------------------
 // Negotiation
@@ -31,8 +42,8 @@ interface WeightedRange {
   readonly position: number;
 }
 
-/** The language tag we serve for each locale, lower-cased, as a range would name it. */
-const SERVED_TAG: Readonly<Record<Locale, string>> = { en: 'en', de: 'de', fr: 'fr', es: 'es', ja: 'ja', zh: 'zh-hans' };
+/** The language tag we serve for a built-in locale, lower-cased, where it is not the locale itself. */
+const SERVED_TAG: Readonly<Record<string, string>> = { zh: 'zh-hans', pt: 'pt-br' };
 
 function parseAcceptLanguage(header: string): WeightedRange[] {
   let text = header;
@@ -65,11 +76,15 @@ function parseAcceptLanguage(header: string): WeightedRange[] {
   return ranges;
 }
 
-/** RFC 4647 lookup, reduced to our tags: truncate the range until its primary subtag is left. */
-function lookup(range: string): Locale | undefined {
-  const primary = range.split('-')[0];
-  // Every Chinese range, Traditional ones included, gets Simplified Chinese: closer than English.
-  return isLocale(primary) ? primary : undefined;
+/**
+ * RFC 4647 lookup: the range, then the range with its last subtag cut, until one is served
+ * (`de-ch` → de, `zh-hant-tw` → zh: every Chinese range gets Simplified Chinese, closer than English).
+ */
+function lookup(range: string, available: readonly Locale[]): Locale | undefined {
+  for (let r = range; r !== ''; r = r.replace(/-?[^-]*$/, '')) {
+    if (available.includes(r)) return r;
+  }
+  return undefined;
 }
 
 /**
@@ -77,89 +92,115 @@ function lookup(range: string): Locale | undefined {
  * ranges by weight, then by position; `de-CH` → de, `zh-Hant-TW` → zh; `*` → the fallback.
  * `q=0` marks a locale unacceptable only when the range names exactly what we would serve (`de`,
  * `zh`, `zh-Hans`), not a regional variant of it. With nothing acceptable, or a header we cannot
- * read, the fallback is served: a page in some language beats a 406. Never throws; reads at most
- * MAX_ACCEPT_LANGUAGE_CHARS characters and MAX_ACCEPT_LANGUAGE_RANGES ranges.
+ * read, the fallback is served: a page in some language beats a 406. `available`: the built-in
+ * locales and an operator's (`page_texts`). Never throws; reads at most MAX_ACCEPT_LANGUAGE_CHARS
+ * characters and MAX_ACCEPT_LANGUAGE_RANGES ranges.
  */
-export function negotiateLocale(acceptLanguage: string | null | undefined, fallback: Locale = 'en'): Locale {
-  const safeFallback: Locale = isLocale(fallback) ? fallback : 'en';
+export function negotiateLocale(acceptLanguage: string | null | undefined, fallback: Locale = 'en', available: readonly Locale[] = LOCALES): Locale {
+  const safeFallback: Locale = available.includes(fallback) ? fallback : 'en';
   if (typeof acceptLanguage !== 'string' || acceptLanguage === '') return safeFallback;
   const ranges = parseAcceptLanguage(acceptLanguage);
   const rejected = new Set<Locale>();
   for (const { range, q } of ranges) {
     if (q !== 0) continue;
-    for (const locale of LOCALES) if (range === locale || range === SERVED_TAG[locale]) rejected.add(locale);
+    for (const locale of available) if (range === locale || range === SERVED_TAG[locale]) rejected.add(locale);
   }
   const ordered = ranges.filter((r) => r.q > 0).sort((a, b) => b.q - a.q || a.position - b.position);
   for (const { range } of ordered) {
     if (range === '*') {
       if (!rejected.has(safeFallback)) return safeFallback;
-      const other = LOCALES.find((l) => !rejected.has(l));
+      const other = available.find((l) => !rejected.has(l));
       if (other !== undefined) return other;
       continue;
     }
-    const locale = lookup(range);
+    const locale = lookup(range, available);
     if (locale !== undefined && !rejected.has(locale)) return locale;
   }
   return safeFallback;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Plurals and numbers
+// Plurals
 
-export type PluralCategory = 'one' | 'other';
+export type PluralCategory = 'zero' | 'one' | 'two' | 'few' | 'many' | 'other';
 
 /**
- * CLDR cardinal category, reduced to what our texts use. en/de: one for exactly 1; es: one for 1;
- * fr: one for 0 and 1 (and any 0 ≤ |n| < 2); ja/zh: always other. CLDR also gives es and fr a
- * `many` category for multiples of a million, which only changes the wording before a spelled-out
- * "million" ("un million de personnes"); we always write digits ("1 000 000 personnes"), where the
- * plural is right, so `many` is folded into `other`. Non-finite input is `other`.
+ * The plural rules a language may name (`plural`), CLDR's cardinal rules for whole numbers, reduced
+ * to what our texts use: `en` one for exactly 1 (also de, es, it, nl, pt); `fr` one for 0 and 1; `ja`
+ * none (also zh, ko, tr, whose nouns do not change after a number); `ar`; `he`; `pl`; `ru` (also uk).
+ * CLDR also gives es and fr a `many` for multiples of a million, which only changes the wording
+ * before a spelled-out "million"; we always write digits, where the plural is right, so it is
+ * folded into `other`. holding.js carries the same rules for its countdown.
  */
-export function pluralCategory(locale: Locale, n: number): PluralCategory {
-  if (!Number.isFinite(n)) return 'other';
-  const abs = Math.abs(n);
-  switch (locale) {
-    case 'fr':
-      return abs < 2 ? 'one' : 'other';
-    case 'ja':
-    case 'zh':
-      return 'other';
-    default:
-      return abs === 1 ? 'one' : 'other';
-  }
-}
-
-const NNBSP = '\u202f'; // narrow no-break space: French digit groups and space before : ; ! ?
-const NBSP = '\u00a0';
-
-interface NumberStyle {
-  readonly group: string;
-  /** CLDR minimumGroupingDigits: Spanish leaves four-digit numbers ungrouped ("1234", "12.345"). */
-  readonly minimumGroupingDigits: number;
-}
-
-const NUMBER_STYLE: Readonly<Record<Locale, NumberStyle>> = {
-  en: { group: ',', minimumGroupingDigits: 1 },
-  de: { group: '.', minimumGroupingDigits: 1 },
-  fr: { group: NNBSP, minimumGroupingDigits: 1 },
-  es: { group: '.', minimumGroupingDigits: 2 },
-  ja: { group: ',', minimumGroupingDigits: 1 },
-  zh: { group: ',', minimumGroupingDigits: 1 },
+export const PLURAL_RULES: Readonly<Record<string, (n: number) => PluralCategory>> = {
+  en: (n) => (n === 1 ? 'one' : 'other'),
+  fr: (n) => (n < 2 ? 'one' : 'other'),
+  ja: () => 'other',
+  ar: (n) => {
+    const h = n % 100;
+    return n === 0 ? 'zero' : n === 1 ? 'one' : n === 2 ? 'two' : h >= 3 && h <= 10 ? 'few' : h >= 11 ? 'many' : 'other';
+  },
+  he: (n) => (n === 1 ? 'one' : n === 2 ? 'two' : 'other'),
+  pl: (n) => (n === 1 ? 'one' : n % 10 >= 2 && n % 10 <= 4 && (n % 100 < 12 || n % 100 > 14) ? 'few' : 'many'),
+  ru: (n) => (n % 10 === 1 && n % 100 !== 11 ? 'one' : n % 10 >= 2 && n % 10 <= 4 && (n % 100 < 12 || n % 100 > 14) ? 'few' : 'many'),
 };
 
+function categoryOf(rule: string, n: number): PluralCategory {
+  if (!Number.isFinite(n)) return 'other';
+  return (PLURAL_RULES[rule] ?? PLURAL_RULES['en']!)(Math.abs(n));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The texts: keys, what each may contain, and the tables
+
 /**
- * An integer with the locale's digit grouping: en/ja/zh "1,234,567", de "1.234.567", es "1234" and
- * "12.345", fr "1 234 567" (narrow no-break spaces). Fractions are rounded to the nearest integer,
- * a negative number gets a leading "-", and NaN or an infinity gives "–" (nothing sensible to show).
+ * Every key a language's table may hold, and the placeholders its text may use (a `!` marks one
+ * its `other` form must use). Keys of the language itself first, then durations, then the texts.
  */
-export function formatNumber(locale: Locale, n: number): string {
-  if (!Number.isFinite(n)) return '–';
-  const rounded = Math.round(n);
-  // BigInt writes every digit, where String(1e21) would switch to exponent notation.
-  const digits = BigInt(Math.abs(rounded)).toString();
-  const style = NUMBER_STYLE[locale] ?? NUMBER_STYLE.en;
-  const grouped = digits.length < 3 + style.minimumGroupingDigits ? digits : digits.replace(/\B(?=(\d{3})+$)/g, style.group);
-  return rounded < 0 ? `-${grouped}` : grouped;
+export const TEXT_KEYS: Readonly<Record<string, string>> = {
+  lang: '', dir: '', name: '', plural: '', group: '', min_group: '', digits: '',
+  clock: 'hm!', zoned: 'clock! zone!',
+  less_than_a_minute: '', about: 't!', join: 'h! m!', seconds: 'n!', minutes: 'n!', hours: 'n!',
+  page_title: '', page_message: '',
+  in_line: '', place_label: '', title_place: 'n!', ahead: 'n!', estimate: 't!', estimate_unknown: '', paused: '', front: '',
+  no_action: '', away: 't!', progress_label: '', updated_at: 'clock!', next_update: 'n!', refresh_note: 'n!',
+  pow_no_script: '', default_message: '', prequeue_message: '', challenge_no_script: '', challenge_prompt: '',
+  reference: 'n!', admitted: '', turn_title: '', checking_title: '', checking_body: '', joining_title: '', joining_body: '',
+  unreachable_title: '', unreachable_body: '', prequeue_title: '', prequeue_opens_at: 'clock!', countdown: 't!',
+  prequeue_shuffle: '', prequeue_fifo: '', event_over_title: '', event_over_body: '', draw_title: '', draw_waiting: 'n!',
+  draw_explain: '', vip_refused: '', last_update_failed: '',
+};
+
+/** Keys whose text may have forms by count. */
+const COUNTED = new Set(['seconds', 'minutes', 'hours', 'ahead', 'next_update', 'refresh_note', 'draw_waiting']);
+const FORM_KEY = /^(?:=\d{1,3}|zero|one|two|few|many|other)$/;
+
+/** The one built-in table last parsed (a request asks for one language, several times). */
+let lastParsed: { readonly locale: string; readonly table: TextTable } | undefined;
+
+function builtIn(locale: string): TextTable | undefined {
+  if (lastParsed?.locale === locale) return lastParsed.table;
+  const json = BUILT_IN_LANGUAGES[locale];
+  if (json === undefined) return undefined;
+  const table = JSON.parse(json) as TextTable;
+  lastParsed = { locale, table };
+  return table;
+}
+
+/** A language's texts: the built-in ones with the operator's on top; English under a language of the operator's own. */
+function tableOf(locale: Locale, extra?: LanguageTexts): TextTable {
+  const own = extra !== undefined && Object.prototype.hasOwnProperty.call(extra, locale) ? extra[locale] : undefined;
+  const base = builtIn(locale);
+  if (own === undefined) return base ?? builtIn('en')!;
+  return { ...(base ?? builtIn('en')!), ...own };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Formatting with a table
+
+/** Fills `{name}` placeholders; one without a value stays as it is. */
+function fill(text: string, values: Readonly<Record<string, string>>): string {
+  return text.replace(/\{([a-z]+)\}/g, (whole, name: string) => values[name] ?? whole);
 }
 
 /** A count for a sentence: a whole, non-negative number (a caller's NaN or -1 reads as 0). */
@@ -167,134 +208,137 @@ function toCount(n: number): number {
   return Number.isFinite(n) && n > 0 ? Math.round(n) : 0;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Durations and clock times
-
-interface DurationWords {
-  readonly lessThanAMinute: string;
-  about(text: string): string;
-  minutes(n: string, category: PluralCategory): string;
-  hours(n: string, category: PluralCategory): string;
-  join(hours: string, minutes: string): string;
-}
-
-const DURATION_WORDS: Readonly<Record<Locale, DurationWords>> = {
-  en: {
-    lessThanAMinute: 'less than a minute',
-    about: (t) => `about ${t}`,
-    minutes: (n, c) => `${n} ${c === 'one' ? 'minute' : 'minutes'}`,
-    hours: (n, c) => `${n} ${c === 'one' ? 'hour' : 'hours'}`,
-    join: (h, m) => `${h} ${m}`,
-  },
-  de: {
-    lessThanAMinute: 'weniger als eine Minute',
-    about: (t) => `etwa ${t}`,
-    minutes: (n, c) => `${n} ${c === 'one' ? 'Minute' : 'Minuten'}`,
-    hours: (n, c) => `${n} ${c === 'one' ? 'Stunde' : 'Stunden'}`,
-    join: (h, m) => `${h} und ${m}`,
-  },
-  fr: {
-    lessThanAMinute: 'moins d’une minute',
-    about: (t) => `environ ${t}`,
-    minutes: (n, c) => `${n} ${c === 'one' ? 'minute' : 'minutes'}`,
-    hours: (n, c) => `${n} ${c === 'one' ? 'heure' : 'heures'}`,
-    join: (h, m) => `${h} et ${m}`,
-  },
-  es: {
-    lessThanAMinute: 'menos de un minuto',
-    about: (t) => `aproximadamente ${t}`,
-    minutes: (n, c) => `${n} ${c === 'one' ? 'minuto' : 'minutos'}`,
-    hours: (n, c) => `${n} ${c === 'one' ? 'hora' : 'horas'}`,
-    join: (h, m) => `${h} y ${m}`,
-  },
-  ja: {
-    lessThanAMinute: '1分未満',
-    about: (t) => `約${t}`,
-    minutes: (n) => `${n}分`,
-    hours: (n) => `${n}時間`,
-    join: (h, m) => `${h}${m}`,
-  },
-  zh: {
-    lessThanAMinute: '不到一分钟',
-    about: (t) => `约${t}`,
-    minutes: (n) => `${n}分钟`,
-    hours: (n) => `${n}小时`,
-    join: (h, m) => `${h}${m}`,
-  },
-};
-
 /** Waits are capped here (41 days and a bit): beyond it, a number means nothing to a visitor. */
 const MAX_DURATION_SECONDS = 999 * 3600;
-
-/**
- * A wait in words, as `estimate.ts` does in English: under a minute → "less than a minute";
- * whole minutes below an hour ("about 4 minutes"); hours with minutes to the nearest five below
- * three hours ("about 1 hour 20 minutes"), whole hours beyond. NaN and negative read as 0.
- * Japanese and Chinese run together without spaces (約1時間20分, 约5分钟).
- */
-export function formatDuration(locale: Locale, seconds: number): string {
-  const words = DURATION_WORDS[locale] ?? DURATION_WORDS.en;
-  const s = Number.isNaN(seconds) || seconds < 0 ? 0 : Math.min(seconds, MAX_DURATION_SECONDS);
-  if (s < 60) return words.lessThanAMinute;
-  const count = (n: number, unit: 'minutes' | 'hours'): string => words[unit](formatNumber(locale, n), pluralCategory(locale, n));
-  const minutes = Math.round(s / 60);
-  if (minutes < 60) return words.about(count(minutes, 'minutes'));
-  const hours = Math.floor(minutes / 60);
-  // Past a few hours, minutes are noise.
-  const rest = hours >= 3 ? 0 : Math.round((minutes % 60) / 5) * 5;
-  if (rest === 0) return words.about(count(hours, 'hours'));
-  if (rest === 60) return words.about(count(hours + 1, 'hours'));
-  return words.about(words.join(count(hours, 'hours'), count(rest, 'minutes')));
-}
 
 export interface ClockOptions {
   /**
    * A zone name to show after the time, such as "UTC", for a time the visitor must read against
-   * their own clock. Attached with a no-break space (full-width brackets in ja/zh).
+   * their own clock. Attached as the language's `zoned` says (a no-break space; full-width brackets in ja/zh).
    * @default undefined (no zone shown)
    */
   readonly zoneLabel?: string;
 }
 
-/**
- * The 24-hour time of `date` shifted by `utcOffsetMinutes`, as "09:05" in every locale; German
- * adds "Uhr" ("09:05 Uhr"), as German sentences want it. With `zoneLabel`: "09:05 UTC",
- * "09:05 Uhr UTC", "09:05（UTC）". An invalid date gives "--:--".
- */
-export function formatClock(locale: Locale, date: Date, utcOffsetMinutes = 0, options: ClockOptions = {}): string {
-  const offset = Number.isFinite(utcOffsetMinutes) ? utcOffsetMinutes : 0;
-  // Not `instanceof`: a Date from another realm (a worker, a vm context) is still a Date.
-  const time = Object.prototype.toString.call(date) === '[object Date]' ? date.getTime() : Number.NaN;
-  let clock = '--:--';
-  if (Number.isFinite(time)) {
-    const shifted = new Date(time + Math.round(offset) * 60_000);
-    if (Number.isFinite(shifted.getTime())) {
-      clock = `${String(shifted.getUTCHours()).padStart(2, '0')}:${String(shifted.getUTCMinutes()).padStart(2, '0')}`;
-    }
-  }
-  if (locale === 'de') clock = `${clock}${NBSP}Uhr`;
-  const zone = options.zoneLabel?.trim();
-  if (zone === undefined || zone === '') return clock;
-  return locale === 'ja' || locale === 'zh' ? `${clock}（${zone}）` : `${clock}${NBSP}${zone}`;
+/** How a language writes numbers, counts, durations and times, from its table. */
+export interface LanguageFormat {
+  /** The language's plural rule (a key of PLURAL_RULES), and its digits when they are not 0–9. */
+  readonly rule: string;
+  readonly digits: string | undefined;
+  plural(n: number): PluralCategory;
+  number(n: number): string;
+  duration(seconds: number): string;
+  span(seconds: number): string;
+  clock(date: Date, utcOffsetMinutes?: number, options?: ClockOptions): string;
+  /** The clock with `{hm}` for the hours and minutes and, with `zoned`, `{zone}` for the zone, for the page's script. */
+  clockPattern(zoned: boolean): string;
+  /** A counted text's forms with `{n}` left in, for the page's script (its countdown). */
+  forms(key: string): Readonly<Record<string, string>>;
+}
+
+function formatWith(t: TextTable): LanguageFormat {
+  const text = (key: string): string => {
+    const v = t[key];
+    return typeof v === 'string' ? v : '';
+  };
+  const rule = text('plural') || 'en';
+  const digits = /^\S{10}$/u.test(text('digits')) && [...text('digits')].length === 10 ? text('digits') : undefined;
+  const localDigits = (s: string): string => (digits === undefined ? s : s.replace(/[0-9]/g, (d) => [...digits][Number(d)] ?? d));
+  const plural = (n: number): PluralCategory => categoryOf(rule, n);
+  const number = (n: number): string => {
+    if (!Number.isFinite(n)) return '–';
+    const rounded = Math.round(n);
+    // BigInt writes every digit, where String(1e21) would switch to exponent notation.
+    const all = BigInt(Math.abs(rounded)).toString();
+    const minimum = text('min_group') === '2' ? 2 : 1;
+    const grouped = all.length < 3 + minimum ? all : all.replace(/\B(?=(\d{3})+$)/g, text('group'));
+    return localDigits(rounded < 0 ? `-${grouped}` : grouped);
+  };
+  const pick = (key: string, n: number): string => {
+    const v = t[key];
+    if (v === undefined) return '';
+    if (typeof v === 'string') return v;
+    return v[`=${n}`] ?? v[plural(n)] ?? v['other'] ?? '';
+  };
+  const counted = (key: string, n: number): string => {
+    const c = toCount(n);
+    return fill(pick(key, c), { n: number(c) });
+  };
+  const unit = (key: 'seconds' | 'minutes' | 'hours', n: number): string => counted(key, n);
+  const zonedClock = (clock: string, zone: string | undefined): string => (zone === undefined || zone === '' ? clock : fill(text('zoned'), { clock, zone }));
+  return {
+    rule,
+    digits,
+    plural,
+    number,
+    duration(seconds) {
+      const s = Number.isNaN(seconds) || seconds < 0 ? 0 : Math.min(seconds, MAX_DURATION_SECONDS);
+      if (s < 60) return text('less_than_a_minute');
+      const about = (d: string): string => fill(text('about'), { t: d });
+      const minutes = Math.round(s / 60);
+      if (minutes < 60) return about(unit('minutes', minutes));
+      const hours = Math.floor(minutes / 60);
+      // Past a few hours, minutes are noise.
+      const rest = hours >= 3 ? 0 : Math.round((minutes % 60) / 5) * 5;
+      if (rest === 0) return about(unit('hours', hours));
+      if (rest === 60) return about(unit('hours', hours + 1));
+      return about(fill(text('join'), { h: unit('hours', hours), m: unit('minutes', rest) }));
+    },
+    span(seconds) {
+      // Never more than it is: whole units, rounded down.
+      const s = Number.isFinite(seconds) && seconds > 0 ? Math.floor(Math.min(seconds, MAX_DURATION_SECONDS)) : 0;
+      if (s < 120) return unit('seconds', s);
+      if (s < 7200) return unit('minutes', Math.floor(s / 60));
+      const rest = Math.floor((s % 3600) / 60);
+      const hours = unit('hours', Math.floor(s / 3600));
+      return rest === 0 ? hours : fill(text('join'), { h: hours, m: unit('minutes', rest) });
+    },
+    clock(date, utcOffsetMinutes = 0, options = {}) {
+      const offset = Number.isFinite(utcOffsetMinutes) ? utcOffsetMinutes : 0;
+      // Not `instanceof`: a Date from another realm (a worker, a vm context) is still a Date.
+      const time = Object.prototype.toString.call(date) === '[object Date]' ? date.getTime() : Number.NaN;
+      let hm = '--:--';
+      if (Number.isFinite(time)) {
+        const shifted = new Date(time + Math.round(offset) * 60_000);
+        if (Number.isFinite(shifted.getTime())) {
+          hm = localDigits(`${String(shifted.getUTCHours()).padStart(2, '0')}:${String(shifted.getUTCMinutes()).padStart(2, '0')}`);
+        }
+      }
+      return zonedClock(fill(text('clock'), { hm }), options.zoneLabel?.trim());
+    },
+    clockPattern(zoned) {
+      return zonedClock(fill(text('clock'), { hm: '{hm}' }), zoned ? '{zone}' : undefined);
+    },
+    forms(key) {
+      const v = t[key];
+      return v === undefined ? {} : typeof v === 'string' ? { other: v } : v;
+    },
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
 // Messages
 
 /**
- * Every text a visitor may see. Count arguments are formatted with the locale's digits and plural;
- * `durationText` comes from formatDuration and `clockText` from formatClock of the same locale, and
- * each sentence is worded so that text fits in it as it is (German keeps it in the nominative).
+ * Every text a visitor may see, in one language. Count arguments are formatted with the locale's
+ * digits and plural; `durationText` comes from `format.duration` or `format.span` and `clockText`
+ * from `format.clock` of the same language, and each sentence is worded so that text fits in it as
+ * it is (German keeps it in the nominative).
  */
 export interface Messages {
   readonly locale: Locale;
   /** For `<html lang>`. */
   readonly htmlLang: string;
-  readonly dir: 'ltr';
+  readonly dir: 'ltr' | 'rtl';
   /** The language's name in itself, for a language menu. */
   readonly languageName: string;
+  /** The operator's site name and message in this language (`page_texts`), else ''. */
+  readonly pageTitle: string;
+  readonly pageMessage: string;
   readonly inLine: string;
   readonly placeLabel: string;
+  /** The tab's title while waiting: the place `n` first. */
+  titlePlace(n: number): string;
   /** `n` visitors ahead; 0 says the visitor is next. */
   ahead(n: number): string;
   estimate(durationText: string): string;
@@ -303,6 +347,8 @@ export interface Messages {
   readonly paused: string;
   readonly front: string;
   readonly noAction: string;
+  /** How long the visitor may be away and keep their place (`durationText` from `format.span`). */
+  away(durationText: string): string;
   readonly progressLabel: string;
   updatedAt(clockText: string): string;
   nextUpdate(seconds: number): string;
@@ -312,19 +358,26 @@ export interface Messages {
   readonly powNoScript: string;
   /** The holding page's message when `page_message` is not set. */
   readonly defaultMessage: string;
+  /** The same before the line opens: nobody is let in yet. */
+  readonly prequeueMessage: string;
   /** The challenge hook's page without JavaScript: the check needs it (see challenge.ts). */
   readonly challengeNoScript: string;
   /** The challenge hook's page above the provider's widget. */
   readonly challengePrompt: string;
+  /** The ticket, as a reference to give support (the visitor's number is the place). */
   ticket(n: number): string;
   readonly admitted: string;
-  readonly continueLink: string;
+  /** The tab's title and the page's heading when the visitor's turn has come. */
+  readonly turnTitle: string;
   /** The store cannot be reached: the visitor keeps their place while the page retries. */
   readonly checkingTitle: string;
+  readonly checkingBody: string;
+  /** The same for a newcomer, who has no place yet to keep. */
+  readonly joiningTitle: string;
+  readonly joiningBody: string;
   /** The site (the origin) did not answer: the page says so and tries again. */
   readonly unreachableTitle: string;
   readonly unreachableBody: string;
-  readonly checkingBody: string;
   readonly prequeueTitle: string;
   prequeueOpensAt(clockText: string): string;
   countdown(durationText: string): string;
@@ -336,353 +389,248 @@ export interface Messages {
   /** `n` other visitors in the draw besides this one. */
   drawWaiting(n: number): string;
   readonly drawExplain: string;
+  /** A VIP link that could not be used: the visitor queues as everyone does. */
+  readonly vipRefused: string;
   readonly lastUpdateFailed: string;
+  /** Numbers, durations and times in this language. */
+  readonly format: LanguageFormat;
 }
 
-/** A count and its plural category, ready for a sentence. */
-function counted(locale: Locale, n: number): { readonly text: string; readonly one: boolean; readonly n: number } {
-  const c = toCount(n);
-  return { text: formatNumber(locale, c), one: pluralCategory(locale, c) === 'one', n: c };
+/**
+ * The texts of `locale`, with the operator's (`extra`, from `page_texts`) over the built-in ones.
+ * A locale we do not know gets English, so a bad cookie cannot throw. Made per call from the
+ * language's table, and dropped with the request.
+ */
+export function messages(locale: Locale, extra?: LanguageTexts): Messages {
+  const known = isLocale(locale) || (extra !== undefined && Object.prototype.hasOwnProperty.call(extra, locale));
+  const served = known ? locale : 'en';
+  const t = tableOf(served, extra);
+  const format = formatWith(t);
+  const text = (key: string): string => {
+    const v = t[key];
+    return typeof v === 'string' ? v : '';
+  };
+  const counted = (key: string) => (n: number): string => {
+    const c = toCount(n);
+    const v = t[key];
+    const form = v === undefined ? '' : typeof v === 'string' ? v : (v[`=${c}`] ?? v[format.plural(c)] ?? v['other'] ?? '');
+    return fill(form, { n: format.number(c) });
+  };
+  const with1 = (key: string, name: string) => (value: string): string => fill(text(key), { [name]: value });
+  return {
+    locale: served,
+    htmlLang: text('lang') || served,
+    dir: text('dir') === 'rtl' ? 'rtl' : 'ltr',
+    languageName: text('name'),
+    pageTitle: text('page_title'),
+    pageMessage: text('page_message'),
+    inLine: text('in_line'),
+    placeLabel: text('place_label'),
+    titlePlace: counted('title_place'),
+    ahead: counted('ahead'),
+    estimate: with1('estimate', 't'),
+    estimateUnknown: text('estimate_unknown'),
+    paused: text('paused'),
+    front: text('front'),
+    noAction: text('no_action'),
+    away: with1('away', 't'),
+    progressLabel: text('progress_label'),
+    updatedAt: with1('updated_at', 'clock'),
+    nextUpdate: counted('next_update'),
+    refreshNote: counted('refresh_note'),
+    powNoScript: text('pow_no_script'),
+    defaultMessage: text('default_message'),
+    prequeueMessage: text('prequeue_message'),
+    challengeNoScript: text('challenge_no_script'),
+    challengePrompt: text('challenge_prompt'),
+    ticket: counted('reference'),
+    admitted: text('admitted'),
+    turnTitle: text('turn_title'),
+    checkingTitle: text('checking_title'),
+    checkingBody: text('checking_body'),
+    joiningTitle: text('joining_title'),
+    joiningBody: text('joining_body'),
+    unreachableTitle: text('unreachable_title'),
+    unreachableBody: text('unreachable_body'),
+    prequeueTitle: text('prequeue_title'),
+    prequeueOpensAt: with1('prequeue_opens_at', 'clock'),
+    countdown: with1('countdown', 't'),
+    prequeueShuffle: text('prequeue_shuffle'),
+    prequeueFifo: text('prequeue_fifo'),
+    eventOverTitle: text('event_over_title'),
+    eventOverBody: text('event_over_body'),
+    drawTitle: text('draw_title'),
+    drawWaiting: counted('draw_waiting'),
+    drawExplain: text('draw_explain'),
+    vipRefused: text('vip_refused'),
+    lastUpdateFailed: text('last_update_failed'),
+    format,
+  };
 }
 
-const EN: Messages = {
-  locale: 'en',
-  htmlLang: 'en',
-  dir: 'ltr',
-  languageName: 'English',
-  inLine: 'You are in line',
-  placeLabel: 'Your place in line',
-  ahead: (n) => {
-    const c = counted('en', n);
-    if (c.n === 0) return 'You are next';
-    return c.one ? `${c.text} person is ahead of you` : `${c.text} people are ahead of you`;
-  },
-  estimate: (t) => `Estimated wait: ${t}`,
-  estimateUnknown: 'The line has not moved yet, so we cannot estimate your wait.',
-  paused: 'Admission is paused for a moment; you keep your place.',
-  front: 'You are at the front: you go in as soon as someone leaves.',
-  noAction: 'You don’t need to do anything: keep this page open and it will take you to the site when it’s your turn.',
-  progressLabel: 'Progress to the front',
-  updatedAt: (clock) => `Updated at ${clock}`,
-  nextUpdate: (s) => {
-    const c = counted('en', s);
-    return `Next update in ${c.text} ${c.one ? 'second' : 'seconds'}`;
-  },
-  powNoScript: 'To give you a place in line, this page does a short calculation in your browser. Please turn on JavaScript and reload the page.',
-  defaultMessage: 'We are letting visitors in a few at a time to keep the site fast for everyone.',
-  challengeNoScript: 'Before you get a place in line, this site checks that you are a person. The check needs JavaScript: please turn it on and reload the page.',
-  challengePrompt: 'Please complete the check below to get your place in line.',
-  refreshNote: (s) => {
-    const c = counted('en', s);
-    return c.one ? 'This page refreshes every second.' : `This page refreshes every ${c.text} seconds.`;
-  },
-  ticket: (n) => `Ticket ${formatNumber('en', toCount(n))}`,
-  admitted: 'It’s your turn! Taking you to the site…',
-  continueLink: 'Continue to the site',
-  checkingTitle: 'Checking your place',
-  unreachableTitle: 'The site is not answering',
-  unreachableBody: 'The site did not answer just now. This page will try again by itself in a few seconds.',
-  checkingBody: 'We are checking your place in line. You keep it in the meantime, and this page will try again by itself.',
-  prequeueTitle: 'The line opens soon',
-  prequeueOpensAt: (clock) => `The line opens at ${clock}`,
-  countdown: (t) => `Opens in ${t}`,
-  prequeueShuffle:
-    'When it opens, everyone who is here gets a place in line at random, so there is no need to rush: arriving earlier does not help.',
-  prequeueFifo: 'When it opens, places follow the order of arrival.',
-  eventOverTitle: 'This event has ended',
-  eventOverBody: 'Thank you for your interest. The waiting room is closed.',
-  drawTitle: 'You are in the draw',
-  drawWaiting: (n) => {
-    const c = counted('en', n);
-    if (c.n === 0) return 'You are the only one in the draw right now';
-    return c.one ? `You are in the draw with ${c.text} other person` : `You are in the draw with ${c.text} others`;
-  },
-  drawExplain:
-    'Each time there is room, visitors are drawn at random from everyone waiting on this page. Keep it open to stay in the draw.',
-  lastUpdateFailed: 'Could not update just now; trying again.',
+/** CLDR cardinal category of `n` in `locale` (see PLURAL_RULES). Non-finite input is `other`. */
+export function pluralCategory(locale: Locale, n: number, extra?: LanguageTexts): PluralCategory {
+  return messages(locale, extra).format.plural(n);
+}
+
+/**
+ * An integer with the locale's digit grouping: en/ja/zh "1,234,567", de "1.234.567", es "1234" and
+ * "12.345", fr "1 234 567" (narrow no-break spaces), ar "١٬٢٣٤٬٥٦٧". Fractions are rounded to the
+ * nearest integer, a negative number gets a leading "-", and NaN or an infinity gives "–".
+ */
+export function formatNumber(locale: Locale, n: number, extra?: LanguageTexts): string {
+  return messages(locale, extra).format.number(n);
+}
+
+/**
+ * A wait in words, as `estimate.ts` does in English: under a minute → "less than a minute";
+ * whole minutes below an hour ("about 4 minutes"); hours with minutes to the nearest five below
+ * three hours ("about 1 hour 20 minutes"), whole hours beyond. NaN and negative read as 0.
+ * Japanese and Chinese run together without spaces (約1時間20分, 约5分钟).
+ */
+export function formatDuration(locale: Locale, seconds: number, extra?: LanguageTexts): string {
+  return messages(locale, extra).format.duration(seconds);
+}
+
+/**
+ * A length of time said exactly, never more than it is ("10 minutes", "90 seconds", "1 hour 59
+ * minutes"): seconds below two minutes, whole minutes below two hours, then hours and minutes.
+ */
+export function formatSpan(locale: Locale, seconds: number, extra?: LanguageTexts): string {
+  return messages(locale, extra).format.span(seconds);
+}
+
+/**
+ * The 24-hour time of `date` shifted by `utcOffsetMinutes`, as "09:05" in every locale; German
+ * adds "Uhr" ("09:05 Uhr"), as German sentences want it. With `zoneLabel`: "09:05 UTC",
+ * "09:05 Uhr UTC", "09:05（UTC）". An invalid date gives "--:--".
+ */
+export function formatClock(locale: Locale, date: Date, utcOffsetMinutes = 0, options: ClockOptions = {}): string {
+  return messages(locale).format.clock(date, utcOffsetMinutes, options);
+}
+
+// ---------------------------------------------------------------------------------------------
+// An operator's languages
+
+/** The longest `page_texts` accepted, characters (a Config Store value holds 8,000). */
+export const MAX_PAGE_TEXTS_CHARS = 8000;
+const TAG = /^[a-z]{2,3}(?:-[a-z0-9]{2,8})*$/;
+
+/** Nearest key by edit distance, for "did you mean". */
+function nearest(word: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const c of candidates) {
+    const d = editDistance(word, c);
+    if (d < bestDistance) {
+      best = c;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) row[j] = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = row;
+  }
+  return previous[b.length]!;
+}
+
+/**
+ * `page_texts`: a JSON object of languages (a tag such as `de`, `sv` or `pt-pt`), each an object of
+ * the keys of TEXT_KEYS with their texts (a text with a count may be an object of forms). The
+ * result, or every problem found, each naming its place (`page_texts.de.in_lin: unknown text; did
+ * you mean in_line?`). Placeholders are checked: none but the text's own, and the ones it needs.
+ */
+export function parseLanguageTexts(json: string): { readonly ok: true; readonly texts: LanguageTexts } | { readonly ok: false; readonly errors: readonly string[] } {
+  const errors: string[] = [];
+  if (json.length > MAX_PAGE_TEXTS_CHARS) return { ok: false, errors: [`must be at most ${MAX_PAGE_TEXTS_CHARS} characters (it has ${json.length})`] };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch (error) {
+    return { ok: false, errors: [`is not valid JSON (${error instanceof Error ? error.message : String(error)})`] };
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return { ok: false, errors: ['must be a JSON object of languages, such as {"de": {"page_message": "…"}}'] };
+  const keys = Object.keys(TEXT_KEYS);
+  const texts: Record<string, TextTable> = {};
+  for (const [tag, table] of Object.entries(parsed as Record<string, unknown>)) {
+    const where = `page_texts.${tag}`;
+    if (!TAG.test(tag)) {
+      errors.push(`${where}: not a language tag in lower case (such as "de", "sv" or "pt-pt")`);
+      continue;
+    }
+    if (typeof table !== 'object' || table === null || Array.isArray(table)) {
+      errors.push(`${where}: must be an object of texts`);
+      continue;
+    }
+    const out: Record<string, TextForms> = {};
+    for (const [key, value] of Object.entries(table as Record<string, unknown>)) {
+      const at = `${where}.${key}`;
+      const spec = TEXT_KEYS[key];
+      if (spec === undefined || !Object.prototype.hasOwnProperty.call(TEXT_KEYS, key)) {
+        const near = nearest(key, keys);
+        errors.push(`${at}: unknown text${near === undefined ? '' : `; did you mean ${near}?`}`);
+        continue;
+      }
+      const checked = checkText(at, key, spec, value, errors);
+      if (checked !== undefined) out[key] = checked;
+    }
+    texts[tag] = out;
+  }
+  return errors.length > 0 ? { ok: false, errors } : { ok: true, texts };
+}
+
+const META_VALUES: Readonly<Record<string, RegExp>> = {
+  dir: /^(?:ltr|rtl)$/,
+  plural: new RegExp(`^(?:${Object.keys(PLURAL_RULES).join('|')})$`),
+  min_group: /^[12]$/,
+  lang: /^[A-Za-z]{2,3}(?:-[A-Za-z0-9]{2,8})*$/,
 };
 
-const DE: Messages = {
-  locale: 'de',
-  htmlLang: 'de',
-  dir: 'ltr',
-  languageName: 'Deutsch',
-  inLine: 'Sie sind in der Warteschlange',
-  placeLabel: 'Ihr Platz in der Warteschlange',
-  ahead: (n) => {
-    const c = counted('de', n);
-    if (c.n === 0) return 'Sie sind als Nächstes an der Reihe';
-    return c.one ? `${c.text} Person ist vor Ihnen` : `${c.text} Personen sind vor Ihnen`;
-  },
-  estimate: (t) => `Geschätzte Wartezeit: ${t}`,
-  estimateUnknown: 'Die Warteschlange hat sich noch nicht bewegt, daher können wir Ihre Wartezeit noch nicht schätzen.',
-  paused: 'Der Einlass ist kurz unterbrochen; Ihr Platz bleibt Ihnen erhalten.',
-  front: 'Sie sind ganz vorne: Sie kommen hinein, sobald ein Platz frei wird.',
-  noAction:
-    'Sie müssen nichts weiter tun: Lassen Sie diese Seite einfach geöffnet, sie bringt Sie zur Website, sobald Sie an der Reihe sind.',
-  progressLabel: 'Fortschritt in der Warteschlange',
-  updatedAt: (clock) => `Aktualisiert um ${clock}`,
-  nextUpdate: (s) => {
-    const c = counted('de', s);
-    return `Nächste Aktualisierung in ${c.text} ${c.one ? 'Sekunde' : 'Sekunden'}`;
-  },
-  powNoScript: 'Um Ihnen einen Platz in der Warteschlange zu geben, führt diese Seite eine kurze Berechnung in Ihrem Browser aus. Bitte aktivieren Sie JavaScript und laden Sie die Seite neu.',
-  defaultMessage: 'Wir lassen Besucher nach und nach ein, damit die Website für alle schnell bleibt.',
-  challengeNoScript: 'Bevor Sie einen Platz in der Warteschlange erhalten, prüft diese Website, ob Sie ein Mensch sind. Die Prüfung braucht JavaScript: Bitte aktivieren Sie es und laden Sie die Seite neu.',
-  challengePrompt: 'Bitte schließen Sie die Prüfung unten ab, um Ihren Platz in der Warteschlange zu erhalten.',
-  refreshNote: (s) => {
-    const c = counted('de', s);
-    return c.one ? 'Diese Seite wird jede Sekunde aktualisiert.' : `Diese Seite wird alle ${c.text} Sekunden aktualisiert.`;
-  },
-  ticket: (n) => `Wartenummer ${formatNumber('de', toCount(n))}`,
-  admitted: `Sie sind an der Reihe! Wir leiten Sie zur Website weiter${NBSP}…`,
-  continueLink: 'Weiter zur Website',
-  checkingTitle: 'Wir prüfen Ihren Platz',
-  unreachableTitle: 'Die Website antwortet nicht',
-  unreachableBody: 'Die Website hat gerade nicht geantwortet. Diese Seite versucht es in wenigen Sekunden von selbst erneut.',
-  checkingBody:
-    'Wir prüfen gerade Ihren Platz in der Warteschlange. Er bleibt Ihnen so lange erhalten, und diese Seite versucht es von selbst erneut.',
-  prequeueTitle: 'Die Warteschlange öffnet bald',
-  prequeueOpensAt: (clock) => `Die Warteschlange öffnet um ${clock}`,
-  // "Noch … bis zur Öffnung" keeps the duration in the nominative ("in weniger als einer Minute" would not).
-  countdown: (t) => `Noch ${t} bis zur Öffnung`,
-  prequeueShuffle:
-    'Sobald sie öffnet, erhalten alle, die dann hier sind, per Zufall einen Platz in der Warteschlange. Sie müssen sich also nicht beeilen: Wer früher kommt, hat keinen Vorteil.',
-  prequeueFifo: 'Sobald sie öffnet, werden die Plätze in der Reihenfolge der Ankunft vergeben.',
-  eventOverTitle: 'Diese Veranstaltung ist beendet',
-  eventOverBody: 'Vielen Dank für Ihr Interesse. Der Warteraum ist geschlossen.',
-  drawTitle: 'Sie nehmen an der Auslosung teil',
-  drawWaiting: (n) => {
-    const c = counted('de', n);
-    if (c.n === 0) return 'Außer Ihnen nimmt gerade niemand an der Auslosung teil';
-    return c.one
-      ? `Sie nehmen mit ${c.text} weiteren Person an der Auslosung teil`
-      : `Sie nehmen mit ${c.text} weiteren Personen an der Auslosung teil`;
-  },
-  drawExplain:
-    'Immer wenn Platz frei wird, wird unter allen, die auf dieser Seite warten, zufällig ausgelost, wer hineinkommt. Lassen Sie die Seite geöffnet, um in der Auslosung zu bleiben.',
-  lastUpdateFailed: 'Die Aktualisierung hat gerade nicht geklappt; wir versuchen es erneut.',
-};
-
-// French typography: a narrow no-break space before : ; ! ?
-const FR: Messages = {
-  locale: 'fr',
-  htmlLang: 'fr',
-  dir: 'ltr',
-  languageName: 'Français',
-  inLine: 'Vous êtes dans la file d’attente',
-  placeLabel: 'Votre place dans la file',
-  ahead: (n) => {
-    const c = counted('fr', n);
-    if (c.n === 0) return 'Il n’y a plus personne devant vous';
-    return c.one ? `${c.text} personne est devant vous` : `${c.text} personnes sont devant vous`;
-  },
-  estimate: (t) => `Temps d’attente estimé${NNBSP}: ${t}`,
-  estimateUnknown: `La file n’a pas encore avancé${NNBSP}: nous ne pouvons pas encore estimer votre temps d’attente.`,
-  paused: `Les entrées sont suspendues un instant${NNBSP}; vous gardez votre place.`,
-  front: `Vous êtes en tête de file${NNBSP}: vous entrerez dès qu’une place se libérera.`,
-  noAction: `Vous n’avez rien à faire${NNBSP}: gardez simplement cette page ouverte, elle vous mènera sur le site dès que ce sera votre tour.`,
-  progressLabel: 'Progression vers la tête de file',
-  updatedAt: (clock) => `Mis à jour à ${clock}`,
-  nextUpdate: (s) => {
-    const c = counted('fr', s);
-    return `Prochaine mise à jour dans ${c.text} ${c.one ? 'seconde' : 'secondes'}`;
-  },
-  powNoScript: 'Pour vous donner une place dans la file, cette page effectue un court calcul dans votre navigateur. Veuillez activer JavaScript et recharger la page.',
-  defaultMessage: 'Nous laissons entrer les visiteurs petit à petit pour que le site reste rapide pour tout le monde.',
-  challengeNoScript: 'Avant de vous donner une place dans la file, ce site vérifie que vous êtes une personne. Cette vérification nécessite JavaScript : veuillez l’activer et recharger la page.',
-  challengePrompt: 'Veuillez effectuer la vérification ci-dessous pour obtenir votre place dans la file.',
-  refreshNote: (s) => {
-    const c = counted('fr', s);
-    return c.n === 1 ? 'Cette page s’actualise chaque seconde.' : `Cette page s’actualise toutes les ${c.text} ${c.one ? 'seconde' : 'secondes'}.`;
-  },
-  ticket: (n) => `Ticket n°${NBSP}${formatNumber('fr', toCount(n))}`,
-  admitted: `C’est votre tour${NNBSP}! Nous vous emmenons sur le site…`,
-  continueLink: 'Continuer vers le site',
-  checkingTitle: 'Vérification de votre place',
-  unreachableTitle: 'Le site ne répond pas',
-  unreachableBody: 'Le site n’a pas répondu à l’instant. Cette page réessaiera d’elle-même dans quelques secondes.',
-  checkingBody:
-    'Nous vérifions votre place dans la file. Vous la conservez pendant ce temps, et cette page réessaiera d’elle-même.',
-  prequeueTitle: 'La file d’attente ouvre bientôt',
-  prequeueOpensAt: (clock) => `La file d’attente ouvre à ${clock}`,
-  countdown: (t) => `Ouverture dans ${t}`,
-  prequeueShuffle: `À l’ouverture, chaque personne présente reçoit une place dans la file, tirée au hasard${NNBSP}: inutile de vous presser, arriver plus tôt ne donne aucun avantage.`,
-  prequeueFifo: 'À l’ouverture, les places sont attribuées par ordre d’arrivée.',
-  eventOverTitle: 'Cet événement est terminé',
-  eventOverBody: 'Merci de votre intérêt. La salle d’attente est fermée.',
-  drawTitle: 'Vous participez au tirage au sort',
-  drawWaiting: (n) => {
-    const c = counted('fr', n);
-    if (c.n === 0) return 'Personne d’autre ne participe au tirage pour l’instant';
-    return c.one
-      ? `Vous participez au tirage avec ${c.text} autre personne`
-      : `Vous participez au tirage avec ${c.text} autres personnes`;
-  },
-  drawExplain:
-    'Chaque fois qu’une place se libère, des visiteurs sont tirés au sort parmi toutes les personnes qui attendent sur cette page. Gardez-la ouverte pour rester dans le tirage.',
-  lastUpdateFailed: `Mise à jour impossible pour le moment${NNBSP}; nouvelle tentative en cours.`,
-};
-
-const ES: Messages = {
-  locale: 'es',
-  htmlLang: 'es',
-  dir: 'ltr',
-  languageName: 'Español',
-  inLine: 'Está en la fila',
-  placeLabel: 'Su lugar en la fila',
-  ahead: (n) => {
-    const c = counted('es', n);
-    if (c.n === 0) return 'No hay nadie delante de usted';
-    return c.one ? `Hay ${c.text} persona delante de usted` : `Hay ${c.text} personas delante de usted`;
-  },
-  estimate: (t) => `Tiempo de espera estimado: ${t}`,
-  estimateUnknown: 'La fila aún no ha avanzado, así que todavía no podemos estimar su tiempo de espera.',
-  paused: 'El acceso está en pausa por un momento; conserva su lugar.',
-  front: 'Está al principio de la fila: entrará en cuanto alguien salga.',
-  noAction: 'No necesita hacer nada: mantenga esta página abierta y le llevará al sitio cuando sea su turno.',
-  progressLabel: 'Avance hacia el principio de la fila',
-  // "a las 09:05" would need "a la" at one o'clock: a label avoids the article.
-  updatedAt: (clock) => `Última actualización: ${clock}`,
-  nextUpdate: (s) => {
-    const c = counted('es', s);
-    return `Próxima actualización en ${c.text} ${c.one ? 'segundo' : 'segundos'}`;
-  },
-  powNoScript: 'Para darle un lugar en la fila, esta página hace un breve cálculo en su navegador. Active JavaScript y vuelva a cargar la página.',
-  defaultMessage: 'Dejamos pasar a los visitantes poco a poco para que el sitio siga siendo rápido para todos.',
-  challengeNoScript: 'Antes de darle un lugar en la fila, este sitio comprueba que usted es una persona. La comprobación necesita JavaScript: actívelo y vuelva a cargar la página.',
-  challengePrompt: 'Complete la comprobación de abajo para obtener su lugar en la fila.',
-  refreshNote: (s) => {
-    const c = counted('es', s);
-    return c.one ? 'Esta página se actualiza cada segundo.' : `Esta página se actualiza cada ${c.text} segundos.`;
-  },
-  ticket: (n) => `Turno n.º ${formatNumber('es', toCount(n))}`,
-  admitted: '¡Es su turno! Le estamos llevando al sitio…',
-  continueLink: 'Continuar al sitio',
-  checkingTitle: 'Comprobando su lugar',
-  unreachableTitle: 'El sitio no responde',
-  unreachableBody: 'El sitio no ha respondido hace un momento. Esta página volverá a intentarlo sola en unos segundos.',
-  checkingBody:
-    'Estamos comprobando su lugar en la fila. Lo conserva mientras tanto, y esta página volverá a intentarlo automáticamente.',
-  prequeueTitle: 'La fila abre pronto',
-  prequeueOpensAt: (clock) => `Apertura de la fila: ${clock}`,
-  countdown: (t) => `Abre en ${t}`,
-  prequeueShuffle:
-    'Cuando abra, cada persona que esté aquí recibirá un lugar en la fila al azar, así que no hace falta darse prisa: llegar antes no supone ninguna ventaja.',
-  prequeueFifo: 'Cuando abra, los lugares se asignarán por orden de llegada.',
-  eventOverTitle: 'Este evento ha terminado',
-  eventOverBody: 'Gracias por su interés. La sala de espera está cerrada.',
-  drawTitle: 'Participa en el sorteo',
-  drawWaiting: (n) => {
-    const c = counted('es', n);
-    if (c.n === 0) return 'Por ahora nadie más participa en el sorteo';
-    return c.one ? `Participa en el sorteo con ${c.text} persona más` : `Participa en el sorteo con ${c.text} personas más`;
-  },
-  drawExplain:
-    'Cada vez que queda un lugar libre, se elige al azar entre todas las personas que esperan en esta página. Mantenga la página abierta para seguir en el sorteo.',
-  lastUpdateFailed: 'No se pudo actualizar ahora mismo; lo intentamos de nuevo.',
-};
-
-// Japanese and Chinese have no grammatical plural; counts take a counter word (人, 秒) instead.
-const JA: Messages = {
-  locale: 'ja',
-  htmlLang: 'ja',
-  dir: 'ltr',
-  languageName: '日本語',
-  inLine: '順番待ちの列に並んでいます',
-  placeLabel: 'あなたの順番',
-  ahead: (n) => {
-    const c = counted('ja', n);
-    return c.n === 0 ? '次はあなたの番です' : `あなたの前に${c.text}人が並んでいます`;
-  },
-  estimate: (t) => `予想待ち時間：${t}`,
-  estimateUnknown: '列がまだ動いていないため、待ち時間はまだお知らせできません。',
-  paused: '入場を一時的に停止しています。あなたの順番はそのまま保たれます。',
-  front: '列の先頭です。空きが出しだい、すぐにご案内します。',
-  noAction: '操作は必要ありません。このページを開いたままにしておけば、順番が来たときに自動でサイトへご案内します。',
-  progressLabel: '先頭までの進み具合',
-  updatedAt: (clock) => `最終更新：${clock}`,
-  nextUpdate: (s) => `次の更新まで${counted('ja', s).text}秒`,
-  powNoScript: '列に並んでいただくため、このページはブラウザで短い計算を行います。JavaScriptを有効にして、ページを再読み込みしてください。',
-  defaultMessage: 'サイトを快適にご利用いただけるよう、少しずつご案内しています。',
-  challengeNoScript: '列に並んでいただく前に、このサイトはお客様が人間であることを確認します。確認にはJavaScriptが必要です。有効にして、ページを再読み込みしてください。',
-  challengePrompt: '列に並ぶには、下の確認を完了してください。',
-  refreshNote: (s) => `このページは${counted('ja', s).text}秒ごとに自動で更新されます。`,
-  ticket: (n) => `整理番号：${formatNumber('ja', toCount(n))}`,
-  admitted: 'お待たせしました！サイトへご案内しています…',
-  continueLink: 'サイトへ進む',
-  checkingTitle: '順番を確認しています',
-  unreachableTitle: 'サイトが応答していません',
-  unreachableBody: 'サイトからただいま応答がありませんでした。このページは数秒後に自動で再試行します。',
-  checkingBody: 'ただいま、あなたの順番を確認しています。その間も順番は保たれます。このページは自動で再試行します。',
-  prequeueTitle: 'まもなく受付を開始します',
-  prequeueOpensAt: (clock) => `受付開始は${clock}です`,
-  countdown: (t) => `開始まで${t}`,
-  prequeueShuffle:
-    '受付開始時にこのページにいる方全員に、順番がランダムに割り当てられます。早く来ても有利にはならないので、急ぐ必要はありません。',
-  prequeueFifo: '受付開始後は、到着順にご案内します。',
-  eventOverTitle: 'このイベントは終了しました',
-  eventOverBody: 'ご関心をお寄せいただき、ありがとうございました。待合室は閉鎖しました。',
-  drawTitle: '抽選に参加しています',
-  drawWaiting: (n) => {
-    const c = counted('ja', n);
-    return c.n === 0 ? '現在、抽選に参加しているのはあなただけです' : `あなたのほかに${c.text}人が抽選に参加しています`;
-  },
-  drawExplain:
-    '空きが出るたびに、このページで待っている方の中から抽選でご案内します。抽選に参加し続けるには、このページを開いたままにしてください。',
-  lastUpdateFailed: '更新できませんでした。再試行しています。',
-};
-
-const ZH: Messages = {
-  locale: 'zh',
-  htmlLang: 'zh-Hans',
-  dir: 'ltr',
-  languageName: '简体中文',
-  inLine: '您正在排队',
-  placeLabel: '您的排队位置',
-  ahead: (n) => {
-    const c = counted('zh', n);
-    return c.n === 0 ? '下一位就是您' : `您前面还有${c.text}人`;
-  },
-  estimate: (t) => `预计等待时间：${t}`,
-  estimateUnknown: '队伍尚未开始移动，暂时无法估算等待时间。',
-  paused: '入场暂停片刻，您的位置会一直为您保留。',
-  front: '您已排在最前面：一有空位，您就可以进入。',
-  noAction: '您无需进行任何操作：请保持此页面打开，轮到您时会自动带您进入网站。',
-  progressLabel: '排队进度',
-  updatedAt: (clock) => `更新于${clock}`,
-  nextUpdate: (s) => `${counted('zh', s).text}秒后更新`,
-  powNoScript: '为了给您排队的位置，本页面会在您的浏览器中进行一次简短的计算。请启用JavaScript并重新加载页面。',
-  defaultMessage: '为了让网站对每个人都保持快速，我们正在分批让访客进入。',
-  challengeNoScript: '在为您安排排队位置之前，本网站会确认您是真人。此确认需要JavaScript：请启用它并重新加载页面。',
-  challengePrompt: '请完成下方的验证以获得您的排队位置。',
-  refreshNote: (s) => `本页面每${counted('zh', s).text}秒自动刷新一次。`,
-  ticket: (n) => `排队号码：${formatNumber('zh', toCount(n))}`,
-  admitted: '轮到您了！正在为您跳转到网站……',
-  continueLink: '继续前往网站',
-  checkingTitle: '正在确认您的位置',
-  unreachableTitle: '网站没有响应',
-  unreachableBody: '网站刚才没有响应。本页面将在几秒钟后自动重试。',
-  checkingBody: '我们正在确认您的排队位置。在此期间，您的位置会保留，本页面也会自动重试。',
-  prequeueTitle: '排队即将开始',
-  prequeueOpensAt: (clock) => `排队将于${clock}开始`,
-  countdown: (t) => `距离开始还有${t}`,
-  prequeueShuffle: '开始时，所有在此页面等候的人都会随机获得一个排队位置，因此无需着急：早到并不会排得更靠前。',
-  prequeueFifo: '开始后，将按到达的先后顺序排队。',
-  eventOverTitle: '本次活动已结束',
-  eventOverBody: '感谢您的关注。等候室已关闭。',
-  drawTitle: '您已参加抽签',
-  drawWaiting: (n) => {
-    const c = counted('zh', n);
-    return c.n === 0 ? '目前只有您在参加抽签' : `另有${c.text}人与您一同参加抽签`;
-  },
-  drawExplain: '每当有空位时，系统会从所有在此页面等候的人中随机抽取入场者。请保持此页面打开，以继续参加抽签。',
-  lastUpdateFailed: '暂时无法更新，正在重试。',
-};
-
-const MESSAGES: Readonly<Record<Locale, Messages>> = { en: EN, de: DE, fr: FR, es: ES, ja: JA, zh: ZH };
-
-/** The texts of `locale` (English for a value that is not a locale, so a bad cookie cannot throw). */
-export function messages(locale: Locale): Messages {
-  return MESSAGES[locale] ?? EN;
+function checkText(at: string, key: string, spec: string, value: unknown, errors: string[]): TextForms | undefined {
+  const allowed = spec.split(' ').filter((s) => s !== '').map((s) => s.replace('!', ''));
+  const required = spec.split(' ').filter((s) => s.endsWith('!')).map((s) => s.slice(0, -1));
+  const checkOne = (where: string, text: unknown, needs: readonly string[]): text is string => {
+    if (typeof text !== 'string') {
+      errors.push(`${where}: must be a string`);
+      return false;
+    }
+    if (text.length > 500) {
+      errors.push(`${where}: must be at most 500 characters`);
+      return false;
+    }
+    for (const [, name] of text.matchAll(/\{([^}]*)\}/g)) {
+      if (!allowed.includes(name ?? '')) errors.push(`${where}: {${name}} is not a placeholder of this text${allowed.length === 0 ? ' (it takes none)' : ` (it takes ${allowed.map((a) => `{${a}}`).join(', ')})`}`);
+    }
+    for (const name of needs) if (!text.includes(`{${name}}`)) errors.push(`${where}: must contain {${name}}`);
+    return true;
+  };
+  if (typeof value === 'object' && value !== null && !Array.isArray(value) && COUNTED.has(key)) {
+    const forms: Record<string, string> = {};
+    for (const [form, text] of Object.entries(value as Record<string, unknown>)) {
+      if (!FORM_KEY.test(form)) {
+        errors.push(`${at}.${form}: not a form (=0, =1, …, zero, one, two, few, many or other)`);
+        continue;
+      }
+      if (checkOne(`${at}.${form}`, text, form === 'other' ? required : [])) forms[form] = text as string;
+    }
+    if (!('other' in (value as object))) errors.push(`${at}: needs an "other" form`);
+    return forms;
+  }
+  if (!checkOne(at, value, required)) return undefined;
+  const pattern = META_VALUES[key];
+  if (pattern !== undefined && !pattern.test(value as string)) {
+    errors.push(`${at}: ${JSON.stringify(value)} is not allowed here${key === 'plural' ? ` (one of ${Object.keys(PLURAL_RULES).join(', ')})` : key === 'dir' ? ' (ltr or rtl)' : ''}`);
+    return undefined;
+  }
+  if (key === 'digits' && [...(value as string)].length !== 10) {
+    errors.push(`${at}: must be the ten digits from 0 to 9`);
+    return undefined;
+  }
+  return value as string;
 }

@@ -10,7 +10,7 @@ import { serializeCookie } from './cookies';
 import { describeEstimate, estimateWait } from './estimate';
 import { errorResponse, jsonResponse } from './http';
 import { blankHoldView, holdingCsp, holdTexts } from './holding';
-import { messages, type Locale } from './i18n';
+import { messages, type Locale, type Messages } from './i18n';
 import { renderHoldingPage } from './pages';
 import { matchesAnyPath } from './path-pattern';
 import type { ChallengeHook, HoldView, PowChallenge, Trace, Visit } from './types';
@@ -31,8 +31,13 @@ export function wantsJson(ctx: HandlerContext, request: Request, path: string): 
 /** What a held visitor is shown, from its visit: in line, in the draw, in the pre-queue, or unknown (store down). */
 export function holdView(ctx: HandlerContext, v: Extract<Visit, { kind: 'waiting' | 'prequeue' | 'unavailable' }> | undefined, nowMs: number): HoldView {
   const { config, randomSeed, random } = ctx;
-  const base = blankHoldView('checking', nowMs, config.refreshSeconds);
-  if (v === undefined || v.kind === 'unavailable') return { ...base, ticket: v?.ticket ?? null };
+  // A ticket lives `queue_timeout_seconds` after its last update, and brings its place back within
+  // it (see awaySeconds); in a draw, presence is polling, so leaving the page leaves the draw.
+  const awaySeconds = config.queueMethod === 'fifo' ? config.queueTimeoutSeconds : undefined;
+  const base = { ...blankHoldView('checking', nowMs, config.refreshSeconds), awaySeconds };
+  if (v === undefined) return base;
+  // A join the store did not answer has no ticket yet: a newcomer, who has no place to keep.
+  if (v.kind === 'unavailable') return { ...base, ticket: v.ticket ?? null, newcomer: v.ticket === undefined };
   if (v.kind === 'prequeue') {
     // Wake up at the start, spread over a few seconds so that the pre-queue is not one burst.
     const untilStart = Math.ceil(Math.max(0, config.eventStartMs - nowMs) / 1000);
@@ -113,7 +118,7 @@ const holdStatusOf = (ctx: HandlerContext, view: HoldView): number => (view.stat
 
 export function holdingJson(ctx: HandlerContext, view: HoldView, cookie: string | undefined, locale: Locale): Response {
   // An ended event is final: no retry, in the body as in the headers.
-  const body = { status: view.state, ...viewFields(ctx, view), texts: holdTexts(view, locale), retry_after_seconds: view.state === 'over' ? null : view.refreshSeconds };
+  const body = { status: view.state, ...viewFields(ctx, view), texts: holdTexts(view, locale, messages(locale, ctx.config.pageTexts)), retry_after_seconds: view.state === 'over' ? null : view.refreshSeconds };
   const headers: Record<string, string> = view.state === 'over' ? {} : { 'retry-after': String(view.refreshSeconds) };
   const response = jsonResponse(holdStatusOf(ctx, view), body, headers);
   if (cookie !== undefined) response.headers.append('set-cookie', cookie);
@@ -156,11 +161,12 @@ export async function holdingPage(
 ): Promise<Response> {
   const { config, randomSeed, assetPrefix, branding, statusUrl } = ctx;
   const nonce = randomSeed().toString(36);
+  const m = messages(locale, config.pageTexts);
   const headers = new Headers({
     'content-type': 'text/html; charset=utf-8',
     'cache-control': 'no-store',
     'x-robots-tag': 'noindex',
-    'content-language': messages(locale).htmlLang,
+    'content-language': m.htmlLang,
     vary: 'accept-language',
     // The widget of a challenge provider loads its script and frame from the provider.
     'content-security-policy': holdingCsp(nonce, branding.logoUrl, check?.hook === undefined ? [] : challengeSources(config)),
@@ -170,29 +176,42 @@ export async function holdingPage(
     // Fastly compresses the body on the way out when the client accepts it; the Node host does the same.
     'x-compress-hint': 'on',
   });
-  if (view.state !== 'over') headers.set('refresh', String(view.refreshSeconds));
+  // A refused VIP link is not tried again at every reload: the page reloads its address without it.
+  const again = view.vipRefused;
+  if (view.state !== 'over') headers.set('refresh', again === undefined ? String(view.refreshSeconds) : `${view.refreshSeconds}; url=${again}`);
   if (config.holdStatus !== 200 && view.state !== 'over') headers.set('retry-after', String(view.refreshSeconds));
   if (cookie !== undefined) headers.append('set-cookie', cookie);
+  const custom = siteTexts(ctx, m);
   const page = {
     view,
-    texts: holdTexts(view, locale),
-    locale: messages(locale),
-    title: config.pageTitle,
+    texts: holdTexts(view, locale, m),
+    locale: m,
+    title: custom.title,
     // The default message is about letting people in: an ended event says nothing of the kind, nor
-    // does the page of a site that failed someone already let in (or passed without a queue).
-    message: config.pageMessage !== '' ? config.pageMessage : view.state === 'over' || view.state === 'unreachable' ? '' : messages(locale).defaultMessage,
+    // does the page of a site that failed someone already let in (or passed without a queue); before
+    // the opening, nobody is let in yet.
+    message:
+      custom.message !== ''
+        ? custom.message
+        : view.state === 'over' || view.state === 'unreachable'
+          ? ''
+          : view.state === 'prequeue'
+            ? m.prequeueMessage
+            : m.defaultMessage,
     branding,
     assetPrefix,
     statusUrl,
     nonce,
+    // Half the session, so an access token taken up late still has its other half (at most 5 minutes).
+    turnWaitSeconds: Math.min(300, Math.floor(config.sessionSeconds / 2)),
     pow: check?.pow,
     hook: check?.hook,
   };
-  const custom = await override(ctx, 'holding.html', trace);
+  const template = await override(ctx, 'holding.html', trace);
   let html: string | undefined;
-  if (custom !== undefined) {
+  if (template !== undefined) {
     try {
-      html = renderHoldingPage(page, custom);
+      html = renderHoldingPage(page, template);
     } catch (error) {
       // A typo in an operator's template must never cost a visitor the page.
       trace.reason = `template_broken: holding.html: ${error instanceof Error ? error.message : String(error)}; the built-in one was served`;
@@ -283,7 +302,7 @@ export async function limitedResponse(ctx: HandlerContext, request: Request, pat
         : `the visitor check is not answering: no new place in line yet; try again in ${v.retryAfterSeconds} s`;
     return errorResponse(status, why, { 'retry-after': retryAfter });
   }
-  const page = await holdingPage(ctx, blankHoldView('checking', ctx.clock.now(), v.retryAfterSeconds), undefined, locale, trace);
+  const page = await holdingPage(ctx, { ...blankHoldView('checking', ctx.clock.now(), v.retryAfterSeconds), newcomer: true }, undefined, locale, trace);
   const headers = new Headers(page.headers);
   headers.set('retry-after', retryAfter);
   return new Response(page.body, { status, headers });
@@ -322,7 +341,7 @@ export async function challengeResponse(ctx: HandlerContext, request: Request, p
           };
     return jsonResponse(200, body, { 'cache-control': 'no-store' });
   }
-  return holdingPage(ctx, blankHoldView('checking', ctx.clock.now(), CHALLENGE_REFRESH_SECONDS), undefined, locale, trace, v);
+  return holdingPage(ctx, { ...blankHoldView('checking', ctx.clock.now(), CHALLENGE_REFRESH_SECONDS), newcomer: true }, undefined, locale, trace, v);
 }
 
 /**
@@ -339,7 +358,21 @@ export function clearSpent(response: Response, names: readonly string[] | undefi
 
 /** What the status endpoint says of a held visitor: the view's figures and texts in its language. */
 export function statusBody(ctx: HandlerContext, view: HoldView, request: Request): Record<string, unknown> {
-  const { localeOf } = ctx;
-  return { state: view.state, ...viewFields(ctx, view), texts: holdTexts(view, localeOf(request)), refresh_seconds: view.refreshSeconds };
+  const locale = ctx.localeOf(request);
+  return { state: view.state, ...viewFields(ctx, view), texts: holdTexts(view, locale, messages(locale, ctx.config.pageTexts)), refresh_seconds: view.refreshSeconds };
+}
+
+/**
+ * The site's name and message in the visitor's language: its own in `page_texts`, else
+ * `page_title`/`page_message`, else those of `page_texts` for `page_language` (the settings are in
+ * that language, so a language without its own shows the default language's).
+ */
+export function siteTexts(ctx: HandlerContext, m: Messages): { readonly title: string; readonly message: string } {
+  const { config } = ctx;
+  const fallback = messages(config.pageLanguage, config.pageTexts);
+  return {
+    title: m.pageTitle || config.pageTitle || fallback.pageTitle,
+    message: m.pageMessage || config.pageMessage || fallback.pageMessage,
+  };
 }
 

@@ -155,6 +155,18 @@ export interface HoldView {
   /** Seconds until the next update (shortened to reach the start promptly). */
   readonly refreshSeconds: number;
   readonly nowMs: number;
+  /**
+   * How long after its last update the visitor's browser keeps its place (`queue_timeout_seconds`:
+   * the waiting cookie's lifetime, renewed by every poll); absent where leaving loses it (a draw).
+   */
+  readonly awaySeconds?: number | undefined;
+  /** "checking": the visitor has no place yet (a join the store did not answer, a check before one). */
+  readonly newcomer?: boolean | undefined;
+  /**
+   * The visitor came with a VIP link the store refused (used up, expired, unknown): the page says so
+   * once, and reloads this address, its own without the code.
+   */
+  readonly vipRefused?: string | undefined;
 }
 
 export function isCapacityMode(state: Pick<QueueState, 'maxActive' | 'maxNewPerMinute'>): boolean {
@@ -174,15 +186,25 @@ export interface HoldTexts {
   readonly estimate: string;
   /** What the visitor needs to do (nothing), or how the event's start works. */
   readonly note: string;
+  /** The ticket, as a reference for support; empty where a number would mislead (a lottery). */
   readonly ticket: string;
+  /** The tab's title before the site's name: the place while waiting, else the heading. */
+  readonly title: string;
+  /** The tab's title and heading once it is the visitor's turn. */
+  readonly turnTitle: string;
+  /** How long the visitor may be away and keep their place; empty where that does not hold. */
+  readonly away: string;
   /** Percent of the way from the first place shown to the front; null when it has no meaning. */
   readonly progress: number | null;
   readonly progressLabel: string;
   /** "Updated at {clock}" with `{clock}` for the browser's local time, and the no-JS variant's UTC time. */
   readonly updatedPattern: string;
   readonly updated: string;
-  /** "Next update in {n} seconds", for the plural category of `n`: `one` applies to the numbers listed in `oneFor`. */
-  readonly nextUpdate: { readonly one: string; readonly other: string; readonly oneFor: readonly number[] };
+  /**
+   * "Next update in {n} seconds": the forms by count (`=2`, or a plural category of `rule`, one of
+   * i18n.ts's PLURAL_RULES, which holding.js carries too), and the language's digits when not 0–9.
+   */
+  readonly nextUpdate: { readonly forms: Readonly<Record<string, string>>; readonly rule: string; readonly digits?: string | undefined };
   readonly refreshNote: string;
   readonly admitted: string;
   readonly failed: string;

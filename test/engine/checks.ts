@@ -443,7 +443,7 @@ async function pageChecks(run: Runner): Promise<void> {
     assert(html.includes('Tom &amp; Jerry&#39;s &quot;sale&quot;'), 'the escaped message is missing');
     assert(html.includes('1,234'), 'the place (1,234) is missing');
     assert(html.includes('1,233 people are ahead of you'), 'the people-ahead line is missing');
-    assert(html.includes('Ticket 1,234,567'), 'the ticket number is missing');
+    assert(html.includes('Reference for support: 1,234,567'), 'the ticket number is missing');
     assert(!/\{\{/.test(html), 'an unfilled {{slot}} is left');
   });
 
@@ -637,7 +637,7 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
     waitingCookie = cookieValue(cookies[0], cookieName);
     assert(/HttpOnly/.test(cookies[0] ?? '') && /Secure/.test(cookies[0] ?? ''), 'cookie is not HttpOnly; Secure');
     const html = await response.text();
-    assert(html.includes('>Ticket 1<'), 'the page does not show ticket #1');
+    assert(html.includes('>Reference for support: 1<'), 'the page does not show ticket #1');
     assert(html.includes('You are next<'), 'the page does not say "You are next"');
     equal(lastLog().decision, 'waiting', 'log decision');
     equal(lastLog().ticket, 1, 'log ticket');
@@ -649,7 +649,7 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
     const response = await handle(get('/tickets/final', waitingCookie), CLIENT);
     equal(response.status, 200, 'status');
     const html = await response.text();
-    assert(html.includes('>Ticket 1<'), 'the page does not show ticket #1');
+    assert(html.includes('>Reference for support: 1<'), 'the page does not show ticket #1');
     equal((await store.peek('default')).tail, 1, 'store tail (a second join would make it 2)');
     equal(lastLog().decision, 'waiting', 'log decision');
     equal(lastLog().ticket, 1, 'log ticket');
@@ -695,7 +695,7 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
     equal(response.status, 200, 'status');
     equal(forwarded, before, 'requests forwarded to the origin');
     const html = await response.text();
-    assert(html.includes('>Ticket 2<'), 'the page does not show a new ticket #2');
+    assert(html.includes('>Reference for support: 2<'), 'the page does not show a new ticket #2');
     equal(payloadOf(cookieValue(setCookies(response)[0], cookieName))['t'], 2, 'new cookie ticket');
     equal(lastLog().reason, 'token_bad_signature', 'log reason');
     equal(lastLog().decision, 'waiting', 'log decision');
@@ -712,7 +712,7 @@ async function handlerChecks(run: Runner, phase: Phase): Promise<void> {
     const pending = payloadOf(cookieValue(cookies[0], cookieName));
     equal(pending['t'], 0, 'ticket in the cookie');
     assert(/^[0-9a-f]{16}$/.test(String(pending['p'])), `the cookie keeps the join key (crypto.getRandomValues): ${String(pending['p'])}`);
-    assert((await response.text()).includes('Checking your place'), 'the page does not say it is checking the place');
+    assert((await response.text()).includes('Getting you a place in line'), 'the page does not say it is getting the newcomer a place');
     equal(lastLog().decision, 'unavailable', 'log decision');
     equal(lastLog().store_error, 'error: store is down', 'log store_error');
   });
