@@ -351,6 +351,8 @@ export function defineEndToEnd(stack: () => Stack): void {
       // In rate mode the quota changes alone, with the mode unchanged, in the ctl hash as the thresholds are.
       expect(await control('{"admit_per_period": 6}')).toMatchObject({ status: 200, mode: 'rate', admit_per_period: 6, max_sessions: 0, max_new_per_minute: 0, changed: 'Visitors per period set to 6.' });
       expect(await stack().direct.hget('wr:{default}:ctl', 'admit_per_period')).toBe('6');
+      // Audited: the request's log line says what changed, as for every control.
+      await expect.poll(() => stack().logs().some((l) => l.decision === 'api' && l.reason === 'control Visitors per period set to 6.')).toBe(true);
       const before = await ctl();
       const refused: [string, number, RegExp][] = [
         ['{"max_new_per_minute": 4}', 409, /^this change would switch the queue from rate mode \(6 visitors every 60 s\) to capacity mode .*; nothing changed\. To mean it, send mode=capacity with it\.$/],
