@@ -369,10 +369,15 @@ export function statusBody(ctx: HandlerContext, view: HoldView, request: Request
  */
 export function siteTexts(ctx: HandlerContext, m: Messages): { readonly title: string; readonly message: string } {
   const { config } = ctx;
-  const fallback = messages(config.pageLanguage, config.pageTexts);
+  // Only an operator's table holds a site text: the default language's is looked at only when there is one.
+  const own = config.pageTexts[config.pageLanguage];
+  const text = (key: 'page_title' | 'page_message'): string => {
+    const v = own?.[key];
+    return typeof v === 'string' ? v : '';
+  };
   return {
-    title: m.pageTitle || config.pageTitle || fallback.pageTitle,
-    message: m.pageMessage || config.pageMessage || fallback.pageMessage,
+    title: m.pageTitle || config.pageTitle || text('page_title'),
+    message: m.pageMessage || config.pageMessage || text('page_message'),
   };
 }
 
