@@ -62,7 +62,7 @@ export function formatCount(value: number): string {
 export interface HoldingPage {
   readonly view: HoldView;
   readonly texts: HoldTexts;
-  readonly locale: Pick<Messages, 'htmlLang' | 'dir' | 'powNoScript' | 'challengeNoScript' | 'challengePrompt'>;
+  readonly locale: Pick<Messages, 'htmlLang' | 'dir' | 'powNoScript' | 'challengeNoScript' | 'challengePrompt' | 'vipRefused'>;
   /** The site's name and message, from the configuration. */
   readonly title: string;
   readonly message: string;
@@ -72,6 +72,12 @@ export interface HoldingPage {
   readonly statusUrl: string;
   /** The Content-Security-Policy nonce of the page's one inline style (the brand colours). */
   readonly nonce: string;
+  /**
+   * How long a page in a background tab, once it is the visitor's turn, waits to be looked at
+   * before it goes to the site (its tab's title says whose turn it is meanwhile), seconds.
+   * @default 60
+   */
+  readonly turnWaitSeconds?: number | undefined;
   /** A proof-of-work challenge for the page's script to solve before the visitor gets a ticket. */
   readonly pow?: PowChallenge | undefined;
   /** A challenge provider's widget for the page's script to show before the visitor gets a ticket. */
@@ -90,6 +96,11 @@ export function scriptJson(value: unknown): SafeHtml {
   return new SafeHtml(JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029'));
 }
 
+/** The tab's title: what the page says first (the place, else the heading), then the site's name unless it only repeats the heading. */
+export function documentTitle(first: string, site: string, heading: string): string {
+  return site === '' || site === heading || site === first ? first : `${first} · ${site}`;
+}
+
 export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_HTML): string {
   const { view, texts } = page;
   // A check (a proof of work, a provider's widget) comes before any place: the page shows no
@@ -100,8 +111,9 @@ export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_
     dir: page.locale.dir,
     // A site name that only repeats the heading is not shown twice.
     title: page.title === texts.heading ? '' : page.title,
-    // The heading alone when the site has no name set (never "You are in line · You are in line").
-    document_title: page.title === '' || page.title === texts.heading ? texts.heading : `${texts.heading} · ${page.title}`,
+    // The place first, where a tab in the background still shows it ("#5 in line · Shop"), else the
+    // heading; the heading alone when the site has no name set (never "You are in line · You are in line").
+    document_title: documentTitle(texts.title, page.title, texts.heading),
     message: page.message,
     state: view.state,
     heading: texts.heading,
@@ -115,6 +127,9 @@ export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_
     // puts the usual note back, or asks for the check).
     note: page.pow !== undefined ? page.locale.powNoScript : page.hook !== undefined ? page.locale.challengeNoScript : texts.note,
     ticket: texts.ticket,
+    away: beforePlace ? '' : texts.away,
+    // Said once, on the page that answered the link; the live updates leave it be.
+    notice: page.view.vipRefused === undefined ? '' : page.locale.vipRefused,
     progress: texts.progress ?? 0,
     progress_hidden: new SafeHtml(texts.progress === null ? 'hidden' : ''),
     progress_label: texts.progressLabel,
@@ -131,6 +146,10 @@ export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_
       status: page.statusUrl,
       refresh: view.refreshSeconds,
       texts,
+      // The site's name for the tab's title the script writes, and the address without a refused VIP code.
+      site: page.title === texts.heading ? '' : page.title,
+      turnWait: page.turnWaitSeconds ?? 60,
+      ...(page.view.vipRefused !== undefined && { clean: page.view.vipRefused }),
       ...(page.pow !== undefined && { pow: page.pow }),
       ...(page.hook !== undefined && { hook: { ...page.hook, prompt: page.locale.challengePrompt } }),
     }),
