@@ -400,7 +400,7 @@ describe('messages', () => {
       }
     }
     expect(messages('fr').estimate('x')).toBe(`Temps d’attente estimé${NNBSP}: x`);
-    expect(messages('fr').admitted).toContain(`tour${NNBSP}!`);
+    expect(messages('fr').turnTitle).toBe(`C’est votre tour${NNBSP}!`);
   });
 });
 

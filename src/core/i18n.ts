@@ -366,6 +366,7 @@ export interface Messages {
   readonly challengePrompt: string;
   /** The ticket, as a reference to give support (the visitor's number is the place). */
   ticket(n: number): string;
+  /** Under the heading `turnTitle`, while the page goes to the site. */
   readonly admitted: string;
   /** The tab's title and the page's heading when the visitor's turn has come. */
   readonly turnTitle: string;
