@@ -92,11 +92,12 @@ describe('the holding page says things once, in the visitor\'s language', () => 
     const r = rig();
     const html = await (await r.handler(get('/', undefined, { 'accept-language': 'de-DE,de;q=0.9' }), CLIENT)).text();
     const heading = /<h1 id="heading" data-text="heading">([^<]*)<\/h1>/.exec(html)![1]!;
-    expect(html).toContain(`<title>${heading}</title>`);
+    // The tab's title leads with the place, in the visitor's language, and names no site.
+    expect(html).toContain('<title>Platz 1 in der Warteschlange</title>');
     expect(html).toContain('<p class="brand" dir="auto"></p>');
-    // Once in the title, once in the page (the script's data carries the texts apart).
+    // Once in the page (the script's data carries the texts apart).
     const visible = html.slice(0, html.indexOf('<script type="application/json"'));
-    expect(visible.split(heading).length - 1).toBe(2);
+    expect(visible.split(heading).length - 1).toBe(1);
     expect(html).toContain('Wir lassen Besucher nach und nach ein, damit die Website für alle schnell bleibt.');
     expect(html).not.toContain('We are letting visitors in');
   });
@@ -105,13 +106,13 @@ describe('the holding page says things once, in the visitor\'s language', () => 
     const same = rig({ page_title: 'You are in line', page_message: 'Big sale today.' });
     const html = await (await same.handler(get('/'), CLIENT)).text();
     expect(html).toContain('<h1 id="heading" data-text="heading">You are in line</h1>');
-    expect(html).toContain('<title>You are in line</title>');
+    expect(html).toContain('<title>#1 in line</title>');
     expect(html).toContain('<p class="brand" dir="auto"></p>');
     expect(html).toContain('Big sale today.');
     const named = rig({ page_title: 'Demo shop' });
     const page = await (await named.handler(get('/', undefined, { 'accept-language': 'ja' }), CLIENT)).text();
     expect(page).toContain('<p class="brand" dir="auto">Demo shop</p>');
-    expect(page).toMatch(/<title>[^<]+ · Demo shop<\/title>/);
+    expect(page).toContain('<title>1番目に並んでいます · Demo shop</title>');
   });
 });
 
@@ -191,6 +192,21 @@ describe('a new visitor', () => {
     expect(v.ticket).toBe(1);
     // Gone longer than queue_timeout_seconds (60 s): the place is lost, a new ticket is taken.
     r.clock.advance(61_000);
+    await v.visit();
+    expect(v.ticket).toBe(2);
+  });
+});
+
+describe('away and back', () => {
+  it('promises on the page what the cookie keeps: the place for queue_timeout_seconds after the last update, not a second more', async () => {
+    const r = rig();
+    const v = new Visitor(r);
+    expect(await (await v.visit()).text()).toContain('You may leave and come back: this browser keeps your place for 60 seconds after the last update.');
+    r.clock.advance(59_000);
+    await v.visit();
+    expect(v.ticket).toBe(1);
+    // Past the promise, the cookie is gone: a new ticket, at the back.
+    r.clock.advance(60_500);
     await v.visit();
     expect(v.ticket).toBe(2);
   });
@@ -599,7 +615,7 @@ describe('admin page and APIs', () => {
     expect(await (await post('paused=true')).json()).toMatchObject({ paused: true, changed: 'Admission paused.' });
     const page = await r.handler(get('/__wr/admin', undefined, { authorization: ADMIN }), CLIENT);
     const html = await page.text();
-    expect(html).toContain('<dd data-figure="state" class="text">paused</dd>');
+    expect(html).toContain('In force: <span data-figure="state">paused</span>');
     expect(html).toContain('Resume admission');
     // A browser gets the page back with what changed.
     const resumed = await post('paused=false', 'text/html');

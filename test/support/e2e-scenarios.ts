@@ -1458,12 +1458,15 @@ export function defineSwitchScenario(stack: () => Stack): void {
       expect(refused.status).toBe(503);
       expect((await refused.json()).error).toMatch(/did not confirm the change/);
       // Past the state cache's lifetime nobody here knows the state: a newcomer is not let through
-      // as if open, it waits on the "checking" page; the visitor inside stays in.
+      // as if open, it waits on the "checking" page (a newcomer is told it is getting a place, not
+      // that it keeps one); the visitor inside stays in.
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       const newcomer = await visit();
       expect(newcomer.status).toBe(200);
       expect(newcomer.headers.get('x-origin')).toBeNull();
-      expect(await newcomer.text()).toContain('checking your place');
+      const page = await newcomer.text();
+      expect(page).toContain('data-state="checking"');
+      expect(page).toContain('Getting you a place in line');
       const inside = await visit(access);
       expect(inside.status).toBe(200);
       expect(inside.headers.get('x-origin')).toBe('demo');
