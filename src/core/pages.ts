@@ -2,7 +2,6 @@
  * Pages rendered at the edge from `templates/`. Every value is HTML-escaped on the way in, so a
  * queue name, a configured message or a number can never become markup.
  */
-import ADMIN_HTML from '../../templates/admin.html';
 import HOLDING_HTML from '../../templates/holding.html';
 import LOGO_SVG from '../../templates/logo.svg';
 import ADMIN_JS from '../../templates/admin.js';
@@ -10,8 +9,8 @@ import HOLDING_JS from '../../templates/holding.js';
 import SESSION_JS from '../../templates/session.js';
 import STYLE_CSS from '../../templates/style.css';
 import type { Messages } from './i18n';
-import { OVERVIEW_READS, type QueueOverview, type QueueStats } from './ports';
-import type { AdminFigures, ChallengeHook, HoldTexts, HoldView, PowChallenge } from './types';
+import { OVERVIEW_READS, type QueueOverview } from './ports';
+import type { ChallengeHook, HoldTexts, HoldView, PowChallenge } from './types';
 
 export interface Asset {
   readonly body: string;
@@ -156,31 +155,6 @@ export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_
   });
 }
 
-export interface AdminView {
-  readonly queue: string;
-  readonly stats: QueueStats;
-  readonly figures: AdminFigures;
-  /** The last hour's chart, built by renderChart from numbers only. */
-  readonly chart: string;
-  readonly csrf: string;
-  /** The admit form's idempotency key for its first submission (the page's script makes one per submission after that). */
-  readonly admitKey: string;
-  /** Where the forms post: `<prefix>admin/`, and the query naming the queue (with several). */
-  readonly actionPrefix: string;
-  readonly actionQuery: string;
-  /** What the page's script polls for live figures, and how often. */
-  readonly liveUrl: string;
-  readonly liveSeconds: number;
-  /** With several queues: each queue's figures, listed with links to its page. */
-  readonly queues: readonly QueueOverview[] | undefined;
-  readonly assetPrefix: string;
-  readonly maxAdmit: number;
-  readonly notice: string;
-  readonly asOf: string;
-  /** Seconds until a change reaches every edge location (the per-POP cache lifetime). */
-  readonly propagationSeconds: number;
-}
-
 /** The console's list of queues, each with its figures and a link to its own page. */
 export function renderQueueList(queues: readonly QueueOverview[], current: string, adminPath: string): string {
   const phases = { before: ', pre-queue (event not started)', open: ', event open', over: ', event over' } as const;
@@ -203,34 +177,3 @@ export function pauseControl(paused: boolean): { readonly pause_value: string; r
   return paused ? { pause_value: 'false', pause_label: 'Resume admission' } : { pause_value: 'true', pause_label: 'Pause admission' };
 }
 
-export function renderAdminPage(view: AdminView): string {
-  const { stats, figures } = view;
-  return renderTemplate(ADMIN_HTML, {
-    queue: view.queue,
-    notice: view.notice,
-    ...figures,
-    // A tile whose figure is words (rate mode's "not counted") in the text size, as the others.
-    active_text: new SafeHtml(/^[0-9]/.test(figures.active) ? '' : ' class="text"'),
-    chart: new SafeHtml(view.chart),
-    live_url: view.liveUrl,
-    live_seconds: view.liveSeconds,
-    ...pauseControl(stats.paused),
-    max_active: stats.maxActive === 0 ? 'no limit' : String(stats.maxActive),
-    max_new_per_minute: stats.maxNewPerMinute === 0 ? 'no limit' : String(stats.maxNewPerMinute),
-    csrf: view.csrf,
-    admit_key: view.admitKey,
-    epoch: String(stats.epoch),
-    action_prefix: view.actionPrefix,
-    action_query: view.actionQuery,
-    queues: new SafeHtml(
-      view.queues === undefined ? '' : `<nav aria-label="Queues" id="queues">${renderQueueList(view.queues, view.queue, view.actionPrefix.replace(/admin\/$/, 'admin'))}</nav>`,
-    ),
-    asset_prefix: view.assetPrefix,
-    max_admit: view.maxAdmit,
-    as_of: view.asOf,
-    propagation:
-      view.propagationSeconds === 0
-        ? 'Changes reach waiting visitors on their next refresh.'
-        : `Changes reach every edge location within ${view.propagationSeconds} ${view.propagationSeconds === 1 ? 'second' : 'seconds'} (the per-POP cache lifetime), then waiting visitors on their next refresh.`,
-  });
-}
