@@ -277,8 +277,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         // The next minute admits at once, even though its period index (28,333,336) is far below
         // the last per-second index (1,700,000,100).
         expect(await store.poll(q, 1_700_000_160_000, perMinute)).toMatchObject({ tail: 5, cursor: 4 });
-        // Their holders show up (an unclaimed call would hand its admission on after 30 s).
-        for (const t of [3, 4]) expect(await store.claim(q, t, 1_700_000_160_001, perMinute, 0)).toMatchObject({ claimed: true });
+        // Their holders show up (an unclaimed call would hand its admission on after 30 s). Not before
+        // the walk-ins of 100.5 s and 100.6 s leave the minute's window: 2 a minute is 2 in any minute.
+        expect(await store.claim(q, 3, 1_700_000_160_001, perMinute, 0)).toMatchObject({ claimed: false });
+        for (const t of [3, 4]) expect(await store.claim(q, t, 1_700_000_160_601, perMinute, 0)).toMatchObject({ claimed: true });
         expect(await store.poll(q, 1_700_000_219_999, perMinute)).toMatchObject({ tail: 5, cursor: 4 });
         // And back to a short period: the next second admits.
         expect(await store.poll(q, 1_700_000_220_000, perSecond)).toMatchObject({ tail: 5, cursor: 6 });
@@ -487,9 +489,10 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.join(q, at(P, 2), every(3))).toMatchObject({ ticket: 3, admittedLastMinute: 3 });
         expect(await store.join(q, at(P, 3), every(3))).toMatchObject({ ticket: 4, admittedLastMinute: 3 });
         await joinMany(store, q, 6, at(P, 4), every(3));
-        // The next period calls 4..6, all existing: calls count, claims add nothing.
+        // The next period calls 4..6, all existing: calls count, claims add nothing. They claim once
+        // the walk-ins of P (the rate window's step, 63 ms) have left the period's window.
         expect(await store.poll(q, at(P + 1), every(3))).toMatchObject({ tail: 10, cursor: 6, admittedLastMinute: 6 });
-        for (const t of [4, 5, 6]) expect(await store.claim(q, t, at(P + 1), every(3), 0)).toMatchObject({ claimed: true, admittedLastMinute: 6 });
+        for (const t of [4, 5, 6]) expect(await store.claim(q, t, at(P + 1, 100), every(3), 0)).toMatchObject({ claimed: true, admittedLastMinute: 6 });
         // An explicit admit in a later bucket (P + 10 .. P + 14).
         expect(await store.admit(q, 2, at(P + 10), every(3))).toMatchObject({ cursor: 8, admitted: 2, admittedLastMinute: 8 });
         for (const t of [7, 8]) expect(await store.claim(q, t, at(P + 10), every(3), 0)).toMatchObject({ admittedLastMinute: 8 });
@@ -529,6 +532,23 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
         expect(await store.admit(q, 1, at(P + 1, 1), every(2))).toMatchObject({ cursor: 1, admitted: 1 });
         expect(await store.control(q, { paused: false }, at(P + 1, 2), every(2))).toMatchObject({ paused: false, cursor: 3 });
         expect(await store.poll(q, at(P + 1, 3), every(2))).toMatchObject({ cursor: 3 });
+      });
+
+      it('takes the period quota from a runtime control, as the thresholds, and stays in rate mode; null returns to the configured one', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 20);
+        expect(await store.poll(q, at(P), every(2))).toMatchObject({ cursor: 2 });
+        // Raised to 5: the next period calls 5, and the quota is reported; no threshold appears.
+        expect(await store.control(q, { admitPerPeriod: 5 }, at(P, 1), every(2))).toMatchObject({ admitPerPeriod: 5, maxActive: 0, maxNewPerMinute: 0, cursor: 2 });
+        expect(await store.poll(q, at(P + 1), every(2))).toMatchObject({ cursor: 7 });
+        expect(await store.stats(q, at(P + 1, 1), every(2))).toMatchObject({ admitPerPeriod: 5, maxActive: 0, maxNewPerMinute: 0 });
+        // Back to the configured 2.
+        expect(await store.control(q, { admitPerPeriod: null }, at(P + 1, 2), every(2))).toMatchObject({ admitPerPeriod: 2 });
+        expect(await store.poll(q, at(P + 2), every(2))).toMatchObject({ cursor: 9 });
+        // A bad value is refused before anything is written.
+        await expect(store.control(q, { admitPerPeriod: -1 }, at(P + 2, 1), every(2))).rejects.toThrow(/admitPerPeriod/);
+        expect(await store.stats(q, at(P + 2, 2), every(2))).toMatchObject({ admitPerPeriod: 2, cursor: 9 });
       });
     });
 
@@ -1343,6 +1363,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           waiting: 0,
           epoch: 0,
           generation: T0 + 1,
+          admitPerPeriod: 0,
         });
         await store.claim(q, 3, T0 + 12_000, policy, 11_000);
         await store.claim(q, 4, T0 + 12_000, policy, 11_049);
@@ -1871,7 +1892,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           generation: before.generation,
         };
         expect(await store.reset(q, T0 + 5_000, policy)).toEqual({ ...emptied, applied: true });
-        expect(await store.stats(q, T0 + 5_001, policy)).toEqual({ ...emptied, reserved: 0, avgWaitSeconds: null });
+        expect(await store.stats(q, T0 + 5_001, policy)).toEqual({ ...emptied, reserved: 0, avgWaitSeconds: null, admitPerPeriod: 0 });
         expect(await store.peek(q)).toEqual({ tail: 5, cursor: 5 });
         expect(await store.history(q, T0 + 5_001)).toEqual([]);
         expect(await store.useVip(q, h, T0 + 5_002)).toEqual({ ok: true, remaining: 1 });
@@ -2652,7 +2673,9 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await store.join(q, at(P, 250), every(4));
       // A walk-in join writes ctl alone: the first run on an absent state wrote its generation (seed
       // 0 + now + 1); ctl also holds the tail, the cursor, the start (ms) of the period that
-      // admitted and that step's calls in their 5-s bucket, so one HMGET reads them all.
+      // admitted and that step's calls in their 5-s bucket, so one HMGET reads them all. Rate FIFO's
+      // own fields (see scripts.ts, Rate window): the lapse frontier, the run that called 1..4 and
+      // when, the walk-in in the rate window, and ticket 1 in the claimed bitmap (base 0, bit 1).
       expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:ctl`]);
       const bucket = Math.floor(at(P, 250) / 5_000);
       expect(await direct.hgetall(`${base}:ctl`)).toEqual({
@@ -2661,16 +2684,21 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         cursor: '4',
         period: String(at(P)),
         [`c${bucket % 61}`]: `${bucket * 5_000}:1:4:0`,
+        lp: '0',
+        rq: `${at(P, 250)}:4`,
+        rw: `${at(P, 250)}:1`,
+        rc: '0:02',
       });
-      // A later step calls existing tickets with a claim deadline; rate FIFO writes no admission
-      // entries (its figures are the call buckets), so claims only take the reservation out.
+      // A later step calls existing tickets, writing no reservation: rate FIFO's figures are the call
+      // buckets, its claims the bitmap (and the rate window). Nothing but ctl, ever.
       await joinMany(store, q, 5, at(P, 300), every(4));
       await store.poll(q, at(P + 1), every(4));
-      expect(await direct.zrange(`${base}:reserved`, 0, -1, 'WITHSCORES')).toEqual(
-        ['5', '6'].flatMap((t) => [t, String(at(P + 1) + 30_000)]),
-      );
-      await store.claim(q, 5, at(P + 1, 1), every(4), 0);
-      expect(await direct.zrange(`${base}:reserved`, 0, -1)).toEqual(['6']);
+      // 5 claims once the walk-ins 1..4 (at 250..300 ms) have left the period's window.
+      expect(await store.claim(q, 5, at(P + 1, 1), every(4), 0)).toMatchObject({ claimed: false });
+      expect(await store.claim(q, 5, at(P + 1, 400), every(4), 0)).toMatchObject({ claimed: true });
+      const ctl = await direct.hgetall(`${base}:ctl`);
+      expect(ctl).toMatchObject({ cursor: '8', rq: `${at(P, 250)}:4,${at(P + 1)}:8`, rc: '0:3e', rw: `${at(P + 1, 400)}:1` });
+      expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:ctl`]);
       expect(await direct.exists(`${base}:admits`)).toBe(0);
 
       const c = randomQueue();
@@ -3068,18 +3096,20 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await newStore(replying([...STATE, 2, '1', '5'])).admit(q, 1, at(P), OFF, 'k')).toEqual({ ...STATE_OBJECT, admitted: 2, replayed: true, asked: 5 });
       // The reply of an admit script from before the count was recorded has no room for it: refused.
       await expect(newStore(replying([...STATE, 2, 0])).admit(q, 1, at(P), OFF)).rejects.toBeInstanceOf(StoreReplyError);
-      expect(await newStore(replying(STATE)).control(q, { paused: true }, T0, cap(1, 0))).toEqual(STATE_OBJECT);
-      expect(await newStore(replying([...STATE, 3, 1_234, 4, '', ''])).stats(q, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, reserved: 3, avgWaitSeconds: 0.3 });
-      expect(await newStore(replying([...STATE, 3, 0, 0, '', ''])).stats(q, T0, cap(1, 0))).toMatchObject({ avgWaitSeconds: null });
+      expect(await newStore(replying([...STATE, 25])).control(q, { paused: true }, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, admitPerPeriod: 25 });
+      // The period quota in effect follows the controls' state: without it the reply is not the control script's.
+      await expect(newStore(replying(STATE)).control(q, { paused: true }, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
+      expect(await newStore(replying([...STATE, 3, 1_234, 4, '', '', 0])).stats(q, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, reserved: 3, avgWaitSeconds: 0.3, admitPerPeriod: 0 });
+      expect(await newStore(replying([...STATE, 3, 0, 0, '', '', 0])).stats(q, T0, cap(1, 0))).toMatchObject({ avgWaitSeconds: null });
       // The lost-state mark: when, and what was restored; a mark of another shape is not the script's.
-      expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:hold,paused`])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: ['hold', 'paused'] });
-      expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:`])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: [] });
-      await expect(newStore(replying([...STATE, 3, 0, 0, '', `${T0}:closed`])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
+      expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:hold,paused`, 0])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: ['hold', 'paused'] });
+      expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:`, 0])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: [] });
+      await expect(newStore(replying([...STATE, 3, 0, 0, '', `${T0}:closed`, 0])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
       // Paused by a recovery window alone (mode 4): paused, and said to be recovering.
       expect(await newStore(replying([...STATE.slice(0, 2), 4, ...STATE.slice(3)])).poll(q, at(P), OFF)).toEqual({ ...STATE_OBJECT, paused: true, recovering: true });
       // The adaptive controller's fields (see parseAdaptiveStatus).
       const controller = `a|40|1:10:90:5:20||||${T0}:30:40:h;${T0 + 1}:40:30:s`;
-      expect((await newStore(replying([...STATE, 3, 0, 0, controller, ''])).stats(q, T0, cap(1, 0))).adaptive).toEqual({
+      expect((await newStore(replying([...STATE, 3, 0, 0, controller, '', 0])).stats(q, T0, cap(1, 0))).adaptive).toEqual({
         enabled: true,
         source: 'config',
         knob: 'max_active',
@@ -3096,6 +3126,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         ],
       });
       // Without them the reply is not the stats script's.
+      await expect(newStore(replying([...STATE, 3, 0, 0, '', ''])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
+      await expect(newStore(replying([...STATE, 3, 0, 0, '', '', 'x'])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
       await expect(newStore(replying([...STATE, 3, 0, 0])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
       await expect(newStore(replying([...STATE, 3, 0, 0, ''])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
       expect(await newStore(replying(['1'])).touch(q, 1, T0, cap(1, 0), T0)).toBe(true);

@@ -96,12 +96,28 @@ interface MemoryQueue {
   readonly history: Map<number, HistoryPoint>;
   /** Rate FIFO: ctl's call buckets, slot → the bucket's start and the range it called (see `callsEntry`). */
   readonly calls: Map<number, { readonly bucket: number; readonly from: number; readonly to: number; readonly lapsed: number }>;
+  /** Rate FIFO's rate window (ctl `rw`): `[last admission ms, count]` per PERIOD_MS/16 step, oldest first. */
+  rateWindow: [number, number][];
+  /** ctl `rc`: the claimed bitmap, its base (undefined: none yet) and the tickets at or above it that claimed. */
+  readonly claimed: TicketBits;
+  /** ctl `rp`: the same for tickets whose holders came to claim and found the window full. */
+  readonly present: TicketBits;
+  /** ctl `lp`: the lapse frontier (undefined: none yet). */
+  lapseFrontier: number | undefined;
+  /** ctl `ra`: the operator's calls above the frontier, `[from, to]`. */
+  operatorRanges: [number, number][];
+  /** ctl `rl`: late claims let in, `[ticket, ms]`, oldest first. */
+  lateClaims: [number, number][];
+  /** ctl `rq`: the runs that called above the frontier, `[ms, last called]`, oldest first. */
+  callRuns: [number, number][];
   paused: boolean;
   /** ctl `switch`: the emergency switch when not normal (see SWITCH in the scripts). */
   switch: 'open' | 'hold' | undefined;
   /** Runtime overrides; undefined = the configured value. */
   maxActive: number | undefined;
   maxNewPerMinute: number | undefined;
+  /** ctl `admit_per_period`: rate mode's period quota set at runtime; undefined = the configured value. */
+  admitPerPeriod: number | undefined;
   /** The event's frozen pre-queue (ctl `ev_start`, `ev_size`, `ev_seed`); undefined = none frozen. */
   event: { readonly start: number; readonly size: number; readonly seed: number } | undefined;
   /** ctl `epoch`: ms of the last reset, 0 = never. */
@@ -118,6 +134,12 @@ interface MemoryQueue {
   readonly joins: Map<number, JoinEntry>;
   /** Adaptive admission's fields of ctl (ac_* and the POPs' reports o<n>; see adaptive.ts). */
   readonly ac: AdaptiveFields;
+}
+
+/** A bitmap of tickets at or above a base (a multiple of 8), as ctl's `rc` and `rp`. */
+interface TicketBits {
+  base: number | undefined;
+  readonly tickets: Set<number>;
 }
 
 /** One entry of the join ring: a key, the ticket it took, when, in which life of the queue, and whether it walked in. */
@@ -204,6 +226,7 @@ export class MemoryQueueStore implements QueueStore {
       q.generation = freshGeneration(p, q.generation);
       q.tail = f.tail + 1;
       q.cursor = Math.max(q.cursor, f.tail);
+      q.lapseFrontier = Math.max(q.lapseFrontier ?? 0, f.tail);
       ticket = q.tail;
       if (p.method === 'random') q.waiting.clear();
       if (recover > 0) q.recoverUntil = p.nowMs + recover;
@@ -238,10 +261,11 @@ export class MemoryQueueStore implements QueueStore {
     } else {
       // Before the start, calls made ahead of the tail are taken back: nobody held those tickets.
       if (!r.open && q.cursor > ticket - 1) q.cursor = ticket - 1;
-      // The period step runs in a join only while nobody waits (see the join script).
-      if (q.cursor >= ticket - 1) autoAdmit(r, ticket);
-      // A walk-in writes nothing of its own: its call is counted in the call buckets.
-      claimed = ticket <= q.cursor;
+      // Mirrors the join script: lapsed calls handed on, the period step only while nobody waits,
+      // and a walk-in only if the rate window has room.
+      processLapses(r);
+      if (q.cursor >= ticket - 1) autoAdmit(r);
+      claimed = ticket <= q.cursor && rateGate(r, ticket);
     }
     if (slot !== undefined) q.joins.set(slot, { key, ticket, atMs: p.nowMs, epoch: q.epoch, generation: q.generation, claimed });
     // No history point: the join script writes none.
@@ -284,9 +308,8 @@ export class MemoryQueueStore implements QueueStore {
     } else if (r.random) {
       claimed = (q.reserved.get(ticket) ?? 0) > p.nowMs;
     } else {
-      // Mirrors the claim script: the reservation goes, nothing else is written.
-      claimed = ticket <= q.cursor;
-      if (claimed) q.reserved.delete(ticket);
+      // Mirrors the claim script: a called ticket is let in if the rate window has room.
+      claimed = ticket <= q.cursor && rateGate(r, ticket);
     }
     return { ...finish(r), claimed };
   }
@@ -402,12 +425,15 @@ export class MemoryQueueStore implements QueueStore {
     if (c.switch !== undefined) q.switch = c.switch === 'normal' ? undefined : c.switch;
     if (c.maxActive !== undefined) q.maxActive = c.maxActive ?? undefined;
     if (c.maxNewPerMinute !== undefined) q.maxNewPerMinute = c.maxNewPerMinute ?? undefined;
-    // The knob's threshold changed by hand (see control.lua): max active when it is in effect or changed, else max new per minute.
-    const hand = (q.maxActive ?? p.maxActive) > 0 || c.maxActive !== undefined ? c.maxActive : c.maxNewPerMinute;
+    if (c.admitPerPeriod !== undefined) q.admitPerPeriod = c.admitPerPeriod ?? undefined;
+    // The knob's threshold changed by hand (see control.lua): max active when it is in effect or
+    // changed, else max new per minute; the period quota when neither threshold is in effect.
+    const rate = (q.maxActive ?? p.maxActive) === 0 && (q.maxNewPerMinute ?? p.maxNewPerMinute) === 0;
+    const hand = rate ? c.admitPerPeriod : (q.maxActive ?? p.maxActive) > 0 || c.maxActive !== undefined ? c.maxActive : c.maxNewPerMinute;
     controlAdaptive(q.ac, p.nowMs, c.adaptive, c.adaptivePin, hand);
     const r = begin(q, p);
     admissionStep(r);
-    return finish(r);
+    return { ...finish(r), admitPerPeriod: r.e.count };
   }
 
   async stats(queue: string, nowMs: number, policy: AdmissionPolicy, options?: StatsOptions): Promise<QueueStats> {
@@ -429,10 +455,12 @@ export class MemoryQueueStore implements QueueStore {
     const adaptive = parseAdaptiveStatus(adaptiveStatusRaw(q.ac, run.e.knob, run.e.adaptive));
     return {
       ...readState(run),
-      reserved: countAfter(q.reserved, p.nowMs),
+      // Mirrors the stats script: rate FIFO writes no reservations, it counts its open calls.
+      reserved: run.random || isCapacity(run.e) ? countAfter(q.reserved, p.nowMs) : outstandingCalls(q),
       avgWaitSeconds: averageWaitSeconds(sum, count),
       ...(adaptive !== undefined ? { adaptive } : {}),
       ...(q.restored !== undefined ? { lostState: q.restored } : {}),
+      admitPerPeriod: run.e.count,
       ...(options?.history === true ? { history: await this.history(queue, nowMs) } : {}),
     };
   }
@@ -498,6 +526,16 @@ export class MemoryQueueStore implements QueueStore {
       q.cursor = q.tail;
       q.lastPeriodStart = undefined;
       for (const scores of [q.reserved, q.admits, q.waits, q.waiting, q.history, q.calls]) scores.clear();
+      // Mirrors the reset script: the rate's own fields go (the next run starts the frontier at the cursor).
+      q.lapseFrontier = undefined;
+      q.rateWindow = [];
+      for (const bits of [q.claimed, q.present]) {
+        bits.base = undefined;
+        bits.tickets.clear();
+      }
+      q.operatorRanges = [];
+      q.lateClaims = [];
+      q.callRuns = [];
       removeUpTo(q.active, p.nowMs);
       q.event = undefined;
       q.epoch = p.nowMs;
@@ -562,10 +600,18 @@ function emptyQueue(): MemoryQueue {
     waiting: new Map(),
     history: new Map(),
     calls: new Map(),
+    rateWindow: [],
+    claimed: { base: undefined, tickets: new Set() },
+    present: { base: undefined, tickets: new Set() },
+    lapseFrontier: undefined,
+    operatorRanges: [],
+    lateClaims: [],
+    callRuns: [],
     paused: false,
     switch: undefined,
     maxActive: undefined,
     maxNewPerMinute: undefined,
+    admitPerPeriod: undefined,
     event: undefined,
     epoch: 0,
     generation: 0,
@@ -591,7 +637,7 @@ function liveVip(codes: Map<string, MemoryVip>, codeHash: string, nowMs: number)
 function effective(q: MemoryQueue, p: CheckedPolicy, readOnly = false): Effective {
   let maxActive = q.maxActive ?? p.maxActive;
   let maxNewPerMinute = q.maxNewPerMinute ?? p.maxNewPerMinute;
-  let count = p.count;
+  let count = q.admitPerPeriod ?? p.count;
   // Mirrors `recovering`: capacity mode admits nobody new while the recovery window is open.
   const recovering = p.nowMs < q.recoverUntil && (maxActive > 0 || maxNewPerMinute > 0);
   const paused = q.paused || q.switch === 'hold' || recovering;
@@ -841,8 +887,8 @@ function drawTickets(r: Run, n: number): void {
   q.cursor += k;
 }
 
-/** The same rule as `auto_admit` in scripts.ts; `walkIn`: the join's own ticket, claimed by the join. */
-function autoAdmit(r: Run, walkIn?: number): void {
+/** The same rule as `auto_admit` in scripts.ts. */
+function autoAdmit(r: Run): void {
   const { q, p } = r;
   const count = r.e.count;
   if (r.e.paused || count <= 0 || !r.open) return;
@@ -855,27 +901,145 @@ function autoAdmit(r: Run, walkIn?: number): void {
   }
   const target = Math.min(q.cursor + count, q.tail + count);
   if (target <= q.cursor) return;
-  let lastReserved = Math.min(target, q.tail);
-  if (walkIn !== undefined && lastReserved === walkIn) lastReserved = walkIn - 1;
-  reserveTickets(q, p, q.cursor + 1, lastReserved);
+  callsRun(q, p.nowMs, q.cursor + 1, target);
   recordCalls(q, p.nowMs, q.cursor + 1, target);
   q.cursor = target;
 }
 
-/** Mirrors `replace_lapsed`: rate FIFO calls that lapsed unclaimed hand their admissions on, never past the tail. */
-function replaceLapsed(r: Run): void {
+const RATE_LATE_KEEP = 32;
+const RATE_RUNS_KEEP = 256;
+
+/** Mirrors `operator_range`: the operator's calls from..to, merged with the last range when they follow it. */
+function operatorRange(q: MemoryQueue, from: number, to: number): void {
+  if (from > to) return;
+  const last = q.operatorRanges.at(-1);
+  if (last !== undefined && last[1] + 1 === from) last[1] = to;
+  else q.operatorRanges.push([from, to]);
+}
+
+function operatorCalled(q: MemoryQueue, ticket: number): boolean {
+  return q.operatorRanges.some(([from, to]) => ticket >= from && ticket <= to);
+}
+
+function hasBit(bits: TicketBits, ticket: number): boolean {
+  return bits.base !== undefined && ticket >= bits.base && bits.tickets.has(ticket);
+}
+
+/** Mirrors `set_claimed_bit`: the bitmap starts at the byte holding the frontier's next ticket. */
+function setBit(bits: TicketBits, ticket: number, frontier: number): void {
+  bits.base ??= Math.floor((frontier + 1) / 8) * 8;
+  if (ticket >= bits.base) bits.tickets.add(ticket);
+}
+
+/**
+ * Mirrors `rate_gate`: a claim already counted is let in again; an operator's call whatever the
+ * window holds; any other only while the window holds fewer than the period's quota (see the header
+ * of scripts.ts, Rate window).
+ */
+function rateGate(r: Run, ticket: number): boolean {
   const { q, p } = r;
-  if (r.e.paused || !r.open) return;
-  let lapsed = 0;
-  for (const [ticket, expiry] of q.reserved) {
-    if (expiry <= p.nowMs) {
-      q.reserved.delete(ticket);
-      lapsed += 1;
+  const now = p.nowMs;
+  if (hasBit(q.claimed, ticket)) return true;
+  const frontier = q.lapseFrontier ?? 0;
+  const late: [number, number][] = [];
+  if (ticket <= frontier) {
+    for (const [t, at] of q.lateClaims) {
+      if (at <= now - p.periodMs) continue;
+      if (t === ticket) return true;
+      late.push([t, at]);
     }
   }
+  const log = q.rateWindow.filter(([last]) => last > now - p.periodMs);
+  if (r.e.count > 0 && !operatorCalled(q, ticket) && log.reduce((n, [, count]) => n + count, 0) >= r.e.count) {
+    // Its holder came: the call holds until the window lets it in.
+    if (ticket > frontier) setBit(q.present, ticket, frontier);
+    return false;
+  }
+  const step = Math.max(1, Math.ceil(p.periodMs / 16));
+  const last = log.at(-1);
+  if (last !== undefined && (Math.floor(last[0] / step) === Math.floor(now / step) || now < last[0])) {
+    last[0] = Math.max(last[0], now);
+    last[1] += 1;
+  } else {
+    log.push([now, 1]);
+  }
+  q.rateWindow = log;
+  if (ticket > frontier || (q.claimed.base !== undefined && ticket >= q.claimed.base)) {
+    setBit(q.claimed, ticket, frontier);
+  } else {
+    late.push([ticket, now]);
+    q.lateClaims = late.slice(-RATE_LATE_KEEP);
+  }
+  return true;
+}
+
+/** Mirrors `outstanding_calls`: rate FIFO's calls neither claimed nor lapsed yet. */
+function outstandingCalls(q: MemoryQueue): number {
+  let n = 0;
+  for (let t = (q.lapseFrontier ?? 0) + 1; t <= Math.min(q.tail, q.cursor); t += 1) if (!hasBit(q.claimed, t) && !hasBit(q.present, t)) n += 1;
+  return n;
+}
+
+/** Mirrors `calls_run`: a run's calls from..to, whose claim deadlines are reservationMs from now. */
+function callsRun(q: MemoryQueue, nowMs: number, from: number, to: number): void {
+  const runs = q.callRuns;
+  if (runs.length === 0 && q.lapseFrontier !== undefined && q.lapseFrontier < from - 1) q.lapseFrontier = from - 1;
+  const last = runs.at(-1);
+  if (last !== undefined && last[0] === nowMs) last[1] = Math.max(last[1], to);
+  else runs.push([nowMs, to]);
+  if (runs.length > RATE_RUNS_KEEP) {
+    const [first, second] = runs;
+    if (first !== undefined && second !== undefined) second[1] = Math.max(first[1], second[1]);
+    runs.shift();
+  }
+}
+
+/** Mirrors `process_lapses`: rate FIFO calls past their claim deadline, unclaimed, hand their admissions on, never past the tail. */
+function processLapses(r: Run): void {
+  const { q, p } = r;
+  if (r.e.paused || !r.open) return;
+  const limit = Math.min(q.tail, q.cursor);
+  const from = q.lapseFrontier;
+  if (from === undefined) {
+    q.lapseFrontier = limit;
+    return;
+  }
+  if (from >= limit) return;
+  let to = from;
+  const kept: [number, number][] = [];
+  for (const run of q.callRuns) {
+    if (kept.length === 0 && run[0] + p.reservationMs <= p.nowMs) {
+      to = Math.max(to, Math.min(run[1], limit));
+      if (run[1] > to) kept.push(run);
+    } else if (run[1] > to) {
+      kept.push(run);
+    }
+  }
+  if (to <= from) return;
+  let lapsed = 0;
+  let lapsedOperator = 0;
+  for (let t = from + 1; t <= to; t += 1) {
+    if (hasBit(q.claimed, t) || hasBit(q.present, t)) continue;
+    lapsed += 1;
+    if (operatorCalled(q, t)) lapsedOperator += 1;
+  }
+  const base = Math.floor((to + 1) / 8) * 8;
+  for (const bits of [q.claimed, q.present]) {
+    if (bits.base === undefined || base <= bits.base) continue;
+    for (const t of bits.tickets) if (t < base) bits.tickets.delete(t);
+    bits.base = base;
+  }
+  q.callRuns = kept;
+  q.operatorRanges = q.operatorRanges.filter(([, end]) => end > to).map(([start, end]): [number, number] => [Math.max(start, to + 1), end]);
+  q.lapseFrontier = to;
   if (lapsed === 0) return;
-  const n = Math.max(0, Math.min(lapsed, q.tail - q.cursor));
-  reserveTickets(q, p, q.cursor + 1, q.cursor + n);
+  const n = Math.min(lapsed, q.tail - q.cursor);
+  if (n < 1) {
+    recordCalls(q, p.nowMs, q.cursor + 1, q.cursor, lapsed);
+    return;
+  }
+  operatorRange(q, q.cursor + 1, q.cursor + Math.min(lapsedOperator, n));
+  callsRun(q, p.nowMs, q.cursor + 1, q.cursor + n);
   recordCalls(q, p.nowMs, q.cursor + 1, q.cursor + n, lapsed);
   q.cursor += n;
 }
@@ -931,10 +1095,15 @@ function reserveTickets(q: MemoryQueue, p: CheckedPolicy, from: number, to: numb
   }
 }
 
-/** Mirrors `call_tickets`: reserve from..to and move the cursor; rate FIFO counts the calls. */
+/** Mirrors `call_tickets`: capacity and random reserve from..to; rate FIFO counts the calls, the operator's. Moves the cursor. */
 function callTickets({ q, p }: Run, from: number, to: number, callEntries: boolean): void {
-  reserveTickets(q, p, from, to, callEntries);
-  if (!callEntries) recordCalls(q, p.nowMs, from, to);
+  if (callEntries) {
+    reserveTickets(q, p, from, to, true);
+  } else {
+    operatorRange(q, from, to);
+    callsRun(q, p.nowMs, from, to);
+    recordCalls(q, p.nowMs, from, to);
+  }
   q.cursor = to;
 }
 
@@ -957,7 +1126,7 @@ function admissionStep(r: Run, lapsed = 0): void {
     advance(r);
   } else {
     if (r.random) redraw(r, lapsed + expire(r.q, r.p.nowMs));
-    else replaceLapsed(r);
+    else processLapses(r);
     autoAdmit(r);
   }
 }

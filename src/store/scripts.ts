@@ -133,10 +133,10 @@
  *   - capacity mode: expire() frees the slot and its per-minute share, advance() calls as many next
  *     tickets as there is room, in one step (k phantoms called together lapse and are replaced
  *     together; k phantoms called one after another into one slot hold it k × reservationMs);
- *   - rate FIFO: replace_lapsed() calls one next waiting ticket per lapsed call, at once, in the
- *     poll and control scripts (not the join, the claim or the admit: they pay nothing for calls
- *     awaiting their claim; a waiting visitor's poll comes within a cache lifetime). An explicit
- *     admit of N therefore lets in N people who show up, given N waiting;
+ *   - rate FIFO: process_lapses() calls one next waiting ticket per lapsed call, at once, in the
+ *     poll, join and control scripts (it costs no command: see Rate window); a lapsed operator's
+ *     call is handed on as the operator's, so an explicit admit of N lets in N people who show up,
+ *     given N waiting. Any other handed-on call only invites: its claim passes the rate window;
  *   - random rate mode: redraw() draws as many again among the present visitors.
  * No banking, restated with the credit: a period step moves the cursor by at most the count and
  * never more than the count past the tail; a lapsed call's admission is spent at once on a ticket
@@ -146,13 +146,30 @@
  * for nothing) and replaces them when admission may run again; random rate mode drops them.
  * FIFO order: a lapsed ticket is skipped, never admitted ahead of an earlier waiting ticket, since
  * replacements are the next tickets after the cursor. A skipped holder who comes back after its
- * deadline: rate mode lets it in (its turn came; it already waited), so admissions can exceed the
- * rate by the number of such late holders; capacity mode lets it take a
+ * deadline: rate mode lets it in when the rate window has room (its turn came; it already waited),
+ * counted there once per period however often it asks; capacity mode lets it take a
  * slot only if there is room (take_slot), else it waits at the front. Walk-ins (a ticket called by
  * or before its own join) are claimed at the join. If that join's answer is lost, its retry gets
  * the same ticket (see Joins): the walk-in's admission or slot goes to the visitor who asked for it.
  * One who never comes back is a visitor who left without saying so: a rate-mode walk-in used one
  * of its period's admissions, a capacity-mode one holds its slot until the inactivity timeout.
+ *
+ * Rate window (rate FIFO): the rate is a promise about ANY window of one period, so a call only
+ * invites, and the admission is decided when it happens: rate_gate() lets a walk-in (at its join)
+ * or a claim in only while ctl `rw`, the admissions of the last PERIOD_MS (in steps of PERIOD_MS/16,
+ * each counted until its last admission leaves the window: never under the truth), holds fewer than
+ * the quota; else the holder waits at the front and claims again on its next poll, and its call
+ * holds (ctl `rp`: it came, so its call does not lapse). An operator's call (ctl `ra`, the ranges of
+ * explicit admits and their hand-ons) passes the window and is counted in it. So claims and walk-ins
+ * in any window of one period <= the quota, plus explicit admits, whatever lapsed before. Rate FIFO
+ * writes no reservation: a call lapses RESERVATION_MS after the run that made it (ctl `rq`: each
+ * calling run's time and last ticket) unless its ticket claimed (ctl `rc`, a bitmap above the lapse
+ * frontier `lp`) or came (`rp`); process_lapses() settles the calls whose deadline passed, up to the
+ * tickets that exist, moves the frontier and trims the bitmaps below it, all in ctl: a claim, a
+ * walk-in, a hand-on and an admit each cost the run's HMGET and HSET and nothing else. A claim the
+ * bitmap holds is let in again without counting (two tabs, a retry); a late claim below the
+ * frontier is remembered for a period (ctl `rl`, the last 32). With no quota (automatic admission
+ * off) there is no rate to keep: only explicit admits call, and their claims pass.
  *
  * Joins: the caller gives each join a key (join's ARGV 16: 64 random bits in hex), and the visitor
  * whose join got no answer carries it in a cookie to its next request. ctl's join ring (`j0`..
@@ -734,9 +751,10 @@ export interface CheckedControl {
   readonly switch: EmergencySwitch | undefined;
   readonly adaptive: 'on' | 'off' | null | undefined;
   readonly adaptivePin: number | null | undefined;
+  readonly admitPerPeriod: number | null | undefined;
 }
 
-const CONTROL_FIELDS = new Set(['paused', 'maxActive', 'maxNewPerMinute', 'switch', 'adaptive', 'adaptivePin']);
+const CONTROL_FIELDS = new Set(['paused', 'maxActive', 'maxNewPerMinute', 'switch', 'adaptive', 'adaptivePin', 'admitPerPeriod']);
 const SWITCHES: readonly EmergencySwitch[] = ['normal', 'open', 'hold'];
 
 /**
@@ -749,7 +767,7 @@ export function checkControl(change: RuntimeControl): CheckedControl {
   }
   for (const field of Object.keys(change)) {
     if (!CONTROL_FIELDS.has(field)) {
-      throw new StoreArgumentError(`invalid control field ${JSON.stringify(field)}: expected paused, maxActive, maxNewPerMinute, switch, adaptive or adaptivePin`);
+      throw new StoreArgumentError(`invalid control field ${JSON.stringify(field)}: expected paused, maxActive, maxNewPerMinute, admitPerPeriod, switch, adaptive or adaptivePin`);
     }
   }
   const { paused, maxActive, maxNewPerMinute } = change;
@@ -760,7 +778,8 @@ export function checkControl(change: RuntimeControl): CheckedControl {
   if (paused !== undefined && typeof paused !== 'boolean') {
     throw new StoreArgumentError(`invalid paused ${String(paused)}: expected true or false`);
   }
-  for (const [name, value] of [['maxActive', maxActive], ['maxNewPerMinute', maxNewPerMinute]] as const) {
+  const { admitPerPeriod } = change;
+  for (const [name, value] of [['maxActive', maxActive], ['maxNewPerMinute', maxNewPerMinute], ['admitPerPeriod', admitPerPeriod]] as const) {
     if (value !== undefined && value !== null && !isSafeCount(value, 0)) {
       throw new StoreArgumentError(`invalid ${name} ${String(value)}: expected an integer >= 0, or null for the configured value`);
     }
@@ -772,7 +791,7 @@ export function checkControl(change: RuntimeControl): CheckedControl {
   if (adaptivePin !== undefined && adaptivePin !== null && !isSafeCount(adaptivePin, 1)) {
     throw new StoreArgumentError(`invalid adaptivePin ${String(adaptivePin)}: expected an integer >= 1, or null to release the pin`);
   }
-  return { paused, maxActive, maxNewPerMinute, switch: sw, adaptive, adaptivePin };
+  return { paused, maxActive, maxNewPerMinute, switch: sw, adaptive, adaptivePin, admitPerPeriod };
 }
 
 /** Adaptive admission's settings and report as the join and poll scripts take them (see adaptiveArg). */
@@ -819,10 +838,17 @@ export function restoreArgv(p: CheckedPolicy): string[] {
   return p.restore === undefined ? [] : [`rc:${p.restore.switch ?? ''}:${p.restore.paused ? 1 : 0}`];
 }
 
-/** ARGV 12..17 of the control script (16, 17: adaptive admission, see adaptiveControlArgv): '' = leave as it is, 'del' = back to configured / unpause; the switch. */
+/** ARGV 12..18 of the control script (16, 17: adaptive admission, see adaptiveControlArgv; 18 the period quota): '' = leave as it is, 'del' = back to configured / unpause; the switch. */
 export function controlArgv(c: CheckedControl): string[] {
   const threshold = (v: number | null | undefined): string => (v === undefined ? '' : v === null ? 'del' : String(v));
-  return [c.paused === undefined ? '' : c.paused ? '1' : '0', threshold(c.maxActive), threshold(c.maxNewPerMinute), c.switch ?? '', ...adaptiveControlArgv(c.adaptive, c.adaptivePin)];
+  return [
+    c.paused === undefined ? '' : c.paused ? '1' : '0',
+    threshold(c.maxActive),
+    threshold(c.maxNewPerMinute),
+    c.switch ?? '',
+    ...adaptiveControlArgv(c.adaptive, c.adaptivePin),
+    threshold(c.admitPerPeriod),
+  ];
 }
 
 /** The mean wait, in seconds with one decimal, from the sum and count the stores keep; null for none. */
@@ -893,19 +919,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '3ce8c9cbc8e76068bf0e6cd53c975d061c8a2acd';
-export const POLL_SHA1 = '4442833471213511036fa3634a5c63f54ba20b06';
-export const CLAIM_SHA1 = '96d77d31804f35c37ccf35e04d4f984c789adee5';
-export const TOUCH_SHA1 = '226df87ac7668f201b2ec3582737cc3b59a5274f';
-export const LEAVE_SHA1 = 'd7392e262046202ccc10c4ee52adc9c678a64140';
-export const ADMIT_SHA1 = 'c9c4f2896fc2d9d9f15b91c3eb6b8896e21758ea';
-export const CONTROL_SHA1 = 'aec109e1224a2a4d53facb07d0fa5c489724ef91';
-export const STATS_SHA1 = 'db12fc1abe5f1059182a8155d4fd880deb8b2093';
+export const JOIN_SHA1 = '1dd32acc16d671a3ca7b9c89c6333cde48d996e5';
+export const POLL_SHA1 = '532f8945a6ed2b035d59f2b269f8b693150cc58d';
+export const CLAIM_SHA1 = '7e3f89584843ab9f205b50610230a87b6b9cd29e';
+export const TOUCH_SHA1 = '24ee4677be9064c4a5e721132c1b949519cc7dc0';
+export const LEAVE_SHA1 = 'af9186862655437c45e71008757d80aeeeb254c0';
+export const ADMIT_SHA1 = '24516082a0debfce351921a0fb0bb555532b7c8d';
+export const CONTROL_SHA1 = '5f45174077e22a19a07287f49fb179c33a6ea42e';
+export const STATS_SHA1 = '7a045b31a0e865a1bf0976938a3d75dab41efb32';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '356a93ce6fdc768664504be540871ad03559308d';
-export const RESET_SHA1 = '60522a250d2064b6915ae4048c1ba2a5eb00e342';
+export const DRAW_SHA1 = 'b14e156d5945c0e5417516ce3e1cb9a97dfe1fd7';
+export const RESET_SHA1 = '5a1a118fab8bc09ad15bff93554019fa943324ee';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

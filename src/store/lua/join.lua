@@ -2,9 +2,9 @@
 --- Take the next ticket and run admission (before the event's start: nothing is admitted). Random
 --- method: the ticket joins the draw (the number it is given, after a rollback too). Capacity mode: a ticket called (drawn) in this call, or
 --- (FIFO) one called before it existed, claims its slot at once (a walk-in, wait 0). Rate mode: the
---- period step (no replacement of lapsed calls: that is left to the poll; FIFO: only while nobody
---- waits); FIFO: a ticket the cursor had already passed, or that this join's own step called, walks
---- in (admitted now, claimed); random: a ticket drawn in this call enters at once (it is stored
+--- period step (FIFO: only while nobody waits, after handing on lapsed calls); FIFO: a ticket the
+--- cursor had already passed, or that this join's own step called, walks in (admitted now, claimed)
+--- if the rate window has room (see Rate window in the header); random: a ticket drawn in this call enters at once (it is stored
 --- neither in the draw nor as a reservation) and is reported claimed. Writes no history point. ARGV 12:
 --- the recovery window, ms ('' = none; see Recovery); ARGV 13 'new': open it only if this run finds
 --- the state absent (the caller's POP served it before, so it was lost), '' = open it (a token of a
@@ -58,7 +58,7 @@ if FLOOR_TAIL and FLOOR_GEN == GEN and ticket <= FLOOR_TAIL then
   ticket = FLOOR_TAIL + 1
   tail = ticket
   cursor = math.max(cursor, FLOOR_TAIL)
-  set_ctl('gen', fmt(g), 'tail', fmt(ticket), 'cursor', fmt(cursor))
+  set_ctl('gen', fmt(g), 'tail', fmt(ticket), 'cursor', fmt(cursor), 'lp', fmt(math.max(ctl_int('lp') or 0, FLOOR_TAIL)))
   -- Random: the old numbers leave the draw with their generation (their holders join again).
   if RANDOM then
     redis.call('DEL', K_WAITING)
@@ -108,13 +108,15 @@ else
     cursor = ticket - 1
     set_ctl('cursor', fmt(cursor))
   end
-  -- The period step runs in a join only while nobody waits: its calls are then walk-ins, written
-  -- with the period in one HSET. With people waiting it is the poll's, whose calls need
-  -- reservations (a waiting visitor polls every refresh, so a period's step is not missed).
-  if cursor >= ticket - 1 then cursor = auto_admit(tail, cursor, paused, ticket) end
-  -- Called before it existed, or by this join's own step: it walks in. Its call is counted in
-  -- ctl's call buckets (see called_counts), so the walk-in writes nothing of its own.
-  if ticket <= cursor then claimed = 1 end
+  -- Lapsed calls are handed on here too (no command: see process_lapses), so the lapse frontier
+  -- keeps up when every visitor walks in. The period step runs in a join only while nobody waits:
+  -- its calls are then walk-ins. With people waiting it is the poll's (a waiting visitor polls
+  -- every refresh, so a period's step is not missed).
+  cursor = process_lapses(tail, cursor, paused)
+  if cursor >= ticket - 1 then cursor = auto_admit(tail, cursor, paused) end
+  -- Called before it existed, or by this join's own step: it walks in if the rate window has room
+  -- (see rate_gate; written with the join's one HSET), else it claims on its next poll.
+  if ticket <= cursor then claimed = rate_gate(ticket) end
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 -- No history point: a join is the hottest call; the minute's first poll, claim, draw, admit or

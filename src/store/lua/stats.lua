@@ -1,8 +1,9 @@
 #!lua flags=allow-key-locking
 --- Read the figures, writing nothing. Returns the state, then reserved (live reservations), and the
 --- sum (ms) and count of the waits recorded in the last 300 s, the adaptive controller's fields
---- (one string), the lost-state mark (`restored`, one string); with ARGV 12 '1', the history members.
--- wr stats: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, with_history; returns {state..., reserved, wait_sum_ms, wait_count, adaptive, restored, history member...}
+--- (one string), the lost-state mark (`restored`, one string), the period quota in effect; with ARGV 12 '1', the
+--- history members.
+-- wr stats: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, with_history; returns {state..., reserved, wait_sum_ms, wait_count, adaptive, restored, admit_per_period, history member...}
 -- #include policy_header
 -- #include history_read
 
@@ -15,7 +16,8 @@ end
 -- #include read_queue
 
 local state = read_state(tail, cursor, paused, max_active, max_new)
-state[14] = count_after(K_RESERVED, NOW)
+-- Rate FIFO writes no reservations: its calls neither claimed nor lapsed yet.
+if capacity or RANDOM then state[14] = count_after(K_RESERVED, NOW) else state[14] = outstanding_calls(tail, cursor) end
 local sum, n = 0, 0
 -- Waits are recorded with each arrival (where a slot is claimed or a draw collected, see Book):
 -- rate FIFO has none to read.
@@ -35,6 +37,8 @@ local c = ctl()
 state[17] = table.concat({AC_KNOB, AC_VALUE and fmt(AC_VALUE) or '', c.ac_cfg or '', c.ac_on or '', c.ac_pin or '', c.ac_sig or '', c.ac_log or ''}, '|')
 -- When this generation began from a lost state that a POP knew: `<ms>:<what was restored>` ('' = never).
 state[18] = c.restored or ''
+-- Rate mode's period quota in effect (a runtime override, else the configured one; see read_controls).
+state[19] = AUTO_COUNT
 -- ARGV 12 '1': the last hour's history points follow, as the history script returns them (strings),
 -- so the admin panel reads its figures and its chart in one run.
 if WITH_HISTORY then

@@ -37,9 +37,9 @@ local function admission_step(tail, cursor, paused, max_active, max_new)
     expire()
     cursor = redraw(cursor, paused)
   else
-    cursor = replace_lapsed(tail, cursor, paused)
+    cursor = process_lapses(tail, cursor, paused)
   end
-  return auto_admit(tail, cursor, paused, nil)
+  return auto_admit(tail, cursor, paused)
 end
 -- A slot for m until now + session and its arrival at now, in one ZADD (see Book); `arrival`: the
 -- arrival's member. Answers whether m held no slot before.
