@@ -115,6 +115,36 @@ describe('rate mode never exceeds its rate, in any window of one period', () => 
     expect(burst).toHaveLength(15);
     expect(mostInAWindow([...busy, ...burst])).toBeLessThanOrEqual(QUOTA);
   });
+  it('the random method: draws nobody collects are drawn again within the rate, not on top of it', async () => {
+    const policy: AdmissionPolicy = { ...RATE, method: 'random', seed: 20_261_128, presenceMs: 10_000 };
+    const off: AdmissionPolicy = { ...policy, auto: { count: 0, periodMs: PERIOD_MS } };
+    const results = await expectSameOnEveryStore(stores, async (store) => {
+      const q = `rw-${randomUUID().slice(0, 8)}`;
+      // 10 wait while admission is off; the first period's draw takes all 10, and none collects.
+      const abandoned = await Promise.all(Array.from({ length: 10 }, async () => (await store.join(q, T0, off)).ticket));
+      await store.draw(q, abandoned[0]!, T0 + 100, policy, 0);
+      // 30 live visitors arrive, and poll every second until they are let in.
+      const waiting = new Set<number>();
+      for (let i = 0; i < 30; i += 1) waiting.add((await store.join(q, T0 + 200, policy)).ticket);
+      const admitted: Admission[] = [];
+      for (let ms = 250; ms <= 40_000; ms += 250) {
+        for (const t of [...waiting]) {
+          if (ms % 1_000 !== (t % 4) * 250) continue;
+          const d = await store.draw(q, t, T0 + ms, policy, 0);
+          if (d.outcome === 'drawn') {
+            admitted.push({ ticket: t, at: T0 + ms });
+            waiting.delete(t);
+          }
+        }
+      }
+      return [admitted];
+    });
+    const admitted = results[0] as Admission[];
+    // The lapsed draws were drawn again among the live visitors (all 30 got in), never more than
+    // the quota in any 5 s; the old rule let in 19 in one such window here.
+    expect(admitted).toHaveLength(30);
+    expect(mostInAWindow(admitted)).toBeLessThanOrEqual(QUOTA);
+  });
 });
 
 describe('over HTTP on the Node host: abandoned tickets ahead of live visitors', () => {

@@ -249,11 +249,14 @@ export class MemoryQueueStore implements QueueStore {
       advance(r);
       claimed = takeSlot(r, ticket, 0);
     } else if (r.random) {
-      r.joiner = ticket;
+      // Mirrors the join script: in the draw unstored only while the rate window has room for it.
+      const inDraw = windowRoom(r);
+      if (inDraw) r.joiner = ticket;
       admissionStep(r);
       // Drawn by this call: it enters at once, with no reservation; else it is stored in the draw.
-      if (r.joiner === undefined) {
+      if (inDraw && r.joiner === undefined) {
         collect(q, p.nowMs, ticket, 0);
+        windowTake(r);
         claimed = true;
       } else {
         q.waiting.set(ticket, p.nowMs);
@@ -397,7 +400,7 @@ export class MemoryQueueStore implements QueueStore {
     } else if (r.open && r.random) {
       if (!capacity) redraw(r, lapsed);
       const from = q.cursor;
-      drawTickets(r, count);
+      drawTickets(r, count, true);
       admitted = q.cursor - from;
     } else if (r.open) {
       const from = q.cursor;
@@ -867,7 +870,7 @@ function zsetOrder([a, scoreA]: [number, number], [b, scoreB]: [number, number])
  * Mirrors `draw_tickets`: up to `n` present visitors, each by rank in ZSET order with the joiner
  * last, reserved as a call (the joiner, drawn, is not: `r.joiner` is cleared and the join collects it).
  */
-function drawTickets(r: Run, n: number): void {
+function drawTickets(r: Run, n: number, operator = false): void {
   const { q, p } = r;
   const present = [...q.waiting].sort(zsetOrder).map(([ticket]) => ticket);
   if (r.joiner !== undefined) present.push(r.joiner);
@@ -881,7 +884,8 @@ function drawTickets(r: Run, n: number): void {
       continue;
     }
     q.waiting.delete(ticket);
-    q.reserved.set(ticket, p.nowMs + p.reservationMs);
+    // Mirrors OPERATOR_DRAW: the operator's draws half a ms short of the deadline (a score in .5).
+    q.reserved.set(ticket, p.nowMs + p.reservationMs - (operator ? 0.5 : 0));
     q.admits.set(String(ticket), p.nowMs);
   }
   q.cursor += k;
@@ -949,12 +953,30 @@ function rateGate(r: Run, ticket: number): boolean {
       late.push([t, at]);
     }
   }
-  const log = q.rateWindow.filter(([last]) => last > now - p.periodMs);
-  if (r.e.count > 0 && !operatorCalled(q, ticket) && log.reduce((n, [, count]) => n + count, 0) >= r.e.count) {
+  if (!operatorCalled(q, ticket) && !windowRoom(r)) {
     // Its holder came: the call holds until the window lets it in.
     if (ticket > frontier) setBit(q.present, ticket, frontier);
     return false;
   }
+  windowTake(r);
+  if (ticket > frontier || (q.claimed.base !== undefined && ticket >= q.claimed.base)) {
+    setBit(q.claimed, ticket, frontier);
+  } else {
+    late.push([ticket, now]);
+    q.lateClaims = late.slice(-RATE_LATE_KEEP);
+  }
+  return true;
+}
+
+/** Mirrors `window_room`: no quota, or the rate window (its admissions of the last period) under it. */
+function windowRoom({ q, p, e }: Run): boolean {
+  return e.count <= 0 || q.rateWindow.filter(([last]) => last > p.nowMs - p.periodMs).reduce((n, [, count]) => n + count, 0) < e.count;
+}
+
+/** Mirrors `window_take`: one admission now, in the step of PERIOD_MS/16 it falls in. */
+function windowTake({ q, p }: Run): void {
+  const now = p.nowMs;
+  const log = q.rateWindow.filter(([at]) => at > now - p.periodMs);
   const step = Math.max(1, Math.ceil(p.periodMs / 16));
   const last = log.at(-1);
   if (last !== undefined && (Math.floor(last[0] / step) === Math.floor(now / step) || now < last[0])) {
@@ -964,13 +986,6 @@ function rateGate(r: Run, ticket: number): boolean {
     log.push([now, 1]);
   }
   q.rateWindow = log;
-  if (ticket > frontier || (q.claimed.base !== undefined && ticket >= q.claimed.base)) {
-    setBit(q.claimed, ticket, frontier);
-  } else {
-    late.push([ticket, now]);
-    q.lateClaims = late.slice(-RATE_LATE_KEEP);
-  }
-  return true;
 }
 
 /** Mirrors `outstanding_calls`: rate FIFO's calls neither claimed nor lapsed yet. */
@@ -1170,8 +1185,16 @@ function settle(r: Run, ticket: number, waited: number): Settled | undefined {
   if (q.active.has(ticket) || (isCapacity(r.e) && q.reserved.has(ticket))) {
     return takeSlot(r, ticket, waited) ? { outcome: 'drawn', claimed: true } : { outcome: 'front', claimed: false };
   }
-  if (q.reserved.has(ticket)) {
+  const score = q.reserved.get(ticket);
+  if (score !== undefined) {
+    // Mirrors the draw script: the rate window decides (the operator's draws aside); held back, the
+    // draw is renewed to a full claim deadline.
+    if (score % 1 === 0 && !windowRoom(r)) {
+      q.reserved.set(ticket, r.p.nowMs + r.p.reservationMs);
+      return { outcome: 'front', claimed: false };
+    }
     collect(q, r.p.nowMs, ticket, waited);
+    windowTake(r);
     return { outcome: 'drawn', claimed: false };
   }
   return undefined;

@@ -169,7 +169,11 @@
  * walk-in, a hand-on and an admit each cost the run's HMGET and HSET and nothing else. A claim the
  * bitmap holds is let in again without counting (two tabs, a retry); a late claim below the
  * frontier is remembered for a period (ctl `rl`, the last 32). With no quota (automatic admission
- * off) there is no rate to keep: only explicit admits call, and their claims pass.
+ * off) there is no rate to keep: only explicit admits call, and their claims pass. Random rate
+ * mode: a draw's reservation is its record, so the window alone decides its collection (draw's
+ * settle, the join's own draw): held back, the drawn visitor's reservation is renewed (one ZADD XX)
+ * and it is collected on a later poll; a join is in the draw unstored only while the window has
+ * room. The operator's draws are reserved half a ms short (a score in .5) and pass the window.
  *
  * Joins: the caller gives each join a key (join's ARGV 16: 64 random bits in hex), and the visitor
  * whose join got no answer carries it in a cookie to its next request. ctl's join ring (`j0`..
@@ -919,19 +923,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '1dd32acc16d671a3ca7b9c89c6333cde48d996e5';
-export const POLL_SHA1 = '532f8945a6ed2b035d59f2b269f8b693150cc58d';
-export const CLAIM_SHA1 = '7e3f89584843ab9f205b50610230a87b6b9cd29e';
-export const TOUCH_SHA1 = '24ee4677be9064c4a5e721132c1b949519cc7dc0';
-export const LEAVE_SHA1 = 'af9186862655437c45e71008757d80aeeeb254c0';
-export const ADMIT_SHA1 = '24516082a0debfce351921a0fb0bb555532b7c8d';
-export const CONTROL_SHA1 = '5f45174077e22a19a07287f49fb179c33a6ea42e';
-export const STATS_SHA1 = '7a045b31a0e865a1bf0976938a3d75dab41efb32';
+export const JOIN_SHA1 = 'b633948f1cda1e1b82110ecdd508f4d342f9dcaf';
+export const POLL_SHA1 = '912bb025a900e2f6e2e376356ab36689136a20ce';
+export const CLAIM_SHA1 = '9b5bc8d8fdccc755c6439a4337e04e8328fdc162';
+export const TOUCH_SHA1 = 'b5c52aa43b4b8be48ae6ba7be423c374479a555d';
+export const LEAVE_SHA1 = '445d64c647e7b1ccc127489af1438eff85171777';
+export const ADMIT_SHA1 = '5008c8643a8e581897b1c00f3cbc608aab7061b4';
+export const CONTROL_SHA1 = '46c8cd0dc2b17e76cb572e1c2aa93a4b0ac495fb';
+export const STATS_SHA1 = '2056530fac00f098fb39496c3b4e3bfc9f9b298e';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'b14e156d5945c0e5417516ce3e1cb9a97dfe1fd7';
-export const RESET_SHA1 = '5a1a118fab8bc09ad15bff93554019fa943324ee';
+export const DRAW_SHA1 = 'c71a21a61ea3bebd1a7be5bd48ae9608ed8a5ca8';
+export const RESET_SHA1 = 'b4dc895f649c79dbb246eb2f55126564489e4de0';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

@@ -25,7 +25,9 @@ if SWITCH == 'hold' then
 elseif OPEN and RANDOM then
   if not capacity then cursor = redraw(cursor, paused) end
   local before = cursor
+  OPERATOR_DRAW = true
   cursor = draw_tickets(cursor, count)
+  OPERATOR_DRAW = false
   admitted = cursor - before
 elseif OPEN then
   local target = math.min(cursor + count, tail)

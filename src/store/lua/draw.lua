@@ -25,8 +25,16 @@ local function settle()
     if take_slot(ticket, tail, cursor, paused, max_active, max_new, waited) == 1 then return DRAWN, 1 end
     return FRONT, 0
   end
-  if redis.call('ZSCORE', K_RESERVED, m) then
+  local score = redis.call('ZSCORE', K_RESERVED, m)
+  if score then
+    -- Rate mode: the rate window decides (the operator's draws aside); a drawn visitor it holds
+    -- back keeps its draw, renewed to a full claim deadline, and is collected on a later poll.
+    if not string.find(score, '%.5$') and not window_room() then
+      redis.call('ZADD', K_RESERVED, 'XX', fmt(NOW + RESERVATION_MS), m)
+      return FRONT, 0
+    end
     collect(ticket, waited)
+    window_take()
     return DRAWN, 0
   end
   return nil, 0
@@ -37,7 +45,11 @@ local function settle_drawn()
     if take_slot(ticket, tail, cursor, paused, max_active, max_new, waited) == 1 then return DRAWN, 1 end
     return FRONT, 0
   end
+  -- Drawn by the step (never the operator's): the rate window decides; held back, its fresh
+  -- reservation waits for a later poll.
+  if not window_room() then return FRONT, 0 end
   collect(ticket, waited)
+  window_take()
   return DRAWN, 0
 end
 local outcome, claimed = nil, 0

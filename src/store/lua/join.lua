@@ -93,11 +93,13 @@ elseif capacity then
   cursor = advance(tail, cursor, paused, max_active, max_new)
   claimed = take_slot(ticket, tail, cursor, paused, max_active, max_new, 0)
 elseif RANDOM then
-  JOINER = fmt(ticket)
+  -- In the draw unstored only while the rate window has room to let it in at once.
+  if window_room() then JOINER = fmt(ticket) end
   cursor = admission_step(tail, cursor, paused, max_active, max_new)
   -- Drawn by this run: it enters at once, wait 0, without a reservation written and claimed.
   if DRAWN_NOW[fmt(ticket)] then
     collect(ticket, 0, true)
+    window_take()
     claimed = 1
   else
     JOINER = nil

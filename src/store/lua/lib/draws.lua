@@ -18,6 +18,10 @@ local RANK_SPAN = 16
 local DRAWN_NOW = {}
 -- The joining visitor's member while it is in the draw without being stored (nil otherwise).
 local JOINER
+-- The operator's draws (an explicit admit), whose collection the rate window does not hold back
+-- (see window_room), are reserved half a ms short of the deadline: a score ending in .5, live and
+-- lapsing at the same whole ms as any other.
+local OPERATOR_DRAW = false
 local function draw_tickets(cursor, n)
   -- After the prologue every stored member is present.
   local stored = presence().n
@@ -52,7 +56,7 @@ local function draw_tickets(cursor, n)
       local m = run[taken[x] - first + 1]
       members[#members + 1] = m
       DRAWN_NOW[m] = true
-      reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
+      reserve[#reserve + 1] = OPERATOR_DRAW and fmt(NOW + RESERVATION_MS - 1) .. '.5' or fmt(NOW + RESERVATION_MS)
       reserve[#reserve + 1] = m
     end
     j = e + 1

@@ -184,6 +184,14 @@ local function rate_gate(ticket)
   return 1
 end
 
+-- Random rate mode: whether the rate window lets a drawn visitor be collected now (a draw's
+-- reservation is its own record, taken out by the collection, so the window alone decides); a
+-- collection is counted with window_take.
+local function window_room()
+  return AUTO_COUNT <= 0 or window_count(window_log()) < AUTO_COUNT
+end
+local function window_take() window_admit(window_log()) end
+
 -- Rate FIFO: calls made but neither claimed nor lapsed yet (the stats' `reserved`).
 local function outstanding_calls(tail, cursor)
   local cl = read_claimed()
