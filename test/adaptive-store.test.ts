@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { AdaptivePolicy, AdmissionPolicy, OriginReport, QueueStore } from '../src/core/ports';
-import { AC_STEP_MS, AC_WINDOW_MS, ADAPTIVE_LOG, reportSlot, AC_SLOTS } from '../src/store/adaptive';
+import { AC_PLATEAU_MS, AC_STEP_MS, AC_WINDOW_MS, ADAPTIVE_LOG, reportSlot, AC_SLOTS } from '../src/store/adaptive';
 import { StoreArgumentError } from '../src/store/scripts';
 import { expectSameOnEveryStore, useEveryStore } from './support/every-store';
 import { seededRandom } from './support/seeded-random';
@@ -84,35 +84,40 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       expect(clear.adaptive?.moves.at(-1)).toEqual({ atMs: T0 + 2 * AC_WINDOW_MS, from: 20 + 2 * STEP, to: 20 + 4 * STEP, reason: 'healthy' });
     });
 
-    it('goes down as far as errors or slow answers are over target (5 % off just over it, a quarter at twice, half at three times), never below the floor, and needs evidence to go down', async () => {
+    it('goes down as far as errors or slow answers are over target (5 % off just over it, a quarter at twice, half at three times), once a boundary is known by 30 % at most, never below the floor, and needs evidence to go down', async () => {
+      // A first cut, on a queue of its own each (no boundary known yet): as far as the signal says.
+      const firstCut = async (report: Omit<OriginReport, 'pop'>) => {
+        const store = create();
+        const queue = q();
+        await joinMany(store, queue, 100, rate(40, null));
+        await store.poll(queue, T0, rate(40, {}, { pop: 'a', ...report }));
+        return (await store.stats(queue, T0, rate(40))).adaptive?.moves.at(-1);
+      };
+      // 6 errors in 100 is over 5 % (1.2 times): 5 % off, 40 -> 38.
+      expect(await firstCut({ requests: 100, errors: 6, slow: 0 })).toEqual({ atMs: T0, from: 40, to: 38, reason: 'errors' });
+      // 21 slow in 100 is over 20 %: 40 -> 38.
+      expect(await firstCut({ requests: 100, errors: 0, slow: 21 })).toEqual({ atMs: T0, from: 40, to: 38, reason: 'slow' });
+      // Twice the error target: a quarter off; the worse signal decides (slow is 1.5 times its target).
+      expect(await firstCut({ requests: 100, errors: 10, slow: 30 })).toEqual({ atMs: T0, from: 40, to: 30, reason: 'errors' });
+      // Three times or more: half.
+      expect(await firstCut({ requests: 100, errors: 15, slow: 0 })).toEqual({ atMs: T0, from: 40, to: 20, reason: 'errors' });
+      expect(await firstCut({ requests: 100, errors: 90, slow: 0 })).toEqual({ atMs: T0, from: 40, to: 20, reason: 'errors' });
+
       const store = create();
       const queue = q();
       await joinMany(store, queue, 500, rate(40, null));
       let now = T0;
       const last = async () => (await store.stats(queue, now, rate(40))).adaptive?.moves.at(-1);
-      // 6 errors in 100 is over 5 % (1.2 times): 5 % off, 40 -> 38.
-      await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 100, errors: 6, slow: 0 }));
-      expect(await last()).toEqual({ atMs: now, from: 40, to: 38, reason: 'errors' });
-      // 21 slow in 100 is over 20 %: 38 -> 36 (38 x 0.95 = 36.1).
-      now += AC_WINDOW_MS;
-      await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 100, errors: 0, slow: 21 }));
-      expect(await last()).toEqual({ atMs: now, from: 38, to: 36, reason: 'slow' });
-      // Exactly on target is healthy: up (a step: some failed).
-      now += AC_WINDOW_MS;
-      await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 100, errors: 5, slow: 20 }));
-      expect((await store.stats(queue, now, rate(40))).adaptive?.value).toBe(36 + STEP);
-      // Fewer than 20 requests: all failed, yet no move down (and no move up either).
-      now += AC_WINDOW_MS;
-      await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 19, errors: 19, slow: 0 }));
-      expect((await store.stats(queue, now, rate(40))).adaptive?.value).toBe(36 + STEP);
-      // Twice the error target: a quarter off, 40 -> 30; the worse signal decides (slow is 1.5 times its target).
-      now += AC_WINDOW_MS;
-      await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 100, errors: 10, slow: 30 }));
-      expect(await last()).toEqual({ atMs: now, from: 40, to: 30, reason: 'errors' });
-      // Three times: half, 30 -> 15.
+      await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 100, errors: 15, slow: 0 }));
+      expect(await last()).toEqual({ atMs: now, from: 40, to: 20, reason: 'errors' });
+      // The boundary is known (40): even three times the target now keeps 70 %, 20 -> 14.
       now += AC_WINDOW_MS;
       await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 100, errors: 15, slow: 0 }));
-      expect(await last()).toEqual({ atMs: now, from: 30, to: 15, reason: 'errors' });
+      expect(await last()).toEqual({ atMs: now, from: 20, to: 14, reason: 'errors' });
+      // Fewer than 20 answers since the last move: all failed, yet no move down (and no move up either).
+      now += AC_WINDOW_MS;
+      await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 19, errors: 19, slow: 0 }));
+      expect((await store.stats(queue, now, rate(40))).adaptive?.value).toBe(14);
       // Down to the floor and no further.
       for (let i = 0; i < 6; i++) {
         now += AC_WINDOW_MS;
@@ -121,6 +126,78 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       const floor = await store.stats(queue, now, rate(40));
       expect(floor.adaptive?.value).toBe(10);
       expect(floor.adaptive?.moves.at(-1)?.to).toBe(10);
+      // Exactly on target is healthy: up, half the way to just under the value last cut from (14).
+      now += AC_WINDOW_MS;
+      await store.poll(queue, now, rate(40, {}, { pop: 'a', requests: 50, errors: 2, slow: 10 }));
+      expect(await last()).toEqual({ atMs: now, from: 10, to: 12, reason: 'healthy' });
+    });
+
+    it('steps up only on as many answers since its last move as it needs to step down, however many windows they take (issue 30)', async () => {
+      const store = create();
+      const queue = q();
+      // Enough tickets that people still wait at the last step (calls nobody claims are handed on).
+      await joinMany(store, queue, 3_000, rate(20, null), T0 - PERIOD_MS);
+      const value = async (now: number) => (await store.stats(queue, now, rate(20))).adaptive?.value;
+      // An origin all but idle (the room's first visitors not there yet): healthy, but no evidence.
+      for (let i = 0; i < 12; i++) await store.poll(queue, T0 + i * AC_STEP_MS, rate(20, {}, clean('pop-a', i % 3)));
+      expect(await value(T0 + 12 * AC_STEP_MS)).toBe(20);
+      const t1 = T0 + 20 * AC_WINDOW_MS;
+      // 12 answers in a window: not enough; a report 5 s later counts the same answers again: still not.
+      await store.poll(queue, t1, rate(20, {}, clean('pop-a', 12)));
+      await store.poll(queue, t1 + AC_STEP_MS, rate(20, {}, clean('pop-a', 12)));
+      expect(await value(t1 + AC_STEP_MS)).toBe(20);
+      // The next window of its own brings 8 more: 20 answers since the last move, all fine: up.
+      await store.poll(queue, t1 + AC_WINDOW_MS, rate(20, {}, clean('pop-a', 8)));
+      expect(await value(t1 + AC_WINDOW_MS)).toBe(20 + 2 * STEP);
+      // The move starts the count over.
+      await store.poll(queue, t1 + 3 * AC_WINDOW_MS, rate(20, {}, clean('pop-a', 19)));
+      expect(await value(t1 + 3 * AC_WINDOW_MS)).toBe(20 + 2 * STEP);
+      // Errors over target in the answers gathered so (19 + 19, 4 failed: 10.5 %) take it down.
+      await store.poll(queue, t1 + 4 * AC_WINDOW_MS, rate(20, {}, { pop: 'pop-a', requests: 19, errors: 4, slow: 0 }));
+      expect((await store.stats(queue, t1 + 4 * AC_WINDOW_MS, rate(20))).adaptive?.moves.at(-1)).toMatchObject({ from: 20 + 2 * STEP, reason: 'errors' });
+    });
+
+    it('its moves shrink as it finds the boundary: half the way back to just under the value cut from, a hold there, then probes to it and 1, 3, 7 above it, each after a hold; once a boundary is known a cut keeps 70 % whatever the signal (issue 30)', async () => {
+      const store = create();
+      const queue = q();
+      await joinMany(store, queue, 3_000, rate(40, null), T0 - PERIOD_MS);
+      let now = T0;
+      const at = async (report: OriginReport) => {
+        await store.poll(queue, now, rate(40, {}, report));
+        return (await store.stats(queue, now, rate(40))).adaptive?.value;
+      };
+      const failing = (errors: number): OriginReport => ({ pop: 'pop-a', requests: 100, errors, slow: 0 });
+      // Three times the error target at 40: half (no boundary known yet), 40 -> 20; 40 is the boundary.
+      expect(await at(failing(15))).toBe(20);
+      // Healthy: half the way to the boundary each time, at most a step (4), and no further than just under it.
+      const climb: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        now += AC_WINDOW_MS;
+        climb.push((await at(healthy()))!);
+      }
+      expect(climb).toEqual([24, 28, 32, 36, 38, 39]);
+      // Just under the boundary it holds for AC_PLATEAU_MS, healthy as the origin is ...
+      const reached = now;
+      while (now + AC_STEP_MS < reached + AC_PLATEAU_MS) {
+        now += AC_STEP_MS;
+        expect(await at(healthy())).toBe(39);
+      }
+      // ... then probes the boundary, and above it twice as far each window: 41, 43, 47 (a step at most).
+      now = reached + AC_PLATEAU_MS;
+      expect(await at(healthy())).toBe(40);
+      for (const expected of [41, 43, 47, 51]) {
+        // Each probe only when the last has been held long enough for the load to show it.
+        now += AC_WINDOW_MS;
+        expect(await at(healthy())).toBe(expected - Math.min(4, Math.max(1, expected - 41)));
+        now += AC_PLATEAU_MS - AC_WINDOW_MS;
+        expect(await at(healthy())).toBe(expected);
+      }
+      // Over the new boundary, even three times the target: a cut to 70 % (rounded), 51 -> 36 ...
+      now += AC_WINDOW_MS;
+      expect(await at(failing(15))).toBe(36);
+      // ... and if that was not enough (the site lost capacity), the next ones follow a window apart.
+      now += AC_WINDOW_MS;
+      expect(await at(failing(15))).toBe(25);
     });
 
     it('does not raise the count while nobody waits, nor move at all while paused or held', async () => {
@@ -254,22 +331,27 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
     it('waits for the load to settle: no move up while it still rises, no move down while it already falls', async () => {
       const store = create();
       const queue = q();
-      await joinMany(store, queue, 500, rate(40, null), T0 - PERIOD_MS);
+      await joinMany(store, queue, 3_000, rate(40, null), T0 - PERIOD_MS);
       const step = async (i: number, requests: number, slow: number) => {
         await store.poll(queue, T0 + i * AC_WINDOW_MS, rate(40, {}, { pop: 'pop-a', requests, errors: 0, slow }));
         return (await store.stats(queue, T0 + i * AC_WINDOW_MS, rate(40))).adaptive?.value;
       };
-      expect(await step(0, 100, 1)).toBe(40 + STEP);
-      // Up by more than a tenth: still rising from the raise.
-      expect(await step(1, 111, 1)).toBe(40 + STEP);
+      expect(await step(0, 1000, 10)).toBe(40 + STEP);
+      // Up by more than a tenth (and more than chance moves a count of 1000 by): still rising from the raise.
+      expect(await step(1, 1110, 10)).toBe(40 + STEP);
       // Up by a tenth or less: settled, healthy: up again.
-      expect(await step(2, 122, 1)).toBe(40 + 2 * STEP);
-      // 40 slow of 130 is 1.54 times the 20 % target: 13.5 % off, 48 -> 41.
-      expect(await step(3, 130, 40)).toBe(41);
+      expect(await step(2, 1220, 10)).toBe(40 + 2 * STEP);
+      // 400 slow of 1300 is 1.54 times the 20 % target: 13.5 % off, 48 -> 42 (41.5, rounded).
+      expect(await step(3, 1300, 400)).toBe(42);
       // Still slow, but the load fell by more than a tenth: the cut is showing, let it.
-      expect(await step(4, 116, 30)).toBe(41);
-      // Still slow (1.36 times the target) and no longer falling: down again, 41 -> 37.
-      expect(await step(5, 110, 30)).toBe(37);
+      expect(await step(4, 1160, 300)).toBe(42);
+      // Still slow (1.36 times the target) and no longer falling: down again, 42 -> 38.
+      expect(await step(5, 1100, 300)).toBe(38);
+      // Healthy: up, half the way to just under the value last cut from (42).
+      expect(await step(6, 24, 0)).toBe(40);
+      // Small counts jump by more than a tenth on their own: 30 answers after 24 is no rise (less than
+      // twice the square root of 24 more), and the healthy window moves up.
+      expect(await step(7, 30, 0)).toBe(41);
     });
 
     it('keeps the last moves only', async () => {

@@ -14,6 +14,9 @@
  *   ac_at    when the last step looked at the reports; ac_move, when the value last moved;
  *   ac_sig   `<ms>:<requests>:<errors>:<slow>:<pops>`, what that step saw;
  *   ac_log   the last ADAPTIVE_LOG moves `<ms>:<from>:<to>:<e|s|h|p|u>`, joined by ';';
+ *   ac_top   the boundary: the value last cut from ('' or absent: none found since the start or a pin);
+ *   ac_ev    `<ms>:<requests>:<errors>:<slow>`, the answers of disjoint report windows since the last
+ *            move (the window ending at ms the latest of them; '' or absent: none yet);
  *   o<n>     a POP's report `<pop>:<ms>:<requests>:<errors>:<slow>`, slot n = reportSlot(pop).
  */
 import type { AdaptiveMove, AdaptivePolicy, AdaptiveStatus } from '../core/ports';
@@ -22,7 +25,7 @@ import type { AdaptiveMove, AdaptivePolicy, AdaptiveStatus } from '../core/ports
 export const AC_STEP_MS = 5_000;
 /** A POP's report covers this span before it (what Fastly's rate counters count over at the least), ms. */
 export const AC_WINDOW_MS = 10_000;
-/** Fewer requests than this in the reports are no evidence for a move down. */
+/** Fewer answers than this since the last move are no evidence for a move either way. */
 export const AC_MIN_REQUESTS = 20;
 /** Report slots in ctl: POPs beyond this share slots (the later report in a slot wins). */
 export const AC_SLOTS = 32;
@@ -47,6 +50,19 @@ export const AC_STEPS = 20;
  * 19-43 s of the halving (docs/adaptive-admission.md, "The simulation").
  */
 export const AC_CUT_SPAN = 4;
+/**
+ * Once a boundary is known (ac_top), a cut keeps at least this much: near the boundary a small cut
+ * finds it again, and a deep one would make the value swing (issue 30: 1-9 and 4-25 against real
+ * origins); a site that lost more capacity is followed by the next cuts, a window apart.
+ */
+export const AC_GENTLE_KEEP = 0.7;
+/**
+ * At the boundary, the value holds this long without a move before each probe (to the boundary,
+ * then 1, 3, 7 … above it, a step at most at a time): the site's capacity may have grown, but each
+ * probe costs a window of errors or slow answers when it has not, and a probe judged before the
+ * load has followed it (sessions take their time to fill the room) passes when it should not.
+ */
+export const AC_PLATEAU_MS = 20_000;
 export const AC_CUT_KEEP_MAX = 0.95;
 export const AC_CUT_KEEP_MIN = 0.5;
 /** The longest POP name kept. */
@@ -171,6 +187,7 @@ function logMove(f: AdaptiveFields, nowMs: number, from: number, to: number, rea
   f.set('ac_val', String(to));
   f.set('ac_move', String(nowMs));
   f.set('ac_log', out.join(';'));
+  f.set('ac_ev', '');
 }
 
 /** How much of the value a cut keeps (see AC_CUT_SPAN): the same double arithmetic as `ac_keep` in the Lua. */
@@ -201,7 +218,8 @@ export function adaptiveValue(f: AdaptiveFields, input: StepInput): number | und
   const learned = f.get('ac_val');
   const value = Math.min(s.max, Math.max(s.min, learned === undefined ? input.base : Number(learned)));
   if (input.frozen || nowMs - Number(f.get('ac_at') ?? 0) < AC_STEP_MS) return value;
-  const since = Number(f.get('ac_move') ?? 0) + AC_WINDOW_MS;
+  const moved = Number(f.get('ac_move') ?? 0);
+  const since = moved + AC_WINDOW_MS;
   let requests = 0;
   let errors = 0;
   let slow = 0;
@@ -218,27 +236,62 @@ export function adaptiveValue(f: AdaptiveFields, input: StepInput): number | und
     }
   }
   if (pops === 0) return value;
+  // The answers since the last move: this window's, added to those of earlier windows it does not
+  // overlap (a report counts the window before it; an overlapping one would count answers twice),
+  // until they are enough to decide on.
+  const held = /^(\d+):(\d+):(\d+):(\d+)$/.exec(f.get('ac_ev') ?? '');
+  let ev = { at: nowMs, requests, errors, slow };
+  if (held !== null) {
+    const kept = { at: Number(held[1]), requests: Number(held[2]), errors: Number(held[3]), slow: Number(held[4]) };
+    // Gathered until there are enough to decide on; once there were, the count starts over.
+    if (kept.requests < AC_MIN_REQUESTS) ev = kept.at <= nowMs - AC_WINDOW_MS ? { at: nowMs, requests: kept.requests + requests, errors: kept.errors + errors, slow: kept.slow + slow } : kept;
+  }
   // The load against the last step's: while it still moves by more than a tenth, wait for it to
   // settle before raising into a rise or cutting into a fall (rate mode: a count reaches the load
   // only as sessions turn over).
   const prev = /^\d+:(\d+):/.exec(f.get('ac_sig') ?? '');
   const before = prev === null ? undefined : Number(prev[1]);
-  const rising = before !== undefined && requests * 10 > before * 11;
-  const falling = before !== undefined && requests * 10 < before * 9;
+  // A change counts when it is over a tenth and over what chance moves a count by (twice its
+  // square root): small counts jump by more than a tenth from one window to the next on their own.
+  const moves = (d: number): boolean => before !== undefined && d * 10 > before && d * d > 4 * before;
+  const rising = before !== undefined && moves(requests - before);
+  const falling = before !== undefined && moves(before - requests);
   f.set('ac_at', String(nowMs));
   f.set('ac_sig', `${nowMs}:${requests}:${errors}:${slow}:${pops}`);
+  f.set('ac_ev', `${ev.at}:${ev.requests}:${ev.errors}:${ev.slow}`);
   let to = value;
   let reason: string | undefined;
   const overErrors = errors * 100 > s.err * requests;
   const overSlow = slow * 100 > s.slow * requests;
+  const evErrors = ev.errors * 100 > s.err * ev.requests;
+  const evSlow = ev.slow * 100 > s.slow * ev.requests;
+  const topField = f.get('ac_top');
+  const top = topField === undefined || topField === '' ? undefined : Number(topField);
+  const step = Math.max(1, Math.ceil((s.max - s.min) / AC_STEPS));
+  const windowOver = requests >= AC_MIN_REQUESTS && (overErrors || overSlow);
   if (falling && (overErrors || overSlow)) {
     // Over target, but the load is already coming down: let it.
-  } else if (requests >= AC_MIN_REQUESTS && (overErrors || overSlow)) {
-    to = Math.max(s.min, Math.floor(value * cutKeep(requests, errors, slow, s)));
-    reason = overErrors ? 'e' : 's';
-  } else if (input.waiting && !rising && !overErrors && !overSlow) {
-    // Nothing failed and nothing was slow: two steps (the origin shows no sign of its limit yet).
-    to = Math.min(s.max, value + (errors === 0 && slow === 0 ? 2 : 1) * Math.max(1, Math.ceil((s.max - s.min) / AC_STEPS)));
+  } else if (windowOver || (ev.requests >= AC_MIN_REQUESTS && (evErrors || evSlow))) {
+    let keep = windowOver ? cutKeep(requests, errors, slow, s) : cutKeep(ev.requests, ev.errors, ev.slow, s);
+    // Near a boundary found before, a small cut finds it again; a site that lost more capacity
+    // than that is followed by the next cuts, a window apart (0.7, 0.49, 0.34 of the value).
+    if (top !== undefined) keep = Math.max(keep, AC_GENTLE_KEEP);
+    to = Math.max(s.min, Math.min(value - 1, Math.floor(value * keep + 0.5)));
+    reason = overErrors || evErrors ? 'e' : 's';
+    if (to !== value) f.set('ac_top', String(value));
+  } else if (input.waiting && !rising && ev.requests >= AC_MIN_REQUESTS && !overErrors && !overSlow && !evErrors && !evSlow) {
+    if (top === undefined) {
+      // No boundary yet: a step, two when nothing failed and nothing was slow (no sign of a limit).
+      to = value + (ev.errors === 0 && ev.slow === 0 ? 2 : 1) * step;
+    } else if (value < top - 1) {
+      // Half the way to just under the boundary: the moves shrink as it comes near.
+      to = Math.min(top - 1, value + Math.min(step, Math.max(1, Math.floor((top - value) / 2))));
+    } else if (nowMs - moved >= AC_PLATEAU_MS) {
+      // At the boundary (just under it, or above it while the site stays healthy: it has grown), and
+      // held there long enough for the load to show it: on, twice as far above it each time.
+      to = value + Math.min(step, Math.max(1, value - top + 1));
+    }
+    to = Math.min(s.max, to);
     reason = 'h';
   }
   if (reason !== undefined && to !== value) logMove(f, nowMs, value, to, reason);
@@ -270,7 +323,9 @@ export function controlAdaptive(f: AdaptiveFields, nowMs: number, adaptive: 'on'
     return;
   }
   logMove(f, nowMs, Number(held ?? f.get('ac_val') ?? 0), pin, 'p');
+  // The operator's value: the boundary learned before it no longer says where the site's is.
   f.set('ac_pin', String(pin));
+  f.set('ac_top', '');
 }
 
 /** The stats script's controller answer (see parseAdaptiveStatus). */

@@ -313,7 +313,7 @@ import JOIN_RING_LUA from './lua/lib/join_ring.lua';
 import HISTORY_READ_LUA from './lua/lib/history_read.lua';
 import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
 import CONTROLLER_LUA from './lua/lib/controller.lua';
-import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_MIN_REQUESTS, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
+import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_GENTLE_KEEP, AC_MIN_REQUESTS, AC_PLATEAU_MS, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
 
 /** @default key prefix for every store key. */
 export const DEFAULT_KEY_PREFIX = 'wr';
@@ -892,6 +892,8 @@ const LUA_CONSTANTS = {
   AC_CUT_KEEP_MAX,
   AC_CUT_KEEP_MIN,
   AC_CUT_SPAN,
+  AC_GENTLE_KEEP,
+  AC_PLATEAU_MS,
   AC_SLOTS,
   AC_STEP_MS,
   AC_STEPS,
@@ -923,19 +925,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'b633948f1cda1e1b82110ecdd508f4d342f9dcaf';
-export const POLL_SHA1 = '912bb025a900e2f6e2e376356ab36689136a20ce';
-export const CLAIM_SHA1 = '9b5bc8d8fdccc755c6439a4337e04e8328fdc162';
-export const TOUCH_SHA1 = 'b5c52aa43b4b8be48ae6ba7be423c374479a555d';
-export const LEAVE_SHA1 = '445d64c647e7b1ccc127489af1438eff85171777';
-export const ADMIT_SHA1 = '5008c8643a8e581897b1c00f3cbc608aab7061b4';
-export const CONTROL_SHA1 = '46c8cd0dc2b17e76cb572e1c2aa93a4b0ac495fb';
-export const STATS_SHA1 = '2056530fac00f098fb39496c3b4e3bfc9f9b298e';
+export const JOIN_SHA1 = '12830532f5954aea3e156940d3d271081e0b48ab';
+export const POLL_SHA1 = '5b635fefa0dbb3c4d90bc43787e4ee473a6be727';
+export const CLAIM_SHA1 = 'a2d4a2837f62097147cb05767a34fd1465420c7a';
+export const TOUCH_SHA1 = '5739eed375b856da7591a0fe99e9485980713774';
+export const LEAVE_SHA1 = '3fffc4afaba2c545a3d7c1c102199779cfbc7b3e';
+export const ADMIT_SHA1 = 'd7e60aedbd27ac7d89dbdde35c22fda7c3d001a6';
+export const CONTROL_SHA1 = '60ab30ffd9339ae8c435641fc6d8f819e545a20d';
+export const STATS_SHA1 = '1d83b207979876489f70869bc5f32b11fba0889a';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'c71a21a61ea3bebd1a7be5bd48ae9608ed8a5ca8';
-export const RESET_SHA1 = 'b4dc895f649c79dbb246eb2f55126564489e4de0';
+export const DRAW_SHA1 = 'fc6772a82a256fd7ca25407f38458b732ca69516';
+export const RESET_SHA1 = 'd3851e57fd311991dd84553c14b32fa9ef8f9274';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

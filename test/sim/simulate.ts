@@ -59,6 +59,7 @@ import { API_TOKEN, BASE_SECRETS, cookieFrom, ManualClock, payloadOf, source } f
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 import { parseCommandstats as parseStats } from '../support/command-stats';
 import { mainAdaptive } from './adaptive';
+import { mainAdaptiveLive } from './adaptive-live';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters (every loop below is bounded by these)
@@ -1497,6 +1498,8 @@ function chosenSizes(argv: readonly string[], env: string | undefined): readonly
 async function main(): Promise<number> {
   // Adaptive admission's simulation (issue 17) is a model of its own: test/sim/adaptive.ts.
   if (process.argv.includes('--adaptive')) return mainAdaptive(process.argv.slice(2));
+  // The same controller against live origins over HTTP (issue 30): test/sim/adaptive-live.ts.
+  if (process.argv.includes('--adaptive-live')) return mainAdaptiveLive(process.argv.slice(2));
   const runStarted = Date.now();
   const deadline = runStarted + WATCHDOG_MS;
   let redisServer: RedisServer | undefined;

@@ -3,12 +3,16 @@
 --- report; the settings are kept in ac_cfg, the report goes to its slot when the slot's last one is
 --- __AC_STEP_MS__ ms old (or another POP's), in the run's one HSET. ac_value: the value in effect for
 --- the knob, and at most once per __AC_STEP_MS__ ms a step over the fresh reports made after the
---- last move could show in them: down, in proportion to how far errors or slow answers are over
---- their share (from __AC_MIN_REQUESTS__ requests up; see ac_keep), unless the load is already
---- falling by more than a tenth since the last step, else up by a step (two when nothing failed or
---- was slow) while tickets wait and the load is not still rising by that much.
+--- last move could show in them, the answers of disjoint windows gathered since that move (ac_ev):
+--- no move either way on fewer than __AC_MIN_REQUESTS__ answers. Down, in proportion to how far
+--- errors or slow answers are over their share (see ac_keep), to at least __AC_GENTLE_KEEP__ of
+--- itself once it has found a boundary, unless the load is
+--- already falling by more than a tenth since the last step; the value cut from is the boundary
+--- (ac_top). Up while tickets wait and the load is not still rising by that much: a step (two when
+--- nothing failed or was slow) while no boundary is known, else half the way to just under it, and
+--- to it, then 1, 3, 7 ... above it, each after __AC_PLATEAU_MS__ ms without a move.
 
-for _, f in ipairs({'ac_cfg', 'ac_on', 'ac_val', 'ac_pin', 'ac_at', 'ac_move', 'ac_sig', 'ac_log'}) do CTL_FIELDS[#CTL_FIELDS + 1] = f end
+for _, f in ipairs({'ac_cfg', 'ac_on', 'ac_val', 'ac_pin', 'ac_at', 'ac_move', 'ac_sig', 'ac_log', 'ac_top', 'ac_ev'}) do CTL_FIELDS[#CTL_FIELDS + 1] = f end
 for i = 0, __AC_SLOTS__ - 1 do CTL_FIELDS[#CTL_FIELDS + 1] = 'o' .. i end
 local function ac_slot(pop)
   local h = 5381
@@ -43,7 +47,7 @@ local function ac_move(from, to, reason)
   local out = {}
   for j = math.max(1, #kept - __ADAPTIVE_LOG__ + 2), #kept do out[#out + 1] = kept[j] end
   out[#out + 1] = table.concat({fmt(NOW), fmt(from), fmt(to), reason}, ':')
-  set_ctl('ac_val', fmt(to), 'ac_move', fmt(NOW), 'ac_log', table.concat(out, ';'))
+  set_ctl('ac_val', fmt(to), 'ac_move', fmt(NOW), 'ac_log', table.concat(out, ';'), 'ac_ev', '')
 end
 -- On: switched on from the console, or on in the settings and not switched off.
 local function ac_enabled(c, s) return c.ac_on == '1' or (c.ac_on ~= '0' and s.on) end
@@ -52,7 +56,8 @@ local function ac_pin_at(v)
   local held = tonumber(ctl().ac_pin)
   if v then
     ac_move(held or tonumber(ctl().ac_val) or 0, v, 'p')
-    set_ctl('ac_pin', fmt(v))
+    -- The operator's value: the boundary learned before it no longer says where the site's is.
+    set_ctl('ac_pin', fmt(v), 'ac_top', '')
   elseif held then
     ac_move(held, held, 'u')
     del_ctl('ac_pin')
@@ -79,7 +84,8 @@ local function ac_value(base, frozen, waiting)
   if c.ac_pin then return tonumber(c.ac_pin) end
   local value = math.min(s.max, math.max(s.min, tonumber(c.ac_val) or base))
   if frozen or NOW - (tonumber(c.ac_at) or 0) < __AC_STEP_MS__ then return value end
-  local since = (tonumber(c.ac_move) or 0) + __AC_WINDOW_MS__
+  local moved = tonumber(c.ac_move) or 0
+  local since = moved + __AC_WINDOW_MS__
   local rq, er, sl, pops = 0, 0, 0, 0
   for j = 0, __AC_SLOTS__ - 1 do
     local at, a, b, d = string.match(c['o' .. j] or '', '^[^:]+:(%d+):(%d+):(%d+):(%d+)$')
@@ -89,22 +95,55 @@ local function ac_value(base, frozen, waiting)
     end
   end
   if pops == 0 then return value end
+  -- The answers since the last move: this window's, added to those of earlier windows it does not
+  -- overlap (a report counts the window before it; an overlapping one would count answers twice),
+  -- until they are enough to decide on.
+  local ev_at, e_rq, e_er, e_sl = string.match(c.ac_ev or '', '^(%d+):(%d+):(%d+):(%d+)$')
+  ev_at = tonumber(ev_at)
+  if not ev_at or tonumber(e_rq) >= __AC_MIN_REQUESTS__ then
+    ev_at, e_rq, e_er, e_sl = NOW, rq, er, sl
+  elseif ev_at <= NOW - __AC_WINDOW_MS__ then
+    ev_at, e_rq, e_er, e_sl = NOW, tonumber(e_rq) + rq, tonumber(e_er) + er, tonumber(e_sl) + sl
+  else
+    e_rq, e_er, e_sl = tonumber(e_rq), tonumber(e_er), tonumber(e_sl)
+  end
   -- The load against the last step's: while it still moves by more than a tenth, wait for it to
   -- settle before raising into a rise or cutting into a fall (a move shows only as sessions turn over).
   local before = tonumber(string.match(c.ac_sig or '', '^%d+:(%d+):'))
-  local rising = before and rq * 10 > before * 11
-  local falling = before and rq * 10 < before * 9
-  set_ctl('ac_at', fmt(NOW), 'ac_sig', table.concat({fmt(NOW), fmt(rq), fmt(er), fmt(sl), fmt(pops)}, ':'))
+  -- A change counts when it is over a tenth and over what chance moves a count by (twice its
+  -- square root): small counts jump by more than a tenth from one window to the next on their own.
+  local function moves(d) return d * 10 > before and d * d > 4 * before end
+  local rising = before and moves(rq - before)
+  local falling = before and moves(before - rq)
+  set_ctl('ac_at', fmt(NOW), 'ac_sig', table.concat({fmt(NOW), fmt(rq), fmt(er), fmt(sl), fmt(pops)}, ':'),
+    'ac_ev', table.concat({fmt(ev_at), fmt(e_rq), fmt(e_er), fmt(e_sl)}, ':'))
   local to, reason = value, nil
   local over_err, over_slow = er * 100 > s.err * rq, sl * 100 > s.slow * rq
+  local ev_err, ev_slow = e_er * 100 > s.err * e_rq, e_sl * 100 > s.slow * e_rq
+  local top = tonumber(c.ac_top or '')
+  local step = math.max(1, math.ceil((s.max - s.min) / __AC_STEPS__))
   if falling and (over_err or over_slow) then
     -- Over target, but the load is already coming down: let it.
-  elseif rq >= __AC_MIN_REQUESTS__ and (over_err or over_slow) then
-    to, reason = math.max(s.min, math.floor(value * ac_keep(rq, er, sl, s))), over_err and 'e' or 's'
-  elseif waiting and not rising and not over_err and not over_slow then
-    -- Nothing failed and nothing was slow: two steps (the origin shows no sign of its limit yet).
-    local steps = (er == 0 and sl == 0) and 2 or 1
-    to, reason = math.min(s.max, value + steps * math.max(1, math.ceil((s.max - s.min) / __AC_STEPS__))), 'h'
+  elseif (rq >= __AC_MIN_REQUESTS__ and (over_err or over_slow)) or (e_rq >= __AC_MIN_REQUESTS__ and (ev_err or ev_slow)) then
+    local keep = rq >= __AC_MIN_REQUESTS__ and (over_err or over_slow) and ac_keep(rq, er, sl, s) or ac_keep(e_rq, e_er, e_sl, s)
+    -- Near a boundary found before, a small cut finds it again; a site that lost more capacity
+    -- than that is followed by the next cuts, a window apart (0.7, 0.49, 0.34 of the value).
+    if top then keep = math.max(keep, __AC_GENTLE_KEEP__) end
+    to, reason = math.max(s.min, math.min(value - 1, math.floor(value * keep + 0.5))), (over_err or ev_err) and 'e' or 's'
+    if to ~= value then set_ctl('ac_top', fmt(value)) end
+  elseif waiting and not rising and e_rq >= __AC_MIN_REQUESTS__ and not over_err and not over_slow and not ev_err and not ev_slow then
+    if not top then
+      -- No boundary yet: a step, two when nothing failed and nothing was slow (no sign of a limit).
+      to = value + ((e_er == 0 and e_sl == 0) and 2 or 1) * step
+    elseif value < top - 1 then
+      -- Half the way to just under the boundary: the moves shrink as it comes near.
+      to = math.min(top - 1, value + math.min(step, math.max(1, math.floor((top - value) / 2))))
+    elseif NOW - moved >= __AC_PLATEAU_MS__ then
+      -- At the boundary (just under it, or above it while the site stays healthy: it has grown), and
+      -- held there long enough for the load to show it: on, twice as far above it each time.
+      to = value + math.min(step, math.max(1, value - top + 1))
+    end
+    to, reason = math.min(s.max, to), 'h'
   end
   if reason and to ~= value then ac_move(value, to, reason) end
   return to
