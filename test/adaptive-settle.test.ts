@@ -25,7 +25,7 @@ const NEVER_SLOW_MS = 60_000;
 const SCENARIOS: readonly (LiveScenario & { readonly settledFromS: number })[] = [
   { name: 'errors above C, configured twice too high', mode: 'capacity', degrade: 'errors', capacity: 5, start: 16, adaptive: { ...BOUNDS, ...TARGETS }, slowMs: NEVER_SLOW_MS, requestsPerVisit: 4, visitors: 24, seed: 1, settledFromS: 110 },
   { name: 'latency growing with load, configured too low', mode: 'capacity', degrade: 'latency', capacity: 5, start: 8, adaptive: { ...BOUNDS, ...TARGETS }, slowMs: 8000, requestsPerVisit: 4, visitors: 24, seed: 2, settledFromS: 110 },
-  { name: 'a capacity that halves mid-run', mode: 'capacity', degrade: 'errors', capacity: 8, halvesAtS: 55, start: 8, adaptive: { ...BOUNDS, ...TARGETS }, slowMs: NEVER_SLOW_MS, requestsPerVisit: 4, visitors: 24, seed: 3, settledFromS: 110 },
+  { name: 'a capacity that halves mid-run', mode: 'capacity', degrade: 'errors', capacity: 10, halvesAtS: 55, start: 10, adaptive: { ...BOUNDS, ...TARGETS }, slowMs: NEVER_SLOW_MS, requestsPerVisit: 4, visitors: 24, seed: 3, settledFromS: 110 },
 ];
 
 describe('adaptive admission settles against live origins over HTTP (Node host, real store)', () => {
