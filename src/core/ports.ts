@@ -90,9 +90,11 @@ export interface OriginReport {
 /**
  * The controller's settings. It tunes the admission knob in effect (rate mode: the visitors let in
  * per period; capacity mode: max active, or max new per minute when that is the only threshold)
- * between `min` and `max`: up by a step while the origin is healthy and people wait (two while
- * nothing failed or was slow), down as far as the share of errors or of slow answers is over its
- * target (5 % off just over it, half at three times it; see AC_CUT_SPAN in src/store/adaptive.ts).
+ * between `min` and `max`, on 20 answers since its last move at least: down as far as the share of
+ * errors or of slow answers is over its target (5 % off just over it, half at three times it, 30 %
+ * at most once it knows the value it was cut from), up while the origin is healthy and people wait
+ * (a step, or half the way back to just under that value, or a try above it after a hold; see
+ * adaptiveValue in src/store/adaptive.ts).
  */
 export interface AdaptivePolicy {
   /** On from the configuration (the console may switch it either way, see RuntimeControl.adaptive). */
