@@ -38,9 +38,12 @@ describe('per-client limit on new tickets', () => {
     expect(refused.headers.get('retry-after')).toBe('60');
     expect(refused.headers.get('content-type')).toMatch(/text\/html/);
     expect(cookieFrom(refused)).toBeUndefined();
-    // The page says nothing a bot can use, and comes back when the penalty is over.
+    // The page says nothing a bot can use, and comes back when the penalty is over; it promises no
+    // place to a client that has none.
     expect(refused.headers.get('refresh')).toBe('60');
-    expect(await refused.text()).toContain('checking your place');
+    const page = await refused.text();
+    expect(page).toContain('data-state="checking"');
+    expect(page).toContain('Getting you a place in line');
     expect(r.store.calls).toBe(calls);
     expect(r.logger.last).toMatchObject({
       status: 429,

@@ -925,19 +925,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '12830532f5954aea3e156940d3d271081e0b48ab';
-export const POLL_SHA1 = '5b635fefa0dbb3c4d90bc43787e4ee473a6be727';
-export const CLAIM_SHA1 = 'a2d4a2837f62097147cb05767a34fd1465420c7a';
-export const TOUCH_SHA1 = '5739eed375b856da7591a0fe99e9485980713774';
-export const LEAVE_SHA1 = '3fffc4afaba2c545a3d7c1c102199779cfbc7b3e';
-export const ADMIT_SHA1 = 'd7e60aedbd27ac7d89dbdde35c22fda7c3d001a6';
-export const CONTROL_SHA1 = '60ab30ffd9339ae8c435641fc6d8f819e545a20d';
-export const STATS_SHA1 = '1d83b207979876489f70869bc5f32b11fba0889a';
+export const JOIN_SHA1 = 'f30edd4a78d455cf6ed8547777f512a5930a25d4';
+export const POLL_SHA1 = '3b34a9a9bd0623c6f95a809ae8b23401926f2841';
+export const CLAIM_SHA1 = '84c683f17f2ea0697ba8ec69a114a393ebde01e6';
+export const TOUCH_SHA1 = 'd38310db0aad5eb97a3e28a5ee1d3aba5ab942ea';
+export const LEAVE_SHA1 = '57b10ebc8061e5f59fc82d7290dcc13563907a7b';
+export const ADMIT_SHA1 = 'd53dbc59f22628967bf62f2be9d28b0e7b43b38f';
+export const CONTROL_SHA1 = '241adfde69801bdfd73052fdd959d2d251da0228';
+export const STATS_SHA1 = 'be5bdf6591c14db198e58ab70f5899388f0699bf';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'fc6772a82a256fd7ca25407f38458b732ca69516';
-export const RESET_SHA1 = 'd3851e57fd311991dd84553c14b32fa9ef8f9274';
+export const DRAW_SHA1 = '18d79f1d61dc9e4007d6dbfe9d27873e2a295125';
+export const RESET_SHA1 = '8dfbc12d9b434068c97f7d5b57136915459b1c76';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

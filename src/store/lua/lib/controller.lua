@@ -140,7 +140,7 @@ local function ac_value(base, frozen, waiting)
       to = math.min(top - 1, value + math.min(step, math.max(1, math.floor((top - value) / 2))))
     elseif NOW - moved >= __AC_PLATEAU_MS__ then
       -- At the boundary (just under it, or above it while the site stays healthy: it has grown), and
-      -- held there long enough for the load to show it: on, twice as far above it each time.
+      -- held there long enough for the load to show it: on, twice as far above it at each try.
       to = value + math.min(step, math.max(1, value - top + 1))
     end
     to, reason = math.min(s.max, to), 'h'
