@@ -1551,8 +1551,8 @@ export function defineAdaptiveScenario(stack: () => Stack): void {
     const stats = (await (await callApi(stack(), 'GET', 'stats')).json()) as { adaptive: { value: number; signals: unknown; moves: unknown[] } };
     expect(stats.adaptive).toMatchObject({ enabled: true, source: 'config', knob: 'admit_per_period', min: 2, max: 40 });
     expect(stats.adaptive.signals).toMatchObject({ requests: 20, errors: 10, slow: 0, pops: 1 });
-    // Half failed, fifty times the 1 % target: the deepest cut, to half (5 -> 2).
-    expect(stats.adaptive.moves.at(-1)).toMatchObject({ from: 5, to: 2, reason: 'errors' });
-    expect(stats.adaptive.value).toBe(2);
+    // Half failed, fifty times the 1 % target: the deepest cut, to half, rounded (5 -> 3).
+    expect(stats.adaptive.moves.at(-1)).toMatchObject({ from: 5, to: 3, reason: 'errors' });
+    expect(stats.adaptive.value).toBe(3);
   });
 }
