@@ -925,19 +925,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'f30edd4a78d455cf6ed8547777f512a5930a25d4';
-export const POLL_SHA1 = '3b34a9a9bd0623c6f95a809ae8b23401926f2841';
-export const CLAIM_SHA1 = '84c683f17f2ea0697ba8ec69a114a393ebde01e6';
-export const TOUCH_SHA1 = 'd38310db0aad5eb97a3e28a5ee1d3aba5ab942ea';
-export const LEAVE_SHA1 = '57b10ebc8061e5f59fc82d7290dcc13563907a7b';
-export const ADMIT_SHA1 = 'd53dbc59f22628967bf62f2be9d28b0e7b43b38f';
-export const CONTROL_SHA1 = '241adfde69801bdfd73052fdd959d2d251da0228';
-export const STATS_SHA1 = 'be5bdf6591c14db198e58ab70f5899388f0699bf';
+export const JOIN_SHA1 = '146f694b0281ef8367dfca2dde84111328061562';
+export const POLL_SHA1 = 'ec8646efd300fa257ef67bf1f176358489a50c2a';
+export const CLAIM_SHA1 = 'fb89bdae7120d4cd556adc4723a82b00e442d36a';
+export const TOUCH_SHA1 = '9c4f0b6302dd090ea4de8ae0cd1f9a9222297822';
+export const LEAVE_SHA1 = '5cc4d719abc830da496fa120c9d9f3cc180f96be';
+export const ADMIT_SHA1 = '5beae4f30497a4c7346e0102070fc441b9fdf10f';
+export const CONTROL_SHA1 = 'e41937bad038bdcc45579c0f2189085bbcbd6e68';
+export const STATS_SHA1 = '3961ec9af48b10087adf7b8fbf02faef3d1b28ae';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '18d79f1d61dc9e4007d6dbfe9d27873e2a295125';
-export const RESET_SHA1 = '8dfbc12d9b434068c97f7d5b57136915459b1c76';
+export const DRAW_SHA1 = 'dd4ef996b592a91932bc26c14b1cc5c2b5f8abf7';
+export const RESET_SHA1 = '3dc671006542f31a6c3b18ab95a0b3d50c7fae5c';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

@@ -33,23 +33,6 @@ local function reserve_tickets(from, to, call_entries)
     book_expiry(RESERVED_SET, NOW + RESERVATION_MS)
   end
 end
--- Rate FIFO: the calls from..to (none when from > to) made now and the calls that lapsed
--- unclaimed now, as the ctl field of this bucket and its value `<bucket start>:<first called>:<last
--- called>:<lapsed>` (calls only move the cursor up, so a bucket's calls are one range). The figures
--- count them (see called_counts); two values, so it goes last in a set_ctl call.
-local function calls_entry(from, to, lapsed)
-  local bucket = math.floor(NOW / CALL_BUCKET_MS) * CALL_BUCKET_MS
-  local field = 'c' .. fmt(math.floor(NOW / CALL_BUCKET_MS) % CALL_SLOTS)
-  local b, f, t, l = string.match(ctl()[field] or '', '^(%d+):(%d+):(%d+):(%d+)$')
-  if tonumber(b) == bucket then
-    f, t = tonumber(f), tonumber(t)
-    if f <= t then
-      if from <= to then from = math.min(from, f) else from, to = f, t end
-    end
-    lapsed = lapsed + tonumber(l)
-  end
-  return field, fmt(bucket) .. ':' .. fmt(from) .. ':' .. fmt(to) .. ':' .. fmt(lapsed)
-end
 -- Rate FIFO's own fields of ctl, read with the controls (see Rate window in the header):
 -- `rw` the admissions of the last period, `<last ms>:<count>` per PERIOD_MS/16 step, oldest first;
 -- `rc` `<base>:<hex>` the tickets above the lapse frontier that claimed (bit i: ticket base + i),
