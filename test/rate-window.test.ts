@@ -7,7 +7,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AdmissionPolicy, QueueStore } from '../src/core/ports';
+import type { AdmissionPolicy, JoinOptions, QueueStore } from '../src/core/ports';
+import { MemoryQueueStore } from '../src/store/memory-store';
 import { keepCookies } from './support/cookie-jar';
 import { reachedOrigin } from './support/e2e-scenarios';
 import { expectSameOnEveryStore, useEveryStore } from './support/every-store';
@@ -48,14 +49,14 @@ function mostInAWindow(admitted: readonly Admission[], periodMs = PERIOD_MS): nu
  * every POLL_MS (each at its own phase); a poll that finds its ticket called claims. A POP's cache
  * misses once a second (one poll of the store). Returns every admission, in the order they happened.
  */
-async function liveVisitors(store: QueueStore, q: string, start: number, arriveMs: number, gapMs: number, untilMs: number, each = 1): Promise<Admission[]> {
+async function liveVisitors(store: QueueStore, q: string, start: number, arriveMs: number, gapMs: number, untilMs: number, each = 1, options: JoinOptions = {}): Promise<Admission[]> {
   const admitted: Admission[] = [];
   const waiting = new Map<number, number>();
   let cursor = 0;
   for (let ms = 0; ms <= untilMs; ms += 250) {
     const now = start + ms;
     for (let i = 0; ms < arriveMs && ms % gapMs === 0 && i < each; i += 1) {
-      const j = await store.join(q, now, RATE);
+      const j = await store.join(q, now, RATE, options);
       cursor = j.cursor;
       if (j.claimed) admitted.push({ ticket: j.ticket, at: now });
       else waiting.set(j.ticket, (ms + 250 * i) % POLL_MS);
@@ -144,6 +145,45 @@ describe('rate mode never exceeds its rate, in any window of one period', () => 
     // the quota in any 5 s; the old rule let in 19 in one such window here.
     expect(admitted).toHaveLength(30);
     expect(mostInAWindow(admitted)).toBeLessThanOrEqual(QUOTA);
+  });
+});
+
+describe('rate mode keeps its rate across a store that forgets', () => {
+  const stores = useEveryStore();
+
+  /** A store whose state can be lost, with how to lose it: an empty store in its place, or FLUSHALL. */
+  const kinds = (): { name: string; store: QueueStore; forget: () => Promise<unknown> }[] => {
+    let memory = new MemoryQueueStore();
+    const swapped: QueueStore = new Proxy({} as QueueStore, { get: (_, name) => (memory as unknown as Record<string | symbol, unknown>)[name] && ((...args: unknown[]) => (memory as unknown as Record<string | symbol, (...a: unknown[]) => unknown>)[name]!(...args)) });
+    return [
+      { name: 'memory', store: swapped, forget: async () => (memory = new MemoryQueueStore()) },
+      { name: 'upstash', store: stores.upstash(), forget: () => stores.connection().flushall() },
+      { name: 'redis', store: stores.redis(), forget: () => stores.connection().flushall() },
+    ];
+  };
+
+  it('a FLUSHALL after a full period: the new state admits nobody until the lost window has passed, then the rate', async () => {
+    const answers: Admission[][] = [];
+    for (const { store, forget } of kinds()) {
+      const q = `rw-${randomUUID().slice(0, 8)}`;
+      // Visitors arrive at 4/s for 12 s, each period's quota used; then the store forgets.
+      const before = await liveVisitors(store, q, T0, 12_000, 250, 12_000);
+      await forget();
+      // The POP has served this queue before (the edge's recoverIfNew), and the recovery window is the edge's.
+      const after = await liveVisitors(store, q, T0 + 12_250, 12_000, 250, 30_000, 1, { recoverMs: 6_000, recoverIfNew: true });
+      answers.push([...before, ...after]);
+    }
+    expect(answers[1]).toEqual(answers[0]);
+    expect(answers[2]).toEqual(answers[0]);
+    const admitted = answers[0]!;
+    const lost = T0 + 12_250;
+    expect(admitted.filter((a) => a.at < lost).length).toBeGreaterThanOrEqual(2 * QUOTA);
+    // The lost window counts as full: nobody is let in for one period after the loss, then the
+    // line moves at the rate again.
+    expect(admitted.filter((a) => a.at >= lost && a.at < lost + PERIOD_MS)).toHaveLength(0);
+    expect(admitted.filter((a) => a.at >= lost + PERIOD_MS).length).toBeGreaterThanOrEqual(3 * QUOTA);
+    expect(mostInAWindow(admitted)).toBeLessThanOrEqual(QUOTA);
+    console.log(`rate window across a loss: ${admitted.filter((a) => a.at < lost).length} let in before it, ${admitted.filter((a) => a.at >= lost && a.at < lost + PERIOD_MS).length} in the period after, at most ${mostInAWindow(admitted)} in any 5 s`);
   });
 });
 

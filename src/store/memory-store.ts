@@ -209,7 +209,7 @@ export class MemoryQueueStore implements QueueStore {
     // the tail before this join's ticket).
     takeAdaptive(q.ac, adaptive, p.nowMs);
     effective(q, p);
-    if (recover > 0 && q.recoverUntil === 0 && (options.recoverIfNew !== true || created)) q.recoverUntil = p.nowMs + recover;
+    if (recover > 0 && q.recoverUntil === 0 && (options.recoverIfNew !== true || created)) openRecovery(q, p, recover);
     // Mirrors join_ring: a retry of a join whose answer was lost gets its ticket again.
     const slot = key === '' ? undefined : joinSlot(key);
     const entry = slot === undefined ? undefined : q.joins.get(slot);
@@ -229,7 +229,7 @@ export class MemoryQueueStore implements QueueStore {
       q.lapseFrontier = Math.max(q.lapseFrontier ?? 0, f.tail);
       ticket = q.tail;
       if (p.method === 'random') q.waiting.clear();
-      if (recover > 0) q.recoverUntil = p.nowMs + recover;
+      if (recover > 0) openRecovery(q, p, recover);
     }
     const r = begin(q, p);
     let claimed = false;
@@ -720,6 +720,18 @@ function freshGeneration(p: CheckedPolicy, avoid: number): number {
 /** Mirrors `foreign_gen`: a token's generation that is given and is not the store's. */
 function isForeign(q: MemoryQueue, generation: string): boolean {
   return generation !== '' && Number(generation) !== q.generation;
+}
+
+/** A count above any period's quota (mirrors RATE_WINDOW_FULL). */
+const RATE_WINDOW_FULL = 1_000_000_000;
+
+/**
+ * Mirrors `recovering` opening the window: capacity mode admits nobody new until it closes; rate
+ * mode counts its rate window full from now, since what the lost state let in is unknown.
+ */
+function openRecovery(q: MemoryQueue, p: CheckedPolicy, recoverMs: number): void {
+  q.recoverUntil = p.nowMs + recoverMs;
+  if (!((q.maxActive ?? p.maxActive) > 0 || (q.maxNewPerMinute ?? p.maxNewPerMinute) > 0)) q.rateWindow = [[p.nowMs, RATE_WINDOW_FULL]];
 }
 
 function isCapacity(e: Effective): boolean {

@@ -244,8 +244,10 @@
  * visitor whose token is of another generation; join's ARGV 12 = the window, ms) opens a window:
  * ctl `recover_until` = now + window, once per generation. While it is open, capacity mode admits
  * nobody new (as if paused: no call, no walk-in, no direct slot; explicit admits still work), so
- * every holder refreshes into the count before any room is handed out. Rate mode is not held: it
- * has no slots to count.
+ * every holder refreshes into the count before any room is handed out. Rate mode has no slots to
+ * count and is not held, but what the lost state let in during its last period is unknown: the
+ * opening run writes ctl `rw` as one full step (RATE_WINDOW_FULL) at now, so the rate window lets
+ * nobody in for a period.
  *
  * Restore: a lost state also loses the operator's emergency switch and pause, and the room would go
  * back to normal silently (letting newcomers in under hold, sending everyone back to the line under
@@ -925,19 +927,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '146f694b0281ef8367dfca2dde84111328061562';
-export const POLL_SHA1 = 'ec8646efd300fa257ef67bf1f176358489a50c2a';
-export const CLAIM_SHA1 = 'fb89bdae7120d4cd556adc4723a82b00e442d36a';
-export const TOUCH_SHA1 = '9c4f0b6302dd090ea4de8ae0cd1f9a9222297822';
-export const LEAVE_SHA1 = '5cc4d719abc830da496fa120c9d9f3cc180f96be';
-export const ADMIT_SHA1 = '5beae4f30497a4c7346e0102070fc441b9fdf10f';
-export const CONTROL_SHA1 = 'e41937bad038bdcc45579c0f2189085bbcbd6e68';
-export const STATS_SHA1 = '3961ec9af48b10087adf7b8fbf02faef3d1b28ae';
+export const JOIN_SHA1 = '70790c20ba4bf087ccf1098c0904b7667c721d62';
+export const POLL_SHA1 = 'decd7834ef4ac5e6d0fa7be8a885930214682e29';
+export const CLAIM_SHA1 = 'ef95704125acb7f83b7216caa6f1904f942d1e41';
+export const TOUCH_SHA1 = 'c3064d29f6b8a712cf505638e1a71d55a3aa9a78';
+export const LEAVE_SHA1 = '547840d9adf1b7721f5cbfc6b3f37f04f27ccc2a';
+export const ADMIT_SHA1 = 'e819954c29a6c0112f7dabe9417524977d2c202c';
+export const CONTROL_SHA1 = '29ba4e7b0d0219b4e71d704f412f9d8db9aee4b1';
+export const STATS_SHA1 = '0c8a2327c09d713bec0615f67550105c64506362';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'dd4ef996b592a91932bc26c14b1cc5c2b5f8abf7';
-export const RESET_SHA1 = '3dc671006542f31a6c3b18ab95a0b3d50c7fae5c';
+export const DRAW_SHA1 = 'df001efd8d136ad7a69c0a4ec2463496fefc3dd0';
+export const RESET_SHA1 = '4922397e64a79ba49d2371d08806d840754336df';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {
