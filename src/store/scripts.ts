@@ -313,7 +313,7 @@ import JOIN_RING_LUA from './lua/lib/join_ring.lua';
 import HISTORY_READ_LUA from './lua/lib/history_read.lua';
 import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
 import CONTROLLER_LUA from './lua/lib/controller.lua';
-import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_GENTLE_KEEP, AC_MIN_REQUESTS, AC_PLATEAU_MS, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
+import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_GENTLE_KEEP, AC_MIN_REQUESTS, AC_PLATEAU_MS, AC_PROBE_HEADROOM, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
 
 /** @default key prefix for every store key. */
 export const DEFAULT_KEY_PREFIX = 'wr';
@@ -894,6 +894,7 @@ const LUA_CONSTANTS = {
   AC_CUT_SPAN,
   AC_GENTLE_KEEP,
   AC_PLATEAU_MS,
+  AC_PROBE_HEADROOM,
   AC_SLOTS,
   AC_STEP_MS,
   AC_STEPS,
@@ -925,19 +926,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '146f694b0281ef8367dfca2dde84111328061562';
-export const POLL_SHA1 = 'ec8646efd300fa257ef67bf1f176358489a50c2a';
-export const CLAIM_SHA1 = 'fb89bdae7120d4cd556adc4723a82b00e442d36a';
-export const TOUCH_SHA1 = '9c4f0b6302dd090ea4de8ae0cd1f9a9222297822';
-export const LEAVE_SHA1 = '5cc4d719abc830da496fa120c9d9f3cc180f96be';
-export const ADMIT_SHA1 = '5beae4f30497a4c7346e0102070fc441b9fdf10f';
-export const CONTROL_SHA1 = 'e41937bad038bdcc45579c0f2189085bbcbd6e68';
-export const STATS_SHA1 = '3961ec9af48b10087adf7b8fbf02faef3d1b28ae';
+export const JOIN_SHA1 = 'fb0fa270c2887eba6aecf185901ed4dc70703ffc';
+export const POLL_SHA1 = 'd0ea6a885391170c2a3407b3dbfc1a414dc42baa';
+export const CLAIM_SHA1 = '093b3d06d0c7571ff92984078ce05bd29c092ef2';
+export const TOUCH_SHA1 = '52cbc53267b3eaee58782d9cb2065c504cb231ef';
+export const LEAVE_SHA1 = '70dfb5e7db98d2f824aa7b3db0ce90492f828df7';
+export const ADMIT_SHA1 = 'e948a3d8e7cc3e92fa0749e39593272f136a16fe';
+export const CONTROL_SHA1 = 'ad74f6f92a04e96c3b548206c3c7819f2f4329c1';
+export const STATS_SHA1 = '4239b2ec1b1abe8f4a633fe88b1c60fb652221ee';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'dd4ef996b592a91932bc26c14b1cc5c2b5f8abf7';
-export const RESET_SHA1 = '3dc671006542f31a6c3b18ab95a0b3d50c7fae5c';
+export const DRAW_SHA1 = 'c2dd72f1703a131f06ea7d82f9c2cecef1509fbe';
+export const RESET_SHA1 = '03f1c4ef4111683d96d97b38233876783b29d564';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {
