@@ -3,17 +3,18 @@
  * bridge on a real redis-server), against three origins that degrade above a capacity C in different
  * ways (test/support/adaptive-live.ts states the models): one that sheds the load over C with 503s
  * (configured twice too high), one whose latency grows with load (configured too low), and one whose
- * capacity halves mid-run, all in capacity mode. After convergence the learned value must not swing
+ * capacity halves mid-run, in capacity mode (max_active); and the shedding origin again in rate mode
+ * (admit_per_period). After convergence the learned value must not swing
  * by more than 2× and the error and slow shares must be within the controller's targets; the
  * origin's load must not be over C by more than 25 %, nor starved.
  *
  * Time is compressed, not skipped: the room, the origin and the visitors share a clock that runs
  * TIME_FACTOR times the wall's, so 165 scenario seconds (16 of the controller's 10-s evidence
- * windows) take 55 real seconds, the three scenarios at once. Everything asserted is a share or a
+ * windows) take 55 real seconds, the four scenarios at once. Everything asserted is a share or a
  * ratio of what happened, not a duration of the machine's.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { capacityAt, runLive, summarize, type LiveResult, type LiveScenario } from './support/adaptive-live';
+import { capacityAt, RATE_SCENARIO, runLive, summarize, type LiveResult, type LiveScenario } from './support/adaptive-live';
 
 const TIME_FACTOR = 3;
 const RUN_S = 165;
@@ -26,6 +27,8 @@ const SCENARIOS: readonly (LiveScenario & { readonly settledFromS: number })[] =
   { name: 'errors above C, configured twice too high', mode: 'capacity', degrade: 'errors', capacity: 5, start: 16, adaptive: { ...BOUNDS, ...TARGETS }, slowMs: NEVER_SLOW_MS, requestsPerVisit: 4, visitors: 24, seed: 1, settledFromS: 110 },
   { name: 'latency growing with load, configured too low', mode: 'capacity', degrade: 'latency', capacity: 5, start: 8, adaptive: { ...BOUNDS, ...TARGETS }, slowMs: 8000, requestsPerVisit: 4, visitors: 24, seed: 2, settledFromS: 110 },
   { name: 'a capacity that halves mid-run', mode: 'capacity', degrade: 'errors', capacity: 10, halvesAtS: 55, start: 10, adaptive: { ...BOUNDS, ...TARGETS }, slowMs: NEVER_SLOW_MS, requestsPerVisit: 4, visitors: 24, seed: 3, settledFromS: 110 },
+  // Rate mode: the controller drives admit_per_period (configured at 12, the boundary 5 a period).
+  { ...RATE_SCENARIO, name: 'rate mode against errors above C, configured twice too high', settledFromS: 110 },
 ];
 
 describe('adaptive admission settles against live origins over HTTP (Node host, real store)', () => {

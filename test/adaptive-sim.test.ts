@@ -7,7 +7,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MemoryQueueStore } from '../src/store/memory-store';
-import { CAUTIOUS, CAUTIOUS_RUN, errorRate, FULL_SCENARIO, judge, PERIOD_S, runAll, SHORT_SCENARIO as SHORT, sustainedCount, THROUGHPUT_RUN, type RunResult } from './sim/adaptive';
+import { CAUTIOUS, CAUTIOUS_RUN, errorRate, FULL_SCENARIO, judge, LIVE_VISIT, PERIOD_S, runAll, SHORT_SCENARIO as SHORT, sustainedCount, swingOf, THROUGHPUT_RUN, type AdaptiveScenario, type RunResult } from './sim/adaptive';
 
 const SCENARIO = FULL_SCENARIO;
 const slowRate = (r: RunResult): number => r.slow / r.requests;
@@ -18,7 +18,7 @@ describe('adaptive admission in a simulated flash sale (shortened)', () => {
 
   beforeAll(async () => {
     results = await runAll(SCENARIO, () => new MemoryQueueStore());
-  }, 180_000);
+  }, 60_000);
 
   it('models what it says: more admitted, more errors; each controller admits by the value it learned', () => {
     const [low, right, high] = ['fixed, too low', 'fixed, right', 'fixed, too high'].map(run);
@@ -39,7 +39,9 @@ describe('adaptive admission in a simulated flash sale (shortened)', () => {
 
   // Issue 30 made the controller settle (moves that shrink near the boundary, a hold before each try
   // above it): it no longer climbs back at once after the capacity returns, so the recovery takes up
-  // to two minutes here, where issue 17's bar asked for one (docs/adaptive-admission.md, "The simulation").
+  // to two minutes here, where issue 17's bar asked for one; and on the other crowds it serves
+  // 84.7-91.4 % of the best fixed count, not 91.6-97.0 % (docs/adaptive-admission.md, "The bar
+  // since issue 30", has the figures and why: the 2-minute sessions of this model lag the count).
   const RECOVERY_S = 120;
 
   it('issue 17 bar, met by the throughput-first controller: within 10 % of the best fixed count\'s served, no more errors, the overload stopped within a minute of the halving', () => {
@@ -63,7 +65,7 @@ describe('adaptive admission in a simulated flash sale (shortened)', () => {
     expect(v.errorsOk).toBe(true);
     expect(v.controller.halvingSettledS!).toBeLessThanOrEqual(60);
     expect(v.controller.recoveryReachS!).toBeLessThanOrEqual(RECOVERY_S);
-  }, 180_000);
+  }, 60_000);
 
   it('the cautious controller trades served for health: errors within its target and fewer than either fixed count that serves more, adapted within a minute, and more served than the fixed count that keeps its targets', () => {
     const c = run(CAUTIOUS_RUN);
@@ -83,4 +85,17 @@ describe('adaptive admission in a simulated flash sale (shortened)', () => {
     expect(slowRate(right!) * 100).toBeGreaterThan(CAUTIOUS.slowPercent);
     expect(c.served).toBeGreaterThan(1.2 * low!.served);
   });
+
+  it('with the live runs\' short visits and an origin that counts its load over 10 s, the cautious controller settles: its swing after convergence is less than half the flash sale\'s', async () => {
+    const live: AdaptiveScenario = { ...SCENARIO, origin: 'window', visit: LIVE_VISIT };
+    const ratio = (s: AdaptiveScenario, r: RunResult): number => {
+      const w = swingOf(s, r)!;
+      return w.most / w.least;
+    };
+    const sale = ratio(SCENARIO, run(CAUTIOUS_RUN));
+    const settled = ratio(live, (await runAll(live, () => new MemoryQueueStore())).find((r) => r.spec.name === CAUTIOUS_RUN)!);
+    // Measured: 6.33x in the flash sale (sessions of 2 minutes lag the count), 2.97x with short visits.
+    expect(sale).toBeGreaterThan(4);
+    expect(settled).toBeLessThan(sale / 2);
+  }, 60_000);
 });

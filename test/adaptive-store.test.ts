@@ -157,7 +157,7 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       expect((await store.stats(queue, t1 + 4 * AC_WINDOW_MS, rate(20))).adaptive?.moves.at(-1)).toMatchObject({ from: 20 + 2 * STEP, reason: 'errors' });
     });
 
-    it('its moves shrink as it finds the boundary: half the way back to just under the value cut from, a hold there, then probes to it and 1, 3, 7 above it, each after a hold; once a boundary is known a cut keeps 70 % whatever the signal (issue 30)', async () => {
+    it('its moves shrink as it finds the boundary: half the way back to just under the value cut from, a hold there, then probes to it and 1, 3, 7 above it, each after a hold and only with half of each target to spare; once a boundary is known a cut keeps 70 % whatever the signal (issue 30)', async () => {
       const store = create();
       const queue = q();
       await joinMany(store, queue, 3_000, rate(40, null), T0 - PERIOD_MS);
@@ -182,9 +182,16 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
         now += AC_STEP_MS;
         expect(await at(healthy())).toBe(39);
       }
-      // ... then probes the boundary, and above it twice as far each window: 41, 43, 47 (a step at most).
+      // ... and holds on past it while the origin uses more than half of a target (AC_PROBE_HEADROOM):
+      // 4 % errors against 5 %, 15 % slow against 20 % are within target, and the controller stays ...
       now = reached + AC_PLATEAU_MS;
-      expect(await at(healthy())).toBe(40);
+      expect(await at({ pop: 'pop-a', requests: 100, errors: 4, slow: 0 })).toBe(39);
+      now += AC_STEP_MS;
+      expect(await at({ pop: 'pop-a', requests: 100, errors: 0, slow: 15 })).toBe(39);
+      // ... then, with headroom under both (2 % errors, 10 % slow: half of each), probes the boundary,
+      // and above it twice as far each window: 41, 43, 47 (a step at most).
+      now += AC_STEP_MS;
+      expect(await at({ pop: 'pop-a', requests: 100, errors: 2, slow: 10 })).toBe(40);
       for (const expected of [41, 43, 47, 51]) {
         // Each probe only when the last has been held long enough for the load to show it.
         now += AC_WINDOW_MS;

@@ -315,7 +315,7 @@ import JOIN_RING_LUA from './lua/lib/join_ring.lua';
 import HISTORY_READ_LUA from './lua/lib/history_read.lua';
 import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
 import CONTROLLER_LUA from './lua/lib/controller.lua';
-import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_GENTLE_KEEP, AC_MIN_REQUESTS, AC_PLATEAU_MS, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
+import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_GENTLE_KEEP, AC_MIN_REQUESTS, AC_PLATEAU_MS, AC_PROBE_HEADROOM, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
 
 /** @default key prefix for every store key. */
 export const DEFAULT_KEY_PREFIX = 'wr';
@@ -896,6 +896,7 @@ const LUA_CONSTANTS = {
   AC_CUT_SPAN,
   AC_GENTLE_KEEP,
   AC_PLATEAU_MS,
+  AC_PROBE_HEADROOM,
   AC_SLOTS,
   AC_STEP_MS,
   AC_STEPS,
@@ -927,19 +928,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '70790c20ba4bf087ccf1098c0904b7667c721d62';
-export const POLL_SHA1 = 'decd7834ef4ac5e6d0fa7be8a885930214682e29';
-export const CLAIM_SHA1 = 'ef95704125acb7f83b7216caa6f1904f942d1e41';
-export const TOUCH_SHA1 = 'c3064d29f6b8a712cf505638e1a71d55a3aa9a78';
-export const LEAVE_SHA1 = '547840d9adf1b7721f5cbfc6b3f37f04f27ccc2a';
-export const ADMIT_SHA1 = 'e819954c29a6c0112f7dabe9417524977d2c202c';
-export const CONTROL_SHA1 = '29ba4e7b0d0219b4e71d704f412f9d8db9aee4b1';
-export const STATS_SHA1 = '0c8a2327c09d713bec0615f67550105c64506362';
+export const JOIN_SHA1 = '64c8cc03c18a6d92de73be5662f693f33efd55cb';
+export const POLL_SHA1 = '63d1b2934c72e43530228cee6f250b217989dbac';
+export const CLAIM_SHA1 = '99c84fc813be95c5fe9bdb5a8d865b5be07f28a3';
+export const TOUCH_SHA1 = '43a813806a0520fccddc0177a452d20a6ac467cd';
+export const LEAVE_SHA1 = '322f0a96ac75d558fe24d4b90ff114da9ce4403a';
+export const ADMIT_SHA1 = '2ad0ea19363992eb0dea956de754cf48fa4bca33';
+export const CONTROL_SHA1 = 'f694dae37ab97921cbb622f9efde8f6492c35aa1';
+export const STATS_SHA1 = 'acd0ee9d1334126add9e26b25594a5eb795cbd03';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'df001efd8d136ad7a69c0a4ec2463496fefc3dd0';
-export const RESET_SHA1 = '4922397e64a79ba49d2371d08806d840754336df';
+export const DRAW_SHA1 = '34879f4a91d9fcb4467a301b3cd18b392a99aae9';
+export const RESET_SHA1 = '60b811784813d458a8b84f2c2d5fab50c5ae86eb';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
 
 export interface StoreScript {

@@ -16,6 +16,8 @@
  *   - pass-methods.ts      store commands per waiting poll, FIFO with the cache vs random
  *   - pass-gates.ts        the bot defences: a proof of work asked and verified, a ticket refused
  *   - pass-admission.ts    the signed admission: an admitted request with it off, carried, signed
+ * `npm run bench -- --adaptive-live` runs instead the adaptive controller's real-time soak against live
+ * origins (test/sim/adaptive-live.ts; 5 minutes a scenario, its report beside the simulation's).
  * `npm run bench -- --pass cache` (repeatable, or a comma list) runs only the passes named, on the
  * same harness; a pass that builds on another (latency on the round-trip pass's admitted visitors,
  * methods on the cache pass's host) then makes what it needs itself.
@@ -40,6 +42,7 @@ import { latencyPass } from './pass-latency';
 import { methodsPass } from './pass-methods';
 import { roundTripsPass } from './pass-round-trips';
 import { printTrouble, troubleReport, type TroubleSource } from './trouble';
+import { mainAdaptiveLive } from '../sim/adaptive-live';
 import { Cleanups, log, messageOf, sleep } from './util';
 import { runWorker, type WorkerInput } from './workers';
 
@@ -75,6 +78,10 @@ async function runArm(arm: Arm, passes: readonly Pass[], warmScripts: boolean): 
 }
 
 async function main(): Promise<number> {
+  // The adaptive controller's soak against live origins, in real time by default (minutes a run,
+  // so not a pass of the bounded run below): `npm run bench -- --adaptive-live`, the options of
+  // `npm run simulate -- --adaptive-live` (test/sim/adaptive-live.ts).
+  if (process.argv.includes('--adaptive-live')) return mainAdaptiveLive(process.argv.slice(2));
   const startedAt = performance.now();
   const selected = selectedPasses(process.argv.slice(2));
   const passes = PASSES.map((make) => make()).filter((pass) => selected.has(pass.name));

@@ -9,8 +9,10 @@
  * `--seconds=N` scenario seconds a run (default 300); `--settled-from=N` where "after convergence"
  * starts (default: 60 % of the run). One scenario's runs go at once; the scenarios one after another.
  */
+import { MemoryQueueStore } from '../../src/store/memory-store';
 import { table } from '../support/markdown-table';
-import { capacityAt, runLive, summarize, type LiveScenario } from '../support/adaptive-live';
+import { errorRate, FULL_SCENARIO, judge, LIVE_VISIT, runAll, swingOf, type AdaptiveScenario } from './adaptive';
+import { boundaryAt, capacityAt, RATE_SCENARIO, runLive, summarize, type LiveScenario } from '../support/adaptive-live';
 
 const TARGETS = { errorPercent: 5, slowPercent: 10 } as const;
 const BOUNDS = { min: 2, max: 40 } as const;
@@ -24,7 +26,10 @@ interface Group {
 const GROUPS: readonly Group[] = [
   { scenario: { name: 'errors above C', mode: 'capacity', degrade: 'errors', capacity: 5, start: 16, adaptive: { ...BOUNDS, ...TARGETS }, slowMs: NEVER_SLOW_MS, requestsPerVisit: 4, visitors: 24, seed: 1 }, fixed: [4, 6, 8, 10, 12] },
   { scenario: { name: 'latency growing with load', mode: 'capacity', degrade: 'latency', capacity: 5, start: 8, adaptive: { ...BOUNDS, ...TARGETS }, slowMs: 8000, requestsPerVisit: 4, visitors: 24, seed: 2 }, fixed: [8, 12, 16, 20, 24] },
-  { scenario: { name: 'capacity halves mid-run', mode: 'capacity', degrade: 'errors', capacity: 8, halvesAtS: 0, start: 8, adaptive: { ...BOUNDS, ...TARGETS }, slowMs: NEVER_SLOW_MS, requestsPerVisit: 4, visitors: 24, seed: 3 }, fixed: [3, 5, 7, 9, 12] },
+  { scenario: { name: 'capacity halves mid-run', mode: 'capacity', degrade: 'errors', capacity: 10, halvesAtS: 0, start: 10, adaptive: { ...BOUNDS, ...TARGETS }, slowMs: NEVER_SLOW_MS, requestsPerVisit: 4, visitors: 24, seed: 3 }, fixed: [3, 5, 7, 9, 12] },
+  // Rate mode: admit_per_period every 4 s, each visitor let in making 4 requests, so the knob's
+  // boundary is C (5 requests a second) x 4 s / 4 = 5 a period.
+  { scenario: RATE_SCENARIO, fixed: [3, 4, 5, 7, 10] },
 ];
 
 function option(argv: readonly string[], name: string, fallback: number): number {
@@ -40,8 +45,9 @@ export async function mainAdaptiveLive(argv: readonly string[]): Promise<number>
   const factor = option(argv, 'time-factor', 1);
   const seconds = option(argv, 'seconds', 300);
   const from = option(argv, 'settled-from', Math.round(seconds * 0.6));
+  const only = argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
   const rows: string[][] = [];
-  for (const g of GROUPS) {
+  for (const g of GROUPS.filter((x) => only === undefined || x.scenario.name.includes(only))) {
     // The halving scenario halves a third of the way in.
     const sc: LiveScenario = g.scenario.halvesAtS === undefined ? g.scenario : { ...g.scenario, halvesAtS: Math.round(seconds / 3) };
     const specs: LiveScenario[] = [sc, ...g.fixed.map((n) => ({ ...sc, name: `${sc.name}, fixed ${n}`, start: n, adaptive: undefined }))];
@@ -60,6 +66,7 @@ export async function mainAdaptiveLive(argv: readonly string[]): Promise<number>
         sc.name,
         controller ? `controller from ${sc.start}` : `fixed ${r.scenario.start}`,
         String(capacityAt(sc, seconds - 1)),
+        `${r.scenario.mode === 'rate' ? 'admit_per_period' : 'max_active'} ${+boundaryAt(sc, seconds - 1).toFixed(1)}`,
         (sent / (seconds - from)).toFixed(1),
         String(s.served),
         pct(s.served / best.s.served),
@@ -70,14 +77,34 @@ export async function mainAdaptiveLive(argv: readonly string[]): Promise<number>
       ]);
     }
   }
+  // The simulation beside it: the flash-sale model (test/sim/adaptive.ts) with each origin model,
+  // on the in-memory store (seconds), judged the same way: served against the fixed count that
+  // served most, and the learned value's swing once converged.
+  const side: string[][] = [];
+  for (const row of rows.filter((r) => r[1]!.startsWith('controller'))) side.push([`live, ${factor}x real time`, row[0]!, row[1]!, row[6]!, row[8]!, row[10]!]);
+  const models: readonly [string, AdaptiveScenario][] = [
+    ['2-min sessions, load per second (issue 17)', FULL_SCENARIO],
+    ['2-min sessions, load over 10 s', { ...FULL_SCENARIO, origin: 'window' }],
+    ['visits as the live runs\', load over 10 s', { ...FULL_SCENARIO, origin: 'window', visit: LIVE_VISIT }],
+  ];
+  for (const [model, s] of models) {
+    const results = await runAll(s, () => new MemoryQueueStore());
+    for (const c of results.filter((r) => r.spec.adaptive !== undefined)) {
+      const v = judge(results, c.spec.name);
+      const w = swingOf(s, c)!;
+      side.push(['simulation, 30 min', `flash sale: ${model}`, c.spec.name, pct(v.servedRatio), pct(errorRate(c)), `${w.least}-${w.most} (${(w.most / w.least).toFixed(2)}x)`]);
+    }
+  }
   console.log(`### Adaptive admission against live origins over HTTP (Node host, real store), ${seconds} s a run at ${factor}x real time\n`);
   console.log(`After convergence = from ${from} s; targets ${TARGETS.errorPercent} % errors, ${TARGETS.slowPercent} % slow; "within" = the fixed setting that served most within both targets.\n`);
   console.log(
     table(
-      ['origin', 'run', 'C at the end (req/s)', 'load after convergence (req/s)', 'served visits', 'served / best fixed', 'served / best fixed within targets', 'errors', 'slow', 'learned after convergence'],
-      ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+      ['origin', 'run', 'C at the end (req/s)', 'knob at C', 'load after convergence (req/s)', 'served visits', 'served / best fixed', 'served / best fixed within targets', 'errors', 'slow', 'learned after convergence'],
+      ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
       rows,
     ),
   );
+  console.log('\n### Served against the best fixed setting, and the swing after convergence: live runs and the simulation side by side\n');
+  console.log(table(['source', 'origin', 'controller', 'served / best fixed', 'errors', 'learned after convergence'], ['l', 'l', 'l', 'r', 'r', 'r'], side));
   return 0;
 }

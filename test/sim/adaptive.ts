@@ -90,6 +90,25 @@ export interface AdaptiveScenario {
   readonly seed: number;
   /** The edge's slow threshold (time to first byte), ms. */
   readonly slowMs: number;
+  /**
+   * How the origin takes load (see the header): 'second', each second alone, the excess over C of
+   * that second failing; 'window', as the live origins of test/support/adaptive-live.ts, the load
+   * counted over the last ORIGIN_WINDOW_S seconds (a queue absorbs shorter bursts), the requests
+   * over C times that window refused and the others slowed by that load. Default 'second'.
+   */
+  readonly origin?: 'second' | 'window';
+  /**
+   * An admitted visitor's visit: an exponential session of mean `meanS`, requests `gapMinS` to
+   * `gapMaxS` apart (uniform; at least a tick). Default the flash sale's: 2 minutes, 2.5-7.5 s.
+   * The live runs' visits are a few seconds long (LIVE_VISIT).
+   */
+  readonly visit?: Visit;
+}
+
+export interface Visit {
+  readonly meanS: number;
+  readonly gapMinS: number;
+  readonly gapMaxS: number;
 }
 
 
@@ -106,6 +125,8 @@ export const POPS: readonly { readonly name: string; readonly share: number }[] 
   { name: 'iad', share: 0.2 },
   { name: 'nrt', share: 0.1 },
 ];
+/** The 'window' origin's load gauge: requests over this many seconds (the live origins' LOAD_S). */
+export const ORIGIN_WINDOW_S = 10;
 /** A POP's report covers this many seconds before the tick. */
 export const REPORT_WINDOW_S = 10;
 export const SESSION_MEAN_S = 120;
@@ -132,8 +153,18 @@ export const SERIES_EVERY_S = 30;
 const T0 = Date.UTC(2026, 10, 26, 18, 0, 0);
 
 /** The count per period that `capacity` requests per second sustain with every session served. */
-export function sustainedCount(capacity: number): number {
-  return Math.round((capacity * PERIOD_S) / REQUESTS_PER_SESSION);
+export function sustainedCount(capacity: number, s?: AdaptiveScenario): number {
+  return Math.round((capacity * PERIOD_S) / requestsPerSession(s));
+}
+
+/** Mean requests of a session in scenario `s` (REQUESTS_PER_SESSION for the flash sale's visits). */
+export function requestsPerSession(s?: AdaptiveScenario): number {
+  const v = visitOf(s);
+  return 1 + v.meanS / ((v.gapMinS + v.gapMaxS) / 2);
+}
+
+export function visitOf(s?: AdaptiveScenario): Visit {
+  return s?.visit ?? { meanS: SESSION_MEAN_S, gapMinS: GAP_MIN_S, gapMaxS: GAP_MAX_S };
 }
 
 export function capacityAt(s: AdaptiveScenario, t: number): number {
@@ -180,7 +211,7 @@ export function drawCrowd(s: AdaptiveScenario): Visitor[] {
       const u = next();
       let pop = 0;
       for (let acc = POPS[0]!.share; u > acc && pop < POPS.length - 1; acc += POPS[++pop]!.share);
-      out.push({ arrivalS: t, pop, sessionS: -SESSION_MEAN_S * Math.log(1 - next()), seed: Math.floor(next() * 2 ** 32) });
+      out.push({ arrivalS: t, pop, sessionS: -visitOf(s).meanS * Math.log(1 - next()), seed: Math.floor(next() * 2 ** 32) });
     }
   }
   return out;
@@ -274,6 +305,7 @@ export async function runScenario(store: QueueStore, s: AdaptiveScenario, crowd:
   const started = Date.now();
   const queue = `ac-sim-${randomUUID().slice(0, 8)}`;
   const base = runPolicy(s, spec);
+  const visit = visitOf(s);
   // Each POP's outcome counts per second over the report window: a ring indexed by t % window.
   const counts = POPS.map(() => Array.from({ length: REPORT_WINDOW_S }, () => ({ requests: 0, errors: 0, slow: 0 })));
   const policyOf = (pop: number): AdmissionPolicy => {
@@ -321,6 +353,8 @@ export async function runScenario(store: QueueStore, s: AdaptiveScenario, crowd:
   const learned: number[] = [];
   const calledPerPeriod: number[] = [];
   let periodStartCursor = 0;
+  /** 'window' origin: requests taken (not refused) in each of the last ORIGIN_WINDOW_S seconds, by t % ORIGIN_WINDOW_S. */
+  const taken = Array.from({ length: ORIGIN_WINDOW_S }, () => 0);
 
   for (let t = 0; t < s.saleS; t += TICK_S) {
     const nowMs = T0 + t * 1000;
@@ -368,7 +402,7 @@ export async function runScenario(store: QueueStore, s: AdaptiveScenario, crowd:
       admitted += 1;
       waitSum += t - v.arrivalS;
       const gaps = seededRandom(v.seed);
-      push(sends, t, { v: i, end: t + v.sessionS, next: () => GAP_MIN_S + (GAP_MAX_S - GAP_MIN_S) * gaps() });
+      push(sends, t, { v: i, end: t + v.sessionS, next: () => visit.gapMinS + (visit.gapMaxS - visit.gapMinS) * gaps() });
     }
     starts.delete(t);
     // 5. The origin answers this second's requests.
@@ -377,12 +411,17 @@ export async function runScenario(store: QueueStore, s: AdaptiveScenario, crowd:
     const capacity = capacityAt(s, t);
     const n = batch.length;
     // The excess over capacity fails: a partial Fisher-Yates moves the failing ones to the front.
-    const failing = Math.max(0, n - capacity);
+    // 'second': the excess of this second alone; 'window': what the last ORIGIN_WINDOW_S seconds
+    // (this one included) took beyond capacity times that span, and the load is theirs.
+    const windowed = s.origin === 'window';
+    const tookBefore = windowed ? taken.reduce((a, x) => a + x, 0) - taken[t % ORIGIN_WINDOW_S]! : 0;
+    const failing = windowed ? Math.max(0, n - Math.max(0, capacity * ORIGIN_WINDOW_S - tookBefore)) : Math.max(0, n - capacity);
+    if (windowed) taken[t % ORIGIN_WINDOW_S] = n - failing;
     for (let k = 0; k < failing; k++) {
       const j = k + Math.floor(origin() * (n - k));
       [batch[k], batch[j]] = [batch[j]!, batch[k]!];
     }
-    const factor = latencyFactor(n / capacity);
+    const factor = latencyFactor(windowed ? (tookBefore + n - failing) / (capacity * ORIGIN_WINDOW_S) : n / capacity);
     const slot = t % REPORT_WINDOW_S;
     for (const c of counts) c[slot] = { requests: 0, errors: 0, slow: 0 };
     let secondSlow = 0;
@@ -413,7 +452,7 @@ export async function runScenario(store: QueueStore, s: AdaptiveScenario, crowd:
     for (let t = from; t < learned.length; t++) if (ok(learned[t]!)) return t - from;
     return undefined;
   };
-  const right = sustainedCount(s.capacity);
+  const right = sustainedCount(s.capacity, s);
   return {
     spec,
     arrivals: crowd.length,
@@ -428,7 +467,7 @@ export async function runScenario(store: QueueStore, s: AdaptiveScenario, crowd:
     perSecond,
     learned,
     calledPerPeriod,
-    halvingReachS: reach(s.halvesAtS, (v) => v <= sustainedCount(s.capacity / 2)),
+    halvingReachS: reach(s.halvesAtS, (v) => v <= sustainedCount(s.capacity / 2, s)),
     halvingSettledS: settled(s, spec, perSecond),
     recoveryReachS: reach(s.recoversAtS, (v) => v >= 0.9 * right),
     wallMs: Date.now() - started,
@@ -457,7 +496,7 @@ function settled(s: AdaptiveScenario, spec: RunSpec, perSecond: RunResult['perSe
 
 /** The five runs: fixed too low, right, too high, and the controller twice (each starting at the low guess). */
 export function runSpecs(s: AdaptiveScenario): RunSpec[] {
-  const right = sustainedCount(s.capacity);
+  const right = sustainedCount(s.capacity, s);
   const bounds = { min: ADAPTIVE_MIN, max: right * 4 };
   return [
     { name: 'fixed, too low', count: Math.round(right / 2) },
@@ -496,6 +535,26 @@ export function judge(results: readonly RunResult[], name: string): Verdict {
   };
 }
 
+/** After a change of capacity, the learned value counts as converged from this many seconds on. */
+export const CONVERGED_AFTER_S = 180;
+
+/**
+ * A controller run's swing after convergence: the least and most learned value over each span of
+ * constant capacity from CONVERGED_AFTER_S after its start (the halving, the recovery) to its end,
+ * the span whose most / least is larger. Undefined for a fixed run.
+ */
+export function swingOf(s: AdaptiveScenario, r: RunResult): { least: number; most: number } | undefined {
+  if (r.spec.adaptive === undefined) return undefined;
+  let worst: { least: number; most: number } | undefined;
+  for (const [from, to] of [[s.halvesAtS, s.recoversAtS], [s.recoversAtS, s.saleS]] as const) {
+    const span = r.learned.slice(from + CONVERGED_AFTER_S, to);
+    if (span.length === 0) continue;
+    const here = { least: Math.min(...span), most: Math.max(...span) };
+    if (worst === undefined || here.most / here.least > worst.most / worst.least) worst = here;
+  }
+  return worst;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The report
 
@@ -504,11 +563,11 @@ const int = (n: number): string => Math.round(n).toLocaleString('en-US');
 const clock = (t: number): string => `${Math.floor(t / 60)}:${String(Math.floor(t % 60)).padStart(2, '0')}`;
 
 export function reportMarkdown(s: AdaptiveScenario, results: readonly RunResult[], storeName: string): string {
-  const right = sustainedCount(s.capacity);
+  const right = sustainedCount(s.capacity, s);
   const out: string[] = [];
   out.push(`### Adaptive admission: ${storeName}, ${int(results[0]?.arrivals ?? 0)} visitors over ${s.saleS / 60} simulated minutes`);
   out.push('');
-  out.push(`Origin capacity ${s.capacity} requests/s, ${s.capacity / 2} from ${clock(s.halvesAtS)} to ${clock(s.recoversAtS)}; "right" = ${right} per ${PERIOD_S} s period (what full capacity sustains), halved capacity sustains ${sustainedCount(s.capacity / 2)}.`);
+  out.push(`Origin capacity ${s.capacity} requests/s, ${s.capacity / 2} from ${clock(s.halvesAtS)} to ${clock(s.recoversAtS)}; "right" = ${right} per ${PERIOD_S} s period (what full capacity sustains), halved capacity sustains ${sustainedCount(s.capacity / 2, s)}.`);
   out.push('');
   out.push(
     table(
@@ -533,7 +592,7 @@ export function reportMarkdown(s: AdaptiveScenario, results: readonly RunResult[
     const v = judge(results, c.spec.name);
     const a = c.spec.adaptive!;
     out.push('');
-    out.push(`**${c.spec.name}** (targets ${a.errorPercent} % errors, ${a.slowPercent} % slow): ${pct(v.servedRatio)} of the best fixed count's served ("${v.best.spec.name}", ${int(v.best.served)}; bar: at least 90 %: ${v.throughputOk ? 'met' : 'NOT met'}), error rate ${pct(errorRate(c), 2)} against its ${pct(errorRate(v.best), 2)} (bar: no higher: ${v.errorsOk ? 'met' : 'NOT met'}); after the halving at ${clock(s.halvesAtS)} the origin's errors over ${SETTLE_WINDOW_S} s back within the target ${reach(c.halvingSettledS)} after it (the learned value at or below ${sustainedCount(s.capacity / 2)}, what the halved origin sustains with every session served, ${reach(c.halvingReachS)} after it), after the recovery the learned value at or above ${Math.ceil(0.9 * right)} (90 % of ${right}) ${reach(c.recoveryReachS)} after the recovery at ${clock(s.recoversAtS)} (bar: the errors and the value within 60 s: ${v.adaptationOk ? 'met' : 'NOT met'}). Against each fixed count: ${results.filter((r) => r.spec.adaptive === undefined).map((r) => `"${r.spec.name}" ${pct(c.served / r.served)}`).join(', ')}.`);
+    out.push(`**${c.spec.name}** (targets ${a.errorPercent} % errors, ${a.slowPercent} % slow): ${pct(v.servedRatio)} of the best fixed count's served ("${v.best.spec.name}", ${int(v.best.served)}; bar: at least 90 %: ${v.throughputOk ? 'met' : 'NOT met'}), error rate ${pct(errorRate(c), 2)} against its ${pct(errorRate(v.best), 2)} (bar: no higher: ${v.errorsOk ? 'met' : 'NOT met'}); after the halving at ${clock(s.halvesAtS)} the origin's errors over ${SETTLE_WINDOW_S} s back within the target ${reach(c.halvingSettledS)} after it (the learned value at or below ${sustainedCount(s.capacity / 2, s)}, what the halved origin sustains with every session served, ${reach(c.halvingReachS)} after it), after the recovery the learned value at or above ${Math.ceil(0.9 * right)} (90 % of ${right}) ${reach(c.recoveryReachS)} after the recovery at ${clock(s.recoversAtS)} (bar: the errors and the value within 60 s: ${v.adaptationOk ? 'met' : 'NOT met'}). Against each fixed count: ${results.filter((r) => r.spec.adaptive === undefined).map((r) => `"${r.spec.name}" ${pct(c.served / r.served)}`).join(', ')}.`);
   }
   out.push('');
   out.push(`The controllers over time (learned value at the time; the origin's load and its errors and slow answers over the ${SERIES_EVERY_S} s before it):`);
@@ -572,6 +631,13 @@ export async function runAll(s: AdaptiveScenario, makeStore: () => QueueStore, o
   return out;
 }
 
+/**
+ * The live runs' visits (test/support/adaptive-live.ts: a few requests a second apart), in the
+ * simulation's terms: 6 s on average, a request every 1-2 s, 5 requests a visit; with them the load
+ * follows the count within a period, as it does against the live origins.
+ */
+export const LIVE_VISIT: Visit = { meanS: 6, gapMinS: 1, gapMaxS: 2 };
+
 /** The sale half as long: 15 minutes, half the crowd, the capacity halved from minute 5 to minute 10. */
 export const SHORT_SCENARIO: AdaptiveScenario = { ...FULL_SCENARIO, saleS: 900, crowd: 20_000, crowdS: 300, halvesAtS: 300, recoversAtS: 600 };
 
@@ -579,21 +645,22 @@ export const SHORT_SCENARIO: AdaptiveScenario = { ...FULL_SCENARIO, saleS: 900, 
  * `--seeds 1,2,3`: the bar for each controller over other crowds (each seed, the full sale and the
  * one half as long), one row per run: how robust the single report above is.
  */
-export async function seedsMarkdown(seeds: readonly number[], makeStore: () => QueueStore, log?: (line: string) => void): Promise<string> {
+export async function seedsMarkdown(seeds: readonly number[], makeStore: () => QueueStore, log?: (line: string) => void, model: Pick<AdaptiveScenario, 'origin' | 'visit'> = {}): Promise<string> {
   const rows: string[][] = [];
   for (const seed of seeds) {
     for (const [length, base] of [['30 min', FULL_SCENARIO], ['15 min', SHORT_SCENARIO]] as const) {
-      const s = { ...base, seed };
+      const s: AdaptiveScenario = { ...base, seed, ...(model.origin !== undefined && { origin: model.origin }), ...(model.visit !== undefined && { visit: model.visit }) };
       const results = await runAll(s, makeStore);
       log?.(`seed ${seed}, ${length}: done`);
       for (const c of results.filter((r) => r.spec.adaptive !== undefined)) {
         const v = judge(results, c.spec.name);
         const reach = (x: number | undefined): string => (x === undefined ? 'never' : `${x} s`);
-        rows.push([String(seed), length, c.spec.name.replace('controller, ', ''), pct(v.servedRatio), pct(errorRate(c), 2), pct(errorRate(v.best), 2), reach(c.halvingSettledS), reach(c.recoveryReachS), v.throughputOk && v.errorsOk && v.adaptationOk ? 'met' : 'not met']);
+        const w = swingOf(s, c)!;
+        rows.push([String(seed), length, c.spec.name.replace('controller, ', ''), pct(v.servedRatio), pct(errorRate(c), 2), pct(errorRate(v.best), 2), reach(c.halvingSettledS), reach(c.recoveryReachS), `${w.least}-${w.most} (${(w.most / w.least).toFixed(2)}x)`, v.throughputOk && v.errorsOk && v.adaptationOk ? 'met' : 'not met']);
       }
     }
   }
-  return table(['seed', 'sale', 'controller', 'served / best fixed', 'errors', 'best fixed errors', 'halving: errors in target', 'recovery: value back', 'bar'], ['r', 'l', 'l', 'r', 'r', 'r', 'r', 'r', 'l'], rows);
+  return table(['seed', 'sale', 'controller', 'served / best fixed', 'errors', 'best fixed errors', 'halving: errors in target', 'recovery: value back', 'learned after convergence', 'bar'], ['r', 'l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'l'], rows);
 }
 
 export async function mainAdaptive(argv: readonly string[]): Promise<number> {
@@ -602,16 +669,21 @@ export async function mainAdaptive(argv: readonly string[]): Promise<number> {
     if (reportSlot(a) === reportSlot(b)) throw new Error(`POPs ${a} and ${b} share a report slot`);
   }
   const started = Date.now();
+  const originArg = argv.find((a) => a.startsWith('--origin='))?.slice('--origin='.length);
+  if (originArg !== undefined && originArg !== 'second' && originArg !== 'window') throw new Error(`--origin: second or window (got "${originArg}")`);
+  const visitArg = argv.find((a) => a.startsWith('--visit='))?.slice('--visit='.length);
+  if (visitArg !== undefined && visitArg !== 'sale' && visitArg !== 'live') throw new Error(`--visit: sale or live (got "${visitArg}")`);
+  const FULL: AdaptiveScenario = { ...FULL_SCENARIO, origin: originArg ?? 'second', ...(visitArg === 'live' && { visit: LIVE_VISIT }) };
   const seedsAt = argv.indexOf('--seeds');
   if (seedsAt >= 0) {
     const seeds = (argv[seedsAt + 1] ?? '').split(',').map(Number);
     if (seeds.length === 0 || seeds.some((x) => !Number.isSafeInteger(x) || x < 0)) throw new Error('--seeds takes whole numbers separated by commas, e.g. --seeds 1,2,3');
-    process.stdout.write(`${await seedsMarkdown(seeds, () => new MemoryQueueStore(), log)}\n\nMeasured in ${((Date.now() - started) / 1000).toFixed(0)} s.\n`);
+    process.stdout.write(`${await seedsMarkdown(seeds, () => new MemoryQueueStore(), log, FULL)}\n\nMeasured in ${((Date.now() - started) / 1000).toFixed(0)} s.\n`);
     return 0;
   }
   if (!argv.includes('--redis')) {
-    const results = await runAll(FULL_SCENARIO, () => new MemoryQueueStore(), { log });
-    process.stdout.write(`${reportMarkdown(FULL_SCENARIO, results, 'MemoryQueueStore')}\n\nMeasured in ${((Date.now() - started) / 1000).toFixed(0)} s.\n`);
+    const results = await runAll(FULL, () => new MemoryQueueStore(), { log });
+    process.stdout.write(`${reportMarkdown(FULL, results, 'MemoryQueueStore')}\n\nMeasured in ${((Date.now() - started) / 1000).toFixed(0)} s.\n`);
     return 0;
   }
   const server = await startRedisServer();
@@ -620,8 +692,8 @@ export async function mainAdaptive(argv: readonly string[]): Promise<number> {
   try {
     log(`redis-server on ${server.url}, bridge on ${bridge.url}`);
     const redis = new Redis({ ...createUpstashClientOptions({ url: bridge.url, token }), retry: false });
-    const results = await runAll(FULL_SCENARIO, () => new UpstashQueueStore({ redis, keyPrefix: `wr-ac-${randomUUID().slice(0, 8)}` }), { log, concurrentCalls: true });
-    process.stdout.write(`${reportMarkdown(FULL_SCENARIO, results, 'UpstashQueueStore on redis-server')}\n\nMeasured in ${((Date.now() - started) / 1000).toFixed(0)} s.\n`);
+    const results = await runAll(FULL, () => new UpstashQueueStore({ redis, keyPrefix: `wr-ac-${randomUUID().slice(0, 8)}` }), { log, concurrentCalls: true });
+    process.stdout.write(`${reportMarkdown(FULL, results, 'UpstashQueueStore on redis-server')}\n\nMeasured in ${((Date.now() - started) / 1000).toFixed(0)} s.\n`);
     return 0;
   } finally {
     await bridge.close();

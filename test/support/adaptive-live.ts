@@ -80,8 +80,15 @@ export function capacityAt(sc: LiveScenario, s: number): number {
   return sc.halvesAtS !== undefined && s >= sc.halvesAtS ? sc.capacity / 2 : sc.capacity;
 }
 
-/** The knob value C the origin takes (one request a second per visitor in, in either mode here). */
-export const boundaryAt = capacityAt;
+/**
+ * The knob's value at which the origin's load is C at scenario second `s`: in capacity mode a visitor
+ * in makes one request a second, so max_active = C; in rate mode each visitor let in makes
+ * `requestsPerVisit` requests, so admit_per_period = C x period / requestsPerVisit.
+ */
+export function boundaryAt(sc: LiveScenario, s: number): number {
+  const c = capacityAt(sc, s);
+  return sc.mode === 'capacity' ? c : (c * (sc.periodS ?? 1)) / sc.requestsPerVisit;
+}
 
 function startOrigin(sc: LiveScenario, clockS: () => number, factor: number): Promise<RunningServer> {
   const arrivals: number[] = [];
@@ -259,3 +266,24 @@ export function summarize(r: LiveResult, fromS: number): LiveSummary {
     served: r.visits.filter((v) => v.served).length,
   };
 }
+
+/**
+ * Rate mode against the origin that sheds load over C (5 requests a second): admit_per_period every
+ * 4 s, configured at 12 (more than twice the boundary of 5: see boundaryAt), the controller's
+ * targets and bounds those of the capacity scenarios. Each visitor let in makes 4 requests a second
+ * apart, so a count reaches the origin within a visit's 3 s, and the load follows the knob within a
+ * period or two, as max_active does in capacity mode.
+ */
+export const RATE_SCENARIO: LiveScenario = {
+  name: 'rate mode, errors above C',
+  mode: 'rate',
+  degrade: 'errors',
+  capacity: 5,
+  start: 12,
+  periodS: 4,
+  adaptive: { min: 2, max: 40, errorPercent: 5, slowPercent: 10 },
+  slowMs: 60_000,
+  requestsPerVisit: 4,
+  visitors: 24,
+  seed: 4,
+};

@@ -138,9 +138,12 @@ local function ac_value(base, frozen, waiting)
     elseif value < top - 1 then
       -- Half the way to just under the boundary: the moves shrink as it comes near.
       to = math.min(top - 1, value + math.min(step, math.max(1, math.floor((top - value) / 2))))
-    elseif NOW - moved >= __AC_PLATEAU_MS__ then
-      -- At the boundary (just under it, or above it while the site stays healthy: it has grown), and
-      -- held there long enough for the load to show it: on, twice as far above it at each try.
+    elseif NOW - moved >= __AC_PLATEAU_MS__ and e_er * 100 * __AC_PROBE_HEADROOM__ <= s.err * e_rq
+        and e_sl * 100 * __AC_PROBE_HEADROOM__ <= s.slow * e_rq then
+      -- At the boundary (just under it, or above it while the site stays healthy: it has grown),
+      -- held there long enough for the load to show it, and with headroom under both targets (a
+      -- site that uses more of them is at its limit, and a try would take it over): on, twice as
+      -- far above it at each try.
       to = value + math.min(step, math.max(1, value - top + 1))
     end
     to, reason = math.min(s.max, to), 'h'
