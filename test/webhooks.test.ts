@@ -10,7 +10,7 @@ import IORedis from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig, parseSecrets, type Config } from '../src/core/config';
 import type { AdmissionPolicy, QueueState, QueueStore, WebhookSender } from '../src/core/ports';
-import { controlEvents, createWebhooks, retryDelayMs, signatureHeader, STALL_MS, stateEvents, verifySignature, type LineMemory } from '../src/core/webhooks';
+import { controlEvents, createWebhooks, WEBHOOK_EVENTS, retryDelayMs, signatureHeader, STALL_MS, stateEvents, verifySignature, type LineMemory } from '../src/core/webhooks';
 import { startUpstashBridge } from '../src/node/upstash-bridge';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { MemoryQueueStore } from '../src/store/memory-store';
@@ -278,7 +278,7 @@ describe('billed commands of a visitor with webhooks on (real redis-server, Upst
       const work: Promise<void>[] = [];
       const store = watched
         ? createWebhooks({
-            targets: [{ name: 'ops', url: 'http://127.0.0.1:9/', events: ['*'], queues: [] }],
+            targets: [{ name: 'ops', url: 'http://127.0.0.1:9/', events: WEBHOOK_EVENTS, queues: [] }],
             configs: new Map([['sale', CONFIG]]),
             outbox: inner.outbox,
             sender: { send: async () => 204 },

@@ -240,6 +240,8 @@ export function createWebhooks(deps: WebhookDeps): Webhooks {
   const { targets, configs, outbox, sender, cache, clock, logger } = deps;
   const timeoutMs = deps.deliveryTimeoutMs ?? DELIVERY_TIMEOUT_MS;
   const pumping = new Set<string>();
+  /** Queues where an event was recorded while their pump ran: it runs once more before it stops. */
+  const again = new Set<string>();
 
   const hooksFor = (queue: string, type: WebhookEventType): string[] =>
     targets.filter((t) => t.events.includes(type) && (t.queues.length === 0 || t.queues.includes(queue))).map((t) => t.name);
@@ -284,7 +286,10 @@ export function createWebhooks(deps: WebhookDeps): Webhooks {
         log(queue, 'webhook_store_error', `${event.type} ${event.id} not recorded: ${error instanceof Error ? error.message : String(error)}`);
       }
     }
-    if (recorded) await noteDue(queue, nowMs);
+    if (recorded) {
+      await noteDue(queue, nowMs);
+      if (pumping.has(queue)) again.add(queue);
+    }
     return recorded;
   }
 
@@ -330,6 +335,17 @@ export function createWebhooks(deps: WebhookDeps): Webhooks {
     if (pumping.has(queue)) return;
     pumping.add(queue);
     try {
+      do {
+        again.delete(queue);
+        await pumpOnce(queue);
+      } while (again.has(queue));
+    } finally {
+      pumping.delete(queue);
+    }
+  }
+
+  async function pumpOnce(queue: string): Promise<void> {
+    try {
       const nowMs = clock.now();
       const taken = await withTimeout(outbox.take(queue, nowMs, PUMP_BATCH, timeoutMs + deps.storeTimeoutMs * 2 + 5_000), deps.storeTimeoutMs, 'webhook outbox');
       let next = taken.nextDueMs;
@@ -343,8 +359,6 @@ export function createWebhooks(deps: WebhookDeps): Webhooks {
       await noteDue(queue, next);
     } catch (error) {
       log(queue, 'webhook_store_error', `outbox not read: ${error instanceof Error ? error.message : String(error)}`);
-    } finally {
-      pumping.delete(queue);
     }
   }
 
