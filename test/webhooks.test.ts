@@ -270,6 +270,52 @@ describe('billed commands of a visitor with webhooks on (real redis-server, Upst
     await server?.stop();
   });
 
+  it('two POPs that see the same events record and deliver each once, under one id', async () => {
+    const RATE: AdmissionPolicy = { auto: { count: 0, periodMs: 60_000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, sessionMs: 600_000, reservationMs: 10_000 };
+    const keyPrefix = `wrd-${randomUUID().slice(0, 8)}`;
+    const clock = new ManualClock(T0);
+    const delivered: string[] = [];
+    const work: Promise<void>[] = [];
+    const event = parseConfig(source({ queue_name: 'sale', event_start: new Date(T0 + 60_000).toISOString() }));
+    // Two POPs: a store client and a cache each, one Redis.
+    const pops = [0, 1].map(() => {
+      const inner = new UpstashQueueStore({ redis, keyPrefix });
+      return createWebhooks({
+        targets: [{ name: 'ops', url: 'http://127.0.0.1:9/', events: WEBHOOK_EVENTS, queues: [] }],
+        configs: new Map([['sale', event]]),
+        outbox: inner.outbox,
+        sender: { send: async (_t, _body, headers) => (delivered.push(headers['x-wr-event-id']!), 204) },
+        secret: async () => SECRET,
+        cache: new MemoryStateCache(clock),
+        clock,
+        logger: new MemoryLogger(),
+        defer: (w) => work.push(w()),
+        storeTimeoutMs: 1_000,
+      }).watch(inner);
+    });
+    const both = async (call: (store: QueueStore) => Promise<unknown>): Promise<void> => {
+      for (const pop of pops) await call(pop);
+      await Promise.all(work.splice(0));
+    };
+    for (let i = 0; i < 4; i += 1) await pops[0]!.join('sale', clock.now(), RATE);
+    await both((pop) => pop.poll('sale', clock.now(), RATE));
+    // The event opens: both POPs see it.
+    clock.advance(60_000);
+    await both((pop) => pop.poll('sale', clock.now(), RATE));
+    // POP 0 lets everyone in, and then each POP sees the line empty.
+    await pops[0]!.admit('sale', 4, clock.now(), RATE);
+    await Promise.all(work.splice(0));
+    await both((pop) => pop.poll('sale', clock.now(), RATE));
+    // The store forgets everything; both POPs find a new generation.
+    await direct.flushall();
+    clock.advance(1_000);
+    await both((pop) => pop.poll('sale', clock.now(), RATE));
+    await both((pop) => pop.stats('sale', clock.now(), RATE));
+    const types = delivered.map((id) => id.split(':')[1]).sort();
+    expect(types).toEqual(['event.opened', 'line.drained', 'store.state_lost']);
+    expect(new Set(delivered).size).toBe(delivered.length);
+  });
+
   it('join, poll and claim cost what they cost without webhooks, the work after the response included', async () => {
     const RATE: AdmissionPolicy = { auto: { count: 2, periodMs: 60_000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, sessionMs: 600_000, reservationMs: 10_000 };
     const clock = new ManualClock(T0);
