@@ -118,3 +118,16 @@ export function parseWebhookTargets(text: string | undefined, key = 'webhooks'):
   });
   return problems.length > 0 ? { ok: false, problems } : { ok: true, targets };
 }
+
+/**
+ * What one host cannot send (check-config's host-specific view): Fastly sends only through a
+ * declared `backend`, the Node host only to a `url`. The service itself starts either way (the
+ * same settings may serve both hosts); such a webhook's deliveries fail, each saying why.
+ */
+export function webhookHostProblems(targets: readonly WebhookTarget[], host: 'fastly' | 'node', key = 'webhooks'): { key: string; message: string }[] {
+  return targets.flatMap((target, i) => {
+    if (host === 'fastly' && target.backend === undefined) return [{ key: `${key}[${i}]`, message: `${target.name} has no "backend": on Fastly a webhook is sent through a backend declared on the service, to its "path"` }];
+    if (host === 'node' && target.url === undefined) return [{ key: `${key}[${i}]`, message: `${target.name} has no "url": the Node host sends to a plain URL` }];
+    return [];
+  });
+}
