@@ -40,8 +40,12 @@ export const STALL_MS = 5 * 60_000;
 export const EVENT_NOTICE_MS = 3_600_000;
 /** How often a console or metrics read looks for deliveries due that no POP flagged. */
 export const SWEEP_MS = 60_000;
-/** Deliveries one pump hands out. */
-const PUMP_BATCH = 10;
+/**
+ * Deliveries one pump hands out. On Fastly each is a backend request, and so is each store call
+ * (the take, then a settle per delivery): 4 keeps the work after a response at about 10 backend
+ * requests, well within the 32 Fastly allows a request with its own calls.
+ */
+export const PUMP_BATCH = 4;
 
 /** The wait before attempt `attempt + 1` after attempt `attempt` failed: 2 s, 6 s, 18 s, … up to 10 min. */
 export function retryDelayMs(attempt: number): number {
