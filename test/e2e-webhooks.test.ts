@@ -103,20 +103,33 @@ function defineWebhookScenarios(name: string, start: Start, skip = false): void 
     it('a receiver that hangs slows no visitor: no 5xx, every answer while the delivery is still held open', async () => {
       receiver = await startWebhookReceiver('hang');
       const s = (stack = await start(receiver));
-      expect((await api(s, 'control', { paused: true })).status).toBe(200);
-      await expect.poll(() => receiver!.pending(), { timeout: 30_000, message: 'the delivery reached the receiver and is held' }).toBeGreaterThanOrEqual(1);
-      const held = receiver.received[0]!;
       const statuses: number[] = [];
-      const visitors = Array.from({ length: 8 }, () => new HttpVisitor(s.url));
-      for (const v of visitors) statuses.push((await v.get('/')).status);
-      for (const v of visitors) statuses.push((await v.get('/')).status);
-      statuses.push((await api(s, 'state')).status);
-      // Answered while the delivery was still open, so before the sender gave up on it.
-      expect(held.abandoned).toBe(false);
-      expect(receiver.pending()).toBeGreaterThanOrEqual(1);
+      // Each round: a new event, its delivery held by the receiver, then visitors' requests. A round
+      // counts when every answer came while that delivery was still held open (so before the
+      // sender's timeout); one that outlasted it on a busy machine proves nothing and is run again.
+      // Answers that waited on the receiver could never come while it holds them: every round fails.
+      let clean = false;
+      for (let round = 0; round < 5 && !clean; round += 1) {
+        const seen = receiver.received.length;
+        expect((await api(s, 'control', { paused: round % 2 === 0 })).status).toBe(200);
+        await expect
+          .poll(() => receiver!.received.slice(seen).find((r) => r.headers['x-wr-event']?.startsWith('queue.') === true && !r.abandoned), { timeout: 30_000, message: 'the delivery reached the receiver and is held' })
+          .toBeDefined();
+        const held = receiver.received.slice(seen).find((r) => r.headers['x-wr-event']?.startsWith('queue.') === true)!;
+        const answers = await Promise.all([
+          ...Array.from({ length: 8 }, async () => {
+            const v = new HttpVisitor(s.url);
+            const first = (await v.get('/')).status;
+            return [first, (await v.get('/')).status];
+          }),
+          api(s, 'state').then((r) => [r.status]),
+        ]);
+        statuses.push(...answers.flat());
+        clean = !held.abandoned && held.status === undefined;
+      }
+      expect(clean, 'a round whose answers all came while the delivery was held').toBe(true);
       expect(statuses.filter((status) => status >= 500)).toEqual([]);
-      expect(statuses).toHaveLength(17);
-    }, 120_000);
+    }, 180_000);
   });
 }
 
