@@ -18,7 +18,7 @@ const DOCS = ['README.md', ...readdirSync(join(PROJECT_ROOT, 'docs')).filter((f)
 /** A problem names the setting when its key is a setting or a queue's field, as the settings item holds it. */
 function namesASetting(key: string): boolean {
   const name = key.replace(/^Config Store item settings key /, '');
-  return (CONFIG_KEYS as readonly string[]).includes(name) || /^queues(\[\d+\])?(\.|$)/.test(name);
+  return (CONFIG_KEYS as readonly string[]).includes(name) || /^(queues|webhooks)(\[\d+\])?(\.|\[|$)/.test(name);
 }
 
 /** The JSON code blocks of a Markdown page whose object keys are all settings: the settings examples. */

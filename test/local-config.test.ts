@@ -258,6 +258,18 @@ describe('npm run check-config', () => {
     ]);
     expect(checkLocalConfig(fileURLToPath(new URL('../devconfig.json', import.meta.url)), {})).toEqual([]);
   });
+
+  it('checks webhooks for the host that sends them: a backend on Fastly, a URL and the secret on the Node host', () => {
+    const webhooks = JSON.stringify([{ name: 'fastly-only', backend: 'hooks', path: '/x', events: ['*'] }, { name: 'node-only', url: 'https://hooks.example/x', events: ['*'] }]);
+    expect(checkConfigFile(JSON.stringify({ ...BASE_SETTINGS, webhooks }))).toEqual([
+      { key: 'Config Store item settings key webhooks[1]', message: expect.stringMatching(/node-only has no "backend": on Fastly/) },
+    ]);
+    const path = devconfig({ ...GOOD, config: { ...GOOD.config, webhooks } });
+    expect(checkLocalConfig(path, {})).toEqual([
+      { key: 'webhooks[0]', message: 'fastly-only has no "url": the Node host sends to a plain URL' },
+      { key: 'environment variable WR_WEBHOOK_SECRET, not set', message: 'is required with webhooks: nothing is sent unsigned' },
+    ]);
+  });
 });
 
 describe('a misspelt key in the queues document on a running service', () => {

@@ -37,6 +37,7 @@ import { createUpstashScriptClient } from '../src/store/upstash-http';
 import { createVip } from './support/fixtures';
 import { startRedisCluster, startRedisServer } from './support/redis-server';
 import { adaptScript } from '../src/store/script-flags';
+import { OUTBOX_SCRIPTS } from '../src/store/outbox';
 import { REDIS_SCRIPT_SHAS, connectRedis, createRedisQueueStore, parseRedisUrls, waitUntilReady, type RedisConnection } from '../src/store/redis-store';
 import { createServer, type AddressInfo } from 'node:net';
 import { createServer as createHttpServer } from 'node:http';
@@ -3304,8 +3305,9 @@ describe('the Redis store (ioredis, straight to a real redis-server, no bridge)'
   };
 
   it('maps each pinned SHA-1 to the SHA-1 of its script without Upstash’s flag, which is what SCRIPT LOAD answers', async () => {
-    expect(REDIS_SCRIPT_SHAS.size).toBe(STORE_SCRIPTS.length);
-    for (const script of STORE_SCRIPTS) {
+    // The queue's scripts and the webhook outbox's (src/store/outbox.ts).
+    expect(REDIS_SCRIPT_SHAS.size).toBe(STORE_SCRIPTS.length + OUTBOX_SCRIPTS.length);
+    for (const script of [...STORE_SCRIPTS, ...OUTBOX_SCRIPTS]) {
       const adapted = adaptScript(script.text);
       expect(adapted.split('\n')[0], script.name).toBe('#!lua');
       expect(adapted.slice(adapted.indexOf('\n')), script.name).toBe(script.text.slice(script.text.indexOf('\n')));

@@ -78,6 +78,7 @@ const SETTING_MEANINGS: Record<(typeof CONFIG_KEYS)[number], string> = {
   page_background_color: 'background colour (`#rrggbb`) around the page\'s card',
   page_language: 'language for browsers that ask for none of ours, and the language of `page_title` and `page_message`: `en`, `de`, `fr`, `es`, `it`, `pt`, `nl`, `tr`, `ja`, `zh`, `ko`, `ar` (right to left), or one added in `page_texts`',
   page_texts: 'optional JSON of texts by language, up to 8,000 characters: a language\'s own `page_title` and `page_message`, any built-in text replaced, or a language added; see [Languages and texts](operating.md#languages-and-texts). Each mistake is named by its place (`page_texts.de.in_lin: unknown text; did you mean in_line?`)',
+  webhooks: 'optional JSON array of signed webhooks, service-wide: each `{"name", "url"}` (Node host) or `{"name", "backend", "path"}` (Fastly, a declared backend), or both, with the `"events"` it gets (`["*"]` for all) and optionally the `"queues"` whose events; see [Webhooks](webhooks.md). Signed with the secret `webhook_secret`',
 };
 /** One sentence per secret (secrets have no defaults: the Secret Store holds them, see parseSecrets). */
 const SECRET_MEANINGS: Record<(typeof SECRET_KEYS)[number], string> = {
@@ -87,6 +88,7 @@ const SECRET_MEANINGS: Record<(typeof SECRET_KEYS)[number], string> = {
   upstash_token: 'Upstash REST token',
   admission_keys: 'the signed admission\'s keys: a JSON array of private P-256 JWKs, each with a `kid` (`npm run keys` makes one); the first signs, all are published at `<prefix>.well-known/jwks.json`. Read only when an admission is signed or the JWKS served',
   challenge_secret: 'the challenge provider\'s secret key (only with `challenge_provider`); on Fastly read only when a token is verified',
+  webhook_secret: 'the HMAC-SHA256 key that signs webhook deliveries (32+ characters, random-looking; not a signing key nor the admin password): every receiver holds it to verify them. Read only when a delivery is sent; see [Webhooks](webhooks.md)',
 };
 
 /** Where the generated tables sit in docs/configuration.md. */
@@ -127,14 +129,14 @@ function values(shape: SettingShape): string {
     case 'url':
       return 'URL';
     case 'text':
-      return shape.key === 'queues' ? 'JSON' : 'text';
+      return shape.key === 'queues' || shape.key === 'webhooks' ? 'JSON' : 'text';
   }
 }
 
 /** The generated part of docs/configuration.md: the settings table and the secrets table. */
 export function renderConfigurationReference(): string {
   const rows = describeSettings().map((shape) => {
-    const fallback = shape.fallback === '' ? (shape.key === 'queues' ? 'none' : 'empty') : `\`${shape.fallback}\``;
+    const fallback = shape.fallback === '' ? (shape.key === 'queues' || shape.key === 'webhooks' ? 'none' : 'empty') : `\`${shape.fallback}\``;
     return `| \`${shape.key}\` | ${SETTING_MEANINGS[shape.key as (typeof CONFIG_KEYS)[number]]} | ${values(shape)} | ${fallback} |`;
   });
   const secrets = SECRET_KEYS.map((key) => `| \`${key}\` | ${SECRET_MEANINGS[key]} |`);

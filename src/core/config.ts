@@ -9,6 +9,7 @@ import { parseCidrList, type CidrRange } from './ip';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
 import { LOCALES, parseLanguageTexts, type LanguageTexts, type Locale } from './i18n';
 import type { FailureWindow } from './ports';
+import { parseWebhookTargets, type WebhookTarget } from './webhook-targets';
 import { parseKeyRing, parseKeyRingEntries, passphraseWeakness, placeholderWeakness, secretWeakness, SECRET_RULE, type KeyRing } from './tokens';
 
 /** Reads one raw setting; `undefined` when it is not set. */
@@ -411,6 +412,12 @@ export interface Config {
    * @default {}
    */
   readonly pageTexts: LanguageTexts;
+  /**
+   * Signed webhooks (see docs/webhooks.md, webhook-targets.ts): who gets which events, from the
+   * JSON of `webhooks`. Service-wide. The HMAC key is the secret `webhook_secret`.
+   * @default []
+   */
+  readonly webhooks: readonly WebhookTarget[];
 }
 
 /** The claims an admission may carry (see admission.ts). */
@@ -436,6 +443,11 @@ export interface Secrets {
    * signed or the JWKS served (on Fastly one Secret Store lookup then).
    */
   admissionKeys(): Promise<string | undefined>;
+  /**
+   * The key that signs webhook deliveries (secret `webhook_secret`, see docs/webhooks.md), read
+   * when a delivery is sent (on Fastly one Secret Store lookup then, after the response).
+   */
+  webhookSecret(): Promise<string | undefined>;
 }
 
 export interface ConfigProblem {
@@ -525,10 +537,11 @@ export const CONFIG_KEYS = [
   'page_background_color',
   'page_language',
   'page_texts',
+  'webhooks',
 ] as const;
 
 /** The keys of the Secret Store. */
-export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token', 'challenge_secret', 'admission_keys'] as const;
+export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token', 'challenge_secret', 'admission_keys', 'webhook_secret'] as const;
 
 /**
  * The known name nearest to `name` (case aside), within an edit distance of 2: what a misspelt key
@@ -715,6 +728,15 @@ class Reader {
 
 const DAY = 86_400;
 
+/** `webhooks`: every problem in its JSON is named by its place (`webhooks[0].events[1]: …`). */
+function readWebhooks(r: Reader): readonly WebhookTarget[] {
+  r.observe?.({ key: 'webhooks', kind: 'text', fallback: '' });
+  const parsed = parseWebhookTargets(r.raw('webhooks'));
+  if (parsed.ok) return parsed.targets;
+  r.problems.push(...parsed.problems);
+  return [];
+}
+
 /** `page_texts`: every problem in its JSON is named by its place (`page_texts.de.in_lin: …`). */
 function readPageTexts(r: Reader): LanguageTexts {
   r.observe?.({ key: 'page_texts', kind: 'text', fallback: '' });
@@ -820,6 +842,7 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
     pageBackgroundColor: r.string('page_background_color', DEFAULT_BACKGROUND_COLOR, (v) => checkColor(v, false)),
     pageLanguage: r.oneOf('page_language', 'en', [...LOCALES, ...Object.keys(pageTexts).filter((l) => !LOCALES.includes(l))]),
     pageTexts,
+    webhooks: readWebhooks(r),
   };
   // A ticket must outlive at least two missed refreshes, or a slow connection loses its place.
   if (config.queueTimeoutSeconds < config.refreshSeconds * 3) {
@@ -1053,6 +1076,15 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
     const placeholder = value === undefined ? undefined : placeholderWeakness(value);
     if (placeholder !== undefined) r.problems.push({ key, message: placeholder });
   }
+  const webhookSecret = r.raw('webhook_secret');
+  if (webhookSecret !== undefined) {
+    const weakness = placeholderWeakness(webhookSecret) ?? secretWeakness(webhookSecret);
+    if (webhookSecret.length < 32) r.problems.push({ key: 'webhook_secret', message: 'must be at least 32 characters (receivers hold it to verify deliveries)' });
+    else if (weakness !== undefined) r.problems.push({ key: 'webhook_secret', message: weakness });
+    else if (signingSecrets.some((secret) => overlaps(secret, webhookSecret)) || (adminPassword !== undefined && overlaps(webhookSecret, adminPassword))) {
+      r.problems.push({ key: 'webhook_secret', message: 'must not be, or contain, a signing key or the admin password: every receiver holds it' });
+    }
+  }
   if (r.problems.length > 0 || keyRing === undefined) throw new ConfigError(r.problems);
   const challengeSecret = r.raw('challenge_secret');
   const admissionKeys = r.raw('admission_keys');
@@ -1071,6 +1103,7 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
     upstashToken: r.raw('upstash_token'),
     challengeSecret: async () => challengeSecret,
     admissionKeys: async () => admissionKeys,
+    webhookSecret: async () => webhookSecret,
   });
 }
 
@@ -1108,6 +1141,7 @@ export function parseSecretsOnDemand(source: SettingSource, readLater?: (key: st
     },
     challengeSecret: async () => (readLater === undefined ? r.raw('challenge_secret') : readLater('challenge_secret')),
     admissionKeys: async () => (readLater === undefined ? r.raw('admission_keys') : readLater('admission_keys')),
+    webhookSecret: async () => (readLater === undefined ? r.raw('webhook_secret') : readLater('webhook_secret')),
   });
 }
 

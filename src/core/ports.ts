@@ -439,6 +439,8 @@ export interface QueueStore {
   createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]>;
   /** Spend one use of a VIP code atomically: a code with N uses admits exactly N callers. */
   useVip(queue: string, codeHash: string, nowMs: number): Promise<VipUse>;
+  /** The webhook outbox in the same store (see WebhookOutbox); absent in a store that keeps none. */
+  readonly outbox?: WebhookOutbox;
 }
 
 /**
@@ -571,4 +573,57 @@ export interface ClientInfo {
   readonly pop: string | undefined;
   /** The client's country (ISO 3166-1 alpha-2) from the edge's geolocation, when known. */
   readonly country?: string | undefined;
+}
+
+/** One delivery waiting in a queue's webhook outbox (see WebhookOutbox). */
+export interface OutboxDelivery {
+  /** `<event id>|<webhook name>`: one delivery of one event to one webhook. */
+  readonly key: string;
+  /** The delivery's attempts so far, this one included (1 on the first). */
+  readonly attempt: number;
+  /** The JSON body, as it is sent and signed. */
+  readonly body: string;
+}
+
+/** What `WebhookOutbox.take` hands out: the deliveries now due, and when the next one left falls due. */
+export interface OutboxTake {
+  readonly due: readonly OutboxDelivery[];
+  /** When the earliest delivery still in the outbox falls due, ms; 0 when it is empty. */
+  readonly nextDueMs: number;
+}
+
+/**
+ * A queue's webhook outbox, kept in the store (see docs/webhooks.md): the deliveries not yet
+ * acknowledged, each due at a time, and the event ids already recorded, so an event seen by two
+ * POPs is delivered under one id once. Bounded: at most OUTBOX_MAX deliveries (the oldest go first)
+ * and the last OUTBOX_SEEN ids. Every method is one store call, never made on a visitor's request
+ * in the steady state (see webhooks.ts).
+ */
+export interface WebhookOutbox {
+  /**
+   * Records event `id` with one delivery per webhook in `hooks` (their names), due now, unless the
+   * id was recorded before. With a `guard`, only if the guard's stored mark is below `above`; the
+   * mark becomes `set`. Returns whether it was recorded now, and how many old deliveries it pushed out.
+   */
+  add(queue: string, id: string, hooks: readonly string[], body: string, nowMs: number, guard?: OutboxGuard): Promise<{ readonly added: boolean; readonly dropped: number }>;
+  /** Hands out up to `limit` due deliveries, each then leased (not due again) for `leaseMs`. */
+  take(queue: string, nowMs: number, limit: number, leaseMs: number): Promise<OutboxTake>;
+  /** A delivery's outcome: `done` (acknowledged) and `drop` (given up) remove it, `retry` makes it due at `retryAtMs`. Returns the next due time (0: empty). */
+  settle(queue: string, key: string, outcome: 'done' | 'drop' | 'retry', retryAtMs: number): Promise<number>;
+}
+
+/** A mark kept with the outbox that an event must be above to be recorded (see WebhookOutbox.add). */
+export interface OutboxGuard {
+  readonly name: string;
+  readonly above: number;
+  readonly set: number;
+}
+
+/**
+ * Sends one webhook request: on Fastly through the webhook's named backend, on the Node host with
+ * fetch to its URL. Resolves with the status, or throws when no answer came; may stop waiting after
+ * `timeoutMs` (the core stops waiting then in any case).
+ */
+export interface WebhookSender {
+  send(target: { readonly url?: string | undefined; readonly backend?: string | undefined; readonly path?: string | undefined }, body: string, headers: Readonly<Record<string, string>>, timeoutMs: number): Promise<number>;
 }

@@ -51,6 +51,7 @@ const SERVICE_KEYS = new Set([
   'store_timeout_ms',
   'store_retries',
   'state_cache_seconds',
+  'webhooks',
 ]);
 const MAX_QUEUES = 50;
 const HOST_PATTERN = /^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$/;

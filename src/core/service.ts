@@ -7,12 +7,13 @@ import { admissionHeaderNames, createContext } from './context';
 import { admissionPolicy, createHandler, type Handler } from './handler';
 import { eventPhase } from './types';
 import { errorResponse } from './http';
-import { OVERVIEW_READS, type Clock, type CurrentQueue, type FailureLimiter, type Logger, type Origin, type OriginMeter, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource } from './ports';
+import { OVERVIEW_READS, type Clock, type CurrentQueue, type FailureLimiter, type Logger, type Origin, type OriginMeter, type QueueOverview, type QueueStore, type SiteVerifier, type StateCache, type TemplateSource, type WebhookSender } from './ports';
 import { reservedPrefixMatch } from './path-canon';
 import { parseQueues, selectQueue, type QueueSetup } from './queues';
 import { pass } from './respond';
 import { callStore } from './store-call';
 import { rememberControls } from './remembered-controls';
+import { createWebhooks } from './webhooks';
 import type { Trace } from './types';
 
 export interface ServiceDeps {
@@ -45,6 +46,13 @@ export interface ServiceDeps {
    * default), or as requests need them (parseSecretsOnDemand, on Fastly, where each is a lookup).
    */
   readonly readSecrets?: ((source: SettingSource) => Readonly<Secrets>) | undefined;
+  /**
+   * Sends webhook deliveries (Fastly: the webhook's backend; Node: fetch). Without it, or without
+   * `defer`, or a store without an outbox, `webhooks` sends nothing (a log line says so once).
+   */
+  readonly webhookSender?: WebhookSender | undefined;
+  /** Runs work off the request's path: after the response (Fastly's waitUntil), or in the background (Node). */
+  readonly defer?: ((work: () => Promise<void>) => void) | undefined;
 }
 
 export interface Service {
@@ -76,8 +84,28 @@ export function createService(settings: SettingSource, secretSource: SettingSour
   if (problems.length > 0 || secrets === undefined || queues.length === 0) throw new ConfigError(problems);
   const keyRing = secrets;
   const config = queues[0]!.config;
+  const raw = typeof deps.store === 'function' ? deps.store(config, secrets) : deps.store;
   // Every call carries this POP's memory of the operator's controls, for a store that forgets them.
-  const store = rememberControls(typeof deps.store === 'function' ? deps.store(config, secrets) : deps.store, deps.cache, () => deps.clock.now());
+  let store = rememberControls(raw, deps.cache, () => deps.clock.now());
+  if (config.webhooks.length > 0) {
+    if (raw.outbox === undefined || deps.webhookSender === undefined || deps.defer === undefined) {
+      deps.logger.log({ ts: new Date(deps.clock.now()).toISOString(), method: '-', path: '-', status: 0, decision: 'webhooks_off', reason: 'webhooks are set but this host or store cannot send them' });
+    } else {
+      // Events found in the answers of the calls made anyway (see webhooks.ts), sent after the response.
+      store = createWebhooks({
+        targets: config.webhooks,
+        configs: new Map(queues.map((q) => [q.config.queueName, q.config])),
+        outbox: raw.outbox,
+        sender: deps.webhookSender,
+        secret: () => keyRing.webhookSecret(),
+        cache: deps.cache,
+        clock: deps.clock,
+        logger: deps.logger,
+        defer: deps.defer,
+        storeTimeoutMs: config.storeTimeoutMs,
+      }).watch(store);
+    }
+  }
   const many = queues.length > 1 || (settings('queues') ?? '').trim() !== '';
   // The queue on the page (its figures as the page read them) and the first others in their order,
   // at most OVERVIEW_READS in all.

@@ -150,24 +150,27 @@ function writeLocalServerFiles() {
 }
 
 // Composes every script as the store sends it and writes each one's SHA-1 over its `<NAME>_SHA1`
-// literal; the contract suite still checks each pin against SCRIPT LOAD.
+// literal; the contract suite still checks each pin against SCRIPT LOAD. The webhook outbox's
+// scripts (src/store/outbox.ts) are pinned the same way, in their own file.
 async function pinScripts() {
-  const out = resolve(bin, 'scripts-for-pins.mjs');
-  await build({ absWorkingDir: root, entryPoints: ['src/store/scripts.ts'], outfile: out, bundle: true, platform: 'node', format: 'esm', loader: textLoaders, logLevel: 'warning' });
-  const scripts = await import(`${out}?${Date.now()}`);
-  const file = resolve(root, 'src/store/scripts.ts');
-  let text = readFileSync(file, 'utf8');
-  for (const value of Object.values(scripts)) {
-    if (value === null || typeof value !== 'object' || typeof value.text !== 'string' || typeof value.sha1 !== 'string') continue;
-    const constant = `${value.name.toUpperCase()}_SHA1`;
-    const sha1 = createHash('sha1').update(value.text).digest('hex');
-    const pattern = new RegExp(`(export const ${constant} = ')[0-9a-f]{40}(')`);
-    if (!pattern.test(text)) throw new Error(`no ${constant} literal in src/store/scripts.ts`);
-    if (value.sha1 !== sha1) console.log(`${constant}: ${value.sha1} -> ${sha1}`);
-    text = text.replace(pattern, `$1${sha1}$2`);
+  for (const source of ['src/store/scripts.ts', 'src/store/outbox.ts']) {
+    const out = resolve(bin, 'scripts-for-pins.mjs');
+    await build({ absWorkingDir: root, entryPoints: [source], outfile: out, bundle: true, platform: 'node', format: 'esm', loader: textLoaders, logLevel: 'warning' });
+    const scripts = await import(`${out}?${Date.now()}`);
+    const file = resolve(root, source);
+    let text = readFileSync(file, 'utf8');
+    for (const value of Object.values(scripts)) {
+      if (value === null || typeof value !== 'object' || typeof value.text !== 'string' || typeof value.sha1 !== 'string') continue;
+      const constant = `${value.name.toUpperCase()}_SHA1`;
+      const sha1 = createHash('sha1').update(value.text).digest('hex');
+      const pattern = new RegExp(`(export const ${constant} = ')[0-9a-f]{40}(')`);
+      if (!pattern.test(text)) throw new Error(`no ${constant} literal in ${source}`);
+      if (value.sha1 !== sha1) console.log(`${constant}: ${value.sha1} -> ${sha1}`);
+      text = text.replace(pattern, `$1${sha1}$2`);
+    }
+    writeFileSync(file, text);
+    rmSync(out);
   }
-  writeFileSync(file, text);
-  rmSync(out);
 }
 
 const target = process.argv[2];

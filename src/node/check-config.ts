@@ -15,6 +15,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ConfigError, parseSecrets, parseSettingsDocument, SETTINGS_ITEM, unknownSettingProblems, type ConfigProblem, type SettingSource } from '../core/config';
+import { webhookHostProblems } from '../core/webhook-targets';
 import { parseQueues } from '../core/queues';
 import { readLocalConfig } from '../platform/node';
 
@@ -57,8 +58,8 @@ export function checkSettingsDocument(text: string): ConfigProblem[] {
 
 function queueProblems(source: SettingSource, where: (key: string) => string): ConfigProblem[] {
   try {
-    parseQueues(source);
-    return [];
+    // A Config Store's settings are Fastly's: its webhooks must name backends.
+    return webhookHostProblems(parseQueues(source)[0]!.config.webhooks, 'fastly').map((p) => ({ key: where(p.key), message: p.message }));
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     return error.problems.map((p) => ({ key: where(p.key), message: p.message }));
@@ -92,7 +93,17 @@ export function checkConfigFile(text: string): ConfigProblem[] {
 export function checkLocalConfig(path: string, env: NodeJS.ProcessEnv): ConfigProblem[] {
   const local = readLocalConfig(path, env);
   const problems = [...local.problems];
-  for (const parse of [() => parseQueues(local.settings), () => parseSecrets(local.secrets)]) {
+  const checks = [
+    () => {
+      const webhooks = parseQueues(local.settings)[0]!.config.webhooks;
+      // The Node host sends to URLs, signed with webhook_secret.
+      const more = webhookHostProblems(webhooks, 'node');
+      if (webhooks.length > 0 && local.secrets('webhook_secret') === undefined) more.push({ key: 'webhook_secret', message: 'is required with webhooks: nothing is sent unsigned' });
+      if (more.length > 0) throw new ConfigError(more);
+    },
+    () => parseSecrets(local.secrets),
+  ];
+  for (const parse of checks) {
     try {
       parse();
     } catch (error) {

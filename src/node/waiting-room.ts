@@ -6,7 +6,7 @@ import { ConfigError, type Config, type ConfigProblem, type Secrets, type Settin
 import type { Handler } from '../core/handler';
 import type { QueueSetup } from '../core/queues';
 import { createService } from '../core/service';
-import type { Clock, FailureLimiter, Logger, OriginMeter, QueueStore, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
+import type { Clock, FailureLimiter, Logger, OriginMeter, QueueStore, SiteVerifier, StateCache, TemplateSource, WebhookSender } from '../core/ports';
 import { MemoryStateCache } from '../platform/memory-cache';
 import { MemoryFailureLimiter } from '../platform/memory-limiter';
 import { MemoryOriginMeter } from '../platform/memory-meter';
@@ -38,6 +38,29 @@ export interface WaitingRoomOptions {
   readonly originMeter?: OriginMeter;
   /** The name this host reports its counts under (several hosts sharing one Redis each need their own): by default host name and process id. */
   readonly meterName?: string;
+  /** Webhook deliveries: by default Node's fetch to each webhook's `url`. */
+  readonly webhookSender?: WebhookSender;
+}
+
+/**
+ * Webhook deliveries with fetch, to the webhook's `url` (the Node host sends to plain URLs; a
+ * webhook with only a Fastly `backend` cannot be reached from here, and its deliveries fail, said in the log).
+ */
+export const fetchWebhookSender: WebhookSender = {
+  async send(target, body, headers, timeoutMs) {
+    if (target.url === undefined) throw new Error('this webhook has no "url": the Node host sends to plain URLs, not Fastly backends');
+    const response = await fetch(target.url, { method: 'POST', body, headers, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
+    // The body is not read: only the status counts, and the connection is let go.
+    await response.body?.cancel();
+    return response.status;
+  },
+};
+
+/** Work off the request's path: started once the current turn (the response's) is done. */
+function inBackground(work: () => Promise<void>): void {
+  setImmediate(() => {
+    work().catch((error: unknown) => console.error(`waiting room: background work failed: ${error instanceof Error ? error.message : String(error)}`));
+  });
 }
 
 export interface WaitingRoom {
@@ -65,6 +88,8 @@ export function buildWaitingRoom(options: WaitingRoomOptions): WaitingRoom {
       siteVerifier: options.siteVerifier ?? fetchSiteVerifier,
       originMeter: options.originMeter ?? new MemoryOriginMeter(clock),
       meterName: options.meterName ?? `${hostname().slice(0, 20)}-${process.pid}`,
+      webhookSender: options.webhookSender ?? fetchWebhookSender,
+      defer: inBackground,
     });
   } catch (error) {
     if (error instanceof ConfigError && found.length > 0) throw new ConfigError([...found, ...error.problems]);

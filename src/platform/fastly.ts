@@ -16,7 +16,7 @@ import { ConfigError, parseConfig, parseSecrets, placeholderProblem, parseSecret
 import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../core/last-valid';
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
-import type { FailureLimiter, Logger as LogPort, OriginHeaders, OriginMeter, RequestLog, SiteVerifier, StateCache, TemplateSource } from '../core/ports';
+import type { FailureLimiter, Logger as LogPort, OriginHeaders, OriginMeter, RequestLog, SiteVerifier, StateCache, TemplateSource, WebhookSender } from '../core/ports';
 import { createUpstashScriptClient } from '../store/upstash-http';
 import { UpstashQueueStore, createUpstashClientOptions, type UpstashScriptClient } from '../store/upstash-store';
 import { METER_SECONDS } from './memory-meter';
@@ -350,7 +350,34 @@ function configFailure(request: Request, error: ConfigError, logger: LogPort): R
  * Fastly reuses it, see sandbox-reuse.ts) and the sandbox's vCPU time when it began. A sandbox
  * serves its requests one at a time.
  */
-const current = { request: 0, vcpuAtStart: 0 };
+const current: { request: number; vcpuAtStart: number; later: (() => Promise<void>)[] | undefined } = { request: 0, vcpuAtStart: 0, later: undefined };
+
+/** Work the core defers (webhooks): done after this request's response (see afterResponse). */
+function deferToAfterResponse(work: () => Promise<void>): void {
+  if (current.later !== undefined) current.later.push(work);
+  else void work().catch(() => undefined);
+}
+
+/**
+ * Webhook deliveries through the webhook's named backend (Compute fetches only declared ones), to
+ * its path. The URL is made from the backend's own address, so the Host header is the receiver's.
+ * The engine cannot abort a request: the core stops waiting after its timeout, and the backend's
+ * own timeouts end the request itself.
+ */
+const backendWebhookSender: WebhookSender = {
+  async send(target, body, headers) {
+    if (target.backend === undefined) throw new Error('this webhook has no "backend": Fastly sends only through a declared backend');
+    let origin = `https://${target.backend}`;
+    try {
+      const backend = Backend.fromName(target.backend);
+      origin = `${backend.isSSL ? 'https' : 'http'}://${backend.target}:${backend.port}`;
+    } catch {
+      // Not readable here: the fetch names the backend, which routes it all the same.
+    }
+    const response = await fetch(`${origin}${target.path ?? '/'}`, { method: 'POST', body, headers, backend: target.backend });
+    return response.status;
+  },
+};
 
 /**
  * The Logger port over the log endpoint. Each record gets the vCPU time this request has used so
@@ -410,9 +437,11 @@ export async function handleFastlyRequest(event: FetchEvent): Promise<Response> 
   current.request += 1;
   current.vcpuAtStart = vCpuTime();
   const later: (() => Promise<void>)[] = [];
+  current.later = later;
   try {
     return await serve(event, later);
   } finally {
+    current.later = undefined;
     afterResponse(event, later);
   }
 }
@@ -469,6 +498,8 @@ async function serve(event: FetchEvent, later: (() => Promise<void>)[]): Promise
           originMeter: edgeOriginMeter,
           meterName: env('FASTLY_POP'),
           siteVerifier: backendSiteVerifier,
+          webhookSender: backendWebhookSender,
+          defer: deferToAfterResponse,
           readSecrets: (source) => parseSecretsOnDemand(source, readSecretLater),
         },
         coreCacheSettingsMemory,

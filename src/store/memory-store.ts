@@ -69,6 +69,7 @@ import {
   periodStart,
   type CheckedPolicy,
 } from './scripts';
+import { MemoryOutbox } from './outbox';
 import { adaptiveStatusRaw, adaptiveValue, controlAdaptive, parseAdaptiveStatus, takeAdaptive, type AdaptiveFields } from './adaptive';
 
 interface MemoryQueue {
@@ -189,6 +190,8 @@ interface Run {
 }
 
 export class MemoryQueueStore implements QueueStore {
+  /** The webhook outbox, in this process's memory as the queues are. */
+  readonly outbox = new MemoryOutbox();
   readonly #queues = new Map<string, MemoryQueue>();
   /** queue → code hash → code. Apart from the queues' state, as the VIP keys are in Redis. */
   readonly #vips = new Map<string, Map<string, MemoryVip>>();

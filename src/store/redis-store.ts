@@ -27,6 +27,7 @@ import { createHash } from 'node:crypto';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { QueueStore } from '../core/ports';
 import { adaptScript } from './script-flags';
+import { OUTBOX_SCRIPTS } from './outbox';
 import { STORE_SCRIPTS } from './scripts';
 import { UpstashQueueStore, type UpstashScriptClient } from './upstash-store';
 
@@ -37,7 +38,7 @@ function sha1(text: string): string {
 }
 
 /** Pinned SHA-1 (of the text with Upstash's flag) → SHA-1 of the text Redis runs. */
-export const REDIS_SCRIPT_SHAS: ReadonlyMap<string, string> = new Map(STORE_SCRIPTS.map((s) => [s.sha1, sha1(adaptScript(s.text))]));
+export const REDIS_SCRIPT_SHAS: ReadonlyMap<string, string> = new Map([...STORE_SCRIPTS, ...OUTBOX_SCRIPTS].map((s) => [s.sha1, sha1(adaptScript(s.text))]));
 
 /** EVALSHA/EVAL over ioredis, in the shape UpstashQueueStore calls them. */
 export function createRedisScriptClient(redis: RedisConnection): UpstashScriptClient {

@@ -82,6 +82,7 @@ import {
   type StoreScript,
 } from './scripts';
 import { parseAdaptiveStatus } from './adaptive';
+import { ScriptOutbox } from './outbox';
 
 /** The narrow slice of the client this store needs. */
 export type UpstashScriptClient = Pick<Redis, 'evalsha' | 'eval'>;
@@ -111,6 +112,8 @@ export class StoreReplyError extends Error {
 export class UpstashQueueStore implements QueueStore {
   readonly #redis: UpstashScriptClient;
   readonly #prefix: string;
+  /** The webhook outbox, through the same client and under the same prefix. */
+  readonly outbox: ScriptOutbox;
 
   constructor(options: UpstashQueueStoreOptions) {
     if (options?.redis === undefined || options.redis === null) {
@@ -120,6 +123,7 @@ export class UpstashQueueStore implements QueueStore {
     assertKeyPrefix(prefix);
     this.#redis = options.redis;
     this.#prefix = prefix;
+    this.outbox = new ScriptOutbox(options.redis, prefix);
   }
 
   async join(queue: string, nowMs: number, policy: AdmissionPolicy, options: JoinOptions = {}): Promise<JoinResult> {
