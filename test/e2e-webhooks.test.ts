@@ -1,7 +1,8 @@
 /**
  * Webhooks end to end on both hosts (the Node host, and the wasm on the Compute host stand-in with
  * sandbox reuse on, its webhook a declared backend): a real HTTP receiver gets exactly the events of
- * a scripted sale (switch to hold and back, pause, resume, the line drained by an admit, reset),
+ * a scripted sale (switch to hold and back, pause, resume, the line drained by an admit, reset, then
+ * the store flushed: its state lost),
  * each signed validly and accepted once by its id although it failed every first attempt; and a
  * receiver that hangs leaves visitors' answers untouched (no 5xx, all answered while the delivery
  * was still held open, so before the sender's timeout).
@@ -98,6 +99,22 @@ function defineWebhookScenarios(name: string, start: Start, skip = false): void 
       const before = receiver.received.length;
       for (let i = 0; i < 5; i += 1) await api(s, 'state');
       expect(receiver.received.length).toBe(before);
+      // The store forgets everything (its outbox too, empty by now): the next calls find a new
+      // generation, and the receiver is told once.
+      await s.direct.flushall();
+      await expect
+        .poll(
+          async () => {
+            await visitors[0]!.get('/');
+            await api(s, 'state');
+            return accepted().length;
+          },
+          { timeout: 60_000, interval: 250, message: 'the lost state told' },
+        )
+        .toBe(7);
+      const lost = JSON.parse(accepted()[6]!.body) as WebhookEvent;
+      expect(lost.type).toBe('store.state_lost');
+      expect(receiver.received.filter((r) => r.headers['x-wr-event-id'] === lost.id).map((r) => r.status)).toEqual([500, 204]);
     }, 120_000);
 
     it('a receiver that hangs slows no visitor: no 5xx, every answer while the delivery is still held open', async () => {
