@@ -67,8 +67,20 @@ interface HostStat {
   readonly reused?: boolean;
 }
 
-async function hostStats(stack: Stack): Promise<HostStat[]> {
-  return (await (await fetch(`${stack.url}/__host/stats`)).json()) as HostStat[];
+/**
+ * The host's stats once it has recorded `atLeast` requests: it records one when the instance is done
+ * with it, which may be just after its answer reached us (work after the response), so the count is
+ * waited for, with a deadline.
+ */
+async function hostStats(stack: Stack, atLeast: number): Promise<HostStat[]> {
+  const read = async (): Promise<HostStat[]> => (await (await fetch(`${stack.url}/__host/stats`)).json()) as HostStat[];
+  const deadline = Date.now() + 30_000;
+  let stats = await read();
+  while (stats.length < atLeast && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    stats = await read();
+  }
+  return stats;
 }
 
 /**
@@ -208,7 +220,7 @@ describe.skipIf(!standIn)('one reused sandbox serving 500 mixed requests of bin/
   it('signs, verifies and admits exactly as Node says on every request of one instance', async () => {
     const sent = await runMixedRequests(stack, 44);
     expect(sent).toBeGreaterThanOrEqual(500);
-    const stats = await hostStats(stack);
+    const stats = await hostStats(stack, sent);
     expect(stats).toHaveLength(sent);
     // One instance took every request, one after another (maxRequests is 1,000).
     expect([...instancesOf(stats).values()]).toEqual([sent]);
@@ -273,7 +285,7 @@ describe.skipIf(!standIn)('the heap of a reused sandbox, as the engine reads it'
     });
     try {
       const sent = await runMixedRequests(bounded, 44);
-      const instances = instancesOf(await hostStats(bounded));
+      const instances = instancesOf(await hostStats(bounded, sent));
       expect([...instances.values()], 'one instance served every request under the bound').toEqual([sent]);
     } finally {
       await bounded.close();
@@ -291,7 +303,7 @@ describe.skipIf(!standIn)('the heap of a reused sandbox, as the engine reads it'
     const low = await startWasmStack({ viceroyPath: host.path, settings: SETTINGS, protectOrigin: true, sandboxReuse: true, workers: 1, buildEnv: { WR_SANDBOX_MAX_MEMORY_MIB: String(initial) } });
     try {
       const sent = await runMixedRequests(low, 2);
-      const instances = instancesOf(await hostStats(low));
+      const instances = instancesOf(await hostStats(low, sent));
       expect(instances.size, `instances recycled at ${initial} MiB`).toBeGreaterThan(sent / 2);
     } finally {
       await low.close();
