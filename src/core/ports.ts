@@ -361,6 +361,13 @@ export type VipUse =
   | { readonly ok: true; readonly remaining: number }
   | { readonly ok: false; readonly reason: 'unknown' | 'expired' | 'used_up' };
 
+/** The most entries a queue's audit trail keeps (the newest; see QueueStore.appendAudit). */
+export const AUDIT_MAX_ENTRIES = 5_000;
+/** How long a queue's audit trail lives after its last entry, ms: 30 days. */
+export const AUDIT_KEEP_MS = 30 * 86_400_000;
+/** The longest entry the audit trail takes, bytes (the core keeps its entries well within it). */
+export const AUDIT_ENTRY_MAX_BYTES = 4_096;
+
 /**
  * The queue's shared state. Every method is one round trip and atomic in the store. Methods throw
  * when the store fails; the core turns that into a decision (see `store_failure`).
@@ -439,6 +446,14 @@ export interface QueueStore {
   createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]>;
   /** Spend one use of a VIP code atomically: a code with N uses admits exactly N callers. */
   useVip(queue: string, codeHash: string, nowMs: number): Promise<VipUse>;
+  /**
+   * Append one entry (text opaque to the store, 1 to AUDIT_ENTRY_MAX_BYTES bytes) to the queue's
+   * audit trail: the newest AUDIT_MAX_ENTRIES are kept, for AUDIT_KEEP_MS after the last append.
+   * A reset leaves the trail; no visitor's request touches it. Returns the number of entries kept.
+   */
+  appendAudit(queue: string, entry: string, nowMs: number): Promise<number>;
+  /** The newest `limit` (1 to AUDIT_MAX_ENTRIES) entries of the audit trail, newest first. */
+  readAudit(queue: string, limit: number, nowMs: number): Promise<readonly string[]>;
 }
 
 /**

@@ -16,6 +16,7 @@
  * same seed draws the same tickets here and in Redis.
  */
 
+import { AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES } from '../core/ports';
 import type {
   AdmissionPolicy,
   AdmitResult,
@@ -59,6 +60,8 @@ import {
   checkTicket,
   checkUntilMs,
   checkVipBatch,
+  checkAuditEntry,
+  checkAuditLimit,
   checkVipCode,
   checkVipHash,
   checkWaitedMs,
@@ -192,6 +195,8 @@ export class MemoryQueueStore implements QueueStore {
   readonly #queues = new Map<string, MemoryQueue>();
   /** queue → code hash → code. Apart from the queues' state, as the VIP keys are in Redis. */
   readonly #vips = new Map<string, Map<string, MemoryVip>>();
+  /** Each queue's audit trail, newest first (see audit_append.lua). */
+  readonly #audit = new Map<string, { entries: string[]; dropAtMs: number }>();
 
   async join(queue: string, nowMs: number, policy: AdmissionPolicy, options: JoinOptions = {}): Promise<JoinResult> {
     assertQueueName(queue);
@@ -581,6 +586,26 @@ export class MemoryQueueStore implements QueueStore {
     return { ok: true, remaining: vip.left };
   }
 
+  /** Mirrors the audit_append script: newest first, the newest AUDIT_MAX_ENTRIES kept, AUDIT_KEEP_MS past the last append. */
+  async appendAudit(queue: string, entry: string, nowMs: number): Promise<number> {
+    assertQueueName(queue);
+    const now = checkNowMs(nowMs);
+    checkAuditEntry(entry);
+    const trail = liveAudit(this.#audit, queue, now) ?? [];
+    trail.unshift(entry);
+    if (trail.length > AUDIT_MAX_ENTRIES) trail.length = AUDIT_MAX_ENTRIES;
+    this.#audit.set(queue, { entries: trail, dropAtMs: now + AUDIT_KEEP_MS });
+    return trail.length;
+  }
+
+  /** Mirrors the audit_read script: the newest `limit`, newest first. */
+  async readAudit(queue: string, limit: number, nowMs: number): Promise<readonly string[]> {
+    assertQueueName(queue);
+    const now = checkNowMs(nowMs);
+    checkAuditLimit(limit);
+    return (liveAudit(this.#audit, queue, now) ?? []).slice(0, limit);
+  }
+
   #queue(queue: string): MemoryQueue {
     let state = this.#queues.get(queue);
     if (state === undefined) {
@@ -589,6 +614,17 @@ export class MemoryQueueStore implements QueueStore {
     }
     return state;
   }
+}
+
+/** A queue's audit trail unless it has lapsed (then it is dropped, as an expired key is). */
+function liveAudit(audit: Map<string, { entries: string[]; dropAtMs: number }>, queue: string, nowMs: number): string[] | undefined {
+  const trail = audit.get(queue);
+  if (trail === undefined) return undefined;
+  if (trail.dropAtMs <= nowMs) {
+    audit.delete(queue);
+    return undefined;
+  }
+  return trail.entries;
 }
 
 function emptyQueue(): MemoryQueue {

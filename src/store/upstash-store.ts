@@ -37,6 +37,11 @@ import {
   ADMIT,
   CLAIM,
   CONTROL,
+  AUDIT_APPEND,
+  AUDIT_READ,
+  auditKey,
+  checkAuditEntry,
+  checkAuditLimit,
   CREATE_VIP,
   DEFAULT_KEY_PREFIX,
   DRAW,
@@ -275,6 +280,20 @@ export class UpstashQueueStore implements QueueStore {
     const reason = VIP_REFUSALS[status as keyof typeof VIP_REFUSALS];
     if (reason === undefined || remaining !== 0) throw new StoreReplyError(USE_VIP.name, reply.raw);
     return { ok: false, reason };
+  }
+
+  async appendAudit(queue: string, entry: string, nowMs: number): Promise<number> {
+    checkNowMs(nowMs);
+    const reply = await this.#run(AUDIT_APPEND, [auditKey(this.#prefix, queue)], [checkAuditEntry(entry)]);
+    if (typeof reply !== 'number' || !Number.isSafeInteger(reply) || reply < 1) throw new StoreReplyError(AUDIT_APPEND.name, reply);
+    return reply;
+  }
+
+  async readAudit(queue: string, limit: number, nowMs: number): Promise<readonly string[]> {
+    checkNowMs(nowMs);
+    const reply = await this.#run(AUDIT_READ, [auditKey(this.#prefix, queue)], [String(checkAuditLimit(limit))]);
+    if (!Array.isArray(reply) || reply.length > limit || !reply.every((e) => typeof e === 'string')) throw new StoreReplyError(AUDIT_READ.name, reply);
+    return reply as string[];
   }
 
   #keys(queue: string): string[] {

@@ -525,6 +525,12 @@ class FailingStore implements QueueStore {
   useVip(): Promise<never> {
     return this.fail();
   }
+  appendAudit(): Promise<never> {
+    return this.fail();
+  }
+  readAudit(): Promise<never> {
+    return this.fail();
+  }
   stats(): Promise<never> {
     return this.fail();
   }
@@ -573,6 +579,12 @@ class SilentStore implements QueueStore {
     return new Promise(() => undefined);
   }
   useVip(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  appendAudit(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  readAudit(): Promise<never> {
     return new Promise(() => undefined);
   }
   stats(): Promise<never> {

@@ -367,6 +367,14 @@ class CountingStore implements QueueStore {
     this.#count('admit');
     return this.inner.useVip(queue, codeHash, nowMs);
   }
+  appendAudit(queue: string, entry: string, nowMs: number): Promise<number> {
+    this.#count('admit');
+    return this.inner.appendAudit(queue, entry, nowMs);
+  }
+  readAudit(queue: string, limit: number, nowMs: number): Promise<readonly string[]> {
+    this.#count('peek');
+    return this.inner.readAudit(queue, limit, nowMs);
+  }
 }
 
 /** Requests that reached the bridge through the global fetch (the Upstash client's transport). */

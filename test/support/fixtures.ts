@@ -105,6 +105,8 @@ export class FaultyStore implements QueueStore {
   peek: QueueStore['peek'] = (...a) => this.gate(() => this.inner.peek(...a));
   createVips: QueueStore['createVips'] = (...a) => this.gate(() => this.inner.createVips(...a));
   useVip: QueueStore['useVip'] = (...a) => this.gate(() => this.inner.useVip(...a));
+  appendAudit: QueueStore['appendAudit'] = (...a) => this.gate(() => this.inner.appendAudit(...a));
+  readAudit: QueueStore['readAudit'] = (...a) => this.gate(() => this.inner.readAudit(...a));
 }
 
 /** One VIP code made through the store's batch call (its only way to make codes): its one flag. */
