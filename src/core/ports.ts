@@ -529,6 +529,11 @@ export interface RequestLog {
    * refused because the client is held: who is guessing, never what was guessed.
    */
   readonly client?: string;
+  /**
+   * Who acted, on admin and API requests that signed in: the console account's name, or `api` for
+   * the origin's bearer token. With `reason`, a change's line says who changed what (the audit trail).
+   */
+  readonly actor?: string;
 }
 
 export interface Logger {
