@@ -9,8 +9,8 @@
  * rights it always had (all of them).
  *
  * The KDF: js-compute 3.46 has no PBKDF2 in `crypto.subtle` ("Supplied algorithm is not yet
- * supported", checked in the engine), so PBKDF2 is built here from its definition (RFC 8018) on
- * HMAC-SHA-256, which the engine has: one `crypto.subtle.sign` an iteration, with the password's key
+ * supported", checked in the engine), so there PBKDF2 is built from its definition (RFC 8018) on
+ * HMAC-SHA-256, which the engine has (Node uses its own PBKDF2, the same function, faster): one `crypto.subtle.sign` an iteration, with the password's key
  * imported once (its bytes kept referenced beside it, see importHmacKey). The output is the standard
  * PBKDF2-HMAC-SHA256 (a test compares it with Node's `pbkdf2Sync`), so a hash made anywhere works.
  * Its cost in the engine is what sets DEFAULT_ITERATIONS (docs/operating.md has the figures); a
@@ -138,11 +138,35 @@ export function parseAccounts(text: string): readonly Account[] {
   return accounts;
 }
 
+/** Whether the platform's WebCrypto has PBKDF2 (Node does; the Fastly engine does not): learnt at the first use. */
+let nativePbkdf2: boolean | undefined;
+
+/**
+ * PBKDF2-HMAC-SHA256, 32 bytes: the platform's own where it has one (Node: a few ms for the
+ * default iterations), else built on its HMAC (pbkdf2ByHmac; the Fastly engine).
+ */
+export async function pbkdf2Sha256(password: string, salt: Uint8Array<ArrayBuffer>, iterations: number): Promise<Uint8Array<ArrayBuffer>> {
+  if (nativePbkdf2 !== false) {
+    try {
+      const bytes = new TextEncoder().encode(password);
+      const key = await crypto.subtle.importKey('raw', bytes, 'PBKDF2', false, ['deriveBits']);
+      const bits = await crypto.subtle.deriveBits({ name: 'PBKDF2', hash: 'SHA-256', salt, iterations }, key, HASH_BYTES * 8);
+      nativePbkdf2 = true;
+      void bytes;
+      return new Uint8Array(bits);
+    } catch (error) {
+      if (nativePbkdf2 === true) throw error;
+      nativePbkdf2 = false;
+    }
+  }
+  return pbkdf2ByHmac(password, salt, iterations);
+}
+
 /**
  * PBKDF2-HMAC-SHA256 (RFC 8018, one 32-byte block) over the platform's HMAC: the engine has no
  * PBKDF2 of its own (see the module header).
  */
-export async function pbkdf2Sha256(password: string, salt: Uint8Array, iterations: number): Promise<Uint8Array<ArrayBuffer>> {
+export async function pbkdf2ByHmac(password: string, salt: Uint8Array, iterations: number): Promise<Uint8Array<ArrayBuffer>> {
   const pair: HmacKeyWithBytes = await importHmacKey(new TextEncoder().encode(password), ['sign']);
   const first = new Uint8Array(salt.length + 4);
   first.set(salt);
@@ -159,7 +183,7 @@ export async function pbkdf2Sha256(password: string, salt: Uint8Array, iteration
 }
 
 /** A new hash's text for `password` (for `npm run keys -- hash-password`). */
-export async function hashPassword(password: string, iterations = DEFAULT_ITERATIONS, salt?: Uint8Array): Promise<string> {
+export async function hashPassword(password: string, iterations = DEFAULT_ITERATIONS, salt?: Uint8Array<ArrayBuffer>): Promise<string> {
   if (!Number.isInteger(iterations) || iterations < MIN_ITERATIONS || iterations > MAX_ITERATIONS) {
     throw new AccountsError(`iterations must be from ${MIN_ITERATIONS} to ${MAX_ITERATIONS}`);
   }

@@ -424,7 +424,7 @@ async function withBasicAuth(request: Request, ctx: AdminContext, right: Right, 
   if (!allows(account.role, right)) {
     ctx.trace.reason = `role_refused: ${account.role} ${account.name} may not ${right}`;
     const what = right === 'reset' ? 'reset the queue' : 'change anything';
-    return errorResponse(403, `the account ${JSON.stringify(account.name)} is ${account.role === 'admin' ? 'an' : 'a'} ${account.role}: it may not ${what} (that needs ${roleFor(right) === 'admin' ? 'an admin' : 'an operator or an admin'}); nothing changed`);
+    return errorResponse(403, `the account ${JSON.stringify(account.name)} is ${account.role === 'viewer' ? 'a' : 'an'} ${account.role}: it may not ${what} (that needs ${roleFor(right) === 'admin' ? 'an admin' : 'an operator or an admin'}); nothing changed`);
   }
   return next();
 }
