@@ -964,8 +964,8 @@ export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
 export const DRAW_SHA1 = 'dd4ef996b592a91932bc26c14b1cc5c2b5f8abf7';
 export const RESET_SHA1 = '3dc671006542f31a6c3b18ab95a0b3d50c7fae5c';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
-export const AUDIT_APPEND_SHA1 = '476c002e19edf76d86ba51a7f50267a2feba978c';
-export const AUDIT_READ_SHA1 = '172cc71ff4f6fc449fee2b98766c95f7404384e7';
+export const AUDIT_APPEND_SHA1 = 'e782ffad9b6d400582b2050bf387f03e89753bc6';
+export const AUDIT_READ_SHA1 = 'c96ef5cae622e41f4c1f5304bd8ccf281114e5c2';
 
 export interface StoreScript {
   readonly name:
