@@ -812,7 +812,9 @@ async function formReset(request: Request, ctx: AdminContext): Promise<Response>
   if (epochs.length > 1) return errorResponse(400, 'epoch is given more than once');
   const response = await reset(ctx, confirms[0]!.trim(), epochs[0]);
   if (!response.ok || !(request.headers.get('accept') ?? '').includes('text/html')) return response;
-  return answerForm(request, ctx, `Reset queue ${ctx.config.queueName}.`, {});
+  // The browser's notice says what the JSON says: that the trail missed it, when it did.
+  const { audit_warning: warning } = (await response.json()) as { audit_warning?: string };
+  return answerForm(request, ctx, warning === undefined ? `Reset queue ${ctx.config.queueName}.` : `Reset queue ${ctx.config.queueName}. ${warning}`, {});
 }
 
 /**
