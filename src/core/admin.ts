@@ -389,8 +389,10 @@ export function consoleAccounts(secrets: Pick<Secrets, 'adminPassword' | 'adminA
 }
 
 /**
- * A hash no password matches, checked for a name no account has, so that an unknown name costs
- * what a known one does and the time taken does not tell which names exist.
+ * A hash no password matches, checked for a name no account has, at the iterations of the named
+ * accounts' first hash: an unknown name costs what a known one does, so the time taken does not tell
+ * which names exist. Without named accounts (only `admin_password`) there is no hash to hide, and
+ * nothing is computed.
  */
 const NO_ACCOUNT = { iterations: DEFAULT_ITERATIONS, salt: new Uint8Array(16), hash: new Uint8Array(32), text: '' };
 
@@ -410,7 +412,8 @@ async function withBasicAuth(request: Request, ctx: AdminContext, right: Right, 
   const signIn = await guardSignIn(signInGuard(ctx, given?.user), 'admin', async () => {
     if (given === undefined) return 'missing';
     if (account === undefined) {
-      await verifyPassword(given.password, NO_ACCOUNT);
+      const like = accounts.find((a) => a.hash !== undefined)?.hash;
+      if (like !== undefined) await verifyPassword(given.password, { ...NO_ACCOUNT, iterations: like.iterations });
       return 'wrong';
     }
     return (await checkPassword(account, given.password, ctx.clock.now(), timingSafeEqual)) ? 'ok' : 'wrong';

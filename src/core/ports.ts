@@ -238,11 +238,12 @@ export interface DrawResult extends QueueState {
 
 /**
  * The most queues whose figures one admin page or poll shows in its list: its own queue's, which
- * the page has read already, and the first others', one store call each. 7 calls in all, 28
- * backend requests with `store_retries` at its most (3), within the 32 Fastly allows a request.
- * Further queues are listed without figures, each a link to its own page.
+ * the page has read already, and the first others', one store call each. With the page's read of
+ * its recent changes (the audit trail), 7 calls in all, 28 backend requests with `store_retries` at
+ * its most (3), within the 32 Fastly allows a request. Further queues are listed without figures,
+ * each a link to its own page.
  */
-export const OVERVIEW_READS = 7;
+export const OVERVIEW_READS = 6;
 
 /** The queue an admin page is about, with the figures the page read for it. */
 export interface CurrentQueue {
