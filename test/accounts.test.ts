@@ -266,6 +266,7 @@ describe('accounts through the handler', () => {
       ['otto', 'operator', 'admit', '203.0.113.9'],
     ]);
     expect(entries[4]).toMatchObject({ change: 'Let 2 visitors in (asked 2).', after: { admitted: 2, cursor: 2, tail: 3 } });
+    expect(entries[0]).toMatchObject({ change: 'Origin admits in the minute from 12:00 UTC: let in 0, calls 1.' });
     expect(entries[3]).toMatchObject({ change: 'Admission paused.', after: { paused: true } });
     // The codes themselves are never in the trail (a viewer reads it).
     expect(JSON.stringify(entries)).not.toContain(codes[0]);
@@ -294,6 +295,25 @@ describe('accounts through the handler', () => {
     expect(body.audit_warning).toMatch(/applied, but the audit trail did not record it/);
     expect(logger.records.find((r) => r.path === '/__wr/admin/control')).toMatchObject({ actor: 'otto', reason: expect.stringMatching(/^control Admission paused\.; audit not stored/) });
     expect(await audit()).toEqual([]);
+  });
+
+  it("the origin's admits of a minute are one entry, added up; a person's change in between starts a new one", async () => {
+    for (let i = 0; i < 10; i++) await join();
+    const origin = (count: number) =>
+      handler(new Request(`${SITE}/__wr/api/admit?count=${count}`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } }), { address: '192.0.2.10', pop: 'TST' });
+    for (const count of [1, 2, 1]) expect((await origin(count)).status).toBe(200);
+    expect((await post(as('otto'), 'admin/control', { paused: 'true' })).status).toBe(200);
+    expect((await post(as('otto'), 'admin/control', { paused: 'false' })).status).toBe(200);
+    expect((await origin(3)).status).toBe(200);
+    clock.advance(60_000);
+    expect((await origin(1)).status).toBe(200);
+    expect((await audit()).map((e) => e['change'])).toEqual([
+      'Origin admits in the minute from 12:01 UTC: let in 1, calls 1.',
+      'Origin admits in the minute from 12:00 UTC: let in 3, calls 1.',
+      'Admission resumed.',
+      'Admission paused.',
+      'Origin admits in the minute from 12:00 UTC: let in 4, calls 3.',
+    ]);
   });
 
   it('admin_password still signs in, as the admin account named admin_user', async () => {

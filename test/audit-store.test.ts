@@ -2,8 +2,9 @@
  * The audit trail's storage on every store (in memory, Upstash through the bridge, Redis) over a
  * real redis-server: the same answers call by call, newest first, capped at AUDIT_MAX_ENTRIES,
  * kept AUDIT_KEEP_MS after the last change, left by a reset, bad arguments refused before anything
- * is written; and what it costs as Upstash bills it (INFO commandstats): an append 4 commands (3
- * below the cap), a read 2, a visitor's join none more than before.
+ * is written, a run of merged entries (the origin's admits of a minute) kept as one; and what it
+ * costs as Upstash bills it (INFO commandstats): an append 4 commands (5 at the cap), a merged one
+ * 5, a read 2, a visitor's join none more than before.
  */
 import { describe, expect, it } from 'vitest';
 import { readAudit, encodeAuditEntry, type AuditEntry } from '../src/core/audit';
@@ -55,7 +56,7 @@ describe('the audit trail on every store', () => {
       return out;
     });
     expect(answers[0]).toEqual([]);
-    expect(answers.slice(1, 6)).toEqual([1, 2, 3, 4, 1]);
+    expect(answers.slice(1, 6)).toEqual([1, 2, 3, 4, 1].map((kept) => ({ kept, merged: false })));
     expect(answers[6]).toEqual([entry(4), entry(3), entry(2), entry(1)]);
     expect(answers[7]).toEqual([entry(4), entry(3)]);
     expect(answers[8]).toEqual([entry(9, 'ada')]);
@@ -67,7 +68,7 @@ describe('the audit trail on every store', () => {
   it('keeps the newest AUDIT_MAX_ENTRIES, on every store', async () => {
     await expectSameOnEveryStore(stores, async (store) => {
       const lengths: number[] = [];
-      for (let n = 1; n <= AUDIT_MAX_ENTRIES + 3; n++) lengths.push(await store.appendAudit('cap', `e${n}`, T0));
+      for (let n = 1; n <= AUDIT_MAX_ENTRIES + 3; n++) lengths.push((await store.appendAudit('cap', `e${n}`, T0)).kept);
       const kept = await store.readAudit('cap', AUDIT_MAX_ENTRIES, T0);
       expect(lengths.at(-1)).toBe(AUDIT_MAX_ENTRIES);
       expect(kept).toHaveLength(AUDIT_MAX_ENTRIES);
@@ -75,6 +76,32 @@ describe('the audit trail on every store', () => {
       return [lengths.at(-1), kept[0], kept.at(-1)];
     });
   }, 60_000);
+
+  it('keeps a run of one merge tag as one entry with its sum and length; another entry or tag starts anew (every store)', async () => {
+    const answers = await expectSameOnEveryStore(stores, async (store) => {
+      const merge = (tag: string, add: number) => ({ tag, add });
+      const out: unknown[] = [];
+      out.push(await store.appendAudit('m', 'origin: #SUM# in #CALLS#', T0, merge('api-admit:1', 3)));
+      out.push(await store.appendAudit('m', 'origin: #SUM# in #CALLS#', T0, merge('api-admit:1', 0)));
+      out.push(await store.appendAudit('m', 'origin: #SUM# in #CALLS# (last)', T0, merge('api-admit:1', 4)));
+      out.push(await store.readAudit('m', 10, T0));
+      // A new minute's tag starts its own entry.
+      out.push(await store.appendAudit('m', 'origin: #SUM# in #CALLS#', T0, merge('api-admit:2', 5)));
+      // A person's entry ends the run: the same tag after it starts anew.
+      out.push(await store.appendAudit('m', 'otto paused', T0));
+      out.push(await store.appendAudit('m', 'origin: #SUM# in #CALLS#', T0, merge('api-admit:2', 1)));
+      out.push(await store.readAudit('m', 10, T0));
+      out.push(await failure(() => store.appendAudit('m', 'x', T0, merge('', 1))));
+      out.push(await failure(() => store.appendAudit('m', 'x', T0, merge('a\tb', 1))));
+      out.push(await failure(() => store.appendAudit('m', 'x', T0, merge('t', -1))));
+      out.push(await failure(() => store.appendAudit('m', 'x', T0, merge('t', 1.5))));
+      return out;
+    });
+    expect(answers.slice(0, 3)).toEqual([{ kept: 1, merged: false }, { kept: 0, merged: true }, { kept: 0, merged: true }]);
+    expect(answers[3]).toEqual(['origin: 7 in 3 (last)']);
+    expect(answers[7]).toEqual(['origin: 1 in 1', 'otto paused', 'origin: 5 in 1', 'origin: 7 in 3 (last)']);
+    expect(answers.slice(8).every((a) => typeof a === 'string' && a.startsWith('argument: '))).toBe(true);
+  });
 
   it('survives a reset of the queue, which empties the line only', async () => {
     await expectSameOnEveryStore(stores, async (store) => {
@@ -108,7 +135,7 @@ describe('the audit trail on every store', () => {
     }
   });
 
-  it('costs an append 4 billed commands (3 below the cap) and a read 2, and a visitor\'s join nothing more', async () => {
+  it('costs an append 4 billed commands (a merged one 5) and a read 2, and a visitor\'s join nothing more', async () => {
     const direct = stores.connection();
     const store = stores.redis();
     const measure = async (call: () => Promise<unknown>): Promise<{ scripts: number; billed: number }> => {
@@ -120,7 +147,10 @@ describe('the audit trail on every store', () => {
     await store.appendAudit('c', entry(1), T0);
     await store.readAudit('c', 1, T0);
     await store.join('c', T0, POLICY);
-    expect(await measure(() => store.appendAudit('c', entry(2), T0))).toEqual({ scripts: 1, billed: 3 });
+    expect(await measure(() => store.appendAudit('c', entry(2), T0))).toEqual({ scripts: 1, billed: 4 });
+    // The origin's admits: the first of a minute 5 (GET, LPUSH, SET, PEXPIRE), the others 5 (GET, LSET, SET, PEXPIRE).
+    expect(await measure(() => store.appendAudit('c', entry(3), T0, { tag: 'api-admit:9', add: 1 }))).toEqual({ scripts: 1, billed: 5 });
+    expect(await measure(() => store.appendAudit('c', entry(3), T0, { tag: 'api-admit:9', add: 1 }))).toEqual({ scripts: 1, billed: 5 });
     expect(await measure(() => store.readAudit('c', 20, T0))).toEqual({ scripts: 1, billed: 2 });
     const joinBefore = await measure(() => store.join('c', T0 + 1, POLICY));
     for (let n = 0; n < 3; n++) await store.appendAudit('c', entry(n), T0);

@@ -2636,7 +2636,10 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
           expect(bound, name).toEqual([['K_VIP', 'KEYS[1]']]);
           expect(bindings, `${name}: K_VIP bound once`).toBe(1);
           expect(text, `${name}: no other KEYS`).not.toMatch(/KEYS\[(?!1\])/);
-        } else if (name === 'audit_append' || name === 'audit_read') {
+        } else if (name === 'audit_append') {
+          expect(bound, name).toEqual([['K_AUDIT', 'KEYS[1]'], ['K_MERGE', 'KEYS[2]']]);
+          expect(bindings, `${name}: K_AUDIT, K_MERGE bound once`).toBe(1);
+        } else if (name === 'audit_read') {
           expect(bound, name).toEqual([['K_AUDIT', 'KEYS[1]']]);
           expect(bindings, `${name}: K_AUDIT bound once`).toBe(1);
         } else if (name === 'history') {

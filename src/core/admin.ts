@@ -21,7 +21,7 @@ import { createVipCode, hashVipCode, VIP_PARAM } from './vip';
 import { allows, checkPassword, DEFAULT_ITERATIONS, findAccount, roleFor, verifyPassword, type Account, type Right, type Role } from './accounts';
 import { auditJson, encodeAuditEntry, recentAudit, type AuditAction, type AuditEntry, type AuditValue } from './audit';
 import { clientKey } from './auth-throttle';
-import { AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES } from './ports';
+import { AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, type AuditMerge } from './ports';
 
 /** Bypass passes are not tied to a queue (the same value as rules.ts checks). */
 const BYPASS_QUEUE = '*';
@@ -494,7 +494,13 @@ const SIGNED_OUT_COOKIE = 'wr_signed_out';
  * carries the actor and the change (`actor`, `reason`), so a lost entry is never silent: the answer
  * says so, and the log line says `audit not stored`.
  */
-async function recordAudit(ctx: AdminContext, action: AuditAction, change: string, values?: { before?: Record<string, AuditValue> | undefined; after?: Record<string, AuditValue> | undefined }): Promise<string | undefined> {
+async function recordAudit(
+  ctx: AdminContext,
+  action: AuditAction,
+  change: string,
+  values?: { before?: Record<string, AuditValue> | undefined; after?: Record<string, AuditValue> | undefined },
+  merge?: AuditMerge,
+): Promise<string | undefined> {
   const nowMs = ctx.clock.now();
   const entry: AuditEntry = {
     atMs: nowMs,
@@ -506,7 +512,7 @@ async function recordAudit(ctx: AdminContext, action: AuditAction, change: strin
     ...(values?.before !== undefined && { before: values.before }),
     ...(values?.after !== undefined && { after: values.after }),
   };
-  const outcome = await ctx.storeCall(() => ctx.store.appendAudit(ctx.config.queueName, encodeAuditEntry(entry), nowMs));
+  const outcome = await ctx.storeCall(() => ctx.store.appendAudit(ctx.config.queueName, encodeAuditEntry(entry), nowMs, merge));
   if (outcome.ok) return undefined;
   ctx.trace.reason = `${ctx.trace.reason ?? action}; audit not stored (${outcome.reason})`;
   return `The change was applied, but the audit trail did not record it (the store: ${outcome.reason}); the request log has it.`;
@@ -1240,10 +1246,23 @@ async function admit(ctx: AdminContext, count: number, given: string | undefined
   }
   ctx.trace.reason = replayed ? `admit replayed (${admitted})` : `admitted ${admitted}`;
   // A replay was recorded by the request that applied it.
-  const auditWarning = replayed
-    ? undefined
-    : await recordAudit(ctx, 'admit', `Let ${formatCount(admitted)} ${admitted === 1 ? 'visitor' : 'visitors'} in (asked ${formatCount(count)}).`, {
-        after: { admitted, cursor: outcome.value.cursor, tail: outcome.value.tail, switch: outcome.value.switch ?? 'normal' },
-      });
+  const auditWarning = replayed ? undefined : await auditAdmit(ctx, count, outcome.value);
   return { ...outcome.value, idempotencyKey: key, auditWarning };
+}
+
+/**
+ * An admit's audit entry. A person's admit is an entry of its own; the origin's admits (it may
+ * admit every second) are one entry a minute, "Origin admits in the minute from 10:02 UTC: let in
+ * 40, calls 60.", the store adding up the run (see QueueStore.appendAudit), so that
+ * they do not push the operators' actions out of the trail's AUDIT_MAX_ENTRIES.
+ */
+async function auditAdmit(ctx: AdminContext, count: number, result: AdmitResult): Promise<string | undefined> {
+  const { admitted } = result;
+  const after = { cursor: result.cursor, tail: result.tail, switch: result.switch ?? 'normal' };
+  if (ctx.trace.role !== 'api') {
+    return recordAudit(ctx, 'admit', `Let ${formatCount(admitted)} ${admitted === 1 ? 'visitor' : 'visitors'} in (asked ${formatCount(count)}).`, { after: { admitted, ...after } });
+  }
+  const minute = Math.floor(ctx.clock.now() / 60_000);
+  const from = new Date(minute * 60_000).toISOString().slice(11, 16);
+  return recordAudit(ctx, 'admit', `Origin admits in the minute from ${from} UTC: let in #SUM#, calls #CALLS#.`, { after }, { tag: `api-admit:${minute}`, add: admitted });
 }

@@ -369,6 +369,18 @@ export const AUDIT_KEEP_MS = 30 * 86_400_000;
 /** The longest entry the audit trail takes, bytes (the core keeps its entries well within it). */
 export const AUDIT_ENTRY_MAX_BYTES = 4_096;
 
+/** Entries with one tag in a row are one entry (see QueueStore.appendAudit): the tag (1 to 64 bytes, no tab) and what this one adds. */
+export interface AuditMerge {
+  readonly tag: string;
+  readonly add: number;
+}
+
+/** What an append did: the entries kept (0 when merged), or that it was merged into the newest. */
+export interface AuditAppended {
+  readonly kept: number;
+  readonly merged: boolean;
+}
+
 /**
  * The queue's shared state. Every method is one round trip and atomic in the store. Methods throw
  * when the store fails; the core turns that into a decision (see `store_failure`).
@@ -450,9 +462,11 @@ export interface QueueStore {
   /**
    * Append one entry (text opaque to the store, 1 to AUDIT_ENTRY_MAX_BYTES bytes) to the queue's
    * audit trail: the newest AUDIT_MAX_ENTRIES are kept, for AUDIT_KEEP_MS after the last append.
-   * A reset leaves the trail; no visitor's request touches it. Returns the number of entries kept.
+   * A reset leaves the trail; no visitor's request touches it. With `merge`, a run of entries with
+   * the same tag is one entry: the newest replaces the run's, `#SUM#` and `#CALLS#` in its text
+   * replaced by the run's sum of `add` and its length; an entry without a tag ends the run.
    */
-  appendAudit(queue: string, entry: string, nowMs: number): Promise<number>;
+  appendAudit(queue: string, entry: string, nowMs: number, merge?: AuditMerge): Promise<AuditAppended>;
   /** The newest `limit` (1 to AUDIT_MAX_ENTRIES) entries of the audit trail, newest first. */
   readAudit(queue: string, limit: number, nowMs: number): Promise<readonly string[]>;
 }

@@ -278,7 +278,7 @@
  * itself lives in src/store/lua (one file per script, shared parts in lua/lib; see lua-compose.ts).
  */
 
-import { AUDIT_ENTRY_MAX_BYTES, AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, IDEMPOTENCY_KEY_PATTERN, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RememberedControls, type RuntimeControl, type StateFloor } from '../core/ports';
+import { AUDIT_ENTRY_MAX_BYTES, AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, IDEMPOTENCY_KEY_PATTERN, type AuditMerge, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RememberedControls, type RuntimeControl, type StateFloor } from '../core/ports';
 import { composeLua } from './lua-compose';
 import JOIN_FILE from './lua/join.lua';
 import POLL_FILE from './lua/poll.lua';
@@ -666,6 +666,22 @@ export function auditKey(prefix: string, queue: string): string {
   return `${prefix}:{${queue}}:audit`;
 }
 
+/** Where a run of merged audit entries is counted (see audit_append.lua). */
+export function auditMergeKey(prefix: string, queue: string): string {
+  assertKeyPrefix(prefix);
+  assertQueueName(queue);
+  return `${prefix}:{${queue}}:audit_merge`;
+}
+
+/** A merge of audit entries: a tag of 1 to 64 bytes without a tab, and a whole number to add. */
+export function checkAuditMerge(merge: AuditMerge | undefined): { tag: string; add: number } {
+  if (merge === undefined) return { tag: '', add: 0 };
+  const bytes = typeof merge.tag === 'string' ? new TextEncoder().encode(merge.tag).length : 0;
+  if (bytes < 1 || bytes > 64 || merge.tag.includes('\t')) throw new StoreArgumentError('invalid audit merge tag: expected 1 to 64 bytes, no tab');
+  if (!Number.isSafeInteger(merge.add) || merge.add < 0) throw new StoreArgumentError('invalid audit merge count: expected a whole number');
+  return { tag: merge.tag, add: merge.add };
+}
+
 /** An audit entry: a string of 1 to AUDIT_ENTRY_MAX_BYTES UTF-8 bytes. */
 export function checkAuditEntry(entry: string): string {
   const bytes = typeof entry === 'string' ? new TextEncoder().encode(entry).length : 0;
@@ -964,7 +980,7 @@ export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
 export const DRAW_SHA1 = 'dd4ef996b592a91932bc26c14b1cc5c2b5f8abf7';
 export const RESET_SHA1 = '3dc671006542f31a6c3b18ab95a0b3d50c7fae5c';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
-export const AUDIT_APPEND_SHA1 = 'e782ffad9b6d400582b2050bf387f03e89753bc6';
+export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';
 export const AUDIT_READ_SHA1 = 'c96ef5cae622e41f4c1f5304bd8ccf281114e5c2';
 
 export interface StoreScript {

@@ -18,6 +18,8 @@
 import type { Redis } from '@upstash/redis';
 import type {
   AdmissionPolicy,
+  AuditAppended,
+  AuditMerge,
   AdmitResult,
   ClaimResult,
   DrawResult,
@@ -40,7 +42,9 @@ import {
   AUDIT_APPEND,
   AUDIT_READ,
   auditKey,
+  auditMergeKey,
   checkAuditEntry,
+  checkAuditMerge,
   checkAuditLimit,
   CREATE_VIP,
   DEFAULT_KEY_PREFIX,
@@ -282,11 +286,15 @@ export class UpstashQueueStore implements QueueStore {
     return { ok: false, reason };
   }
 
-  async appendAudit(queue: string, entry: string, nowMs: number): Promise<number> {
+  async appendAudit(queue: string, entry: string, nowMs: number, merge?: AuditMerge): Promise<AuditAppended> {
     checkNowMs(nowMs);
-    const reply = await this.#run(AUDIT_APPEND, [auditKey(this.#prefix, queue)], [checkAuditEntry(entry)]);
-    if (typeof reply !== 'number' || !Number.isSafeInteger(reply) || reply < 1) throw new StoreReplyError(AUDIT_APPEND.name, reply);
-    return reply;
+    const { tag, add } = checkAuditMerge(merge);
+    const keys = [auditKey(this.#prefix, queue), auditMergeKey(this.#prefix, queue)];
+    const reply = parseReply(AUDIT_APPEND, await this.#run(AUDIT_APPEND, keys, [checkAuditEntry(entry), tag, String(add)]), 2);
+    const merged = reply.flag(1);
+    const kept = reply.int(0);
+    if (merged !== (kept === 0)) throw new StoreReplyError(AUDIT_APPEND.name, reply.raw);
+    return { kept, merged };
   }
 
   async readAudit(queue: string, limit: number, nowMs: number): Promise<readonly string[]> {
