@@ -453,7 +453,7 @@ async function signOut(request: Request, ctx: AdminContext): Promise<Response> {
     ctx.trace.reason = 'signed_in_again';
     return new Response(null, {
       status: 303,
-      headers: { location: `${ctx.config.pathPrefix}admin`, 'set-cookie': `${marker}=; Max-Age=0; Path=${cookiePath}; HttpOnly; Secure; SameSite=Strict`, 'cache-control': 'no-store', ...NOSNIFF },
+      headers: { location: `${ctx.config.pathPrefix}admin`, 'set-cookie': clearSignedOut(ctx.config.pathPrefix), 'cache-control': 'no-store', ...NOSNIFF },
     });
   }
   ctx.trace.reason = 'signed_out';
@@ -487,6 +487,9 @@ async function signOut(request: Request, ctx: AdminContext): Promise<Response> {
 
 /** The sign-out route's marker (see signOut). */
 const SIGNED_OUT_COOKIE = 'wr_signed_out';
+
+/** Clears the sign-out's marker: when the person is back in the console, the next sign-out must sign out. */
+const clearSignedOut = (prefix: string): string => `${SIGNED_OUT_COOKIE}=; Max-Age=0; Path=${prefix}admin/sign-out; HttpOnly; Secure; SameSite=Strict`;
 
 /**
  * Records a change in the audit trail (one store call, after the change) and returns a warning
@@ -746,7 +749,8 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
     signOutUrl: `${config.pathPrefix}admin/sign-out`,
     audit: panel.audit,
   });
-  return new Response(html, { headers: ADMIN_PAGE_HEADERS });
+  // Back in the console: a sign-out's marker is spent (see signOut), so the next sign-out signs out.
+  return new Response(html, { headers: { ...ADMIN_PAGE_HEADERS, 'set-cookie': clearSignedOut(config.pathPrefix) } });
 }
 
 /** Reads the epoch a reset expects: absent (any), or the whole number the state reported. */
