@@ -121,6 +121,8 @@
     var active = document.querySelector('[data-figure="active"]');
     if (active && typeof figures.active === 'string') active.className = /^[0-9]/.test(figures.active) ? '' : 'text';
     if (typeof data.chart === 'string') document.getElementById('chart').innerHTML = data.chart;
+    var audit = document.getElementById('audit');
+    if (audit && typeof data.audit === 'string') audit.innerHTML = data.audit;
     var list = document.getElementById('queues');
     if (list && typeof data.queues === 'string') list.innerHTML = data.queues;
     var pause = document.getElementById('pause');

@@ -144,6 +144,24 @@ describe('the sign-in guard', () => {
     expect(trace).toEqual({ reason: 'api_bad_token; throttle unavailable: erl unavailable', client: '198.51.100.7' });
   });
 
+  it('counts an account\'s failures from every client, holds the account at 3 × the limit, and then refuses its right password without comparing it', async () => {
+    const memory = new MemoryFailureLimiter(new ManualClock());
+    const from = (n: number): SignInGuard => ({ limiter: memory, settings, address: `198.51.100.${n}`, trace, account: 'Otto' });
+    const kinds: string[] = [];
+    // One wrong password from each of 9 addresses: no client reaches its limit of 3, the account does (9).
+    for (let n = 1; n <= 9; n++) kinds.push((await guardSignIn(from(n), 'admin', checking('wrong'))).kind);
+    expect(kinds).toEqual(['wrong', 'wrong', 'wrong', 'wrong', 'wrong', 'wrong', 'wrong', 'wrong', 'held']);
+    expect(trace.reason).toBe('admin_bad_credentials: failure 9 of 9 for account:otto in 60 s; held for 5 min');
+    compared = 0;
+    // Held, whatever the client and however the name is written: the right password is not compared.
+    const held = await guardSignIn({ ...from(50), account: 'OTTO' }, 'admin', checking('ok'));
+    expect(held.kind).toBe('held');
+    expect(compared).toBe(0);
+    expect(held.kind === 'held' && ((await held.response.json()) as { error: string }).error).toMatch(/for this account/);
+    // Another account signs in from the same addresses.
+    expect((await guardSignIn({ ...from(1), account: 'ada' }, 'admin', checking('ok'))).kind).toBe('ok');
+  });
+
   it('without a limiter still logs who failed, and holds nobody', async () => {
     for (let i = 0; i < 5; i++) expect((await guardSignIn({ ...guard(), limiter: undefined }, 'admin', checking('wrong'))).kind).toBe('wrong');
     expect(trace).toEqual({ reason: 'admin_bad_credentials', client: '198.51.100.7' });
@@ -251,10 +269,11 @@ describe('the admin and the origin API under guessing', () => {
   });
 
   it('counts an IPv6 /48 too: guessing from a new /64 each time holds the /48 after 16 × the limit', async () => {
-    // 5 a client, so 80 for the /48: each guess from a /64 of its own, as a /48 or /56 holder can send.
+    // 5 a client, so 80 for the /48: each guess from a /64 of its own, as a /48 or /56 holder can send,
+    // and at a name of its own (one account's guesses would hold the account first, see below).
     const from = (n: number) => ({ address: `2001:db8:77:${n.toString(16)}::1`, pop: 'TST' });
     const statuses: number[] = [];
-    for (let n = 0; n < 100; n++) statuses.push((await admin(basic('admin', `guess-${n}`), from(n))).status);
+    for (let n = 0; n < 100; n++) statuses.push((await admin(basic(`guess-${n}`, `guess-${n}`), from(n))).status);
     expect(statuses.filter((s) => s === 401)).toHaveLength(79);
     expect(statuses.slice(79).every((s) => s === 429)).toBe(true);
     expect(logger.records.find((l) => l.status === 429)).toMatchObject({ client: '2001:db8:77::/48' });

@@ -12,6 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { CONFIG_KEYS } from '../src/core/config';
 import { checkConfigFile, checkSettingsDocument, runCheckConfig } from '../src/node/check-config';
 import { PROJECT_ROOT } from './support/compute-host';
+import { ACCOUNTS_SECRET } from './support/fixtures';
 
 const DOCS = ['README.md', ...readdirSync(join(PROJECT_ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
 
@@ -103,5 +104,28 @@ describe('the settings examples of the docs', () => {
     expect(raw.stderr).toMatch(/^ {2}- Config Store item settings key upstash_url: must be an http\(s\) URL with a valid host name/m);
     expect(raw.stderr).not.toMatch(/Invalid URL/);
     expect(run(filledIn(guide.block))).toEqual({ stdout: expect.stringMatching(/: no problems\n$/), stderr: '', status: 0 });
+  });
+});
+
+describe('check-config and the admin_accounts secret', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'wr-accounts-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const write = (name: string, text: string): string => {
+    const file = join(dir, name);
+    writeFileSync(file, text);
+    return file;
+  };
+
+  it('--accounts FILE names admin_accounts and the account for every mistake, and passes a good file', () => {
+    const bad = runCheckConfig(undefined, PROJECT_ROOT, {}, write('bad.json', JSON.stringify({ otto: { role: 'root', hash: 'x' } })));
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toMatch(/^ {2}- admin_accounts: account "otto": role must be viewer, operator or admin$/m);
+    expect(runCheckConfig(undefined, PROJECT_ROOT, {}, write('good.json', `${ACCOUNTS_SECRET}\n`))).toEqual({ stdout: expect.stringMatching(/good\.json: no problems\n$/), stderr: '', status: 0 });
+  });
+
+  it('without FILE, checks WR_ADMIN_ACCOUNTS with the other secrets, naming it', () => {
+    const run = runCheckConfig(undefined, PROJECT_ROOT, { WR_ADMIN_ACCOUNTS: '{"otto": {"role": "operator", "hash": "pbkdf2-sha256$5$AAAA$BBBB"}}' });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/^ {2}- environment variable WR_ADMIN_ACCOUNTS: account "otto": hash iterations must be from 1000 to 100000, got 5$/m);
   });
 });

@@ -4,7 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
-import { API_TOKEN } from './support/fixtures';
+import { ACCOUNTS_SECRET, API_TOKEN } from './support/fixtures';
+import { defineAccountsScenario } from './support/e2e-accounts';
 import {
   CAPACITY_SETTINGS,
   LOST_STATE_SETTINGS,
@@ -40,7 +41,7 @@ import { fakeProviderSettings, startFakeProvider, type FakeProvider } from './su
 
 let stack: Stack;
 beforeAll(async () => {
-  stack = await startNodeStack();
+  stack = await startNodeStack({}, undefined, { secrets: { admin_accounts: ACCOUNTS_SECRET } });
 });
 afterAll(async () => {
   await stack?.close();
@@ -48,6 +49,7 @@ afterAll(async () => {
 
 describe('Node host', () => {
   defineEndToEnd(() => stack);
+  defineAccountsScenario(() => stack);
 
   it('passes a 100 MiB response through with bounded memory', async () => {
     const v = new HttpVisitor(stack.url);

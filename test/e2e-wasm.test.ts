@@ -42,6 +42,8 @@ import {
   THROTTLE_SETTINGS,
 } from './support/e2e-scenarios';
 import { buildWasmInto, configStoreItems, startWasmStack, type Stack } from './support/stack';
+import { ACCOUNTS_SECRET } from './support/fixtures';
+import { defineAccountsScenario } from './support/e2e-accounts';
 import { fakeProviderSettings, startFakeProvider, type FakeProvider } from './support/fake-siteverify';
 
 const host = findComputeHost();
@@ -52,13 +54,14 @@ describe.skipIf(!host.found)('wasm on a Compute host (fastly compute serve)', ()
   beforeAll(async () => {
     if (!host.found) return;
     console.log(`wasm end-to-end tier: fastly compute serve --viceroy-path ${host.path}`);
-    stack = await startWasmStack({ viceroyPath: host.path });
+    stack = await startWasmStack({ viceroyPath: host.path, secrets: { admin_accounts: ACCOUNTS_SECRET } });
   }, 120_000);
   afterAll(async () => {
     await stack?.close();
   });
 
   defineEndToEnd(() => stack);
+  defineAccountsScenario(() => stack);
 
   // Said in the test output rather than silently left out.
   it.skip('passes a 100 MiB response with bounded memory — Node host only: the wasm runs in the compute host, another process whose memory this test cannot sample; the stand-in streams bodies with backpressure and the 100 MiB scenario above checks the bytes', () => {});

@@ -46,6 +46,7 @@ const SHARED_CHECKS = [
   'tokens: another queue, garbage and oversize tokens fail without throwing',
   'admission: the engine signs an ES256 admission (crypto.subtle ECDSA P-256): a JWS with our kid, a raw 64-byte signature, the claims',
   'admission: the engine has no Ed25519 in crypto.subtle, so admissions are ES256 (EdDSA would need it)',
+  'accounts: no PBKDF2 in crypto.subtle; the password hash built on HMAC gives the RFC 7914 vector and verifies a hash Node made',
   'config: parseSecrets refuses a short signing key, naming the key',
   'pages: renderHoldingPage shows the place and escapes a hostile title',
   'pages: renderHoldingPage without a known place',

@@ -2611,7 +2611,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
   describe('scripts', () => {
     it('pins each SHA-1 to node:crypto and to SCRIPT LOAD through the bridge', async () => {
       expect(STORE_SCRIPTS.map((s) => s.name).sort()).toEqual(
-        ['admit', 'claim', 'control', 'create_vip', 'draw', 'history', 'join', 'leave', 'peek', 'poll', 'reset', 'stats', 'touch', 'use_vip'],
+        ['admit', 'audit_append', 'audit_read', 'claim', 'control', 'create_vip', 'draw', 'history', 'join', 'leave', 'peek', 'poll', 'reset', 'stats', 'touch', 'use_vip'],
       );
       for (const script of STORE_SCRIPTS) {
         expect(script.sha1, script.name).toBe(createHash('sha1').update(script.text).digest('hex'));
@@ -2637,6 +2637,12 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
           expect(bound, name).toEqual([['K_VIP', 'KEYS[1]']]);
           expect(bindings, `${name}: K_VIP bound once`).toBe(1);
           expect(text, `${name}: no other KEYS`).not.toMatch(/KEYS\[(?!1\])/);
+        } else if (name === 'audit_append') {
+          expect(bound, name).toEqual([['K_AUDIT', 'KEYS[1]'], ['K_MERGE', 'KEYS[2]']]);
+          expect(bindings, `${name}: K_AUDIT, K_MERGE bound once`).toBe(1);
+        } else if (name === 'audit_read') {
+          expect(bound, name).toEqual([['K_AUDIT', 'KEYS[1]']]);
+          expect(bindings, `${name}: K_AUDIT bound once`).toBe(1);
         } else if (name === 'history') {
           expect(bound, name).toEqual([['K_CTL', 'KEYS[1]']]);
           expect(bindings, `${name}: K_CTL bound once`).toBe(1);

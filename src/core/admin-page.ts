@@ -8,6 +8,8 @@ import ADMIN_HTML from '../../templates/admin.html';
 import { escapeHtml, pauseControl, renderQueueList, renderTemplate, SafeHtml } from './pages';
 import type { QueueOverview, QueueStats } from './ports';
 import type { AdminFigures } from './types';
+import type { Role } from './accounts';
+import type { AuditEntry } from './audit';
 
 /** What the console page shows: the queue, its figures and chart, and what its forms need. */
 export interface ConsolePageView {
@@ -41,6 +43,30 @@ export interface ConsolePageView {
   readonly adaptiveConfigured?: 'off' | 'standby' | 'on' | undefined;
   /** The outage banner's texts, the store-down page's own (see store-down-text.ts). */
   readonly storeDown?: { readonly title: string; readonly kept: string; readonly visitors: string; readonly waits: string } | undefined;
+  /** Who is signed in: a viewer's page has every control off. None: no account line (tests of the page alone). */
+  readonly account?: { readonly name: string; readonly role: Role } | undefined;
+  /** Where the sign-out link goes. */
+  readonly signOutUrl?: string | undefined;
+  /** The newest changes, newest first; undefined when the store did not answer them. */
+  readonly audit?: readonly AuditEntry[] | undefined;
+}
+
+const auditTime = (ms: number): string => new Date(ms).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';
+
+/** The "Recent changes" list: when, who (and role), from where, what. Every value escaped. */
+export function renderAuditList(entries: readonly AuditEntry[] | undefined): string {
+  if (entries === undefined) return '<p class="small">The changes could not be read from the store just now.</p>';
+  if (entries.length === 0) return '<p class="small">No changes recorded yet.</p>';
+  const items = entries.map(
+    (e) =>
+      `<li data-action="${escapeHtml(e.action)}"><time datetime="${escapeHtml(new Date(e.atMs).toISOString())}">${escapeHtml(auditTime(e.atMs))}</time> · <strong data-actor>${escapeHtml(e.actor)}</strong> (${escapeHtml(e.role)}) from <code>${escapeHtml(e.client)}</code>: <span data-change>${escapeHtml(e.change)}</span></li>`,
+  );
+  return `<ol class="audit-list">${items.join('')}</ol>`;
+}
+
+/** A viewer's page: every control rendered off, so nothing looks as if it could be used. */
+function readOnly(html: string): string {
+  return html.replace(/<(button|select|textarea|input)\b(?![^>]*type="hidden")/g, '<$1 disabled');
 }
 
 /**
@@ -73,7 +99,16 @@ export function renderConsolePage(view: ConsolePageView): string {
   const hidden = (shown: boolean): SafeHtml => new SafeHtml(shown ? '' : ' hidden');
   const configured = view.adaptiveConfigured ?? 'off';
   const down = view.storeDown ?? { title: '', kept: '', visitors: '', waits: '' };
-  return renderTemplate(ADMIN_HTML, {
+  const viewer = view.account?.role === 'viewer';
+  const accountBar =
+    view.account === undefined
+      ? ''
+      : `<p class="small account" id="account">Signed in as <strong>${escapeHtml(view.account.name)}</strong> (${escapeHtml(view.account.role)})${
+          view.signOutUrl === undefined ? '' : ` · <a href="${escapeHtml(view.signOutUrl)}" id="sign-out">Sign out</a>`
+        }</p>${viewer ? '<p class="notice" role="note" id="read-only">This account is a viewer: it sees everything and changes nothing, so the controls are off.</p>' : ''}`;
+  const html = renderTemplate(ADMIN_HTML, {
+    account_bar: new SafeHtml(accountBar),
+    audit: new SafeHtml(renderAuditList(view.audit)),
     queue: view.queue,
     notice: view.notice,
     notice_class: new SafeHtml(view.noticeIsWarning === true ? ' data-warning' : ''),
@@ -118,4 +153,5 @@ export function renderConsolePage(view: ConsolePageView): string {
         ? 'Changes reach waiting visitors on their next refresh.'
         : `Changes reach every edge location within ${view.propagationSeconds} ${view.propagationSeconds === 1 ? 'second' : 'seconds'} (the per-POP cache lifetime), then waiting visitors on their next refresh.`,
   });
+  return viewer ? readOnly(html) : html;
 }

@@ -9,7 +9,7 @@ import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminPanel, type AdminFigures } from './admin-view';
 import { metricsText } from './metrics';
-import { adaptiveInForce, consoleMode, pausedByOperator, renderConsolePage } from './admin-page';
+import { adaptiveInForce, consoleMode, pausedByOperator, renderAuditList, renderConsolePage } from './admin-page';
 import { escapeHtml, formatCount, pauseControl, renderQueueList } from './pages';
 import { repeatedTopLevelKey } from './json-keys';
 import { IDEMPOTENCY_KEY_PATTERN, type AdaptiveStatus, type AdmissionPolicy, type AdmitResult, type Clock, type CurrentQueue, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
@@ -18,6 +18,10 @@ import { refusedTicketsLastMinute, type RefusalReason } from './ticket-limit';
 import { STORE_DOWN_RETRY_SECONDS, storeDownAlert, storeDownText } from './store-down-text';
 import { signToken, verifyToken } from './tokens';
 import { createVipCode, hashVipCode, VIP_PARAM } from './vip';
+import { allows, checkPassword, DEFAULT_ITERATIONS, findAccount, roleFor, verifyPassword, type Account, type Right, type Role } from './accounts';
+import { auditJson, encodeAuditEntry, recentAudit, type AuditAction, type AuditEntry, type AuditValue } from './audit';
+import { clientKey } from './auth-throttle';
+import { AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, type AuditMerge } from './ports';
 
 /** Bypass passes are not tied to a queue (the same value as rules.ts checks). */
 const BYPASS_QUEUE = '*';
@@ -51,7 +55,8 @@ export interface AdminContext {
   readonly ticketLimiter?: FailureLimiter | undefined;
   /** The client's address, which failed sign-ins are counted against. */
   readonly address: string | undefined;
-  readonly trace: { decision: string; reason?: string; cursor?: number; tail?: number; client?: string };
+  /** The request's log fields; `actor` is the signed-in account's name (or `api`), `role` its role. */
+  readonly trace: { decision: string; reason?: string; cursor?: number; tail?: number; client?: string; actor?: string; role?: Role | 'api' };
   readonly storeCall: <T>(call: () => Promise<T>) => Promise<StoreOutcome<T>>;
 }
 
@@ -319,35 +324,41 @@ const ADMIN_PAGE_HEADERS = {
 export async function handleAdminRoute(request: Request, rest: string, ctx: AdminContext): Promise<Response | undefined> {
   switch (rest) {
     case 'admin':
-      return withBasicAuth(request, ctx, () => (request.method === 'GET' ? adminPage(request, ctx) : methodNotAllowed('GET')));
+      return withBasicAuth(request, ctx, 'read', () => (request.method === 'GET' ? adminPage(request, ctx) : methodNotAllowed('GET')));
     case 'admin/state':
     case 'admin/stats':
+      return withBasicAuth(request, ctx, 'read', () => (request.method === 'GET' ? stateJson(ctx) : methodNotAllowed('GET')));
     case 'api/state':
     case 'api/stats':
-      return (rest.startsWith('api/') ? withBearer : withBasicAuth)(request, ctx, () =>
-        request.method === 'GET' ? stateJson(ctx) : methodNotAllowed('GET'),
-      );
+      return withBearer(request, ctx, () => (request.method === 'GET' ? stateJson(ctx) : methodNotAllowed('GET')));
     case 'admin/live':
-      return withBasicAuth(request, ctx, () => (request.method === 'GET' ? liveJson(ctx) : methodNotAllowed('GET')));
+      return withBasicAuth(request, ctx, 'read', () => (request.method === 'GET' ? liveJson(ctx) : methodNotAllowed('GET')));
     case 'api/metrics':
+      return withBearer(request, ctx, () => (request.method === 'GET' ? metrics(ctx) : methodNotAllowed('GET')));
     case 'admin/metrics':
-      return (rest.startsWith('api/') ? withBearer : withBasicAuth)(request, ctx, () => (request.method === 'GET' ? metrics(ctx) : methodNotAllowed('GET')));
+      return withBasicAuth(request, ctx, 'read', () => (request.method === 'GET' ? metrics(ctx) : methodNotAllowed('GET')));
+    case 'admin/audit':
+      return withBasicAuth(request, ctx, 'read', () => (request.method === 'GET' ? auditRoute(request, ctx) : methodNotAllowed('GET')));
+    case 'api/audit':
+      return withBearer(request, ctx, () => (request.method === 'GET' ? auditRoute(request, ctx) : methodNotAllowed('GET')));
+    case 'admin/sign-out':
+      return request.method === 'GET' ? signOut(request, ctx) : methodNotAllowed('GET');
     case 'admin/reset':
-      return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formReset(request, ctx) : methodNotAllowed('POST')));
+      return withBasicAuth(request, ctx, 'reset', () => (request.method === 'POST' ? formReset(request, ctx) : methodNotAllowed('POST')));
     case 'api/reset':
       return withBearer(request, ctx, () => (request.method === 'POST' ? apiReset(request, ctx) : methodNotAllowed('POST')));
     case 'admin/control':
-      return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formControl(request, ctx) : methodNotAllowed('POST')));
+      return withBasicAuth(request, ctx, 'change', () => (request.method === 'POST' ? formControl(request, ctx) : methodNotAllowed('POST')));
     case 'api/vip':
       return withBearer(request, ctx, () => (request.method === 'POST' ? apiCreateVip(request, ctx) : methodNotAllowed('POST')));
     case 'admin/vip':
-      return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formCreateVip(request, ctx) : methodNotAllowed('POST')));
+      return withBasicAuth(request, ctx, 'change', () => (request.method === 'POST' ? formCreateVip(request, ctx) : methodNotAllowed('POST')));
     case 'api/bypass-pass':
       return withBearer(request, ctx, () => (request.method === 'POST' ? mintBypassPass(request, ctx) : methodNotAllowed('POST')));
     case 'api/control':
       return withBearer(request, ctx, () => (request.method === 'POST' ? apiControl(request, ctx) : methodNotAllowed('POST')));
     case 'admin/admit':
-      return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formAdmit(request, ctx) : methodNotAllowed('POST')));
+      return withBasicAuth(request, ctx, 'change', () => (request.method === 'POST' ? formAdmit(request, ctx) : methodNotAllowed('POST')));
     case 'api/admit':
       return withBearer(request, ctx, () => (request.method === 'POST' ? apiAdmit(request, ctx) : methodNotAllowed('POST')));
     default:
@@ -359,30 +370,200 @@ function methodNotAllowed(allow: string): Response {
   return errorResponse(405, `use ${allow}`, { allow });
 }
 
-function signInGuard(ctx: AdminContext): SignInGuard {
-  return { limiter: ctx.authLimiter, settings: ctx.config, address: ctx.address, trace: ctx.trace };
+function signInGuard(ctx: AdminContext, account?: string): SignInGuard {
+  return { limiter: ctx.authLimiter, settings: ctx.config, address: ctx.address, trace: ctx.trace, account };
 }
 
-async function withBasicAuth(request: Request, ctx: AdminContext, next: () => Response | Promise<Response>): Promise<Response> {
+/** The realm the console's Basic Auth asks for (the sign-out answers it too, see signOut). */
+const ADMIN_REALM = 'Basic realm="waiting room admin", charset="UTF-8"';
+
+/**
+ * The console's accounts: those of `admin_accounts`, and `admin_password` as an admin named
+ * `admin_user` (as before accounts existed) unless a named account takes that name.
+ */
+export function consoleAccounts(secrets: Pick<Secrets, 'adminPassword' | 'adminAccounts'>, adminUser: string): readonly Account[] {
+  const named = secrets.adminAccounts;
+  const password = secrets.adminPassword;
+  if (password === undefined || findAccount(named, adminUser) !== undefined) return named;
+  return [...named, { name: adminUser, role: 'admin', password }];
+}
+
+/**
+ * A hash no password matches, checked for a name no account has, at the iterations of the named
+ * accounts' first hash: an unknown name costs what a known one does, so the time taken does not tell
+ * which names exist. Without named accounts (only `admin_password`) there is no hash to hide, and
+ * nothing is computed.
+ */
+const NO_ACCOUNT = { iterations: DEFAULT_ITERATIONS, salt: new Uint8Array(16), hash: new Uint8Array(32), text: '' };
+
+/**
+ * Basic Auth for the console: the account named by the user name, its password checked (see
+ * accounts.ts), the sign-in throttled per client and per account, then the account's role must
+ * hold `right`: a viewer's change, or an operator's reset, is a 403 that says so.
+ */
+async function withBasicAuth(request: Request, ctx: AdminContext, right: Right, next: () => Response | Promise<Response>): Promise<Response> {
   ctx.trace.decision = 'admin';
-  const password = ctx.secrets.adminPassword;
-  if (password === undefined) {
-    return errorResponse(403, 'admin is disabled: set the admin_password secret to enable it');
+  const accounts = consoleAccounts(ctx.secrets, ctx.config.adminUser);
+  if (accounts.length === 0) {
+    return errorResponse(403, 'admin is disabled: set the admin_accounts or the admin_password secret to enable it');
   }
   const given = readBasicAuth(request.headers.get('authorization'));
-  const signIn = await guardSignIn(signInGuard(ctx), 'admin', () => {
-    // Both comparisons always run, so the time taken does not tell which part was wrong.
-    const userOk = timingSafeEqual(given?.user ?? '', ctx.config.adminUser);
-    const passwordOk = timingSafeEqual(given?.password ?? '', password);
-    return given === undefined ? 'missing' : userOk && passwordOk ? 'ok' : 'wrong';
+  const account = given === undefined ? undefined : findAccount(accounts, given.user);
+  const signIn = await guardSignIn(signInGuard(ctx, given?.user), 'admin', async () => {
+    if (given === undefined) return 'missing';
+    if (account === undefined) {
+      const like = accounts.find((a) => a.hash !== undefined)?.hash;
+      if (like !== undefined) await verifyPassword(given.password, { ...NO_ACCOUNT, iterations: like.iterations });
+      return 'wrong';
+    }
+    return (await checkPassword(account, given.password, ctx.clock.now(), timingSafeEqual)) ? 'ok' : 'wrong';
   });
   if (signIn.kind === 'held') return signIn.response;
-  if (signIn.kind !== 'ok') {
-    return errorResponse(401, 'admin credentials required', {
-      'www-authenticate': 'Basic realm="waiting room admin", charset="UTF-8"',
-    });
+  if (signIn.kind !== 'ok' || account === undefined) {
+    return errorResponse(401, 'admin credentials required', { 'www-authenticate': ADMIN_REALM });
+  }
+  ctx.trace.actor = account.name;
+  ctx.trace.role = account.role;
+  if (!allows(account.role, right)) {
+    ctx.trace.reason = `role_refused: ${account.role} ${account.name} may not ${right}`;
+    const what = right === 'reset' ? 'reset the queue' : 'change anything';
+    return errorResponse(403, `the account ${JSON.stringify(account.name)} is ${account.role === 'viewer' ? 'a' : 'an'} ${account.role}: it may not ${what} (that needs ${roleFor(right) === 'admin' ? 'an admin' : 'an operator or an admin'}); nothing changed`);
   }
   return next();
+}
+
+/**
+ * Signing out of Basic Auth, which has no sign-out of its own: browsers keep the credentials and
+ * send them until a request with them is answered 401. So this route answers 401 with the
+ * console's realm: the browser (Chromium, Firefox, Safari) drops the credentials it holds for the
+ * console and asks again; dismissing the prompt leaves a page that says it signed out and links
+ * back. The answer also sets a short-lived marker cookie (for this path only): if the person signs
+ * in again at that prompt, the request comes back here with the marker and valid credentials, and
+ * is sent on to the console instead of being signed out again (which would loop). The marker
+ * grants nothing: the credentials are still checked as on any console request.
+ */
+async function signOut(request: Request, ctx: AdminContext): Promise<Response> {
+  ctx.trace.decision = 'admin';
+  const marker = SIGNED_OUT_COOKIE;
+  const cookiePath = `${ctx.config.pathPrefix}admin/sign-out`;
+  const hasMarker = (request.headers.get('cookie') ?? '').split(';').some((c) => c.trim() === `${marker}=1`);
+  const given = readBasicAuth(request.headers.get('authorization'));
+  if (hasMarker && given !== undefined) {
+    // Signing in again at the prompt: the console checks the credentials (and throttles) as always.
+    ctx.trace.reason = 'signed_in_again';
+    return new Response(null, {
+      status: 303,
+      headers: { location: `${ctx.config.pathPrefix}admin`, 'set-cookie': clearSignedOut(ctx.config.pathPrefix), 'cache-control': 'no-store', ...NOSNIFF },
+    });
+  }
+  ctx.trace.reason = 'signed_out';
+  const admin = escapeHtml(`${ctx.config.pathPrefix}admin`);
+  const html = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<title>Signed out · waiting room admin</title>
+<link rel="stylesheet" href="${escapeHtml(ctx.config.pathPrefix)}assets/style.css">
+</head>
+<body class="admin">
+<main class="card" aria-labelledby="title">
+  <h1 id="title">Signed out</h1>
+  <p>You are signed out of the waiting room console in this browser. Close the window if others use this computer.</p>
+  <p><a href="${admin}">Sign in again</a></p>
+</main>
+</body>
+</html>`;
+  return new Response(html, {
+    status: 401,
+    headers: {
+      ...ADMIN_PAGE_HEADERS,
+      'www-authenticate': ADMIN_REALM,
+      'set-cookie': `${marker}=1; Max-Age=600; Path=${cookiePath}; HttpOnly; Secure; SameSite=Strict`,
+    },
+  });
+}
+
+/** The sign-out route's marker (see signOut). */
+const SIGNED_OUT_COOKIE = 'wr_signed_out';
+
+/** Clears the sign-out's marker: when the person is back in the console, the next sign-out must sign out. */
+const clearSignedOut = (prefix: string): string => `${SIGNED_OUT_COOKIE}=; Max-Age=0; Path=${prefix}admin/sign-out; HttpOnly; Secure; SameSite=Strict`;
+
+/**
+ * Records a change in the audit trail (one store call, after the change) and returns a warning
+ * when the store did not take it. The change itself stands either way, and the request's log line
+ * carries the actor and the change (`actor`, `reason`), so a lost entry is never silent: the answer
+ * says so, and the log line says `audit not stored`.
+ */
+async function recordAudit(
+  ctx: AdminContext,
+  action: AuditAction,
+  change: string,
+  values?: { before?: Record<string, AuditValue> | undefined; after?: Record<string, AuditValue> | undefined },
+  merge?: AuditMerge,
+): Promise<string | undefined> {
+  const nowMs = ctx.clock.now();
+  const entry: AuditEntry = {
+    atMs: nowMs,
+    actor: ctx.trace.actor ?? 'unknown',
+    role: ctx.trace.role ?? 'api',
+    client: clientKey(ctx.address),
+    action,
+    change,
+    ...(values?.before !== undefined && { before: values.before }),
+    ...(values?.after !== undefined && { after: values.after }),
+  };
+  const outcome = await ctx.storeCall(() => ctx.store.appendAudit(ctx.config.queueName, encodeAuditEntry(entry), nowMs, merge));
+  if (outcome.ok) return undefined;
+  ctx.trace.reason = `${ctx.trace.reason ?? action}; audit not stored (${outcome.reason})`;
+  return `The change was applied, but the audit trail did not record it (the store: ${outcome.reason}); the request log has it.`;
+}
+
+/** The fields of the state a control touches, for the audit trail's before and after. */
+function controlFields(state: Partial<QueueStats>, config: Readonly<Config>): Record<string, AuditValue> {
+  return {
+    paused: state.paused ?? null,
+    switch: state.switch ?? 'normal',
+    max_active: state.maxActive ?? null,
+    max_new_per_minute: state.maxNewPerMinute ?? null,
+    admit_per_period: state.admitPerPeriod ?? config.admitPerPeriod,
+    ...(state.adaptive !== undefined && { adaptive: state.adaptive.enabled, adaptive_pinned: state.adaptive.pinned }),
+  };
+}
+
+/** `GET admin/audit` (and `api/audit`): the trail as JSON, newest first; `limit`, `from`, `to` narrow it. */
+async function auditRoute(request: Request, ctx: AdminContext): Promise<Response> {
+  const params = new URL(request.url).searchParams;
+  for (const key of params.keys()) {
+    if (!['limit', 'from', 'to', 'queue'].includes(key)) return errorResponse(400, `unknown parameter ${JSON.stringify(key).slice(0, 40)}: use limit, from, to`);
+  }
+  const limitText = params.get('limit') ?? '100';
+  if (!/^[0-9]{1,5}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > AUDIT_MAX_ENTRIES) {
+    return errorResponse(400, `limit must be a whole number from 1 to ${AUDIT_MAX_ENTRIES}`);
+  }
+  const time = (name: string): number | undefined | Response => {
+    const text = params.get(name);
+    if (text === null) return undefined;
+    const ms = Date.parse(text);
+    return Number.isFinite(ms) && /^\d{4}-\d{2}-\d{2}T/.test(text) ? ms : errorResponse(400, `${name} must be an ISO 8601 time like 2026-11-28T10:00:00Z`);
+  };
+  const from = time('from');
+  const to = time('to');
+  if (from instanceof Response) return from;
+  if (to instanceof Response) return to;
+  const nowMs = ctx.clock.now();
+  // A window reads the whole kept trail; without one, the newest `limit`.
+  const window = from !== undefined || to !== undefined;
+  const outcome = await ctx.storeCall(() => recentAudit(ctx.store, ctx.config.queueName, window ? AUDIT_MAX_ENTRIES : Number(limitText), nowMs));
+  if (!outcome.ok) return errorResponse(503, `the queue store is unavailable (${outcome.reason})`);
+  const entries = outcome.value.filter((e) => (from === undefined || e.atMs >= from) && (to === undefined || e.atMs < to)).slice(0, Number(limitText));
+  return jsonResponse(200, {
+    queue: ctx.config.queueName,
+    kept: { max_entries: AUDIT_MAX_ENTRIES, days_after_last_change: AUDIT_KEEP_MS / 86_400_000 },
+    entries: entries.map(auditJson),
+  });
 }
 
 async function withBearer(request: Request, ctx: AdminContext, next: () => Response | Promise<Response>): Promise<Response> {
@@ -397,6 +578,8 @@ async function withBearer(request: Request, ctx: AdminContext, next: () => Respo
   if (signIn.kind !== 'ok') {
     return errorResponse(401, 'a valid bearer token is required', { 'www-authenticate': 'Bearer realm="waiting room"' });
   }
+  ctx.trace.actor = 'api';
+  ctx.trace.role = 'api';
   return next();
 }
 
@@ -427,8 +610,13 @@ async function metrics(ctx: AdminContext): Promise<Response> {
   return new Response(text, { headers: { 'content-type': 'application/openmetrics-text; version=1.0.0; charset=utf-8', 'cache-control': 'no-store' } });
 }
 
+/** How many of the newest changes the console lists. */
+const CONSOLE_AUDIT_ENTRIES = 20;
+
 interface Panel {
   readonly stats: QueueStats;
+  /** The newest changes; undefined when the store did not answer them (the figures still show). */
+  readonly audit: readonly AuditEntry[] | undefined;
   readonly refused: { tickets_refused_last_minute_here: Record<RefusalReason, number | null> };
   readonly figures: AdminFigures;
   readonly chart: string;
@@ -439,11 +627,15 @@ interface Panel {
  * tiles and the chart's latest point are the same answer (see adminPanel).
  */
 async function readPanel(ctx: AdminContext, nowMs: number): Promise<Panel | Response> {
-  const stats = await ctx.storeCall(() => ctx.store.stats(ctx.config.queueName, nowMs, ctx.policy, { history: true }));
+  // The recent changes in a second call beside the figures (the console's, never a visitor's).
+  const [stats, audit] = await Promise.all([
+    ctx.storeCall(() => ctx.store.stats(ctx.config.queueName, nowMs, ctx.policy, { history: true })),
+    ctx.storeCall(() => recentAudit(ctx.store, ctx.config.queueName, CONSOLE_AUDIT_ENTRIES, nowMs)),
+  ]);
   if (!stats.ok) return errorResponse(503, `the queue store is unavailable (${stats.reason})`);
   const refused = await refusedHere(ctx);
   // A store that answers no history still gives the figures: the chart then shows only now.
-  return { stats: stats.value, refused, ...adminPanel(stats.value, ctx.config, nowMs, refused.tickets_refused_last_minute_here) };
+  return { stats: stats.value, audit: audit.ok ? audit.value : undefined, refused, ...adminPanel(stats.value, ctx.config, nowMs, refused.tickets_refused_last_minute_here) };
 }
 
 const asOf = (nowMs: number): string => new Date(nowMs).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';
@@ -467,6 +659,7 @@ async function liveJson(ctx: AdminContext): Promise<Response> {
     // What each select of the page shows: the state in force.
     in_force: { switch: stats.switch ?? 'normal', mode: consoleMode({ ...stats, admitPerPeriod: stats.admitPerPeriod ?? ctx.config.admitPerPeriod }), adaptive: adaptiveInForce(stats) },
     csrf: await formToken(ctx, nowMs),
+    audit: renderAuditList(panel.audit),
     ...(ctx.overview !== undefined && { queues: renderQueueList(await ctx.overview(nowMs, { name: ctx.config.queueName, stats }), ctx.config.queueName, `${ctx.config.pathPrefix}admin`) }),
   });
 }
@@ -552,8 +745,12 @@ async function adminPage(request: Request, ctx: AdminContext): Promise<Response>
     periodSeconds: config.admitPeriodSeconds,
     adaptiveConfigured: config.adaptiveAdmission,
     storeDown: storeDownText(config),
+    ...(ctx.trace.actor !== undefined && ctx.trace.role !== undefined && ctx.trace.role !== 'api' && { account: { name: ctx.trace.actor, role: ctx.trace.role } }),
+    signOutUrl: `${config.pathPrefix}admin/sign-out`,
+    audit: panel.audit,
   });
-  return new Response(html, { headers: ADMIN_PAGE_HEADERS });
+  // Back in the console: a sign-out's marker is spent (see signOut), so the next sign-out signs out.
+  return new Response(html, { headers: { ...ADMIN_PAGE_HEADERS, 'set-cookie': clearSignedOut(config.pathPrefix) } });
 }
 
 /** Reads the epoch a reset expects: absent (any), or the whole number the state reported. */
@@ -612,7 +809,11 @@ async function reset(ctx: AdminContext, confirm: unknown, expected: unknown): Pr
     });
   }
   const notice = `Reset queue ${ctx.config.queueName}: the line is empty and tickets taken before are void.`;
-  return jsonResponse(200, { notice, reset: true, applied: true, ...describeState(result, ctx.config) });
+  const auditWarning = await recordAudit(ctx, 'reset', `Reset queue ${ctx.config.queueName}.`, {
+    ...(epoch !== undefined && { before: { epoch } }),
+    after: { epoch: result.epoch, tail: result.tail, cursor: result.cursor },
+  });
+  return jsonResponse(200, { notice, reset: true, applied: true, ...(auditWarning !== undefined && { audit_warning: auditWarning }), ...describeState(result, ctx.config) });
 }
 
 async function formReset(request: Request, ctx: AdminContext): Promise<Response> {
@@ -624,7 +825,9 @@ async function formReset(request: Request, ctx: AdminContext): Promise<Response>
   if (epochs.length > 1) return errorResponse(400, 'epoch is given more than once');
   const response = await reset(ctx, confirms[0]!.trim(), epochs[0]);
   if (!response.ok || !(request.headers.get('accept') ?? '').includes('text/html')) return response;
-  return answerForm(request, ctx, `Reset queue ${ctx.config.queueName}.`, {});
+  // The browser's notice says what the JSON says: that the trail missed it, when it did.
+  const { audit_warning: warning } = (await response.json()) as { audit_warning?: string };
+  return answerForm(request, ctx, warning === undefined ? `Reset queue ${ctx.config.queueName}.` : `Reset queue ${ctx.config.queueName}. ${warning}`, {});
 }
 
 /**
@@ -736,7 +939,7 @@ async function formAdmit(request: Request, ctx: AdminContext): Promise<Response>
   const notice = admitWarning(result) ?? (result.replayed
     ? `Already done: this request let ${formatCount(result.admitted)} ${result.admitted === 1 ? 'visitor' : 'visitors'} in.`
     : `Let ${formatCount(result.admitted)} ${result.admitted === 1 ? 'visitor' : 'visitors'} in.`);
-  return answerForm(request, ctx, notice, admitJson(result, ctx.config));
+  return answerForm(request, ctx, result.auditWarning === undefined ? notice : `${notice} ${result.auditWarning}`, admitJson(result, ctx.config));
 }
 
 async function formControl(request: Request, ctx: AdminContext): Promise<Response> {
@@ -752,7 +955,8 @@ async function formControl(request: Request, ctx: AdminContext): Promise<Respons
   if (!parsed.ok) return errorResponse(400, parsed.error);
   const result = await control(ctx, parsed.change, parsed.mode);
   if (result instanceof Response) return result;
-  return answerForm(request, ctx, result.changed, { changed: result.changed, ...describeState(result.state, ctx.config) });
+  const warning = result.auditWarning;
+  return answerForm(request, ctx, warning === undefined ? result.changed : `${result.changed} ${warning}`, { changed: result.changed, ...(warning !== undefined && { audit_warning: warning }), ...describeState(result.state, ctx.config) });
 }
 
 async function apiControl(request: Request, ctx: AdminContext): Promise<Response> {
@@ -763,7 +967,7 @@ async function apiControl(request: Request, ctx: AdminContext): Promise<Response
   if (!parsed.ok) return errorResponse(400, parsed.error);
   const result = await control(ctx, parsed.change, parsed.mode);
   if (result instanceof Response) return result;
-  return jsonResponse(200, { changed: result.changed, ...describeState(result.state, ctx.config) });
+  return jsonResponse(200, { changed: result.changed, ...(result.auditWarning !== undefined && { audit_warning: result.auditWarning }), ...describeState(result.state, ctx.config) });
 }
 
 export const MAX_VIP_CODES = 100;
@@ -823,8 +1027,11 @@ async function createVips(request: Request, ctx: AdminContext, vip: VipRequest):
   }
   ctx.trace.reason = `created ${codes.length} VIP codes`;
   const expiry = expiresAtMs === null ? 'no expiry' : `expiring ${new Date(expiresAtMs).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+  const made = `Created ${codes.length} VIP ${codes.length === 1 ? 'code' : 'codes'}, ${vip.uses} ${vip.uses === 1 ? 'use' : 'uses'} each, ${expiry}.`;
+  // The codes themselves never go in the trail: it is readable by viewers.
+  const auditWarning = await recordAudit(ctx, 'vip_codes', made, { after: { codes: codes.length, uses_each: vip.uses, expires_at: expiresAtMs === null ? null : new Date(expiresAtMs).toISOString() } });
   return jsonResponse(200, {
-    notice: `Created ${codes.length} VIP ${codes.length === 1 ? 'code' : 'codes'}, ${vip.uses} ${vip.uses === 1 ? 'use' : 'uses'} each, ${expiry}. They are shown only now.`,
+    notice: `${made} They are shown only now.${auditWarning === undefined ? '' : ` ${auditWarning}`}`,
     queue: ctx.config.queueName,
     uses_each: vip.uses,
     expires_at: expiresAtMs === null ? null : new Date(expiresAtMs).toISOString(),
@@ -873,7 +1080,9 @@ async function mintBypassPass(request: Request, ctx: AdminContext): Promise<Resp
   const iat = Math.floor(ctx.clock.now() / 1000);
   const token = await signToken(ctx.secrets.keyRing, { q: BYPASS_QUEUE, k: 'b', t: 0, iat, exp: iat + ttl });
   ctx.trace.reason = `bypass pass for ${ttl} s`;
+  const auditWarning = await recordAudit(ctx, 'bypass_pass', `Made a bypass pass for ${ttl} s.`, { after: { expires_at: new Date((iat + ttl) * 1000).toISOString() } });
   return jsonResponse(200, {
+    ...(auditWarning !== undefined && { audit_warning: auditWarning }),
     cookie_name: ctx.config.bypassCookie,
     token,
     expires_at: new Date((iat + ttl) * 1000).toISOString(),
@@ -918,12 +1127,14 @@ function describeChange(change: RuntimeControl, modes?: { readonly from: QueueMo
  * in effect (a second store call, for the console and the API only) so that it can refuse a quiet
  * change of mode (see guardMode); the others are one call.
  */
-async function control(ctx: AdminContext, change: RuntimeControl, mode?: QueueMode): Promise<{ state: QueueState; changed: string } | Response> {
+async function control(ctx: AdminContext, change: RuntimeControl, mode?: QueueMode): Promise<{ state: QueueState; changed: string; auditWarning: string | undefined } | Response> {
   let applied = change;
   let modes: { from: QueueMode; to: QueueMode } | undefined;
+  let before: Record<string, AuditValue> | undefined;
   if (mode !== undefined || change.maxActive !== undefined || change.maxNewPerMinute !== undefined || change.admitPerPeriod !== undefined) {
     const now = await ctx.storeCall(() => ctx.store.stats(ctx.config.queueName, ctx.clock.now(), ctx.policy));
     if (!now.ok) return errorResponse(503, `the queue store is unavailable (${now.reason}); nothing changed`);
+    before = controlFields(now.value, ctx.config);
     const guarded = guardMode(change, mode, { ...now.value, admitPerPeriod: now.value.admitPerPeriod ?? ctx.config.admitPerPeriod }, ctx.config);
     if (!guarded.ok) return errorResponse(guarded.status, guarded.error);
     applied = guarded.change;
@@ -933,7 +1144,8 @@ async function control(ctx: AdminContext, change: RuntimeControl, mode?: QueueMo
   if (!outcome.ok) return errorResponse(503, `the queue store did not confirm the change (${outcome.reason}); check the state before retrying`);
   const changed = describeChange(mode === undefined ? applied : change, modes);
   ctx.trace.reason = `control ${changed}`;
-  return { state: outcome.value, changed };
+  const auditWarning = await recordAudit(ctx, 'control', changed, { before, after: controlFields(outcome.value, ctx.config) });
+  return { state: outcome.value, changed, auditWarning };
 }
 
 async function apiAdmit(request: Request, ctx: AdminContext): Promise<Response> {
@@ -979,9 +1191,17 @@ function parseIdempotencyKey(value: string | undefined, name: string): { ok: tru
 }
 
 /** An admit's answer: applied (now, or by an earlier request with the same key: `replayed`), and the state. */
-function admitJson(result: AdmitResult & { readonly idempotencyKey: string }, config: Readonly<Config>): Record<string, unknown> {
+function admitJson(result: AdmitResult & { readonly idempotencyKey: string; readonly auditWarning?: string | undefined }, config: Readonly<Config>): Record<string, unknown> {
   const warning = admitWarning(result);
-  return { admitted: result.admitted, applied: true, replayed: result.replayed, idempotency_key: result.idempotencyKey, ...(warning !== undefined && { warning }), ...describeState(result, config) };
+  return {
+    admitted: result.admitted,
+    applied: true,
+    replayed: result.replayed,
+    idempotency_key: result.idempotencyKey,
+    ...(warning !== undefined && { warning }),
+    ...(result.auditWarning !== undefined && { audit_warning: result.auditWarning }),
+    ...describeState(result, config),
+  };
 }
 
 /**
@@ -1002,7 +1222,7 @@ export function admitWarning(result: Pick<AdmitResult, 'admitted' | 'replayed' |
  * finds the key recorded and admits nobody. If the store still does not answer, the 503 says that
  * it is unknown, and that a retry with the same key is safe.
  */
-async function admit(ctx: AdminContext, count: number, given: string | undefined): Promise<(AdmitResult & { readonly idempotencyKey: string }) | Response> {
+async function admit(ctx: AdminContext, count: number, given: string | undefined): Promise<(AdmitResult & { readonly idempotencyKey: string; readonly auditWarning?: string | undefined }) | Response> {
   const key = given ?? crypto.randomUUID();
   const call = () => ctx.store.admit(ctx.config.queueName, count, ctx.clock.now(), ctx.policy, key);
   let outcome = await ctx.storeCall(call);
@@ -1029,5 +1249,24 @@ async function admit(ctx: AdminContext, count: number, given: string | undefined
     });
   }
   ctx.trace.reason = replayed ? `admit replayed (${admitted})` : `admitted ${admitted}`;
-  return { ...outcome.value, idempotencyKey: key };
+  // A replay was recorded by the request that applied it.
+  const auditWarning = replayed ? undefined : await auditAdmit(ctx, count, outcome.value);
+  return { ...outcome.value, idempotencyKey: key, auditWarning };
+}
+
+/**
+ * An admit's audit entry. A person's admit is an entry of its own; the origin's admits (it may
+ * admit every second) are one entry a minute, "Origin admits in the minute from 10:02 UTC: let in
+ * 40, calls 60.", the store adding up the run (see QueueStore.appendAudit), so that
+ * they do not push the operators' actions out of the trail's AUDIT_MAX_ENTRIES.
+ */
+async function auditAdmit(ctx: AdminContext, count: number, result: AdmitResult): Promise<string | undefined> {
+  const { admitted } = result;
+  const after = { cursor: result.cursor, tail: result.tail, switch: result.switch ?? 'normal' };
+  if (ctx.trace.role !== 'api') {
+    return recordAudit(ctx, 'admit', `Let ${formatCount(admitted)} ${admitted === 1 ? 'visitor' : 'visitors'} in (asked ${formatCount(count)}).`, { after: { admitted, ...after } });
+  }
+  const minute = Math.floor(ctx.clock.now() / 60_000);
+  const from = new Date(minute * 60_000).toISOString().slice(11, 16);
+  return recordAudit(ctx, 'admit', `Origin admits in the minute from ${from} UTC: let in #SUM#, calls #CALLS#.`, { after }, { tag: `api-admit:${minute}`, add: admitted });
 }

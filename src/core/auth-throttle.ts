@@ -29,6 +29,13 @@
  *   line says so: an outage of a protection must not lock the operator out.
  * - `Retry-After` is the whole penalty: Fastly's penalty box says whether a client is held, not
  *   until when, so it is an upper bound.
+ * - Per account too (a console account's name, see accounts.ts): guesses at one account from many
+ *   addresses are counted under `account:<name>` (the name without case), and the account is held
+ *   after ACCOUNT_ALLOWANCE_MULTIPLE × `auth_failure_limit` of them within the window, wherever
+ *   they came from; then its right password is refused too, from every client, until the hold
+ *   ends. The multiple keeps one guesser from holding an operator's account as easily as its own
+ *   address; other accounts sign in as before. A name that no account has is counted the same way,
+ *   so the answers do not tell which names exist.
  */
 import type { Config } from './config';
 import { errorResponse } from './http';
@@ -56,6 +63,8 @@ export interface SignInGuard {
   /** The client's address as the platform reports it. */
   readonly address: string | undefined;
   readonly trace: ThrottleTrace;
+  /** The account name a Basic-Auth sign-in gave (counted and held per account too); none for the API token. */
+  readonly account?: string | undefined;
 }
 
 /** The outcome of one sign-in: `held` carries the 429 to answer. */
@@ -77,6 +86,12 @@ export const UNKNOWN_CLIENT = 'unknown';
  * ticket in 10 s with the defaults.
  */
 export const SITE_ALLOWANCE_MULTIPLE = 16;
+
+/** How many times `auth_failure_limit` an account's failures may reach, from all clients, before it is held. */
+export const ACCOUNT_ALLOWANCE_MULTIPLE = 3;
+
+/** The key an account's failures are counted and held under. */
+export const accountKey = (name: string): string => `account:${name.toLowerCase()}`;
 
 /**
  * A client's key: its IPv4 address (or, with `ipv4Prefix` 24, its /24 as `192.0.2.0/24`), also
@@ -115,11 +130,14 @@ const REASONS: Record<Credential, { readonly missing: string; readonly wrong: st
 };
 
 /** The 429 a held client gets. */
-export function heldResponse(settings: ThrottleSettings): Response {
+export function heldResponse(settings: ThrottleSettings, what: 'client' | 'account' = 'client'): Response {
   const minutes = settings.authPenaltyMinutes;
+  const span = `${minutes} ${minutes === 1 ? 'minute' : 'minutes'}`;
   return errorResponse(
     429,
-    `too many failed sign-ins from your address: it is held for up to ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}, and sign-ins from it are refused until then`,
+    what === 'client'
+      ? `too many failed sign-ins from your address: it is held for up to ${span}, and sign-ins from it are refused until then`
+      : `too many failed sign-ins for this account: it is held for up to ${span}, and its sign-ins are refused until then (other accounts sign in as before)`,
     { 'retry-after': String(minutes * 60) },
   );
 }
@@ -131,11 +149,12 @@ export const describeError = (error: unknown): string => (error instanceof Error
  * Runs `check` (the constant-time comparison) unless the client is held, and counts a wrong
  * credential. Sets the log's reason and, for a failure or a held client, its client key.
  */
-export async function guardSignIn(guard: SignInGuard, credential: Credential, check: () => CredentialCheck): Promise<SignIn> {
+export async function guardSignIn(guard: SignInGuard, credential: Credential, check: () => CredentialCheck | Promise<CredentialCheck>): Promise<SignIn> {
   const { limiter, settings, trace } = guard;
   const reasons = REASONS[credential];
   const key = clientKey(guard.address);
   const site = clientSiteKey(guard.address);
+  const account = guard.account === undefined ? undefined : accountKey(guard.account);
   let unavailable: string | undefined;
   if (limiter !== undefined) {
     try {
@@ -145,11 +164,16 @@ export async function guardSignIn(guard: SignInGuard, credential: Credential, ch
         trace.client = held;
         return { kind: 'held', response: heldResponse(settings) };
       }
+      if (account !== undefined && (await limiter.isHeld(account))) {
+        trace.reason = `${reasons.held}: too many failed sign-ins for ${account}; not checked`;
+        trace.client = key;
+        return { kind: 'held', response: heldResponse(settings, 'account') };
+      }
     } catch (error) {
       unavailable = `throttle unavailable: ${describeError(error)}`;
     }
   }
-  const result = check();
+  const result = await check();
   if (result === 'ok') {
     if (unavailable !== undefined) trace.reason = unavailable;
     return { kind: 'ok' };
@@ -180,6 +204,15 @@ export async function guardSignIn(guard: SignInGuard, credential: Credential, ch
         trace.reason = `${reasons.wrong}: failure ${siteFailures} of ${siteLimit} from its /48 in ${window} s; held for ${settings.authPenaltyMinutes} min`;
         trace.client = site;
         return { kind: 'held', response: heldResponse(settings) };
+      }
+    }
+    if (account !== undefined) {
+      const accountLimit = settings.authFailureLimit * ACCOUNT_ALLOWANCE_MULTIPLE;
+      const accountFailures = await limiter.countFailure(account, window);
+      if (accountFailures >= accountLimit) {
+        await limiter.hold(account, settings.authPenaltyMinutes);
+        trace.reason = `${reasons.wrong}: failure ${accountFailures} of ${accountLimit} for ${account} in ${window} s; held for ${settings.authPenaltyMinutes} min`;
+        return { kind: 'held', response: heldResponse(settings, 'account') };
       }
     }
     trace.reason = counted;

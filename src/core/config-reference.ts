@@ -83,12 +83,13 @@ const SETTING_MEANINGS: Record<(typeof CONFIG_KEYS)[number], string> = {
 /** One sentence per secret (secrets have no defaults: the Secret Store holds them, see parseSecrets). */
 const SECRET_MEANINGS: Record<(typeof SECRET_KEYS)[number], string> = {
   signing_keys: 'the cookie key ring, `kid:secret[,kid:secret…]`. Each secret must look random, or the service refuses to start: at least 32 bytes, at least 8 different characters, no character more than 6 times in a row, not a repeated pattern (`openssl rand -base64 32` makes one). No token is signed with a ring key itself: each kind (waiting ticket, access token, admin form, bypass pass) has its own key, HMAC-SHA256(ring key, `wr/v1/<purpose>`), so one kind can never pass for another. The first key signs new tokens; every listed key verifies. **Rotate** by putting a new key first and keeping the old one until its tokens have expired (`session_seconds`). **Emergency reset**: remove a key, and every token signed with it stops working at once (those visitors queue again).',
-  admin_password: 'admin page password (12+ characters); admin is refused until it is set',
+  admin_password: 'admin page password (12+ characters): one admin account named `admin_user`; the console is refused until it or `admin_accounts` is set',
   admin_api_token: 'bearer token of the origin\'s admit API (24+ characters, random-looking as above); the API is refused until it is set. Refused if it is, or contains, the admin password or a signing key',
   upstash_token: 'Upstash REST token',
   admission_keys: 'the signed admission\'s keys: a JSON array of private P-256 JWKs, each with a `kid` (`npm run keys` makes one); the first signs, all are published at `<prefix>.well-known/jwks.json`. Read only when an admission is signed or the JWKS served',
   challenge_secret: 'the challenge provider\'s secret key (only with `challenge_provider`); on Fastly read only when a token is verified',
   webhook_secret: 'the HMAC-SHA256 key that signs webhook deliveries (32+ characters, random-looking; not a signing key nor the admin password): every receiver holds it to verify them. Read only when a delivery is sent; see [Webhooks](webhooks.md)',
+  admin_accounts: 'named console accounts: a JSON object of name → `{"role": "viewer" | "operator" | "admin", "hash": "pbkdf2-sha256$…"}` (`npm run keys -- hash-password` makes a hash; the password itself is never stored). A viewer sees everything and changes nothing, an operator also admits, pauses, switches and sets limits, VIP codes and pins, an admin also resets; see [Accounts](operating.md#accounts-and-the-audit-trail)',
 };
 
 /** Where the generated tables sit in docs/configuration.md. */

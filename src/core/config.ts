@@ -11,6 +11,7 @@ import { LOCALES, parseLanguageTexts, type LanguageTexts, type Locale } from './
 import type { FailureWindow } from './ports';
 import { parseWebhookTargets, type WebhookTarget } from './webhook-targets';
 import { parseKeyRing, parseKeyRingEntries, passphraseWeakness, placeholderWeakness, secretWeakness, SECRET_RULE, type KeyRing } from './tokens';
+import { parseAccounts, type Account } from './accounts';
 
 /** Reads one raw setting; `undefined` when it is not set. */
 export type SettingSource = (key: string) => string | undefined;
@@ -431,6 +432,11 @@ export interface Secrets {
   readonly adminPassword: string | undefined;
   /** Bearer token of the origin's admit API; the API is refused until set (secret `admin_api_token`). */
   readonly adminApiToken: string | undefined;
+  /**
+   * Named console accounts with roles and password hashes (secret `admin_accounts`, see accounts.ts);
+   * empty when unset. The `admin_password` account is not among them (see consoleAccounts in admin.ts).
+   */
+  readonly adminAccounts: readonly Account[];
   /** Upstash REST token (secret `upstash_token`). */
   readonly upstashToken: string | undefined;
   /**
@@ -541,7 +547,7 @@ export const CONFIG_KEYS = [
 ] as const;
 
 /** The keys of the Secret Store. */
-export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token', 'challenge_secret', 'admission_keys', 'webhook_secret'] as const;
+export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token', 'challenge_secret', 'admission_keys', 'webhook_secret', 'admin_accounts'] as const;
 
 /**
  * The known name nearest to `name` (case aside), within an edit distance of 2: what a misspelt key
@@ -1069,6 +1075,15 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
       r.problems.push({ key: 'admin_api_token', message: 'must not be, or contain, a signing key: the origin holds this token, and a signing key mints cookies' });
     }
   }
+  let adminAccounts: readonly Account[] = [];
+  const accountsText = r.raw('admin_accounts');
+  if (accountsText !== undefined) {
+    try {
+      adminAccounts = parseAccounts(accountsText);
+    } catch (error) {
+      r.problems.push({ key: 'admin_accounts', message: error instanceof Error ? error.message : String(error) });
+    }
+  }
   // Secrets that come from a provider (Upstash, the challenge provider) are theirs to make random;
   // a template's placeholder left in place is ours to catch.
   for (const key of ['upstash_token', 'challenge_secret'] as const) {
@@ -1100,6 +1115,7 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
     keyRing,
     adminPassword,
     adminApiToken,
+    adminAccounts,
     upstashToken: r.raw('upstash_token'),
     challengeSecret: async () => challengeSecret,
     admissionKeys: async () => admissionKeys,
@@ -1135,6 +1151,9 @@ export function parseSecretsOnDemand(source: SettingSource, readLater?: (key: st
     },
     get adminApiToken() {
       return checked().adminApiToken;
+    },
+    get adminAccounts() {
+      return checked().adminAccounts;
     },
     get upstashToken() {
       return r.raw('upstash_token');

@@ -135,6 +135,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       ...(trace.storeError !== undefined && { store_error: trace.storeError }),
       ...(trace.cache !== undefined && { cache: trace.cache }),
       ...(trace.client !== undefined && { client: trace.client }),
+      ...(trace.actor !== undefined && { actor: trace.actor }),
       ...(client.pop !== undefined && { pop: client.pop }),
     });
     return response;

@@ -238,11 +238,12 @@ export interface DrawResult extends QueueState {
 
 /**
  * The most queues whose figures one admin page or poll shows in its list: its own queue's, which
- * the page has read already, and the first others', one store call each. 7 calls in all, 28
- * backend requests with `store_retries` at its most (3), within the 32 Fastly allows a request.
- * Further queues are listed without figures, each a link to its own page.
+ * the page has read already, and the first others', one store call each. With the page's read of
+ * its recent changes (the audit trail), 7 calls in all, 28 backend requests with `store_retries` at
+ * its most (3), within the 32 Fastly allows a request. Further queues are listed without figures,
+ * each a link to its own page.
  */
-export const OVERVIEW_READS = 7;
+export const OVERVIEW_READS = 6;
 
 /** The queue an admin page is about, with the figures the page read for it. */
 export interface CurrentQueue {
@@ -361,6 +362,25 @@ export type VipUse =
   | { readonly ok: true; readonly remaining: number }
   | { readonly ok: false; readonly reason: 'unknown' | 'expired' | 'used_up' };
 
+/** The most entries a queue's audit trail keeps (the newest; see QueueStore.appendAudit). */
+export const AUDIT_MAX_ENTRIES = 5_000;
+/** How long a queue's audit trail lives after its last entry, ms: 30 days. */
+export const AUDIT_KEEP_MS = 30 * 86_400_000;
+/** The longest entry the audit trail takes, bytes (the core keeps its entries well within it). */
+export const AUDIT_ENTRY_MAX_BYTES = 4_096;
+
+/** Entries with one tag in a row are one entry (see QueueStore.appendAudit): the tag (1 to 64 bytes, no tab) and what this one adds. */
+export interface AuditMerge {
+  readonly tag: string;
+  readonly add: number;
+}
+
+/** What an append did: the entries kept (0 when merged), or that it was merged into the newest. */
+export interface AuditAppended {
+  readonly kept: number;
+  readonly merged: boolean;
+}
+
 /**
  * The queue's shared state. Every method is one round trip and atomic in the store. Methods throw
  * when the store fails; the core turns that into a decision (see `store_failure`).
@@ -441,6 +461,16 @@ export interface QueueStore {
   useVip(queue: string, codeHash: string, nowMs: number): Promise<VipUse>;
   /** The webhook outbox in the same store (see WebhookOutbox); absent in a store that keeps none. */
   readonly outbox?: WebhookOutbox;
+  /**
+   * Append one entry (text opaque to the store, 1 to AUDIT_ENTRY_MAX_BYTES bytes) to the queue's
+   * audit trail: the newest AUDIT_MAX_ENTRIES are kept, for AUDIT_KEEP_MS after the last append.
+   * A reset leaves the trail; no visitor's request touches it. With `merge`, a run of entries with
+   * the same tag is one entry: the newest replaces the run's, `#SUM#` and `#CALLS#` in its text
+   * replaced by the run's sum of `add` and its length; an entry without a tag ends the run.
+   */
+  appendAudit(queue: string, entry: string, nowMs: number, merge?: AuditMerge): Promise<AuditAppended>;
+  /** The newest `limit` (1 to AUDIT_MAX_ENTRIES) entries of the audit trail, newest first. */
+  readAudit(queue: string, limit: number, nowMs: number): Promise<readonly string[]>;
 }
 
 /**
@@ -516,6 +546,11 @@ export interface RequestLog {
    * refused because the client is held: who is guessing, never what was guessed.
    */
   readonly client?: string;
+  /**
+   * Who acted, on admin and API requests that signed in: the console account's name, or `api` for
+   * the origin's bearer token. With `reason`, a change's line says who changed what (the audit trail).
+   */
+  readonly actor?: string;
 }
 
 export interface Logger {

@@ -87,5 +87,7 @@ export function rememberControls(store: QueueStore, cache: StateCache, now: () =
     peek: (queue) => store.peek(queue),
     createVips: (queue, hashes, code, nowMs) => store.createVips(queue, hashes, code, nowMs),
     useVip: (queue, hash, nowMs) => store.useVip(queue, hash, nowMs),
+    appendAudit: (queue, entry, nowMs, merge) => store.appendAudit(queue, entry, nowMs, merge),
+    readAudit: (queue, limit, nowMs) => store.readAudit(queue, limit, nowMs),
   };
 }

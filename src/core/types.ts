@@ -20,6 +20,10 @@ export interface Trace {
   cache?: 'hit' | 'miss';
   /** The client's throttle key, on failed sign-ins, held clients and refused tickets (see auth-throttle.ts, ticket-limit.ts). */
   client?: string;
+  /** Who acted, on the console's and the API's requests: the account's name, or `api` for the origin's token. */
+  actor?: string;
+  /** The actor's role (viewer, operator, admin, or api); not logged (the audit trail has it). */
+  role?: 'viewer' | 'operator' | 'admin' | 'api';
   /** The client's address as the platform gave it, for the sign-in throttle and the ticket limit; not logged. */
   readonly from?: string | undefined;
   /** The proof-of-work solution the request carries (its cookie), for a new ticket; not logged. */

@@ -439,6 +439,8 @@ export function createWebhooks(deps: WebhookDeps): Webhooks {
       peek: (queue) => store.peek(queue),
       createVips: (queue, hashes, code, nowMs) => store.createVips(queue, hashes, code, nowMs),
       useVip: (queue, hash, nowMs) => store.useVip(queue, hash, nowMs),
+      appendAudit: (queue, entry, nowMs, merge) => store.appendAudit(queue, entry, nowMs, merge),
+      readAudit: (queue, limit, nowMs) => store.readAudit(queue, limit, nowMs),
     };
   }
 

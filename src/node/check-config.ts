@@ -10,6 +10,9 @@
  *   (`{ "settings": "<the JSON text>" }`). A store without a `settings` item is checked item by
  *   item, the layout before it; Compute cannot list a store, so there a misspelt item is caught
  *   only here.
+ * - With `--accounts FILE`: the `admin_accounts` secret's text (a JSON object of account name →
+ *   `{"role", "hash"}`), checked before it is put in the Secret Store; each problem names the
+ *   account. The other secrets are checked in devconfig.json and the environment (no FILE).
  */
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -17,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { ConfigError, parseSecrets, parseSettingsDocument, SETTINGS_ITEM, unknownSettingProblems, type ConfigProblem, type SettingSource } from '../core/config';
 import { webhookHostProblems } from '../core/webhook-targets';
 import { parseQueues } from '../core/queues';
+import { parseAccounts } from '../core/accounts';
 import { readLocalConfig } from '../platform/node';
 
 /** The items of a Config Store listing (Fastly CLI JSON) or of a flat JSON object. */
@@ -114,12 +118,27 @@ export function checkLocalConfig(path: string, env: NodeJS.ProcessEnv): ConfigPr
   return problems;
 }
 
-/** What `npm run check-config [-- FILE]` prints and its exit status: every problem on stderr, each with its key. */
-export function runCheckConfig(file: string | undefined, root: string, env: NodeJS.ProcessEnv): { readonly stdout: string; readonly stderr: string; readonly status: number } {
-  const what = file === undefined ? 'devconfig.json and the WR_ environment variables' : file;
+/** The problems of an `admin_accounts` secret's text (see accounts.ts), under the key `admin_accounts`. */
+export function checkAccountsText(text: string): ConfigProblem[] {
+  try {
+    parseAccounts(text.trim());
+    return [];
+  } catch (error) {
+    return [{ key: 'admin_accounts', message: error instanceof Error ? error.message : String(error) }];
+  }
+}
+
+/** What `npm run check-config [-- FILE | --accounts FILE]` prints and its exit status: every problem on stderr, each with its key. */
+export function runCheckConfig(file: string | undefined, root: string, env: NodeJS.ProcessEnv, accountsFile?: string): { readonly stdout: string; readonly stderr: string; readonly status: number } {
+  const what = accountsFile !== undefined ? accountsFile : file === undefined ? 'devconfig.json and the WR_ environment variables' : file;
   let problems: ConfigProblem[];
   try {
-    problems = file === undefined ? checkLocalConfig(resolve(root, 'devconfig.json'), env) : checkConfigFile(readFileSync(file, 'utf8'));
+    problems =
+      accountsFile !== undefined
+        ? checkAccountsText(readFileSync(accountsFile, 'utf8'))
+        : file === undefined
+          ? checkLocalConfig(resolve(root, 'devconfig.json'), env)
+          : checkConfigFile(readFileSync(file, 'utf8'));
   } catch (error) {
     // What is left (a file that cannot be read) still says which file.
     return { stdout: '', stderr: `${what}: ${error instanceof Error ? error.message : String(error)}\n`, status: 1 };
@@ -129,7 +148,12 @@ export function runCheckConfig(file: string | undefined, root: string, env: Node
 }
 
 if (process.argv[1] !== undefined && /check-config\.(m?js|ts)$/.test(process.argv[1])) {
-  const result = runCheckConfig(process.argv[2], resolve(dirname(fileURLToPath(import.meta.url)), '..'), process.env);
+  const accounts = process.argv[2] === '--accounts';
+  if (accounts && process.argv[3] === undefined) {
+    process.stderr.write('--accounts needs the file that holds the admin_accounts secret\n');
+    process.exit(2);
+  }
+  const result = runCheckConfig(accounts ? undefined : process.argv[2], resolve(dirname(fileURLToPath(import.meta.url)), '..'), process.env, accounts ? process.argv[3] : undefined);
   process.stdout.write(result.stdout);
   process.stderr.write(result.stderr);
   process.exitCode = result.status;

@@ -11,11 +11,17 @@
  *   the public half is what `/__wr/.well-known/jwks.json` will publish).
  * `npm run keys -- admission_keys` prints only the one named (to rotate it: put the new JWK first
  * in the array, keep the old one after it until its admissions have expired).
+ *
+ * `npm run keys -- hash-password [--iterations N]` reads a console account's password from stdin
+ * (never from the command line, which shell history and `ps` keep) and prints its hash for the
+ * `admin_accounts` secret (see src/core/accounts.ts).
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import { parseSecrets, SECRET_KEYS } from '../core/config';
 import { parseAdmissionKeys } from '../core/admission-keys';
+import { DEFAULT_ITERATIONS, hashPassword, parsePasswordHash } from '../core/accounts';
+import { passwordWeakness } from '../core/config';
 
 const stamp = new Date().toISOString().slice(0, 10).replace(/-/g, '');
 const kid = (prefix: string) => `${prefix}${stamp}${randomBytes(2).toString('hex')}`;
@@ -46,7 +52,44 @@ export function generateSecrets(asked: readonly string[] = []): Record<string, s
   return values;
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+/**
+ * A password's hash for `admin_accounts`, refusing a password the service would refuse as
+ * `admin_password` (shorter than 12 characters, or among the first ones anyone tries).
+ */
+export async function hashForAccount(password: string, iterations = DEFAULT_ITERATIONS): Promise<string> {
+  const trimmed = password.replace(/\r?\n$/, '');
+  if (trimmed.length < 12) throw new Error('the password must be at least 12 characters');
+  const weak = passwordWeakness(trimmed);
+  if (weak !== undefined) throw new Error(`the password ${weak}`);
+  const hash = await hashPassword(trimmed, iterations);
+  parsePasswordHash(hash);
+  return hash;
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+async function hashPasswordCommand(args: readonly string[]): Promise<void> {
+  let iterations = DEFAULT_ITERATIONS;
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--iterations' && /^[0-9]+$/.test(args[i + 1] ?? '')) iterations = Number(args[++i]);
+    else throw new Error(`hash-password takes only --iterations <number>, got ${JSON.stringify(args[i])}; the password comes on stdin`);
+  }
+  if (process.stdin.isTTY) process.stderr.write('Type the password, then Enter and Ctrl-D:\n');
+  const hash = await hashForAccount(await readStdin(), iterations);
+  process.stdout.write(`${hash}\n`);
+  process.stderr.write(`Put it in admin_accounts, e.g. {"alice": {"role": "operator", "hash": "${hash}"}}\n`);
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv[2] === 'hash-password') {
+  hashPasswordCommand(process.argv.slice(3)).catch((error: unknown) => {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(2);
+  });
+} else if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   try {
     for (const [name, value] of Object.entries(generateSecrets(process.argv.slice(2)))) process.stdout.write(`${name}\n${value}\n\n`);
     process.stderr.write('Shown once: put each value in the Secret Store (wr_secrets) under its name; they are not saved anywhere.\n');

@@ -257,6 +257,7 @@ const MAKE_SECRET: Record<(typeof SECRET_KEYS)[number], string> = {
   challenge_secret: "your challenge provider's secret key",
   admission_keys: '`npm run keys` makes one',
   webhook_secret: 'e.g. $(openssl rand -base64 32)',
+  admin_accounts: 'JSON of name → {role, hash}; `npm run keys -- hash-password` makes a hash',
 };
 
 /** Not a WR_ name: the variable most Redis hosting sets. One URL, or a cluster's nodes separated by commas. */

@@ -16,6 +16,7 @@
  * same seed draws the same tickets here and in Redis.
  */
 
+import { AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, type AuditAppended, type AuditMerge } from '../core/ports';
 import type {
   AdmissionPolicy,
   AdmitResult,
@@ -59,6 +60,9 @@ import {
   checkTicket,
   checkUntilMs,
   checkVipBatch,
+  checkAuditEntry,
+  checkAuditLimit,
+  checkAuditMerge,
   checkVipCode,
   checkVipHash,
   checkWaitedMs,
@@ -195,6 +199,10 @@ export class MemoryQueueStore implements QueueStore {
   readonly #queues = new Map<string, MemoryQueue>();
   /** queue → code hash → code. Apart from the queues' state, as the VIP keys are in Redis. */
   readonly #vips = new Map<string, Map<string, MemoryVip>>();
+  /** Each queue's audit trail, newest first (see audit_append.lua). */
+  readonly #audit = new Map<string, { entries: string[]; dropAtMs: number }>();
+  /** Each queue's run of merged audit entries (the merge key of audit_append.lua). */
+  readonly #auditRuns = new Map<string, { tag: string; sum: number; calls: number; dropAtMs: number }>();
 
   async join(queue: string, nowMs: number, policy: AdmissionPolicy, options: JoinOptions = {}): Promise<JoinResult> {
     assertQueueName(queue);
@@ -584,6 +592,49 @@ export class MemoryQueueStore implements QueueStore {
     return { ok: true, remaining: vip.left };
   }
 
+  /**
+   * Mirrors the audit_append script: newest first, the newest AUDIT_MAX_ENTRIES kept, AUDIT_KEEP_MS
+   * past the last append; a run of one merge tag is one entry (the run's sum and length in it).
+   */
+  async appendAudit(queue: string, entry: string, nowMs: number, merge?: AuditMerge): Promise<AuditAppended> {
+    assertQueueName(queue);
+    const now = checkNowMs(nowMs);
+    checkAuditEntry(entry);
+    const { tag, add } = checkAuditMerge(merge);
+    const trail = liveAudit(this.#audit, queue, now) ?? [];
+    const run = this.#auditRuns.get(queue);
+    const previous = run !== undefined && run.dropAtMs > now ? run : undefined;
+    const keep = (entries: string[]) => this.#audit.set(queue, { entries, dropAtMs: now + AUDIT_KEEP_MS });
+    if (tag === '') {
+      trail.unshift(entry);
+      this.#auditRuns.delete(queue);
+      if (trail.length > AUDIT_MAX_ENTRIES) trail.length = AUDIT_MAX_ENTRIES;
+      keep(trail);
+      return { kept: trail.length, merged: false };
+    }
+    let merged = previous !== undefined && previous.tag === tag;
+    const sum = merged ? previous!.sum + add : add;
+    const calls = merged ? previous!.calls + 1 : 1;
+    const text = entry.split('#SUM#').join(String(sum)).split('#CALLS#').join(String(calls));
+    if (merged && trail.length > 0) trail[0] = text;
+    else merged = false;
+    if (!merged) {
+      trail.unshift(text);
+      if (trail.length > AUDIT_MAX_ENTRIES) trail.length = AUDIT_MAX_ENTRIES;
+    }
+    this.#auditRuns.set(queue, { tag, sum, calls, dropAtMs: now + AUDIT_KEEP_MS });
+    keep(trail);
+    return { kept: merged ? 0 : trail.length, merged };
+  }
+
+  /** Mirrors the audit_read script: the newest `limit`, newest first. */
+  async readAudit(queue: string, limit: number, nowMs: number): Promise<readonly string[]> {
+    assertQueueName(queue);
+    const now = checkNowMs(nowMs);
+    checkAuditLimit(limit);
+    return (liveAudit(this.#audit, queue, now) ?? []).slice(0, limit);
+  }
+
   #queue(queue: string): MemoryQueue {
     let state = this.#queues.get(queue);
     if (state === undefined) {
@@ -592,6 +643,17 @@ export class MemoryQueueStore implements QueueStore {
     }
     return state;
   }
+}
+
+/** A queue's audit trail unless it has lapsed (then it is dropped, as an expired key is). */
+function liveAudit(audit: Map<string, { entries: string[]; dropAtMs: number }>, queue: string, nowMs: number): string[] | undefined {
+  const trail = audit.get(queue);
+  if (trail === undefined) return undefined;
+  if (trail.dropAtMs <= nowMs) {
+    audit.delete(queue);
+    return undefined;
+  }
+  return trail.entries;
 }
 
 function emptyQueue(): MemoryQueue {

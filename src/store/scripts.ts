@@ -280,7 +280,7 @@
  * itself lives in src/store/lua (one file per script, shared parts in lua/lib; see lua-compose.ts).
  */
 
-import { IDEMPOTENCY_KEY_PATTERN, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RememberedControls, type RuntimeControl, type StateFloor } from '../core/ports';
+import { AUDIT_ENTRY_MAX_BYTES, AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, IDEMPOTENCY_KEY_PATTERN, type AuditMerge, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RememberedControls, type RuntimeControl, type StateFloor } from '../core/ports';
 import { composeLua } from './lua-compose';
 import JOIN_FILE from './lua/join.lua';
 import POLL_FILE from './lua/poll.lua';
@@ -296,6 +296,8 @@ import HISTORY_FILE from './lua/history.lua';
 import PEEK_FILE from './lua/peek.lua';
 import CREATE_VIP_FILE from './lua/create_vip.lua';
 import USE_VIP_FILE from './lua/use_vip.lua';
+import AUDIT_APPEND_FILE from './lua/audit_append.lua';
+import AUDIT_READ_FILE from './lua/audit_read.lua';
 import RECOVERY_LUA from './lua/lib/recovery.lua';
 import GENERATION_LUA from './lua/lib/generation.lua';
 import PRELUDE_LUA from './lua/lib/prelude.lua';
@@ -659,6 +661,42 @@ export function vipKey(prefix: string, queue: string, codeHash: string): string 
   return `${prefix}:{${queue}}:vip:${checkVipHash(codeHash)}`;
 }
 
+/** A queue's audit trail (see audit_append.lua): a list beside the queue's keys, none of the policy scripts'. */
+export function auditKey(prefix: string, queue: string): string {
+  assertKeyPrefix(prefix);
+  assertQueueName(queue);
+  return `${prefix}:{${queue}}:audit`;
+}
+
+/** Where a run of merged audit entries is counted (see audit_append.lua). */
+export function auditMergeKey(prefix: string, queue: string): string {
+  assertKeyPrefix(prefix);
+  assertQueueName(queue);
+  return `${prefix}:{${queue}}:audit_merge`;
+}
+
+/** A merge of audit entries: a tag of 1 to 64 bytes without a tab, and a whole number to add. */
+export function checkAuditMerge(merge: AuditMerge | undefined): { tag: string; add: number } {
+  if (merge === undefined) return { tag: '', add: 0 };
+  const bytes = typeof merge.tag === 'string' ? new TextEncoder().encode(merge.tag).length : 0;
+  if (bytes < 1 || bytes > 64 || merge.tag.includes('\t')) throw new StoreArgumentError('invalid audit merge tag: expected 1 to 64 bytes, no tab');
+  if (!Number.isSafeInteger(merge.add) || merge.add < 0) throw new StoreArgumentError('invalid audit merge count: expected a whole number');
+  return { tag: merge.tag, add: merge.add };
+}
+
+/** An audit entry: a string of 1 to AUDIT_ENTRY_MAX_BYTES UTF-8 bytes. */
+export function checkAuditEntry(entry: string): string {
+  const bytes = typeof entry === 'string' ? new TextEncoder().encode(entry).length : 0;
+  if (bytes < 1 || bytes > AUDIT_ENTRY_MAX_BYTES) throw new StoreArgumentError(`invalid audit entry: expected 1 to ${AUDIT_ENTRY_MAX_BYTES} bytes`);
+  return entry;
+}
+
+/** How many audit entries to read: a whole number from 1 to AUDIT_MAX_ENTRIES. */
+export function checkAuditLimit(limit: number): number {
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > AUDIT_MAX_ENTRIES) throw new StoreArgumentError(`invalid audit limit: expected 1 to ${AUDIT_MAX_ENTRIES}`);
+  return limit;
+}
+
 /** Validates an idempotency key (IDEMPOTENCY_KEY_PATTERN). */
 export function checkIdempotencyKey(key: string): string {
   if (typeof key !== 'string' || !IDEMPOTENCY_KEY_PATTERN.test(key)) {
@@ -873,6 +911,9 @@ export function averageWaitSeconds(sumMs: number, count: number): number | null 
 
 /** The constants the Lua files name as `__NAME__`: one source of truth on the TS side. */
 const LUA_CONSTANTS = {
+  AUDIT_MAX_ENTRIES,
+  AUDIT_KEEP_MS,
+  AUDIT_ENTRY_MAX_BYTES,
   MINUTE_MS,
   KEEP_MS,
   CALL_BUCKET_MS,
@@ -942,6 +983,8 @@ export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
 export const DRAW_SHA1 = '34879f4a91d9fcb4467a301b3cd18b392a99aae9';
 export const RESET_SHA1 = '60b811784813d458a8b84f2c2d5fab50c5ae86eb';
 export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
+export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';
+export const AUDIT_READ_SHA1 = 'c96ef5cae622e41f4c1f5304bd8ccf281114e5c2';
 
 export interface StoreScript {
   readonly name:
@@ -958,7 +1001,9 @@ export interface StoreScript {
     | 'history'
     | 'peek'
     | 'create_vip'
-    | 'use_vip';
+    | 'use_vip'
+    | 'audit_append'
+    | 'audit_read';
   readonly text: string;
   readonly sha1: string;
 }
@@ -989,6 +1034,8 @@ export const USE_VIP = script('use_vip', USE_VIP_FILE, USE_VIP_SHA1);
 export const DRAW = script('draw', DRAW_FILE, DRAW_SHA1);
 export const RESET = script('reset', RESET_FILE, RESET_SHA1);
 export const HISTORY = script('history', HISTORY_FILE, HISTORY_SHA1);
+export const AUDIT_APPEND = script('audit_append', AUDIT_APPEND_FILE, AUDIT_APPEND_SHA1);
+export const AUDIT_READ = script('audit_read', AUDIT_READ_FILE, AUDIT_READ_SHA1);
 
 /** Every script the stores use, for tests and for warming a script cache. */
 export const STORE_SCRIPTS: readonly StoreScript[] = [
@@ -1006,4 +1053,6 @@ export const STORE_SCRIPTS: readonly StoreScript[] = [
   PEEK,
   CREATE_VIP,
   USE_VIP,
+  AUDIT_APPEND,
+  AUDIT_READ,
 ];

@@ -18,6 +18,8 @@
 import type { Redis } from '@upstash/redis';
 import type {
   AdmissionPolicy,
+  AuditAppended,
+  AuditMerge,
   AdmitResult,
   ClaimResult,
   DrawResult,
@@ -37,6 +39,13 @@ import {
   ADMIT,
   CLAIM,
   CONTROL,
+  AUDIT_APPEND,
+  AUDIT_READ,
+  auditKey,
+  auditMergeKey,
+  checkAuditEntry,
+  checkAuditMerge,
+  checkAuditLimit,
   CREATE_VIP,
   DEFAULT_KEY_PREFIX,
   DRAW,
@@ -279,6 +288,24 @@ export class UpstashQueueStore implements QueueStore {
     const reason = VIP_REFUSALS[status as keyof typeof VIP_REFUSALS];
     if (reason === undefined || remaining !== 0) throw new StoreReplyError(USE_VIP.name, reply.raw);
     return { ok: false, reason };
+  }
+
+  async appendAudit(queue: string, entry: string, nowMs: number, merge?: AuditMerge): Promise<AuditAppended> {
+    checkNowMs(nowMs);
+    const { tag, add } = checkAuditMerge(merge);
+    const keys = [auditKey(this.#prefix, queue), auditMergeKey(this.#prefix, queue)];
+    const reply = parseReply(AUDIT_APPEND, await this.#run(AUDIT_APPEND, keys, [checkAuditEntry(entry), tag, String(add)]), 2);
+    const merged = reply.flag(1);
+    const kept = reply.int(0);
+    if (merged !== (kept === 0)) throw new StoreReplyError(AUDIT_APPEND.name, reply.raw);
+    return { kept, merged };
+  }
+
+  async readAudit(queue: string, limit: number, nowMs: number): Promise<readonly string[]> {
+    checkNowMs(nowMs);
+    const reply = await this.#run(AUDIT_READ, [auditKey(this.#prefix, queue)], [String(checkAuditLimit(limit))]);
+    if (!Array.isArray(reply) || reply.length > limit || !reply.every((e) => typeof e === 'string')) throw new StoreReplyError(AUDIT_READ.name, reply);
+    return reply as string[];
   }
 
   #keys(queue: string): string[] {

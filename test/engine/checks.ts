@@ -25,6 +25,7 @@ import { bypassApplies, queueApplies, readPath, reservedPrefixMatch, sameSiteLoc
 import { parsePathPatterns } from '../../src/core/path-pattern';
 import type { ClientInfo, Logger, Origin, QueueStore, RequestLog } from '../../src/core/ports';
 import { parseKeyRing, signToken, verifyToken, type TokenClaims } from '../../src/core/tokens';
+import { parsePasswordHash, pbkdf2Sha256, verifyPassword } from '../../src/core/accounts';
 import { parseAdmissionKeys } from '../../src/core/admission-keys';
 import { signAdmission } from '../../src/core/admission';
 import { MemoryQueueStore } from '../../src/store/memory-store';
@@ -389,6 +390,27 @@ async function tokenChecks(run: Runner): Promise<void> {
     assert(!imported, 'the engine now imports Ed25519 keys: EdDSA admissions can be offered');
   });
 
+  await run.check('accounts: no PBKDF2 in crypto.subtle; the password hash built on HMAC gives the RFC 7914 vector and verifies a hash Node made', async () => {
+    // When a later runtime has PBKDF2 this fails: accounts.ts then uses it (it tries it first).
+    let native = false;
+    try {
+      await crypto.subtle.importKey('raw', new TextEncoder().encode('password'), 'PBKDF2', false, ['deriveBits']);
+      native = true;
+    } catch {
+      native = false;
+    }
+    assert(!native, 'the engine now has PBKDF2 in crypto.subtle');
+    const vector = hex((await pbkdf2Sha256('password', new TextEncoder().encode('salt'), 1)).buffer);
+    equal(vector, '120fb6cffcf8b32c43e7225256c4f837a86548c92ccc35480805987cb70be17b', 'PBKDF2-HMAC-SHA256, 1 iteration');
+    // A hash made with Node's pbkdf2Sync (test/support/fixtures.ts, ACCOUNTS_SECRET's otto: 1,000 iterations).
+    const hash = parsePasswordHash('pbkdf2-sha256$1000$cV5jNvPELfbqD0Mqa1j2cA$7-hR_qj_uv4ppl77iH2JFUJv2VkPyOsDsLoDcl7irFo');
+    const started = Date.now();
+    assert(await verifyPassword('otto-operates-7h2m', hash), 'the right password verifies');
+    const ms = Date.now() - started;
+    assert(!(await verifyPassword('otto-operates-7h2n', hash)), 'a wrong password does not');
+    run.emit(`info accounts: 1,000 PBKDF2 iterations took ${ms} ms in the engine`);
+  });
+
   await run.check('config: parseSecrets refuses a short signing key, naming the key', () => {
     let error: unknown;
     try {
@@ -525,6 +547,12 @@ class FailingStore implements QueueStore {
   useVip(): Promise<never> {
     return this.fail();
   }
+  appendAudit(): Promise<never> {
+    return this.fail();
+  }
+  readAudit(): Promise<never> {
+    return this.fail();
+  }
   stats(): Promise<never> {
     return this.fail();
   }
@@ -573,6 +601,12 @@ class SilentStore implements QueueStore {
     return new Promise(() => undefined);
   }
   useVip(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  appendAudit(): Promise<never> {
+    return new Promise(() => undefined);
+  }
+  readAudit(): Promise<never> {
     return new Promise(() => undefined);
   }
   stats(): Promise<never> {

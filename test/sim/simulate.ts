@@ -46,7 +46,7 @@ import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
 import { parseConfig, parseSecrets, type Config, type Secrets } from '../../src/core/config';
 import { createHandler, type Handler } from '../../src/core/handler';
-import type { AdmissionPolicy, AdmitResult, ClaimResult, ClientInfo, Clock, DrawResult, HistoryPoint, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, ResetResult, RuntimeControl, JoinOptions, VipCode, VipUse } from '../../src/core/ports';
+import type { AdmissionPolicy, AdmitResult, AuditAppended, AuditMerge, ClaimResult, ClientInfo, Clock, DrawResult, HistoryPoint, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, ResetResult, RuntimeControl, JoinOptions, VipCode, VipUse } from '../../src/core/ports';
 import { admissionPolicy } from '../../src/core/handler';
 import { seededRandom } from '../support/seeded-random';
 import { nextWorkerMessage } from '../support/worker-message';
@@ -366,6 +366,14 @@ class CountingStore implements QueueStore {
   useVip(queue: string, codeHash: string, nowMs: number): Promise<VipUse> {
     this.#count('admit');
     return this.inner.useVip(queue, codeHash, nowMs);
+  }
+  appendAudit(queue: string, entry: string, nowMs: number, merge?: AuditMerge): Promise<AuditAppended> {
+    this.#count('admit');
+    return this.inner.appendAudit(queue, entry, nowMs, merge);
+  }
+  readAudit(queue: string, limit: number, nowMs: number): Promise<readonly string[]> {
+    this.#count('peek');
+    return this.inner.readAudit(queue, limit, nowMs);
   }
 }
 

@@ -35,6 +35,14 @@ export const BASE_SETTINGS: Record<string, string> = {
 export const ADMISSION_KEY_1 = {"kid": "test-adm-1", "kty": "EC", "x": "YoanHRiPfN5KhR4_wHFYgOWgTVdYY1DE4UCojnkpyL4", "y": "_JS4xWuMkKKfmnvsL-_BywyyWKqVVv5bkS2cOuYTAkI", "crv": "P-256", "d": "tUL89AP5L_oDP6dcATaY7wVnPpYOwf7gnCTX8u4Qmgc"};
 export const ADMISSION_KEY_2 = {"kid": "test-adm-2", "kty": "EC", "x": "lXdEepLOARMvUGD7I92GAkwHghsmgtngM82D6sESNIc", "y": "Pzk4axknGfHf-9DtCyreKk3jQGe7SNOvFfUwKyEyh2o", "crv": "P-256", "d": "CQ23msLIJvWm8tDJJwPs3OYH59kGHl5doyUsANc9gOw"};
 
+/** Console accounts' passwords, and the `admin_accounts` secret of their hashes (1,000 iterations, fixed salts). */
+export const ACCOUNT_PASSWORDS = { vera: 'vera-views-9f3k2q', otto: 'otto-operates-7h2m', ada: 'ada-administers-4x8p' } as const;
+export const ACCOUNTS_SECRET = JSON.stringify({
+  vera: { role: 'viewer', hash: 'pbkdf2-sha256$1000$LMaHbZGEiB30olNX80UCGw$m-WZvN3KQXYjwHz3dGVWUGp4PsXEXaQxc48N78Zoysc' },
+  otto: { role: 'operator', hash: 'pbkdf2-sha256$1000$cV5jNvPELfbqD0Mqa1j2cA$7-hR_qj_uv4ppl77iH2JFUJv2VkPyOsDsLoDcl7irFo' },
+  ada: { role: 'admin', hash: 'pbkdf2-sha256$1000$FTFZFQD6egSyLzPccSsZ5g$MkzJsTtam9qfzeTRL8SokpjFI-RtdVeCKuP8Y4PcTTE' },
+});
+
 export const BASE_SECRETS: Record<string, string> = {
   signing_keys: `k1:${KEY_1}`,
   admin_password: ADMIN_PASSWORD,
@@ -105,6 +113,8 @@ export class FaultyStore implements QueueStore {
   peek: QueueStore['peek'] = (...a) => this.gate(() => this.inner.peek(...a));
   createVips: QueueStore['createVips'] = (...a) => this.gate(() => this.inner.createVips(...a));
   useVip: QueueStore['useVip'] = (...a) => this.gate(() => this.inner.useVip(...a));
+  appendAudit: QueueStore['appendAudit'] = (...a) => this.gate(() => this.inner.appendAudit(...a));
+  readAudit: QueueStore['readAudit'] = (...a) => this.gate(() => this.inner.readAudit(...a));
 }
 
 /** One VIP code made through the store's batch call (its only way to make codes): its one flag. */

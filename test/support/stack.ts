@@ -130,7 +130,14 @@ function settingsFor(shared: Shared, settings: Record<string, string>): Record<s
 export async function startNodeStack(
   settings: Record<string, string> = {},
   templates?: Record<string, string>,
-  options: { readonly authLimiter?: FailureLimiter; readonly ticketLimiter?: FailureLimiter; readonly protectOrigin?: boolean; readonly degradeOrigin?: DemoOriginOptions['degrade']; readonly secrets?: Record<string, string> } = {},
+  options: {
+    readonly authLimiter?: FailureLimiter;
+    readonly ticketLimiter?: FailureLimiter;
+    readonly protectOrigin?: boolean;
+    readonly degradeOrigin?: DemoOriginOptions['degrade'];
+    /** Secrets over BASE_SECRETS (`admin_accounts`, say). */
+    readonly secrets?: Record<string, string>;
+  } = {},
 ): Promise<Stack> {
   const shared = await startShared(options.protectOrigin, options.degradeOrigin);
   const logger = new MemoryLogger();
