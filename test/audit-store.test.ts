@@ -1,15 +1,17 @@
 /**
- * The audit trail's storage on every store (in memory, Upstash through the bridge, Redis) over a
- * real redis-server: the same answers call by call, newest first, capped at AUDIT_MAX_ENTRIES,
+ * The audit trail's storage on every store (in memory, Upstash through the bridge, Redis, and Redis
+ * Cluster) over a real redis-server: the same answers call by call, newest first, capped at AUDIT_MAX_ENTRIES,
  * kept AUDIT_KEEP_MS after the last change, left by a reset, bad arguments refused before anything
  * is written, a run of merged entries (the origin's admits of a minute) kept as one; and what it
  * costs as Upstash bills it (INFO commandstats): an append 4 commands (5 at the cap), a merged one
  * 5, a read 2, a visitor's join none more than before.
  */
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readAudit, encodeAuditEntry, type AuditEntry } from '../src/core/audit';
 import { AUDIT_ENTRY_MAX_BYTES, AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, type AdmissionPolicy, type QueueStore } from '../src/core/ports';
 import { MemoryQueueStore } from '../src/store/memory-store';
+import { connectRedis, createRedisQueueStore, waitUntilReady, type RedisConnection } from '../src/store/redis-store';
+import { startRedisCluster } from './support/redis-server';
 import { StoreArgumentError } from '../src/store/scripts';
 import { parseCommandstats } from './support/command-stats';
 import { expectSameOnEveryStore, useEveryStore } from './support/every-store';
@@ -155,5 +157,33 @@ describe('the audit trail on every store', () => {
     const joinBefore = await measure(() => store.join('c', T0 + 1, POLICY));
     for (let n = 0; n < 3; n++) await store.appendAudit('c', entry(n), T0);
     expect(await measure(() => store.join('c', T0 + 2, POLICY))).toEqual(joinBefore);
+  });
+});
+
+describe('the audit trail on Redis Cluster', () => {
+  let cluster: Awaited<ReturnType<typeof startRedisCluster>>;
+  let conn: RedisConnection;
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster(3);
+    conn = connectRedis({ urls: cluster.urls, cluster: true }, { timeoutMs: 2_000, retries: 1 });
+    expect(await waitUntilReady(conn, 10_000)).toBe(true);
+  }, 60_000);
+
+  afterAll(async () => {
+    conn?.disconnect();
+    await cluster?.stop();
+  });
+
+  it('answers as the in-memory store does, the trail and its merge key in the queue\'s one slot (a cross-slot script would fail), for queues in several slots', async () => {
+    const run = async (store: QueueStore, queue: string): Promise<unknown[]> => [
+      await store.appendAudit(queue, entry(1), T0),
+      await store.appendAudit(queue, 'origin: #SUM# in #CALLS#', T0, { tag: 'api-admit:1', add: 2 }),
+      await store.appendAudit(queue, 'origin: #SUM# in #CALLS#', T0, { tag: 'api-admit:1', add: 3 }),
+      await store.readAudit(queue, 10, T0),
+    ];
+    const redis = createRedisQueueStore({ redis: conn, keyPrefix: `wrc-${Date.now() % 100000}` });
+    // Queue names whose hash tags fall in different slots (most on different nodes of three).
+    for (const queue of ['alpha', 'beta', 'gamma', 'delta']) expect(await run(redis, queue)).toEqual(await run(new MemoryQueueStore(), queue));
   });
 });
