@@ -9,6 +9,7 @@ import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminPanel, type AdminFigures } from './admin-view';
 import { metricsText } from './metrics';
+import { saleReportResponse } from './admin-report';
 import { adaptiveInForce, consoleMode, pausedByOperator, renderConsolePage } from './admin-page';
 import { escapeHtml, formatCount, pauseControl, renderQueueList } from './pages';
 import { repeatedTopLevelKey } from './json-keys';
@@ -332,6 +333,15 @@ export async function handleAdminRoute(request: Request, rest: string, ctx: Admi
     case 'api/metrics':
     case 'admin/metrics':
       return (rest.startsWith('api/') ? withBearer : withBasicAuth)(request, ctx, () => (request.method === 'GET' ? metrics(ctx) : methodNotAllowed('GET')));
+    case 'admin/report':
+      return withBasicAuth(request, ctx, () => (request.method === 'GET' ? saleReportResponse(request, ctx, 'html', ADMIN_PAGE_HEADERS) : methodNotAllowed('GET')));
+    case 'admin/report.json':
+    case 'api/report.json':
+    case 'admin/report.csv':
+    case 'api/report.csv':
+      return (rest.startsWith('api/') ? withBearer : withBasicAuth)(request, ctx, () =>
+        request.method === 'GET' ? saleReportResponse(request, ctx, rest.endsWith('.csv') ? 'csv' : 'json', ADMIN_PAGE_HEADERS) : methodNotAllowed('GET'),
+      );
     case 'admin/reset':
       return withBasicAuth(request, ctx, () => (request.method === 'POST' ? formReset(request, ctx) : methodNotAllowed('POST')));
     case 'api/reset':

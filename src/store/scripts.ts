@@ -278,7 +278,7 @@
  * itself lives in src/store/lua (one file per script, shared parts in lua/lib; see lua-compose.ts).
  */
 
-import { IDEMPOTENCY_KEY_PATTERN, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RememberedControls, type RuntimeControl, type StateFloor } from '../core/ports';
+import { IDEMPOTENCY_KEY_PATTERN, JOIN_KEEP_SECONDS, REFUSAL_REASONS, WAIT_BOUNDS_MS, type EdgeTally, type RecordPoint, type SaleTotals, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RememberedControls, type RuntimeControl, type StateFloor } from '../core/ports';
 import { composeLua } from './lua-compose';
 import JOIN_FILE from './lua/join.lua';
 import POLL_FILE from './lua/poll.lua';
@@ -291,6 +291,7 @@ import STATS_FILE from './lua/stats.lua';
 import DRAW_FILE from './lua/draw.lua';
 import RESET_FILE from './lua/reset.lua';
 import HISTORY_FILE from './lua/history.lua';
+import RECORD_FILE from './lua/record.lua';
 import PEEK_FILE from './lua/peek.lua';
 import CREATE_VIP_FILE from './lua/create_vip.lua';
 import USE_VIP_FILE from './lua/use_vip.lua';
@@ -311,6 +312,7 @@ import IDEMPOTENT_REPLAY_LUA from './lua/lib/idempotent_replay.lua';
 import IDEMPOTENT_RECORD_LUA from './lua/lib/idempotent_record.lua';
 import JOIN_RING_LUA from './lua/lib/join_ring.lua';
 import HISTORY_READ_LUA from './lua/lib/history_read.lua';
+import TOTALS_LUA from './lua/lib/totals.lua';
 import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
 import CONTROLLER_LUA from './lua/lib/controller.lua';
 import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_GENTLE_KEEP, AC_MIN_REQUESTS, AC_PLATEAU_MS, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
@@ -339,11 +341,98 @@ export const CALL_BUCKET_MS = 5_000;
 /** Enough buckets to cover KEEP_MS and the bucket in progress. */
 export const CALL_SLOTS = KEEP_MS / CALL_BUCKET_MS + 1;
 
-/** How long the per-minute history is kept, ms (one hour). */
+/** The span of the per-minute history the console's chart reads, ms (one hour). */
 export const HISTORY_MS = 3_600_000;
 
-/** ctl's history slots: one per minute of HISTORY_MS, reused round-robin. */
+/** The last hour's minutes: the record's slots the hour's history reads. */
 export const HISTORY_SLOTS = HISTORY_MS / MINUTE_MS;
+
+/** How long the sale's record keeps its per-minute points, ms (seven days). */
+export const RECORD_MS = 7 * 24 * 3_600_000;
+
+/** ctl's record slots `h0`..`h10079`: one per minute of RECORD_MS, reused round-robin. */
+export const RECORD_SLOTS = RECORD_MS / MINUTE_MS;
+
+/** The record script reads at most this many minutes a run (a day: one HMGET well under Lua's unpack limit). */
+export const RECORD_READ_MINUTES = 1_440;
+
+/** Why a new ticket was refused at the edge, in the order the totals keep them. */
+export const TALLY_REASONS = REFUSAL_REASONS;
+
+/** An edge tally's counts: one per refusal reason, then store errors. */
+export const TALLY_LENGTH = TALLY_REASONS.length + 1;
+
+/**
+ * ctl `rt`'s counts: admitted, lapsed calls, switch changes, the wait sum and max (ms), a count per
+ * wait bucket (WAIT_BOUNDS_MS and the unbounded one), then the tally's.
+ */
+export const TOTALS_LENGTH = 5 + WAIT_BOUNDS_MS.length + 1 + TALLY_LENGTH;
+
+/** A join's tally argument (`rt:<refused by reason>...:<store errors>`), '' when there is nothing to carry. */
+export function tallyArg(tally: EdgeTally | undefined): string {
+  if (tally === undefined) return '';
+  const counts = [...TALLY_REASONS.map((r) => tally.refused[r]), tally.storeErrors];
+  if (!counts.every((n) => Number.isSafeInteger(n) && n >= 0 && n <= 1_000_000_000)) throw new StoreArgumentError('tally counts must be integers from 0 to 1000000000');
+  return counts.every((n) => n === 0) ? '' : `rt:${counts.join(':')}`;
+}
+
+/** A record read's span: a minute start (ms) and 1 .. RECORD_READ_MINUTES minutes. */
+export function checkRecordSpan(fromMs: number, minutes: number): [number, number] {
+  if (!Number.isSafeInteger(fromMs) || fromMs < 0 || fromMs % MINUTE_MS !== 0) throw new StoreArgumentError('fromMs must be a minute start (ms since the epoch)');
+  if (!Number.isSafeInteger(minutes) || minutes < 1 || minutes > RECORD_READ_MINUTES) throw new StoreArgumentError(`minutes must be an integer from 1 to ${RECORD_READ_MINUTES}`);
+  return [fromMs, minutes];
+}
+
+/** Totals with nothing counted. */
+export function emptyTotals(): SaleTotals {
+  return totalsFrom(new Array<number>(TOTALS_LENGTH).fill(0));
+}
+
+/** ctl `rt`'s counts (see TOTALS_LENGTH) as SaleTotals. */
+export function totalsFrom(n: readonly number[]): SaleTotals {
+  const at = (i: number): number => n[i] ?? 0;
+  const tally = 5 + WAIT_BOUNDS_MS.length + 1;
+  return {
+    admitted: at(0),
+    lapsed: at(1),
+    switchChanges: at(2),
+    waitSumMs: at(3),
+    waitMaxMs: at(4),
+    waitBuckets: n.slice(5, tally),
+    refused: Object.fromEntries(TALLY_REASONS.map((r, i) => [r, at(tally + i)])) as SaleTotals['refused'],
+    storeErrors: at(tally + TALLY_REASONS.length),
+  };
+}
+
+/** The counts of SaleTotals in ctl `rt`'s order (the memory store keeps them so). */
+export function totalsCounts(t: SaleTotals): number[] {
+  return [t.admitted, t.lapsed, t.switchChanges, t.waitSumMs, t.waitMaxMs, ...t.waitBuckets, ...TALLY_REASONS.map((r) => t.refused[r]), t.storeErrors];
+}
+
+/** Parses ctl `rt` as the scripts write it (TOTALS_LENGTH counts, colon-separated; '' = none); undefined if malformed. */
+export function parseTotals(text: string): SaleTotals | undefined {
+  if (text === '') return emptyTotals();
+  const parts = text.split(':');
+  if (parts.length !== TOTALS_LENGTH || !parts.every((p) => /^\d{1,16}$/.test(p))) return undefined;
+  const n = parts.map(Number);
+  return n.every((x) => Number.isSafeInteger(x)) ? totalsFrom(n) : undefined;
+}
+
+/**
+ * A record point as the scripts write it: `<minute>:<tail>:<cursor>:<waiting>:<active>:<admitted_1m>`
+ * then `:<epoch>:<mode>:<totals>` (points from before the record have only the first six).
+ */
+export function parseRecordPoint(text: string): RecordPoint | undefined {
+  const parts = text.split(':');
+  if (parts.length !== 8 + TOTALS_LENGTH && parts.length !== 6) return undefined;
+  if (!parts.every((p) => /^\d{1,16}$/.test(p))) return undefined;
+  const n = parts.map(Number);
+  if (!n.every((x) => Number.isSafeInteger(x))) return undefined;
+  const [atMs = 0, tail = 0, cursor = 0, waiting = 0, active = 0, admittedLastMinute = 0, epoch = 0, mode = 0] = n;
+  if (atMs % MINUTE_MS !== 0 || mode > 4) return undefined;
+  const totals = parts.length === 6 ? emptyTotals() : totalsFrom(n.slice(8));
+  return { atMs, tail, cursor, waiting, active, admittedLastMinute, epoch, mode, totals };
+}
 
 /** @default presence window of the random method when the policy has none, ms. */
 export const DEFAULT_PRESENCE_MS = 30_000;
@@ -877,6 +966,12 @@ const LUA_CONSTANTS = {
   CALL_SLOTS,
   HISTORY_MS,
   HISTORY_SLOTS,
+  RECORD_MS,
+  RECORD_SLOTS,
+  RECORD_READ_MINUTES,
+  WAIT_BOUNDS: WAIT_BOUNDS_MS.join(', '),
+  TOTALS_LENGTH,
+  TALLY_LENGTH,
   MAX_SEED,
   STATE_LENGTH,
   IDEMPOTENCY_MS,
@@ -919,26 +1014,28 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
   idempotent_record: IDEMPOTENT_RECORD_LUA,
   join_ring: JOIN_RING_LUA,
   history_read: HISTORY_READ_LUA,
+  totals: TOTALS_LUA,
   vip_prelude: VIP_PRELUDE_LUA,
   controller: CONTROLLER_LUA,
 };
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '146f694b0281ef8367dfca2dde84111328061562';
-export const POLL_SHA1 = 'ec8646efd300fa257ef67bf1f176358489a50c2a';
-export const CLAIM_SHA1 = 'fb89bdae7120d4cd556adc4723a82b00e442d36a';
-export const TOUCH_SHA1 = '9c4f0b6302dd090ea4de8ae0cd1f9a9222297822';
-export const LEAVE_SHA1 = '5cc4d719abc830da496fa120c9d9f3cc180f96be';
-export const ADMIT_SHA1 = '5beae4f30497a4c7346e0102070fc441b9fdf10f';
-export const CONTROL_SHA1 = 'e41937bad038bdcc45579c0f2189085bbcbd6e68';
-export const STATS_SHA1 = '3961ec9af48b10087adf7b8fbf02faef3d1b28ae';
+export const JOIN_SHA1 = '90d1cf055c367e3c450613a0c2b2d9481016d6dd';
+export const POLL_SHA1 = 'eb2e0964ce6555345aa6e8a2a44152c1d08075ba';
+export const CLAIM_SHA1 = '9524f43272fdc92b674f8c995d6111092423ce9f';
+export const TOUCH_SHA1 = '0a436f7a222c2498572baa9f6178a724611cbe1d';
+export const LEAVE_SHA1 = 'ff863161f446d8f7c77490174d80ad1086c88a45';
+export const ADMIT_SHA1 = '6f596ddb7cbee6cea09535d6c3ebf11688c748d3';
+export const CONTROL_SHA1 = '49c070e0a945d848722b858a1848ee550142e383';
+export const STATS_SHA1 = '1c743ec072c6baf6072bc1ac14fe1a72750a01ea';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'dd4ef996b592a91932bc26c14b1cc5c2b5f8abf7';
-export const RESET_SHA1 = '3dc671006542f31a6c3b18ab95a0b3d50c7fae5c';
-export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
+export const DRAW_SHA1 = 'a070b625939a609c2086d3dbae1f8265a6d59728';
+export const RESET_SHA1 = '9db976204ec5fce2bac1da69f70bf2517546a64c';
+export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
+export const RECORD_SHA1 = '03b848d56f6efd47776cd25c140b828687d7788c';
 
 export interface StoreScript {
   readonly name:
@@ -953,6 +1050,7 @@ export interface StoreScript {
     | 'draw'
     | 'reset'
     | 'history'
+    | 'record'
     | 'peek'
     | 'create_vip'
     | 'use_vip';
@@ -986,6 +1084,7 @@ export const USE_VIP = script('use_vip', USE_VIP_FILE, USE_VIP_SHA1);
 export const DRAW = script('draw', DRAW_FILE, DRAW_SHA1);
 export const RESET = script('reset', RESET_FILE, RESET_SHA1);
 export const HISTORY = script('history', HISTORY_FILE, HISTORY_SHA1);
+export const RECORD = script('record', RECORD_FILE, RECORD_SHA1);
 
 /** Every script the stores use, for tests and for warming a script cache. */
 export const STORE_SCRIPTS: readonly StoreScript[] = [
@@ -1000,6 +1099,7 @@ export const STORE_SCRIPTS: readonly StoreScript[] = [
   DRAW,
   RESET,
   HISTORY,
+  RECORD,
   PEEK,
   CREATE_VIP,
   USE_VIP,
