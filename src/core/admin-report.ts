@@ -92,7 +92,8 @@ const time = (ms: number | null): string => (ms === null ? '–' : new Date(ms).
 /** The console's report page: the figures, the chart of the whole sale, the actions, and the exports. */
 export function renderReportPage(r: SaleReport, prefix: string, query: string): string {
   const e = escapeHtml;
-  const tile = (label: string, value: string): string => `<div><dt>${e(label)}</dt><dd class="text">${e(value)}</dd></div>`;
+  // A figure in the tiles' size; words (a time, a list) in the text size, as the console does.
+  const tile = (label: string, value: string): string => `<div><dt>${e(label)}</dt><dd${/^[0-9,]+$/.test(value) ? '' : ' class="text"'}>${e(value)}</dd></div>`;
   const refused = Object.entries(r.refused)
     .filter(([, n]) => n > 0)
     .map(([reason, n]) => `${reason.replace(/_/g, ' ')} ${formatCount(n)}`)
@@ -119,7 +120,7 @@ export function renderReportPage(r: SaleReport, prefix: string, query: string): 
   </header>
   <section aria-labelledby="figures-heading">
     <h2 id="figures-heading">Figures</h2>
-    <dl class="figures" id="report-figures">
+    <dl class="stats" id="report-figures">
       ${tile('Arrivals (tickets handed out)', formatCount(r.arrivals))}
       ${tile('Let in', formatCount(r.admitted))}
       ${tile('Peak line', `${formatCount(r.peakLine.waiting)} at ${time(r.peakLine.atMs)}`)}
