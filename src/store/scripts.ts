@@ -30,15 +30,22 @@
  *                                   can have lapsed (see Methods); `j0`..`j4095`, the join
  *                                   ring (see Joins); `i0`..`i4095`,
  *                                   the idempotency ring: the keys of recent admits by slot, only
- *                                   read by the admit script (see idempotent_slot.lua); `h0`..`h59`,
- *                                   the per-minute history of the last hour: slot `h<minute index
- *                                   mod 60>` holds `<minute>:<tail>:<cursor>:<waiting>:<active>:
- *                                   <admitted_1m>`, the state the minute's first poll, claim, draw,
- *                                   admit or control returned (after its admission step), written
+ *                                   read by the admit script (see idempotent_slot.lua); `h0`..`h10079`,
+ *                                   the sale's record, a point per minute for seven days: slot
+ *                                   `h<minute index mod RECORD_SLOTS>` holds `<minute>:<tail>:
+ *                                   <cursor>:<waiting>:<active>:<admitted_1m>:<epoch>:<controls>:
+ *                                   <totals>`, the state the minute's first poll, claim, draw,
+ *                                   admit or control returned (after its admission step), the reset
+ *                                   epoch and the controls' mode then, and `rt` as it stood, written
  *                                   with the run's other ctl fields; joins, the hottest call, write
  *                                   none. `waiting` is `tail - cursor` (at least 0) in FIFO, the
- *                                   present visitors in random. Read (history, stats) only: the
- *                                   slots whose minute is > now - HISTORY_MS, oldest first.
+ *                                   present visitors in random. Read by history (the last hour's
+ *                                   slots, points of the current epoch) and record (a day of slots
+ *                                   a run, points younger than RECORD_MS); a reset keeps them.
+ *                                   `rt`, the sale's running totals (TOTALS_LENGTH counts, see
+ *                                   totals.lua), written only by runs that write ctl anyway; `rf`,
+ *                                   capacity mode and random: the arrivals before this (ms) are in
+ *                                   `rt` (the minute's point adds the later ones).
  *   `${prefix}:{${queue}}:active`   capacity mode: ZSET ticket → slot expiry (ms, >= 0). A slot is
  *                                   live while its expiry is > now. Capacity mode and the random
  *                                   method: also the ARRIVALS, at negative scores (-1 - arrival ms),
