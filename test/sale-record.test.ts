@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { readSaleReport, type ReportContext } from '../src/core/admin-report';
 import { returnTally, takeTally, tallyRefusal, tallyStoreError } from '../src/core/edge-tally';
 import type { AdmissionPolicy, QueueStore } from '../src/core/ports';
-import { buildSaleReport, saleReportCsv, saleReportJson, type SaleReport } from '../src/core/sale-report';
+import { addAuditActions, buildSaleReport, saleReportCsv, saleReportJson, type SaleReport } from '../src/core/sale-report';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import { ADMIN_PASSWORD, API_TOKEN, FaultyStore, ManualClock, testHandler } from './support/fixtures';
@@ -232,5 +232,23 @@ describe('the report from points alone', () => {
     // 12 before the loss, then 5 in the new state; 8 + 3 let in.
     expect(r).toMatchObject({ arrivals: 17, admitted: 11 });
     expect(r.minutes.map((m) => m.arrivals)).toEqual([10, 2, 3]);
+  });
+});
+
+describe("the report's exports", () => {
+  it('quote what a spreadsheet would run as a formula, and the audit trail joins the timeline in time order', () => {
+    const totals = { admitted: 0, lapsed: 0, switchChanges: 0, waitSumMs: 0, waitMaxMs: 0, waitBuckets: new Array<number>(12).fill(0), refused: zeroRefused, storeErrors: 0 };
+    const point = { atMs: MIN0, tail: 1, cursor: 0, waiting: 1, active: 0, admittedLastMinute: 0, epoch: 0, mode: 0, totals };
+    const base = buildSaleReport({ queue: 'q', nowMs: MIN0 + 2 * MINUTE, points: [point, { ...point, atMs: MIN0 + MINUTE, mode: 1 }], now: { tail: 1, waiting: 1, active: 0, totals } });
+    const r = addAuditActions(base, [{ atMs: MIN0 + MINUTE + 30_000, action: 'admitted 5', actor: '=HYPERLINK("x")' }, { atMs: MIN0 + 10_000, action: 'reset', actor: 'ops' }]);
+    expect(r.actions.map((a) => [a.atMs - MIN0, a.action, a.source])).toEqual([
+      [10_000, 'reset', 'audit'],
+      [MINUTE, 'paused', 'record'],
+      [MINUTE + 30_000, 'admitted 5', 'audit'],
+    ]);
+    const rows = saleReportCsv(r).split('\r\n');
+    expect(rows[2]).toBe(`${new Date(MIN0 + MINUTE).toISOString()},0,0,0,0,0,1,0,paused,"paused; admitted 5 (=HYPERLINK(""x""))"`);
+    const evil = addAuditActions(base, [{ atMs: MIN0 + 5_000, action: '=1+1' }]);
+    expect(saleReportCsv(evil).split('\r\n')[1]?.endsWith(",'=1+1")).toBe(true);
   });
 });

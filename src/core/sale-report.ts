@@ -286,7 +286,12 @@ export function saleReportCsv(r: SaleReport): string {
     const acts = r.actions.filter((a) => a.atMs >= m.atMs && a.atMs < m.atMs + MINUTE_MS).map((a) => a.action + (a.actor !== undefined ? ` (${a.actor})` : ''));
     rows.push([iso(m.atMs), String(m.arrivals), String(m.admitted), String(m.lapsed), String(m.refused), String(m.storeErrors), String(m.waiting), String(m.active), m.mode, acts.join('; ')]);
   }
-  const cell = (v: string): string => (/[",\r\n]/.test(v) ? `"${v.replace(/"/g, '""')}"` : v);
+  // A text cell a spreadsheet would read as a formula (an audit entry's actor, say) is quoted as text.
+  const text = (v: string): string => (/^[=+\-@\t\r]/.test(v) ? `'${v}` : v);
+  const cell = (v: string): string => {
+    const t = /^-?\d+$/.test(v) ? v : text(v);
+    return /[",\r\n]/.test(t) ? `"${t.replace(/"/g, '""')}"` : t;
+  };
   return rows.map((row) => row.map(cell).join(',')).join('\r\n') + '\r\n';
 }
 
