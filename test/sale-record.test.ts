@@ -13,7 +13,7 @@ import { addAuditActions, buildSaleReport, saleReportCsv, saleReportJson, type S
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryQueueStore } from '../src/store/memory-store';
 import { ADMIN_PASSWORD, API_TOKEN, FaultyStore, ManualClock, testHandler } from './support/fixtures';
-import { useEveryStore } from './support/every-store';
+import { expectSameOnEveryStore, useEveryStore } from './support/every-store';
 
 /** A minute start. */
 const MIN0 = Math.floor(Date.UTC(2026, 10, 28, 9, 0, 0) / 60_000) * 60_000;
@@ -164,6 +164,30 @@ describe('the sale record, on every store', () => {
       expect((await report(store, clock, q, CAPACITY)).wait.buckets.map((b) => b.count), kind).toEqual([2, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0]);
       expect((await store.record!(q, clock.ms, MIN0, 2)).at(-1)?.totals, kind).toMatchObject({ admitted: 4, waitMaxMs: 700_000 });
     }
+  });
+
+  it('random method: collected draws reach the totals with their waits, the same on every store', async () => {
+    const RANDOM: AdmissionPolicy = { ...BY_HAND, method: 'random', seed: 7, presenceMs: 30_000 };
+    const answers = await expectSameOnEveryStore(stores, async (store) => {
+      const q = 'draws';
+      for (let i = 0; i < 4; i += 1) await store.join(q, MIN0 + 1_000 + i, RANDOM);
+      const admitted = await store.admit(q, 2, MIN0 + 2_000, RANDOM);
+      // Every holder polls: the two drawn are collected, after waits of 3, 6, 9 or 12 s.
+      const outcomes = [];
+      for (let t = 1; t <= 4; t += 1) outcomes.push((await store.draw(q, t, MIN0 + 3_000, RANDOM, 3_000 * t)).outcome);
+      const before = (await store.stats(q, MIN0 + 4_000, RANDOM)).totals;
+      await store.poll(q, MIN0 + MINUTE + 1, RANDOM);
+      const after = (await store.stats(q, MIN0 + MINUTE + 2, RANDOM)).totals;
+      return [admitted.admitted, outcomes, before, after];
+    });
+    const [admitted, outcomes, before, after] = answers as [number, string[], { admitted: number; waitSumMs: number }, unknown];
+    expect(admitted).toBe(2);
+    expect(outcomes.filter((o) => o === 'drawn')).toHaveLength(2);
+    // Read before the next point (added by the read) and after it (stored): the same totals.
+    expect(before.admitted).toBe(2);
+    expect(after).toEqual(before);
+    const drawn = outcomes.map((o, i) => (o === 'drawn' ? 3_000 * (i + 1) : 0)).reduce((a, b) => a + b, 0);
+    expect(before.waitSumMs).toBe(drawn);
   });
 
   it('a store that does not answer: the report says so (503), and asks nothing more', async () => {
