@@ -166,6 +166,24 @@ describe('the sale record, on every store', () => {
     }
   });
 
+  it('capacity mode, walk-ins only (no poll, claim or admit for ten minutes): each walk-in counted once, by its own join', async () => {
+    const ROOMY: AdmissionPolicy = { ...BY_HAND, thresholds: { maxActive: 100, maxNewPerMinute: 0 } };
+    const answers = await expectSameOnEveryStore(stores, async (store) => {
+      const q = 'walk-ins';
+      for (let i = 0; i < 3; i += 1) await store.join(q, MIN0 + 1_000 + i, ROOMY);
+      // Ten minutes on, past the 300 s the arrivals are kept: one more walks in, and the first
+      // three's arrivals leave the active set with nothing but joins having run.
+      await store.join(q, MIN0 + 10 * MINUTE, ROOMY);
+      const first = (await store.stats(q, MIN0 + 10 * MINUTE + 1, ROOMY)).totals;
+      // A minute's point after that adds nothing twice.
+      await store.poll(q, MIN0 + 11 * MINUTE, ROOMY);
+      const then = (await store.stats(q, MIN0 + 11 * MINUTE + 1, ROOMY)).totals;
+      return [first, then];
+    });
+    expect(answers[0]).toMatchObject({ admitted: 4, waitSumMs: 0, waitBuckets: [4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] });
+    expect(answers[1]).toEqual(answers[0]);
+  });
+
   it('random method: collected draws reach the totals with their waits, the same on every store', async () => {
     const RANDOM: AdmissionPolicy = { ...BY_HAND, method: 'random', seed: 7, presenceMs: 30_000 };
     const answers = await expectSameOnEveryStore(stores, async (store) => {

@@ -2734,7 +2734,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         ['active', 'ctl', 'reserved'].map((k) => `${cb}:${k}`),
       );
       expect(await direct.zrange(`${cb}:reserved`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 11_000)]);
-      expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['1:0', String(-1 - T0)]);
+      // A walk-in's arrival is marked `w`: its join counted it in the totals (see walk_in).
+      expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['1w:0', String(-1 - T0)]);
       // The control wrote the minute's history point into ctl's slot of its minute.
       const minute = Math.floor(T0 / 60_000) * 60_000;
       expect(await direct.hgetall(`${cb}:ctl`)).toEqual({
@@ -2759,7 +2760,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       // The claim wrote 2's slot and its arrival (with its wait) in one ZADD, and took its
       // reservation out; the book does not move (a reservation becomes an arrival).
       expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(
-        ['2:1500', String(-1 - (T0 + 2_000)), '1:0', String(-1 - T0), '2', String(T0 + 2_000 + SESSION_MS)],
+        ['2:1500', String(-1 - (T0 + 2_000)), '1w:0', String(-1 - T0), '2', String(T0 + 2_000 + SESSION_MS)],
       );
       expect(await direct.exists(`${cb}:reserved`)).toBe(0);
       expect(await direct.hget(`${cb}:ctl`, 'w1')).toBe(`${T0 - 60_000}:2:${T0}:${T0}`);

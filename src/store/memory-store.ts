@@ -269,7 +269,10 @@ export class MemoryQueueStore implements QueueStore {
       admissionStep(r);
       // Drawn by this call: it enters at once, with no reservation; else it is stored in the draw.
       if (inDraw && r.joiner === undefined) {
-        collect(q, p.nowMs, ticket, 0);
+        // Mirrors collect(ticket, 0, true): the joiner's arrival, marked `w`, counted by the join.
+        q.admits.set(String(ticket), p.nowMs);
+        q.waits.set(`${ticket}w:0`, p.nowMs);
+        countWait(q.totals, 0);
         windowTake(r);
         claimed = true;
       } else {
@@ -476,7 +479,7 @@ export class MemoryQueueStore implements QueueStore {
     const totals = [...q.totals];
     for (const [member, at] of waits) {
       const waited = /:(\d+)$/.exec(member)?.[1];
-      if (waited !== undefined && at >= (q.folded ?? 0)) countWait(totals, Number(waited));
+      if (waited !== undefined && at >= (q.folded ?? 0) && !WALK_IN.test(member)) countWait(totals, Number(waited));
     }
     return {
       ...readState(run),
@@ -567,7 +570,7 @@ export class MemoryQueueStore implements QueueStore {
       // Mirrors the reset script: the arrivals not yet in the totals are added before they go.
       for (const [member, at] of q.waits) {
         const waited = /:(\d+)$/.exec(member)?.[1];
-        if (waited !== undefined && at >= (q.folded ?? 0)) countWait(q.totals, Number(waited));
+        if (waited !== undefined && at >= (q.folded ?? 0) && !WALK_IN.test(member)) countWait(q.totals, Number(waited));
       }
       q.folded = p.nowMs + 1;
       // The record stays (its points carry their epoch); so do the totals.
@@ -881,6 +884,9 @@ function readState({ q, p, e, random }: Run): QueueState {
   };
 }
 
+/** Mirrors `unfolded_wait`: a walk-in's arrival (marked `w`) was counted by its own join. */
+const WALK_IN = /^\d+w:/;
+
 /** Mirrors `count_wait`: one visitor let in after `waited` ms, into ctl `rt`'s counts. */
 function countWait(t: number[], waited: number): void {
   t[0] = (t[0] ?? 0) + 1;
@@ -920,7 +926,7 @@ function recordHistory(r: Run, state: QueueState): void {
   if (random || isCapacity(r.e)) {
     for (const [member, at] of q.waits) {
       const waited = /:(\d+)$/.exec(member)?.[1];
-      if (waited !== undefined && at >= (q.folded ?? 0) && at < p.nowMs) countWait(q.totals, Number(waited));
+      if (waited !== undefined && at >= (q.folded ?? 0) && at < p.nowMs && !WALK_IN.test(member)) countWait(q.totals, Number(waited));
     }
     q.folded = p.nowMs;
   }
@@ -1176,7 +1182,9 @@ function walkIn(r: Run, ticket: number): boolean {
   if (freeSlots(q, p.nowMs, e) < 1) return false;
   q.admits.set(String(ticket), p.nowMs);
   q.active.set(ticket, p.nowMs + p.sessionMs);
-  q.waits.set(`${ticket}:0`, p.nowMs);
+  // Mirrors walk_in: the arrival marked `w`, counted in the totals by the join itself.
+  q.waits.set(`${ticket}w:0`, p.nowMs);
+  countWait(q.totals, 0);
   q.cursor = ticket;
   return true;
 }

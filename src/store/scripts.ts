@@ -1028,19 +1028,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '90d1cf055c367e3c450613a0c2b2d9481016d6dd';
-export const POLL_SHA1 = 'eb2e0964ce6555345aa6e8a2a44152c1d08075ba';
-export const CLAIM_SHA1 = '9524f43272fdc92b674f8c995d6111092423ce9f';
-export const TOUCH_SHA1 = '0a436f7a222c2498572baa9f6178a724611cbe1d';
-export const LEAVE_SHA1 = 'ff863161f446d8f7c77490174d80ad1086c88a45';
-export const ADMIT_SHA1 = '6f596ddb7cbee6cea09535d6c3ebf11688c748d3';
-export const CONTROL_SHA1 = '49c070e0a945d848722b858a1848ee550142e383';
-export const STATS_SHA1 = '1c743ec072c6baf6072bc1ac14fe1a72750a01ea';
+export const JOIN_SHA1 = 'c09750d9b9c27f5159d219b8015c362557991777';
+export const POLL_SHA1 = 'c45fa7c5fd75c25b7fb4f194634baa43ac23b2ee';
+export const CLAIM_SHA1 = 'e2439d4985d06adb3a5c49101e0eab30ad029337';
+export const TOUCH_SHA1 = '2017caeed08ac245fafd873688e541a8c8658964';
+export const LEAVE_SHA1 = '8eece30711627477a267b3e446eedbdce5874515';
+export const ADMIT_SHA1 = '268054b1ff6aa4086e872275c21587179be74412';
+export const CONTROL_SHA1 = '6655b145d523bcc4564c0c30450713ca507cc362';
+export const STATS_SHA1 = 'fea2355b74267dd38e34064f3ceec91075c0267a';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'a070b625939a609c2086d3dbae1f8265a6d59728';
-export const RESET_SHA1 = '9db976204ec5fce2bac1da69f70bf2517546a64c';
+export const DRAW_SHA1 = '2f3034edb02def9ec30823dfecb99e1484445ead';
+export const RESET_SHA1 = 'bc46ae9510d308fff41c58cc06b242c6cd4a1efd';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '03b848d56f6efd47776cd25c140b828687d7788c';
 

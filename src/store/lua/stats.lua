@@ -34,7 +34,7 @@ for i = 1, #waits, 2 do
     sum = sum + waited
     n = n + 1
   end
-  if waited and at >= folded then count_wait(t, waited) end
+  if waited and at >= folded and unfolded_wait(waits[i]) then count_wait(t, waited) end
 end
 state[15] = sum
 state[16] = n

@@ -61,12 +61,17 @@ save_totals = function()
   TOT_DIRTY = false
   set_ctl('rt', format_totals(TOT))
 end
+-- An arrival not counted yet: a walk-in's (marked `w`) was counted by its own join.
+local function unfolded_wait(m)
+  if string.match(m, '^%d+w:') then return nil end
+  return tonumber(string.match(m, ':(%d+)$'))
+end
 -- Capacity mode and random: the arrivals (with their waits) recorded from `from` up to, not
 -- including, `to` ms, added to `t`; one ZRANGEBYSCORE (see record_history).
 local function fold_arrivals(t, from, to)
   local members = redis.call('ZRANGEBYSCORE', K_ACTIVE, '(' .. fmt(-1 - to), fmt(-1 - from))
   for _, m in ipairs(members) do
-    local waited = tonumber(string.match(m, ':(%d+)$'))
+    local waited = unfolded_wait(m)
     if waited then count_wait(t, waited) end
   end
 end
