@@ -2746,8 +2746,9 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         hist: String(minute),
         // The point: the state, the epoch (0) and the controls (0), then the totals as they stood.
         [`h${(minute / 60_000) % RECORD_SLOTS}`]: `${minute}:0:0:0:0:0:0:0:${totalsText({})}`,
-        // Capacity mode's arrivals are added to the totals by the minute's point, from here on.
-        rt: totalsText({}),
+        // The walk-in counted itself (its join writes ctl anyway); capacity mode's other arrivals
+        // are added to the totals by the minute's point, from here on.
+        rt: totalsText({ admitted: 1, bucket: 0 }),
         rf: String(T0),
         // The book: one seat stored (2's reservation: no reservation can lapse before T0 + 11 s, and
         // no slot is stored); each window counts 1's arrival (listed, at T0) and 2's reservation,
