@@ -127,9 +127,9 @@ describe('the console chart over a whole sale, and the wait where the store reco
     const history = [point(MINUTE - 120_000, 40, 5), point(MINUTE - 60_000, 45, 5)];
     const { chart } = adminPanel(stats({ tail: 60, cursor: 10, admittedLastMinute: 5, epoch: NOW - 3 * 3_600_000, history }), config, NOW);
     expect(chart).toContain('<title id="chart-title">Queue length and admissions, since 09:00 UTC</title>');
-    expect(chart).toContain('Since the sale began at 09:00 UTC (the store keeps one point a minute for the last hour only)');
+    expect(chart).toContain('Since the sale began at 09:00 UTC (minutes before the first recorded point are shaded)');
     expect(chart).toContain('<rect class="unrecorded"');
-    expect(chart).toContain('not kept per minute');
+    expect(chart).toContain('not recorded');
     // One scale per axis: the waiting scale on the left, the let-in scale on the right.
     expect(chart).toMatch(/<text x="38" y="14.0" class="axis axis-waiting"[^>]*>50<\/text>/);
     expect(chart).toMatch(/<text x="602" y="14.0" class="axis axis-admitted"[^>]*>5<\/text>/);

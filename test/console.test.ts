@@ -412,3 +412,33 @@ describe('the console with several queues', () => {
     expect(live.queues).toContain('<a href="/__wr/admin?queue=draw" aria-current="page"><code>draw</code></a>: 2 waiting, 0 active, random draw');
   });
 });
+
+describe("the console's chart over a whole sale, from the sale's record", () => {
+  it('draws a sale reset three hours ago from its recorded points, with nothing shaded, and reads them a day per call', async () => {
+    const r = rig({ admit_per_period: '0' });
+    const policy = { auto: { count: 0, periodMs: 60_000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, sessionMs: 600_000, reservationMs: 30_000 };
+    const start = Math.floor(r.clock.now() / 60_000) * 60_000;
+    await r.store.reset('default', start + 1, policy);
+    // A line that grows by 3 a minute for three hours, recorded by a poll each minute.
+    for (let m = 0; m < 180; m += 1) {
+      for (let i = 0; i < 3; i += 1) await r.store.join('default', start + m * 60_000 + 10, policy);
+      await r.store.poll('default', start + m * 60_000 + 20, policy);
+    }
+    r.clock.ms = start + 180 * 60_000 + 5_000;
+    let recordReads = 0;
+    const read = r.store.record.bind(r.store);
+    r.store.record = async (...a) => {
+      recordReads += 1;
+      return read(...a);
+    };
+    const live = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { chart: string };
+    // The two hours before the last one came from the record: one call (a day of minutes).
+    expect(recordReads).toBe(1);
+    expect(live.chart).toContain('Queue length and admissions, since');
+    expect(live.chart).not.toContain('class="unrecorded"');
+    // The waiting line starts at the sale's start (the left edge) with its first point: 3 waiting.
+    const points = /<polyline class="waiting" points="([^"]+)"/.exec(live.chart)?.[1]?.split(' ') ?? [];
+    expect(points.length).toBeGreaterThanOrEqual(180);
+    expect(Number(points[0]?.split(',')[0])).toBeLessThan(45);
+  });
+});

@@ -26,6 +26,9 @@ import {
   createDrawRng,
   IDEMPOTENCY_SLOT_KEEP,
   idempotencySlot,
+  emptyTotals,
+  RECORD_SLOTS,
+  TOTALS_LENGTH,
 } from '../src/store/scripts';
 import {
   StoreReplyError,
@@ -74,6 +77,14 @@ const PRESENCE_MS = 10_000;
 const randomly = (policy: AdmissionPolicy, seed = 0): AdmissionPolicy => ({ ...policy, method: 'random', seed, presenceMs: PRESENCE_MS });
 /** A scheduled event on top of a policy. */
 const withEvent = (policy: AdmissionPolicy, eventStartMs: number, seed = 0): AdmissionPolicy => ({ ...policy, eventStartMs, seed });
+/** ctl `rt` as the scripts write it, with `admitted` visitors let in, all in wait bucket `bucket`. */
+function totalsText({ admitted = 0, bucket = 0 }: { admitted?: number; bucket?: number }): string {
+  const n = new Array<number>(TOTALS_LENGTH).fill(0);
+  n[0] = admitted;
+  n[5 + bucket] = admitted;
+  return n.join(':');
+}
+
 /** A minute start near T0, for the history; and an event start in the middle of a 60-s period. */
 const MIN0 = Math.floor(T0 / 60_000) * 60_000;
 const S = MIN0 + 630_000;
@@ -1365,12 +1376,16 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           epoch: 0,
           generation: T0 + 1,
           admitPerPeriod: 0,
+          // The sale's totals: the two walk-ins, waits of 0 (not yet in a minute's point: added by the read).
+          totals: expect.objectContaining({ admitted: 2, waitSumMs: 0, waitBuckets: [2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] }),
         });
         await store.claim(q, 3, T0 + 12_000, policy, 11_000);
         await store.claim(q, 4, T0 + 12_000, policy, 11_049);
         const snapshot = await store.stats(q, T0 + 13_000, policy);
         // (0 + 0 + 11,000 + 11,049) / 4 ms = 5.51 s.
         expect(snapshot).toMatchObject({ active: 5, reserved: 1, admittedLastMinute: 5, avgWaitSeconds: 5.5 });
+        // Both claims in the 15-s bucket; the longest wait exact.
+        expect(snapshot.totals).toMatchObject({ admitted: 4, waitSumMs: 22_049, waitMaxMs: 11_049, waitBuckets: [2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], lapsed: 0 });
         // 5's reservation lapses: it no longer counts as a slot nor as an admission.
         expect(await store.stats(q, T0 + 30_000, policy)).toMatchObject({ active: 4, reserved: 0, admittedLastMinute: 4 });
         expect(await store.stats(q, T0 + 60_000, policy)).toMatchObject({ admittedLastMinute: 2, admittedLast5Minutes: 4 });
@@ -1897,7 +1912,7 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           generation: before.generation,
         };
         expect(await store.reset(q, T0 + 5_000, policy)).toEqual({ ...emptied, applied: true });
-        expect(await store.stats(q, T0 + 5_001, policy)).toEqual({ ...emptied, reserved: 0, avgWaitSeconds: null, admitPerPeriod: 0 });
+        expect(await store.stats(q, T0 + 5_001, policy)).toEqual({ ...emptied, reserved: 0, avgWaitSeconds: null, admitPerPeriod: 0, totals: expect.objectContaining({ admitted: 1 }) });
         expect(await store.peek(q)).toEqual({ tail: 5, cursor: 5 });
         expect(await store.history(q, T0 + 5_001)).toEqual([]);
         expect(await store.useVip(q, h, T0 + 5_002)).toEqual({ ok: true, remaining: 1 });
@@ -2611,7 +2626,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
   describe('scripts', () => {
     it('pins each SHA-1 to node:crypto and to SCRIPT LOAD through the bridge', async () => {
       expect(STORE_SCRIPTS.map((s) => s.name).sort()).toEqual(
-        ['admit', 'audit_append', 'audit_read', 'claim', 'control', 'create_vip', 'draw', 'history', 'join', 'leave', 'peek', 'poll', 'reset', 'stats', 'touch', 'use_vip'],
+        ['admit', 'audit_append', 'audit_read', 'claim', 'control', 'create_vip', 'draw', 'history', 'join', 'leave', 'peek', 'poll', 'record', 'reset', 'stats', 'touch', 'use_vip'],
       );
       for (const script of STORE_SCRIPTS) {
         expect(script.sha1, script.name).toBe(createHash('sha1').update(script.text).digest('hex'));
@@ -2643,7 +2658,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         } else if (name === 'audit_read') {
           expect(bound, name).toEqual([['K_AUDIT', 'KEYS[1]']]);
           expect(bindings, `${name}: K_AUDIT bound once`).toBe(1);
-        } else if (name === 'history') {
+        } else if (name === 'history' || name === 'record') {
           expect(bound, name).toEqual([['K_CTL', 'KEYS[1]']]);
           expect(bindings, `${name}: K_CTL bound once`).toBe(1);
           expect(text, `${name}: no other KEYS`).not.toMatch(/KEYS\[(?!1\])/);
@@ -2699,6 +2714,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         rq: `${at(P, 250)}:4`,
         rw: `${at(P, 250)}:1`,
         rc: '0:02',
+        // The sale's totals (see TOTALS_LENGTH): the walk-in, let in after a wait of 0 (the first bucket).
+        rt: totalsText({ admitted: 1, bucket: 0 }),
       });
       // A later step calls existing tickets, writing no reservation: rate FIFO's figures are the call
       // buckets, its claims the bitmap (and the rate window). Nothing but ctl, ever.
@@ -2724,7 +2741,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         ['active', 'ctl', 'reserved'].map((k) => `${cb}:${k}`),
       );
       expect(await direct.zrange(`${cb}:reserved`, 0, -1, 'WITHSCORES')).toEqual(['2', String(T0 + 11_000)]);
-      expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['1:0', String(-1 - T0)]);
+      // A walk-in's arrival is marked `w`: its join counted it in the totals (see walk_in).
+      expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(['1w:0', String(-1 - T0)]);
       // The control wrote the minute's history point into ctl's slot of its minute.
       const minute = Math.floor(T0 / 60_000) * 60_000;
       expect(await direct.hgetall(`${cb}:ctl`)).toEqual({
@@ -2733,7 +2751,12 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         tail: '2',
         cursor: '2',
         hist: String(minute),
-        [`h${(minute / 60_000) % 60}`]: `${minute}:0:0:0:0:0`,
+        // The point: the state, the epoch (0) and the controls (0), then the totals as they stood.
+        [`h${(minute / 60_000) % RECORD_SLOTS}`]: `${minute}:0:0:0:0:0:0:0:${totalsText({})}`,
+        // The walk-in counted itself (its join writes ctl anyway); capacity mode's other arrivals
+        // are added to the totals by the minute's point, from here on.
+        rt: totalsText({ admitted: 1, bucket: 0 }),
+        rf: String(T0),
         // The book: one seat stored (2's reservation: no reservation can lapse before T0 + 11 s, and
         // no slot is stored); each window counts 1's arrival (listed, at T0) and 2's reservation,
         // read first at T0.
@@ -2745,7 +2768,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       // The claim wrote 2's slot and its arrival (with its wait) in one ZADD, and took its
       // reservation out; the book does not move (a reservation becomes an arrival).
       expect(await direct.zrange(`${cb}:active`, 0, -1, 'WITHSCORES')).toEqual(
-        ['2:1500', String(-1 - (T0 + 2_000)), '1:0', String(-1 - T0), '2', String(T0 + 2_000 + SESSION_MS)],
+        ['2:1500', String(-1 - (T0 + 2_000)), '1w:0', String(-1 - T0), '2', String(T0 + 2_000 + SESSION_MS)],
       );
       expect(await direct.exists(`${cb}:reserved`)).toBe(0);
       expect(await direct.hget(`${cb}:ctl`, 'w1')).toBe(`${T0 - 60_000}:2:${T0}:${T0}`);
@@ -2805,26 +2828,31 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await direct.zrange(`${base}:waiting`, 0, -1, 'WITHSCORES')).toEqual(['2', String(MIN0 + 1_000), '1', String(MIN0 + 2_000)]);
       // The minute's first call but a join (the draw): tail 2, cursor 0, 2 present, no slot, nobody admitted.
       // The point lives in ctl's slot of its minute.
-      const slot = (minute: number): string => `h${Math.floor(minute / 60_000) % 60}`;
-      expect(await direct.hget(`${base}:ctl`, slot(MIN0))).toBe(`${MIN0}:2:0:2:0:0`);
+      const slot = (minute: number): string => `h${Math.floor(minute / 60_000) % RECORD_SLOTS}`;
+      expect(await direct.hget(`${base}:ctl`, slot(MIN0))).toBe(`${MIN0}:2:0:2:0:0:0:0:${totalsText({})}`);
       // A writing call removes lapsed presence; stats does not.
       await store.stats(q, MIN0 + 1_000 + PRESENCE_MS, policy);
       expect(await direct.zcard(`${base}:waiting`)).toBe(2);
       await store.poll(q, MIN0 + 1_000 + PRESENCE_MS, policy);
       expect(await direct.zrange(`${base}:waiting`, 0, -1)).toEqual(['1']);
-      // An hour of minute slots, reused round-robin: minutes 60 and 61 took the slots of 0 and 1.
+      // Seven days of minute slots, reused round-robin: 62 minutes take 62 slots; the hour's history
+      // reads the last hour's.
       for (let i = 1; i <= 61; i += 1) await store.poll(q, MIN0 + i * 60_000, OFF);
       const fields = await direct.hgetall(`${base}:ctl`);
-      expect(Object.keys(fields).filter((f) => /^h\d+$/.test(f))).toHaveLength(60);
-      expect(fields[slot(MIN0 + 120_000)]).toBe(`${MIN0 + 120_000}:2:0:2:0:0`);
-      expect(fields[slot(MIN0)]?.startsWith(`${MIN0 + 3_600_000}:`)).toBe(true);
+      expect(Object.keys(fields).filter((f) => /^h\d+$/.test(f))).toHaveLength(62);
+      expect(fields[slot(MIN0 + 120_000)]).toBe(`${MIN0 + 120_000}:2:0:2:0:0:0:0:${totalsText({})}`);
+      expect(fields[slot(MIN0)]?.startsWith(`${MIN0}:`)).toBe(true);
       expect((await store.history(q, MIN0 + 61 * 60_000 + 1)).map((p) => p.atMs)).toEqual(range(2, 61).map((i) => MIN0 + i * 60_000));
       // Reset keeps the tail (the cursor moves up to it) and ctl, with the epoch and without the
       // frozen event; the line's keys go.
       await store.control(q, { maxActive: 3 }, MIN0 + 3_700_000, policy);
       await store.reset(q, MIN0 + 3_700_001, policy);
       expect((await direct.keys(`${prefix}:*`)).sort()).toEqual([`${base}:ctl`]);
-      expect(await direct.hgetall(`${base}:ctl`)).toEqual({ gen, tail: '2', cursor: '2', max_active: '3', epoch: String(MIN0 + 3_700_001), pres: '0:' });
+      // The sale's record and totals stay (a reset is one event in the sale).
+      const kept = await direct.hgetall(`${base}:ctl`);
+      expect(Object.fromEntries(Object.entries(kept).filter(([f]) => !/^(h\d+|rt|rf)$/.test(f)))).toEqual({ gen, tail: '2', cursor: '2', max_active: '3', epoch: String(MIN0 + 3_700_001), pres: '0:' });
+      expect(Object.keys(kept).filter((f) => /^h\d+$/.test(f))).toHaveLength(62);
+      expect(await store.history(q, MIN0 + 3_700_002)).toEqual([]);
     });
 
     it('draws the same tickets as the memory store for the same seeds, in ZSET order (score, then member bytes)', async () => {
@@ -3110,17 +3138,20 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect(await newStore(replying([...STATE, 25])).control(q, { paused: true }, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, admitPerPeriod: 25 });
       // The period quota in effect follows the controls' state: without it the reply is not the control script's.
       await expect(newStore(replying(STATE)).control(q, { paused: true }, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
-      expect(await newStore(replying([...STATE, 3, 1_234, 4, '', '', 0])).stats(q, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, reserved: 3, avgWaitSeconds: 0.3, admitPerPeriod: 0 });
-      expect(await newStore(replying([...STATE, 3, 0, 0, '', '', 0])).stats(q, T0, cap(1, 0))).toMatchObject({ avgWaitSeconds: null });
+      expect(await newStore(replying([...STATE, 3, 1_234, 4, '', '', 0, ''])).stats(q, T0, cap(1, 0))).toEqual({ ...STATE_OBJECT, reserved: 3, avgWaitSeconds: 0.3, admitPerPeriod: 0, totals: emptyTotals() });
+      // The totals: TOTALS_LENGTH counts, or the reply is not the script's.
+      expect((await newStore(replying([...STATE, 3, 0, 0, '', '', 0, totalsText({ admitted: 2, bucket: 3 })])).stats(q, T0, cap(1, 0))).totals).toMatchObject({ admitted: 2, waitBuckets: [0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0] });
+      await expect(newStore(replying([...STATE, 3, 0, 0, '', '', 0, '1:2'])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
+      expect(await newStore(replying([...STATE, 3, 0, 0, '', '', 0, ''])).stats(q, T0, cap(1, 0))).toMatchObject({ avgWaitSeconds: null });
       // The lost-state mark: when, and what was restored; a mark of another shape is not the script's.
-      expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:hold,paused`, 0])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: ['hold', 'paused'] });
-      expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:`, 0])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: [] });
-      await expect(newStore(replying([...STATE, 3, 0, 0, '', `${T0}:closed`, 0])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
+      expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:hold,paused`, 0, ''])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: ['hold', 'paused'] });
+      expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:`, 0, ''])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: [] });
+      await expect(newStore(replying([...STATE, 3, 0, 0, '', `${T0}:closed`, 0, ''])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
       // Paused by a recovery window alone (mode 4): paused, and said to be recovering.
       expect(await newStore(replying([...STATE.slice(0, 2), 4, ...STATE.slice(3)])).poll(q, at(P), OFF)).toEqual({ ...STATE_OBJECT, paused: true, recovering: true });
       // The adaptive controller's fields (see parseAdaptiveStatus).
       const controller = `a|40|1:10:90:5:20||||${T0}:30:40:h;${T0 + 1}:40:30:s`;
-      expect((await newStore(replying([...STATE, 3, 0, 0, controller, '', 0])).stats(q, T0, cap(1, 0))).adaptive).toEqual({
+      expect((await newStore(replying([...STATE, 3, 0, 0, controller, '', 0, ''])).stats(q, T0, cap(1, 0))).adaptive).toEqual({
         enabled: true,
         source: 'config',
         knob: 'max_active',

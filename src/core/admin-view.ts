@@ -161,9 +161,13 @@ export function adminPanel(
   refused?: Readonly<Record<RefusalReason, number | null>>,
 ): { figures: AdminFigures; chart: string } {
   const latest = { waiting: waitingCount(stats, config), admittedLastMinute: stats.admittedLastMinute };
-  // The sale began at the last reset, or else at the event's start.
-  const saleStart = stats.epoch > 0 ? stats.epoch : config.eventStartMs > 0 && config.eventStartMs < nowMs ? config.eventStartMs : 0;
+  const saleStart = saleStartOf(stats, config, nowMs);
   return { figures: adminFigures(stats, config, nowMs, refused), chart: renderChart(stats.history ?? [], nowMs, latest, saleStart) };
+}
+
+/** When the sale began: the last reset, or else the event's start (0: neither, the chart shows the last hour). */
+export function saleStartOf(stats: Pick<QueueStats, 'epoch'>, config: Pick<Config, 'eventStartMs'>, nowMs: number): number {
+  return stats.epoch > 0 ? stats.epoch : config.eventStartMs > 0 && config.eventStartMs < nowMs ? config.eventStartMs : 0;
 }
 
 /** The figures the chart ends at: those of the tiles, read now. */
@@ -205,7 +209,9 @@ export function renderChart(history: readonly HistoryPoint[], nowMs: number, lat
   const hourAgo = nowMs - HOUR_MS;
   const from = saleStartMs > 0 && saleStartMs < hourAgo ? saleStartMs : hourAgo;
   const span = nowMs - from;
-  const recorded = history.filter((p) => p.atMs >= hourAgo - 60_000 && p.atMs <= nowMs);
+  // The points of the span shown: the last hour's, and before it what the caller read of the sale's
+  // record (see olderPoints in admin.ts).
+  const recorded = history.filter((p) => p.atMs >= Math.min(from, hourAgo) - 60_000 && p.atMs <= nowMs);
   const shown: readonly Pick<HistoryPoint, 'atMs' | 'waiting' | 'admittedLastMinute'>[] = [...recorded, { atMs: nowMs, ...latest }];
   const plotW = WIDTH - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;
@@ -219,12 +225,12 @@ export function renderChart(history: readonly HistoryPoint[], nowMs: number, lat
   const waitingNow = `${formatCount(latest.waiting)} waiting now`;
   const admittedNow = `${formatCount(latest.admittedLastMinute)} let in during the last minute`;
   const whole = from < hourAgo;
-  const since = whole ? `Since the sale began at ${clock(from)} UTC (the store keeps one point a minute for the last hour only): ` : '';
+  const since = whole ? `Since the sale began at ${clock(from)} UTC (minutes before the first recorded point are shaded): ` : '';
   const summary =
     since +
     (recorded.length === 0
       ? `No figures recorded in the last hour yet. Now: ${waitingNow}; ${admittedNow}.`
-      : `Last hour, one point a minute, then now: ${waitingNow} (most ${formatCount(Math.max(...shown.map((p) => p.waiting)))}); ` +
+      : `${whole ? 'One point a minute' : 'Last hour, one point a minute'}, then now: ${waitingNow} (most ${formatCount(Math.max(...shown.map((p) => p.waiting)))}); ` +
         `${admittedNow} (most ${formatCount(Math.max(...shown.map((p) => p.admittedLastMinute)))}).`);
   // One scale per axis: waiting's on the left, let in a minute's on the right, each in its colour.
   const grid = [0, 0.5, 1]
@@ -243,8 +249,8 @@ export function renderChart(history: readonly HistoryPoint[], nowMs: number, lat
   // the start (0 waiting) to the first recorded minute.
   const first = recorded[0] ?? { atMs: nowMs, ...latest };
   const unrecorded = whole
-    ? `<rect class="unrecorded" x="${PAD.left}" y="${PAD.top}" width="${(x(Math.max(from, first.atMs)) - PAD.left).toFixed(1)}" height="${plotH}"/>` +
-      `<text x="${((PAD.left + x(first.atMs)) / 2).toFixed(1)}" y="${PAD.top + 12}" class="axis" text-anchor="middle">not kept per minute</text>` +
+    ? (x(first.atMs) - PAD.left > 1 ? `<rect class="unrecorded" x="${PAD.left}" y="${PAD.top}" width="${(x(Math.max(from, first.atMs)) - PAD.left).toFixed(1)}" height="${plotH}"/>` : '') +
+      (x(first.atMs) - PAD.left > 80 ? `<text x="${((PAD.left + x(first.atMs)) / 2).toFixed(1)}" y="${PAD.top + 12}" class="axis" text-anchor="middle">not recorded</text>` : '') +
       `<line class="waiting gap" x1="${x(from).toFixed(1)}" y1="${y(0, maxWaiting)}" x2="${x(first.atMs).toFixed(1)}" y2="${y(first.waiting, maxWaiting)}"/>`
     : '';
   const series =

@@ -7,12 +7,14 @@ import { noticeQuery, readNotice } from './admin-notice';
 import { guardSignIn, type SignInGuard } from './auth-throttle';
 import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
-import { adminPanel, type AdminFigures } from './admin-view';
+import { adminPanel, saleStartOf, type AdminFigures } from './admin-view';
+import { REPORT_READ_MINUTES, REPORT_SPAN_MS } from './sale-report';
 import { metricsText } from './metrics';
+import { saleReportResponse } from './admin-report';
 import { adaptiveInForce, consoleMode, pausedByOperator, renderAuditList, renderConsolePage } from './admin-page';
 import { escapeHtml, formatCount, pauseControl, renderQueueList } from './pages';
 import { repeatedTopLevelKey } from './json-keys';
-import { IDEMPOTENCY_KEY_PATTERN, type AdaptiveStatus, type AdmissionPolicy, type AdmitResult, type Clock, type CurrentQueue, type EmergencySwitch, type FailureLimiter, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
+import { IDEMPOTENCY_KEY_PATTERN, type AdaptiveStatus, type AdmissionPolicy, type AdmitResult, type Clock, type CurrentQueue, type EmergencySwitch, type FailureLimiter, type HistoryPoint, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
 import type { StoreOutcome } from './store-call';
 import { refusedTicketsLastMinute, type RefusalReason } from './ticket-limit';
 import { STORE_DOWN_RETRY_SECONDS, storeDownAlert, storeDownText } from './store-down-text';
@@ -343,6 +345,18 @@ export async function handleAdminRoute(request: Request, rest: string, ctx: Admi
       return withBearer(request, ctx, () => (request.method === 'GET' ? auditRoute(request, ctx) : methodNotAllowed('GET')));
     case 'admin/sign-out':
       return request.method === 'GET' ? signOut(request, ctx) : methodNotAllowed('GET');
+    case 'admin/report':
+      return withBasicAuth(request, ctx, 'read', () => (request.method === 'GET' ? saleReportResponse(request, ctx, 'html', ADMIN_PAGE_HEADERS) : methodNotAllowed('GET')));
+    case 'admin/report.json':
+    case 'admin/report.csv':
+      return withBasicAuth(request, ctx, 'read', () =>
+        request.method === 'GET' ? saleReportResponse(request, ctx, rest.endsWith('.csv') ? 'csv' : 'json', ADMIN_PAGE_HEADERS) : methodNotAllowed('GET'),
+      );
+    case 'api/report.json':
+    case 'api/report.csv':
+      return withBearer(request, ctx, () =>
+        request.method === 'GET' ? saleReportResponse(request, ctx, rest.endsWith('.csv') ? 'csv' : 'json', ADMIN_PAGE_HEADERS) : methodNotAllowed('GET'),
+      );
     case 'admin/reset':
       return withBasicAuth(request, ctx, 'reset', () => (request.method === 'POST' ? formReset(request, ctx) : methodNotAllowed('POST')));
     case 'api/reset':
@@ -634,8 +648,34 @@ async function readPanel(ctx: AdminContext, nowMs: number): Promise<Panel | Resp
   ]);
   if (!stats.ok) return errorResponse(503, `the queue store is unavailable (${stats.reason})`);
   const refused = await refusedHere(ctx);
+  // A sale that began over an hour ago (its reset, or the event's start): the chart covers it from
+  // the sale's record, a day of minutes per call (at most seven more calls, only then).
+  const older = await olderPoints(ctx, nowMs, saleStartOf(stats.value, ctx.config, nowMs), stats.value.epoch);
+  const withOlder = older.length === 0 ? stats.value : { ...stats.value, history: [...older, ...(stats.value.history ?? [])] };
   // A store that answers no history still gives the figures: the chart then shows only now.
-  return { stats: stats.value, audit: audit.ok ? audit.value : undefined, refused, ...adminPanel(stats.value, ctx.config, nowMs, refused.tickets_refused_last_minute_here) };
+  return { stats: stats.value, audit: audit.ok ? audit.value : undefined, refused, ...adminPanel(withOlder, ctx.config, nowMs, refused.tickets_refused_last_minute_here) };
+}
+
+/** The record's points from the sale's start up to the last hour (which the stats call read); none when the sale is younger. */
+async function olderPoints(ctx: AdminContext, nowMs: number, saleStartMs: number, epoch: number): Promise<HistoryPoint[]> {
+  const record = ctx.store.record?.bind(ctx.store);
+  const hourAgo = nowMs - 3_600_000;
+  if (record === undefined || saleStartMs <= 0 || saleStartMs >= hourAgo) return [];
+  const points: HistoryPoint[] = [];
+  let start = Math.max(Math.floor(saleStartMs / 60_000), Math.floor((nowMs - REPORT_SPAN_MS) / 60_000) + 1) * 60_000;
+  while (start <= hourAgo) {
+    const minutes = Math.min(REPORT_READ_MINUTES, Math.floor((hourAgo - start) / 60_000) + 1);
+    const from = start;
+    const read = await ctx.storeCall(() => record(ctx.config.queueName, nowMs, from, minutes));
+    // The older part is a bonus: without it the chart shades what it could not read.
+    if (!read.ok) return points;
+    // The points since the last reset (each carries its epoch), as the hour's history shows them.
+    for (const p of read.value) {
+      if (p.atMs <= hourAgo && p.epoch === epoch) points.push({ atMs: p.atMs, tail: p.tail, cursor: p.cursor, waiting: p.waiting, active: p.active, admittedLastMinute: p.admittedLastMinute });
+    }
+    start += minutes * 60_000;
+  }
+  return points;
 }
 
 const asOf = (nowMs: number): string => new Date(nowMs).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';

@@ -7,7 +7,8 @@
  * one POP). When the store does not answer, the answer is still a 200 with `wr_store_up 0` and the
  * per-POP counts, so an alert can fire on it.
  */
-import type { FailureLimiter, QueueStats } from './ports';
+import { tallyStoreError } from './edge-tally';
+import { REFUSAL_REASONS, WAIT_BOUNDS_MS, type FailureLimiter, type QueueStats, type SaleTotals } from './ports';
 import { refusedTicketsLastMinute } from './ticket-limit';
 import { isCapacityMode } from './types';
 
@@ -18,6 +19,8 @@ function storeErrorsKey(queue: string): string {
 
 /** Counts one failed store call for the metrics; a limiter that fails counts nothing. */
 export async function countStoreError(limiter: FailureLimiter | undefined, queue: string): Promise<void> {
+  // And in the sale's record, carried by this instance's next join (see edge-tally.ts).
+  tallyStoreError(queue);
   if (limiter === undefined) return;
   await limiter.countFailure(storeErrorsKey(queue), 60).catch(() => 0);
 }
@@ -32,6 +35,35 @@ export interface MetricsInput {
 
 /** Label values are quoted; a queue name is `[a-z0-9_-]`, but escaping costs nothing. */
 const label = (value: string): string => value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+
+/** A bucket bound as OpenMetrics wants it: a canonical float (`5.0`, `7200.0`). */
+const canonical = (seconds: number): string => (Number.isInteger(seconds) ? `${seconds}.0` : String(seconds));
+
+/**
+ * The sale's counters and the wait histogram, from the totals the same stats call read (see
+ * SaleTotals): they only grow while the store keeps the queue's state, and start again from zero
+ * if it loses it (which a scraper's rate() takes as a counter reset).
+ */
+function totalsMetrics(lines: string[], q: string, tail: number, t: SaleTotals): void {
+  const counter = (name: string, help: string, samples: readonly [string, number][]): void => {
+    lines.push(`# TYPE ${name} counter`, `# HELP ${name} ${help}`);
+    for (const [labels, value] of samples) lines.push(`${name}_total{${labels}} ${value}`);
+  };
+  counter('wr_tickets_issued', 'Tickets handed out (the tail).', [[q, tail]]);
+  counter('wr_admitted', 'Visitors let in (claims, walk-ins, collected draws).', [[q, t.admitted]]);
+  counter('wr_lapsed_calls', 'Calls that lapsed unclaimed: the holder never came back in time.', [[q, t.lapsed]]);
+  counter('wr_tickets_refused', 'New tickets refused at the edge, by reason, as the serving instances carried them into the store.', REFUSAL_REASONS.map((r) => [`${q},reason="${r}"`, t.refused[r]]));
+  counter('wr_store_errors', 'Store calls that failed or timed out, as the serving instances carried them into the store.', [[q, t.storeErrors]]);
+  counter('wr_switch_changes', 'Changes of the emergency switch.', [[q, t.switchChanges]]);
+  lines.push('# TYPE wr_wait_seconds histogram', '# HELP wr_wait_seconds How long the visitors let in waited, from their ticket to their admission.');
+  let seen = 0;
+  WAIT_BOUNDS_MS.forEach((bound, i) => {
+    seen += t.waitBuckets[i] ?? 0;
+    lines.push(`wr_wait_seconds_bucket{${q},le="${canonical(bound / 1000)}"} ${seen}`);
+  });
+  seen += t.waitBuckets[WAIT_BOUNDS_MS.length] ?? 0;
+  lines.push(`wr_wait_seconds_bucket{${q},le="+Inf"} ${seen}`, `wr_wait_seconds_count{${q}} ${seen}`, `wr_wait_seconds_sum{${q}} ${t.waitSumMs / 1000}`);
+}
 
 /** The exposition, ending with `# EOF`. */
 export async function metricsText(input: MetricsInput): Promise<string> {
@@ -58,6 +90,7 @@ export async function metricsText(input: MetricsInput): Promise<string> {
     // 0 while the state was never lost; else when, so an alert can fire on a change of it.
     metric('wr_state_lost_timestamp_seconds', 'gauge', 'When the store last lost this queue\'s state and a POP restored its controls (0: never).', [[q, s.lostState === undefined ? 0 : Math.floor(s.lostState.atMs / 1000)]]);
     metric('wr_state_restored', 'gauge', 'The controls restored after the last lost state (1 for each that was).', (['open', 'hold', 'paused'] as const).map((c) => [`${q},control="${c}"`, s.lostState?.restored.includes(c) === true ? 1 : 0]));
+    if (s.totals !== undefined) totalsMetrics(lines, q, s.tail, s.totals);
   }
   const refused = await refusedTicketsLastMinute(input.limiter, input.queue);
   metric(

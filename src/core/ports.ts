@@ -66,6 +66,8 @@ export interface AdmissionPolicy {
    * Ignored while the state exists.
    */
   readonly restore?: RememberedControls;
+  /** Only `join` carries it: this instance's refusals and store errors, added to the totals when the join takes a ticket. */
+  readonly tally?: EdgeTally;
 }
 
 /** The operator's controls as a POP remembers them across a store that forgets (see AdmissionPolicy.restore). */
@@ -262,6 +264,57 @@ export interface QueueOverview {
   readonly unread?: true;
 }
 
+/**
+ * Why a new ticket was not given, as the console and the sale's record count it: over the
+ * per-client limit, no proof of work yet (a challenge was sent), a proof that failed (forged, wrong,
+ * reused, another client's), no challenge provider's token yet (or an expired one: the widget was
+ * sent), or a token the provider refused. In this order in the store's totals.
+ */
+export const REFUSAL_REASONS = ['ticket_limit', 'proof_missing', 'proof_failed', 'challenge_missing', 'challenge_failed'] as const;
+export type RefusalReason = (typeof REFUSAL_REASONS)[number];
+
+/**
+ * The wait histogram's upper bounds, ms: a visitor let in after waiting w is counted in the first
+ * bucket whose bound w does not exceed, else in the last, unbounded one. 5 s, 15 s, 30 s, 1, 2, 5,
+ * 10, 20, 30 min, 1 h, 2 h.
+ */
+export const WAIT_BOUNDS_MS: readonly number[] = [5_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000];
+
+/**
+ * What a serving instance (a Node process, a Fastly instance across the requests of a reused
+ * sandbox) counted that happens without a store call: new tickets refused by reason, and store
+ * calls that failed. Carried into the store by the instance's next join that takes a ticket (see
+ * AdmissionPolicy.tally), so it costs no command.
+ */
+export interface EdgeTally {
+  readonly refused: Readonly<Record<RefusalReason, number>>;
+  readonly storeErrors: number;
+}
+
+/** The sale's running totals as the store keeps them (ctl `rt`, see scripts.ts): only ever grow, but with the state. */
+export interface SaleTotals extends EdgeTally {
+  /** Visitors let in: claims, walk-ins and collected draws (an explicit admit calls; the claim lets in). */
+  readonly admitted: number;
+  /** Calls that lapsed unclaimed: the holder never came back within the claim deadline. */
+  readonly lapsed: number;
+  /** Changes of the emergency switch. */
+  readonly switchChanges: number;
+  /** The waits of the visitors let in: sum and longest, ms. */
+  readonly waitSumMs: number;
+  readonly waitMaxMs: number;
+  /** Visitors let in per wait bucket (WAIT_BOUNDS_MS, then the unbounded one); not cumulative. */
+  readonly waitBuckets: readonly number[];
+}
+
+/** One minute of the sale's record: the history point, with the totals as they stood then. */
+export interface RecordPoint extends HistoryPoint {
+  /** The reset in force then (ms; 0 = none): a change between points is a reset. */
+  readonly epoch: number;
+  /** The controls then: 0 normal, 1 paused by the operator, 2 switched to hold, 3 switched open, 4 paused while recovering. */
+  readonly mode: number;
+  readonly totals: SaleTotals;
+}
+
 /** One minute of a queue's history, for the admin console's chart. */
 export interface HistoryPoint {
   /** Start of the minute, ms since the epoch. */
@@ -335,6 +388,8 @@ export interface QueueStats extends QueueState {
    * store had lost its state. When, and which controls that call restored (`open`, `hold`, `paused`).
    */
   readonly lostState?: { readonly atMs: number; readonly restored: readonly ('open' | 'hold' | 'paused')[] };
+  /** The sale's totals now (with the arrivals since the last point: see record_history). */
+  readonly totals?: SaleTotals;
 }
 
 /** What a POP last saw of a queue's state (see QueueStore.join). */
@@ -439,6 +494,12 @@ export interface QueueStore {
   draw(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<DrawResult>;
   /** Per-minute samples of the last hour, oldest first (minutes without any store call have none). */
   history(queue: string, nowMs: number): Promise<readonly HistoryPoint[]>;
+  /**
+   * The sale's record: the points of `minutes` minutes (1 .. 1,440) from `fromMs` (a minute start)
+   * younger than seven days, oldest first, resets included; one round trip. Absent on a store that
+   * keeps none.
+   */
+  record?(queue: string, nowMs: number, fromMs: number, minutes: number): Promise<readonly RecordPoint[]>;
   /**
    * Empty the line: waiting tickets, reservations, figures, history and the event's frozen pre-queue
    * go; the tail stays (numbers are never reused) and the cursor moves to it; held slots stay and

@@ -84,6 +84,7 @@ export function rememberControls(store: QueueStore, cache: StateCache, now: () =
     draw: (queue, ticket, nowMs, policy, waitedMs, generation) => through(queue, policy, (p) => store.draw(queue, ticket, nowMs, p, waitedMs, generation), isState),
     reset: (queue, nowMs, policy, expectedEpoch) => through(queue, policy, (p) => store.reset(queue, nowMs, p, expectedEpoch), isState),
     history: (queue, nowMs) => store.history(queue, nowMs),
+    ...(store.record !== undefined && { record: store.record.bind(store) }),
     peek: (queue) => store.peek(queue),
     createVips: (queue, hashes, code, nowMs) => store.createVips(queue, hashes, code, nowMs),
     useVip: (queue, hash, nowMs) => store.useVip(queue, hash, nowMs),

@@ -28,9 +28,10 @@
  * - The limit is per POP on Fastly (Edge Rate Limiting counts in each POP): a client spread over N
  *   POPs gets N × the allowance, which a single bot client rarely is.
  */
+import { tallyRefusal } from './edge-tally';
 import { clientKey, clientSiteKey, describeError, SITE_ALLOWANCE_MULTIPLE } from './auth-throttle';
 import type { Config } from './config';
-import type { FailureLimiter } from './ports';
+import { REFUSAL_REASONS, type FailureLimiter, type RefusalReason } from './ports';
 
 export type TicketLimitSettings = Pick<Config, 'queueName' | 'ticketLimit' | 'ticketWindowSeconds' | 'ticketPenaltyMinutes' | 'clientIpv4Prefix'>;
 
@@ -45,15 +46,7 @@ export interface TicketLimitTrace {
 /** May this client take a new ticket now? `retryAfterSeconds`: when it may ask again, at the latest. */
 export type TicketAllowance = { readonly ok: true } | { readonly ok: false; readonly retryAfterSeconds: number };
 
-/**
- * Why a new ticket was not given, as the console counts it: over the per-client limit, no proof of
- * work yet (a challenge was sent), a proof that failed (forged, wrong, reused, another client's), no
- * challenge provider's token yet (or an expired one: the widget was sent), or a token the provider
- * refused.
- */
-export type RefusalReason = 'ticket_limit' | 'proof_missing' | 'proof_failed' | 'challenge_missing' | 'challenge_failed';
-
-const REFUSAL_REASONS: readonly RefusalReason[] = ['ticket_limit', 'proof_missing', 'proof_failed', 'challenge_missing', 'challenge_failed'];
+export type { RefusalReason } from './ports';
 
 /** The limiter's key under which a queue's refused tickets are counted, for the console (per POP). */
 export function refusedTicketsKey(queueName: string, reason: RefusalReason): string {
@@ -62,6 +55,8 @@ export function refusedTicketsKey(queueName: string, reason: RefusalReason): str
 
 /** Counts one refusal for the console; a limiter that fails counts nothing and refuses nothing more. */
 export async function countRefusal(limiter: FailureLimiter | undefined, queueName: string, reason: RefusalReason): Promise<void> {
+  // And in the sale's record, carried by this instance's next join (see edge-tally.ts).
+  tallyRefusal(queueName, reason);
   if (limiter === undefined) return;
   await limiter.countFailure(refusedTicketsKey(queueName, reason), 60).catch(() => 0);
 }

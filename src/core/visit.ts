@@ -15,6 +15,7 @@
 import { describeError } from './auth-throttle';
 import { randomHex } from './bytes';
 import { countStoreError } from './metrics';
+import { returnTally, takeTally } from './edge-tally';
 import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
 import type { DrawResult, QueueState } from './ports';
@@ -414,7 +415,11 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   // ticket for it all the same, and then gives that one again), else 64 new random bits.
   const joinKey = pendingKey ?? randomHex(8);
   const options = { recoverMs: lostState || servedBefore ? recoverMs : undefined, recoverIfNew: servedBefore, floor, joinKey };
-  const joined = await storeCall(trace, () => store.join(queue, nowMs, ctx.statePolicy(), options));
+  // This instance's refusals and store errors ride on the join's write (see edge-tally.ts); given
+  // back when the join fails or takes no ticket.
+  const tally = takeTally(queue);
+  const joined = await storeCall(trace, () => store.join(queue, nowMs, tally === undefined ? ctx.statePolicy() : { ...ctx.statePolicy(), tally }, options));
+  if (!joined.ok || joined.value.replayed || joined.value.ticket === 0) returnTally(queue, tally);
   if (!joined.ok) {
     await rememberFailure(ctx, joined);
     return pending(joinKey);

@@ -403,6 +403,7 @@ export function createWebhooks(deps: WebhookDeps): Webhooks {
     };
     return {
       ...(store.outbox !== undefined && { outbox: store.outbox }),
+      ...(store.record !== undefined && { record: store.record.bind(store) }),
       join: (queue, nowMs, policy, options) => store.join(queue, nowMs, policy, options),
       poll: (queue, nowMs, policy) => observed(queue, nowMs, store.poll(queue, nowMs, policy)),
       claim: (queue, ticket, nowMs, policy, waitedMs, generation) => store.claim(queue, ticket, nowMs, policy, waitedMs, generation),

@@ -24,6 +24,7 @@ import type {
   DrawResult,
   HistoryPoint,
   JoinOptions,
+  RecordPoint,
   JoinResult,
   QueueState,
   QueueStats,
@@ -34,8 +35,14 @@ import type {
   VipCode,
   VipUse,
 } from '../core/ports';
+import { WAIT_BOUNDS_MS } from '../core/ports';
 import {
   HISTORY_MS,
+  RECORD_MS,
+  TOTALS_LENGTH,
+  checkRecordSpan,
+  tallyArg,
+  totalsFrom,
   IDEMPOTENCY_MS,
   IDEMPOTENCY_SLOT_KEEP,
   idempotencySlot,
@@ -97,8 +104,12 @@ interface MemoryQueue {
   readonly waits: Map<string, number>;
   /** Random method: ticket → last poll time (ms). */
   readonly waiting: Map<number, number>;
-  /** Minute start (ms) → the point recorded for it. */
-  readonly history: Map<number, HistoryPoint>;
+  /** Minute start (ms) → the point recorded for it: the sale's record (ctl's `h` slots, seven days). */
+  readonly history: Map<number, RecordPoint>;
+  /** ctl `rt`: the sale's totals, in its order (see TOTALS_LENGTH). */
+  readonly totals: number[];
+  /** ctl `rf`: the arrivals before this (ms) are in the totals (capacity mode and random); undefined = none yet. */
+  folded: number | undefined;
   /** Rate FIFO: ctl's call buckets, slot → the bucket's start and the range it called (see `callsEntry`). */
   readonly calls: Map<number, { readonly bucket: number; readonly from: number; readonly to: number; readonly lapsed: number }>;
   /** Rate FIFO's rate window (ctl `rw`): `[last admission ms, count]` per PERIOD_MS/16 step, oldest first. */
@@ -211,6 +222,7 @@ export class MemoryQueueStore implements QueueStore {
     const f = checkFloor(options.floor);
     const key = checkJoinKey(options.joinKey);
     const adaptive = checkAdaptive(policy.adaptive);
+    const tally = tallyArg(policy.tally);
     const q = this.#queue(queue);
     // Mirrors RECOVERY: the first evidence of a lost state in this generation opens the window;
     // with recoverIfNew, only a state this join finds absent is that evidence.
@@ -231,6 +243,8 @@ export class MemoryQueueStore implements QueueStore {
     if (q.switch === 'open') return { ...readState(begin(q, p, true)), ticket: 0, claimed: false, replayed: false };
     q.tail += 1;
     let ticket = q.tail;
+    // Mirrors take_tally: the edge's counts ride on the ticket's write.
+    takeTally(q, tally);
     prologue(q, p, ticket - 1);
     // Mirrors the join script's rollback rule: a new generation, numbers on above the floor.
     if (f !== undefined && f.generation === q.generation && ticket <= f.tail) {
@@ -266,7 +280,10 @@ export class MemoryQueueStore implements QueueStore {
       admissionStep(r);
       // Drawn by this call: it enters at once, with no reservation; else it is stored in the draw.
       if (inDraw && r.joiner === undefined) {
-        collect(q, p.nowMs, ticket, 0);
+        // Mirrors collect(ticket, 0, true): the joiner's arrival, marked `w`, counted by the join.
+        q.admits.set(String(ticket), p.nowMs);
+        q.waits.set(`${ticket}w:0`, p.nowMs);
+        countWait(q.totals, 0);
         windowTake(r);
         claimed = true;
       } else {
@@ -323,7 +340,7 @@ export class MemoryQueueStore implements QueueStore {
       claimed = (q.reserved.get(ticket) ?? 0) > p.nowMs;
     } else {
       // Mirrors the claim script: a called ticket is let in if the rate window has room.
-      claimed = ticket <= q.cursor && rateGate(r, ticket);
+      claimed = ticket <= q.cursor && rateGate(r, ticket, waited);
     }
     return { ...finish(r), claimed };
   }
@@ -436,6 +453,8 @@ export class MemoryQueueStore implements QueueStore {
     const q = this.#queue(queue);
     prologue(q, p, q.tail);
     if (c.paused !== undefined) q.paused = c.paused;
+    // Mirrors the control script: a change of the switch is counted in the totals.
+    if (c.switch !== undefined && c.switch !== (q.switch ?? 'normal')) q.totals[2] = (q.totals[2] ?? 0) + 1;
     if (c.switch !== undefined) q.switch = c.switch === 'normal' ? undefined : c.switch;
     if (c.maxActive !== undefined) q.maxActive = c.maxActive ?? undefined;
     if (c.maxNewPerMinute !== undefined) q.maxNewPerMinute = c.maxNewPerMinute ?? undefined;
@@ -467,6 +486,12 @@ export class MemoryQueueStore implements QueueStore {
       }
     }
     const adaptive = parseAdaptiveStatus(adaptiveStatusRaw(q.ac, run.e.knob, run.e.adaptive));
+    // Mirrors the stats script: the arrivals since the last point added to a copy of the totals.
+    const totals = [...q.totals];
+    for (const [member, at] of waits) {
+      const waited = /:(\d+)$/.exec(member)?.[1];
+      if (waited !== undefined && at >= (q.folded ?? 0) && !WALK_IN.test(member)) countWait(totals, Number(waited));
+    }
     return {
       ...readState(run),
       // Mirrors the stats script: rate FIFO writes no reservations, it counts its open calls.
@@ -475,6 +500,7 @@ export class MemoryQueueStore implements QueueStore {
       ...(adaptive !== undefined ? { adaptive } : {}),
       ...(q.restored !== undefined ? { lostState: q.restored } : {}),
       admitPerPeriod: run.e.count,
+      totals: totalsFrom(totals),
       ...(options?.history === true ? { history: await this.history(queue, nowMs) } : {}),
     };
   }
@@ -526,7 +552,20 @@ export class MemoryQueueStore implements QueueStore {
     const now = checkNowMs(nowMs);
     const q = this.#queues.get(queue);
     if (q === undefined) return [];
-    return [...q.history.values()].filter((point) => point.atMs > now - HISTORY_MS).sort((a, b) => a.atMs - b.atMs);
+    // Mirrors read_history: the last hour's points since the last reset, as the history shows them.
+    return [...q.history.values()]
+      .filter((point) => point.atMs > now - HISTORY_MS && point.epoch === q.epoch)
+      .sort((a, b) => a.atMs - b.atMs)
+      .map(({ atMs, tail, cursor, waiting, active, admittedLastMinute }) => ({ atMs, tail, cursor, waiting, active, admittedLastMinute }));
+  }
+
+  async record(queue: string, nowMs: number, fromMs: number, minutes: number): Promise<readonly RecordPoint[]> {
+    assertQueueName(queue);
+    const now = checkNowMs(nowMs);
+    const [from, count] = checkRecordSpan(fromMs, minutes);
+    const q = this.#queues.get(queue);
+    if (q === undefined) return [];
+    return [...q.history.values()].filter((point) => point.atMs >= from && point.atMs < from + count * MINUTE_MS && point.atMs > now - RECORD_MS).sort((a, b) => a.atMs - b.atMs);
   }
 
   /** Mirrors the reset script: the line empties, the tail and held slots stay (see its comment). */
@@ -539,7 +578,14 @@ export class MemoryQueueStore implements QueueStore {
     if (applied) {
       q.cursor = q.tail;
       q.lastPeriodStart = undefined;
-      for (const scores of [q.reserved, q.admits, q.waits, q.waiting, q.history, q.calls]) scores.clear();
+      // Mirrors the reset script: the arrivals not yet in the totals are added before they go.
+      for (const [member, at] of q.waits) {
+        const waited = /:(\d+)$/.exec(member)?.[1];
+        if (waited !== undefined && at >= (q.folded ?? 0) && !WALK_IN.test(member)) countWait(q.totals, Number(waited));
+      }
+      q.folded = p.nowMs + 1;
+      // The record stays (its points carry their epoch); so do the totals.
+      for (const scores of [q.reserved, q.admits, q.waits, q.waiting, q.calls]) scores.clear();
       // Mirrors the reset script: the rate's own fields go (the next run starts the frontier at the cursor).
       q.lapseFrontier = undefined;
       q.rateWindow = [];
@@ -667,6 +713,8 @@ function emptyQueue(): MemoryQueue {
     waits: new Map(),
     waiting: new Map(),
     history: new Map(),
+    totals: new Array<number>(TOTALS_LENGTH).fill(0),
+    folded: undefined,
     calls: new Map(),
     rateWindow: [],
     claimed: { base: undefined, tickets: new Set() },
@@ -913,11 +961,53 @@ function readState({ q, p, e, random }: Run): QueueState {
   };
 }
 
-/** Mirrors `record_history`: the minute's first writing run keeps the state it returns. */
-function recordHistory({ q, p, random }: Run, state: QueueState): void {
+/** Mirrors `unfolded_wait`: a walk-in's arrival (marked `w`) was counted by its own join. */
+const WALK_IN = /^\d+w:/;
+
+/** Mirrors `count_wait`: one visitor let in after `waited` ms, into ctl `rt`'s counts. */
+function countWait(t: number[], waited: number): void {
+  t[0] = (t[0] ?? 0) + 1;
+  t[3] = (t[3] ?? 0) + waited;
+  t[4] = Math.max(t[4] ?? 0, waited);
+  const bucket = WAIT_BOUNDS_MS.findIndex((bound) => waited <= bound);
+  const i = 5 + (bucket === -1 ? WAIT_BOUNDS_MS.length : bucket);
+  t[i] = (t[i] ?? 0) + 1;
+}
+
+/** Mirrors `take_tally`: the edge's refusals and store errors, last in the totals. */
+function takeTally(q: MemoryQueue, arg: string): void {
+  if (arg === '') return;
+  const counts = arg.slice(3).split(':').map(Number);
+  counts.forEach((n, k) => {
+    const i = TOTALS_LENGTH - counts.length + k;
+    q.totals[i] = (q.totals[i] ?? 0) + n;
+  });
+}
+
+/** The controls in force as the scripts' state reports them (see read_state's mode). */
+function modeOf({ q, e }: Run): number {
+  if (q.switch === 'open') return 3;
+  if (q.switch === 'hold') return 2;
+  if (q.paused) return 1;
+  return e.paused ? 4 : 0;
+}
+
+/**
+ * Mirrors `record_history`: the minute's first writing run keeps the state it returns and the
+ * sale's totals in the record (capacity mode and random: with the arrivals since the last point).
+ */
+function recordHistory(r: Run, state: QueueState): void {
+  const { q, p, random } = r;
   const minute = Math.floor(p.nowMs / MINUTE_MS) * MINUTE_MS;
-  if (q.history.has(minute)) return;
-  for (const at of q.history.keys()) if (at <= p.nowMs - HISTORY_MS) q.history.delete(at);
+  if (q.history.has(minute) && q.history.get(minute)?.epoch === q.epoch) return;
+  if (random || isCapacity(r.e)) {
+    for (const [member, at] of q.waits) {
+      const waited = /:(\d+)$/.exec(member)?.[1];
+      if (waited !== undefined && at >= (q.folded ?? 0) && at < p.nowMs && !WALK_IN.test(member)) countWait(q.totals, Number(waited));
+    }
+    q.folded = p.nowMs;
+  }
+  for (const at of q.history.keys()) if (at <= p.nowMs - RECORD_MS) q.history.delete(at);
   q.history.set(minute, {
     atMs: minute,
     tail: state.tail,
@@ -925,6 +1015,9 @@ function recordHistory({ q, p, random }: Run, state: QueueState): void {
     waiting: random ? state.waiting : Math.max(0, state.tail - state.cursor),
     active: state.active,
     admittedLastMinute: state.admittedLastMinute,
+    epoch: q.epoch,
+    mode: modeOf(r),
+    totals: totalsFrom(q.totals),
   });
 }
 
@@ -1017,7 +1110,7 @@ function setBit(bits: TicketBits, ticket: number, frontier: number): void {
  * window holds; any other only while the window holds fewer than the period's quota (see the header
  * of scripts.ts, Rate window).
  */
-function rateGate(r: Run, ticket: number): boolean {
+function rateGate(r: Run, ticket: number, waited = 0): boolean {
   const { q, p } = r;
   const now = p.nowMs;
   if (hasBit(q.claimed, ticket)) return true;
@@ -1036,6 +1129,8 @@ function rateGate(r: Run, ticket: number): boolean {
     return false;
   }
   windowTake(r);
+  // Let in now: counted in the sale's totals, with its wait (a walk-in waited 0).
+  countWait(q.totals, waited);
   if (ticket > frontier || (q.claimed.base !== undefined && ticket >= q.claimed.base)) {
     setBit(q.claimed, ticket, frontier);
   } else {
@@ -1124,6 +1219,7 @@ function processLapses(r: Run): void {
   q.callRuns = kept;
   q.operatorRanges = q.operatorRanges.filter(([, end]) => end > to).map(([start, end]): [number, number] => [Math.max(start, to + 1), end]);
   q.lapseFrontier = to;
+  q.totals[1] = (q.totals[1] ?? 0) + lapsed;
   if (lapsed === 0) return;
   const n = Math.min(lapsed, q.tail - q.cursor);
   if (n < 1) {
@@ -1147,6 +1243,8 @@ function expire(q: MemoryQueue, nowMs: number, keepOld = false): number {
       lapsed += 1;
     }
   }
+  // Mirrors expire_lapsed: the lapsed calls counted in the sale's totals.
+  q.totals[1] = (q.totals[1] ?? 0) + lapsed;
   removeUpTo(q.active, nowMs);
   if (keepOld) return lapsed;
   trim(q.admits, nowMs);
@@ -1161,7 +1259,9 @@ function walkIn(r: Run, ticket: number): boolean {
   if (freeSlots(q, p.nowMs, e) < 1) return false;
   q.admits.set(String(ticket), p.nowMs);
   q.active.set(ticket, p.nowMs + p.sessionMs);
-  q.waits.set(`${ticket}:0`, p.nowMs);
+  // Mirrors walk_in: the arrival marked `w`, counted in the totals by the join itself.
+  q.waits.set(`${ticket}w:0`, p.nowMs);
+  countWait(q.totals, 0);
   q.cursor = ticket;
   return true;
 }

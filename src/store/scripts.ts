@@ -30,15 +30,22 @@
  *                                   can have lapsed (see Methods); `j0`..`j4095`, the join
  *                                   ring (see Joins); `i0`..`i4095`,
  *                                   the idempotency ring: the keys of recent admits by slot, only
- *                                   read by the admit script (see idempotent_slot.lua); `h0`..`h59`,
- *                                   the per-minute history of the last hour: slot `h<minute index
- *                                   mod 60>` holds `<minute>:<tail>:<cursor>:<waiting>:<active>:
- *                                   <admitted_1m>`, the state the minute's first poll, claim, draw,
- *                                   admit or control returned (after its admission step), written
+ *                                   read by the admit script (see idempotent_slot.lua); `h0`..`h10079`,
+ *                                   the sale's record, a point per minute for seven days: slot
+ *                                   `h<minute index mod RECORD_SLOTS>` holds `<minute>:<tail>:
+ *                                   <cursor>:<waiting>:<active>:<admitted_1m>:<epoch>:<controls>:
+ *                                   <totals>`, the state the minute's first poll, claim, draw,
+ *                                   admit or control returned (after its admission step), the reset
+ *                                   epoch and the controls' mode then, and `rt` as it stood, written
  *                                   with the run's other ctl fields; joins, the hottest call, write
  *                                   none. `waiting` is `tail - cursor` (at least 0) in FIFO, the
- *                                   present visitors in random. Read (history, stats) only: the
- *                                   slots whose minute is > now - HISTORY_MS, oldest first.
+ *                                   present visitors in random. Read by history (the last hour's
+ *                                   slots, points of the current epoch) and record (a day of slots
+ *                                   a run, points younger than RECORD_MS); a reset keeps them.
+ *                                   `rt`, the sale's running totals (TOTALS_LENGTH counts, see
+ *                                   totals.lua), written only by runs that write ctl anyway; `rf`,
+ *                                   capacity mode and random: the arrivals before this (ms) are in
+ *                                   `rt` (the minute's point adds the later ones).
  *   `${prefix}:{${queue}}:active`   capacity mode: ZSET ticket → slot expiry (ms, >= 0). A slot is
  *                                   live while its expiry is > now. Capacity mode and the random
  *                                   method: also the ARRIVALS, at negative scores (-1 - arrival ms),
@@ -280,7 +287,7 @@
  * itself lives in src/store/lua (one file per script, shared parts in lua/lib; see lua-compose.ts).
  */
 
-import { AUDIT_ENTRY_MAX_BYTES, AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, IDEMPOTENCY_KEY_PATTERN, type AuditMerge, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RememberedControls, type RuntimeControl, type StateFloor } from '../core/ports';
+import { AUDIT_ENTRY_MAX_BYTES, AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, IDEMPOTENCY_KEY_PATTERN, type AuditMerge, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RememberedControls, type RuntimeControl, type StateFloor, REFUSAL_REASONS, WAIT_BOUNDS_MS, type EdgeTally, type RecordPoint, type SaleTotals } from '../core/ports';
 import { composeLua } from './lua-compose';
 import JOIN_FILE from './lua/join.lua';
 import POLL_FILE from './lua/poll.lua';
@@ -293,6 +300,7 @@ import STATS_FILE from './lua/stats.lua';
 import DRAW_FILE from './lua/draw.lua';
 import RESET_FILE from './lua/reset.lua';
 import HISTORY_FILE from './lua/history.lua';
+import RECORD_FILE from './lua/record.lua';
 import PEEK_FILE from './lua/peek.lua';
 import CREATE_VIP_FILE from './lua/create_vip.lua';
 import USE_VIP_FILE from './lua/use_vip.lua';
@@ -315,6 +323,7 @@ import IDEMPOTENT_REPLAY_LUA from './lua/lib/idempotent_replay.lua';
 import IDEMPOTENT_RECORD_LUA from './lua/lib/idempotent_record.lua';
 import JOIN_RING_LUA from './lua/lib/join_ring.lua';
 import HISTORY_READ_LUA from './lua/lib/history_read.lua';
+import TOTALS_LUA from './lua/lib/totals.lua';
 import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
 import CONTROLLER_LUA from './lua/lib/controller.lua';
 import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_GENTLE_KEEP, AC_MIN_REQUESTS, AC_PLATEAU_MS, AC_PROBE_HEADROOM, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
@@ -343,11 +352,98 @@ export const CALL_BUCKET_MS = 5_000;
 /** Enough buckets to cover KEEP_MS and the bucket in progress. */
 export const CALL_SLOTS = KEEP_MS / CALL_BUCKET_MS + 1;
 
-/** How long the per-minute history is kept, ms (one hour). */
+/** The span of the per-minute history the console's chart reads, ms (one hour). */
 export const HISTORY_MS = 3_600_000;
 
-/** ctl's history slots: one per minute of HISTORY_MS, reused round-robin. */
+/** The last hour's minutes: the record's slots the hour's history reads. */
 export const HISTORY_SLOTS = HISTORY_MS / MINUTE_MS;
+
+/** How long the sale's record keeps its per-minute points, ms (seven days). */
+export const RECORD_MS = 7 * 24 * 3_600_000;
+
+/** ctl's record slots `h0`..`h10079`: one per minute of RECORD_MS, reused round-robin. */
+export const RECORD_SLOTS = RECORD_MS / MINUTE_MS;
+
+/** The record script reads at most this many minutes a run (a day: one HMGET well under Lua's unpack limit). */
+export const RECORD_READ_MINUTES = 1_440;
+
+/** Why a new ticket was refused at the edge, in the order the totals keep them. */
+export const TALLY_REASONS = REFUSAL_REASONS;
+
+/** An edge tally's counts: one per refusal reason, then store errors. */
+export const TALLY_LENGTH = TALLY_REASONS.length + 1;
+
+/**
+ * ctl `rt`'s counts: admitted, lapsed calls, switch changes, the wait sum and max (ms), a count per
+ * wait bucket (WAIT_BOUNDS_MS and the unbounded one), then the tally's.
+ */
+export const TOTALS_LENGTH = 5 + WAIT_BOUNDS_MS.length + 1 + TALLY_LENGTH;
+
+/** A join's tally argument (`rt:<refused by reason>...:<store errors>`), '' when there is nothing to carry. */
+export function tallyArg(tally: EdgeTally | undefined): string {
+  if (tally === undefined) return '';
+  const counts = [...TALLY_REASONS.map((r) => tally.refused[r]), tally.storeErrors];
+  if (!counts.every((n) => Number.isSafeInteger(n) && n >= 0 && n <= 1_000_000_000)) throw new StoreArgumentError('tally counts must be integers from 0 to 1000000000');
+  return counts.every((n) => n === 0) ? '' : `rt:${counts.join(':')}`;
+}
+
+/** A record read's span: a minute start (ms) and 1 .. RECORD_READ_MINUTES minutes. */
+export function checkRecordSpan(fromMs: number, minutes: number): [number, number] {
+  if (!Number.isSafeInteger(fromMs) || fromMs < 0 || fromMs % MINUTE_MS !== 0) throw new StoreArgumentError('fromMs must be a minute start (ms since the epoch)');
+  if (!Number.isSafeInteger(minutes) || minutes < 1 || minutes > RECORD_READ_MINUTES) throw new StoreArgumentError(`minutes must be an integer from 1 to ${RECORD_READ_MINUTES}`);
+  return [fromMs, minutes];
+}
+
+/** Totals with nothing counted. */
+export function emptyTotals(): SaleTotals {
+  return totalsFrom(new Array<number>(TOTALS_LENGTH).fill(0));
+}
+
+/** ctl `rt`'s counts (see TOTALS_LENGTH) as SaleTotals. */
+export function totalsFrom(n: readonly number[]): SaleTotals {
+  const at = (i: number): number => n[i] ?? 0;
+  const tally = 5 + WAIT_BOUNDS_MS.length + 1;
+  return {
+    admitted: at(0),
+    lapsed: at(1),
+    switchChanges: at(2),
+    waitSumMs: at(3),
+    waitMaxMs: at(4),
+    waitBuckets: n.slice(5, tally),
+    refused: Object.fromEntries(TALLY_REASONS.map((r, i) => [r, at(tally + i)])) as SaleTotals['refused'],
+    storeErrors: at(tally + TALLY_REASONS.length),
+  };
+}
+
+/** The counts of SaleTotals in ctl `rt`'s order (the memory store keeps them so). */
+export function totalsCounts(t: SaleTotals): number[] {
+  return [t.admitted, t.lapsed, t.switchChanges, t.waitSumMs, t.waitMaxMs, ...t.waitBuckets, ...TALLY_REASONS.map((r) => t.refused[r]), t.storeErrors];
+}
+
+/** Parses ctl `rt` as the scripts write it (TOTALS_LENGTH counts, colon-separated; '' = none); undefined if malformed. */
+export function parseTotals(text: string): SaleTotals | undefined {
+  if (text === '') return emptyTotals();
+  const parts = text.split(':');
+  if (parts.length !== TOTALS_LENGTH || !parts.every((p) => /^\d{1,16}$/.test(p))) return undefined;
+  const n = parts.map(Number);
+  return n.every((x) => Number.isSafeInteger(x)) ? totalsFrom(n) : undefined;
+}
+
+/**
+ * A record point as the scripts write it: `<minute>:<tail>:<cursor>:<waiting>:<active>:<admitted_1m>`
+ * then `:<epoch>:<mode>:<totals>` (points from before the record have only the first six).
+ */
+export function parseRecordPoint(text: string): RecordPoint | undefined {
+  const parts = text.split(':');
+  if (parts.length !== 8 + TOTALS_LENGTH && parts.length !== 6) return undefined;
+  if (!parts.every((p) => /^\d{1,16}$/.test(p))) return undefined;
+  const n = parts.map(Number);
+  if (!n.every((x) => Number.isSafeInteger(x))) return undefined;
+  const [atMs = 0, tail = 0, cursor = 0, waiting = 0, active = 0, admittedLastMinute = 0, epoch = 0, mode = 0] = n;
+  if (atMs % MINUTE_MS !== 0 || mode > 4) return undefined;
+  const totals = parts.length === 6 ? emptyTotals() : totalsFrom(n.slice(8));
+  return { atMs, tail, cursor, waiting, active, admittedLastMinute, epoch, mode, totals };
+}
 
 /** @default presence window of the random method when the policy has none, ms. */
 export const DEFAULT_PRESENCE_MS = 30_000;
@@ -920,6 +1016,12 @@ const LUA_CONSTANTS = {
   CALL_SLOTS,
   HISTORY_MS,
   HISTORY_SLOTS,
+  RECORD_MS,
+  RECORD_SLOTS,
+  RECORD_READ_MINUTES,
+  WAIT_BOUNDS: WAIT_BOUNDS_MS.join(', '),
+  TOTALS_LENGTH,
+  TALLY_LENGTH,
   MAX_SEED,
   STATE_LENGTH,
   IDEMPOTENCY_MS,
@@ -963,26 +1065,28 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
   idempotent_record: IDEMPOTENT_RECORD_LUA,
   join_ring: JOIN_RING_LUA,
   history_read: HISTORY_READ_LUA,
+  totals: TOTALS_LUA,
   vip_prelude: VIP_PRELUDE_LUA,
   controller: CONTROLLER_LUA,
 };
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '64c8cc03c18a6d92de73be5662f693f33efd55cb';
-export const POLL_SHA1 = '63d1b2934c72e43530228cee6f250b217989dbac';
-export const CLAIM_SHA1 = '99c84fc813be95c5fe9bdb5a8d865b5be07f28a3';
-export const TOUCH_SHA1 = '43a813806a0520fccddc0177a452d20a6ac467cd';
-export const LEAVE_SHA1 = '322f0a96ac75d558fe24d4b90ff114da9ce4403a';
-export const ADMIT_SHA1 = '2ad0ea19363992eb0dea956de754cf48fa4bca33';
-export const CONTROL_SHA1 = 'f694dae37ab97921cbb622f9efde8f6492c35aa1';
-export const STATS_SHA1 = 'acd0ee9d1334126add9e26b25594a5eb795cbd03';
+export const JOIN_SHA1 = 'c0ef2c60f79e8f746552b0d295402f08459ad024';
+export const POLL_SHA1 = '19cedd08a8ba383c31fb56741ac42ae115cb29d0';
+export const CLAIM_SHA1 = '29b6b469f95ab7560f665343ecaa5e05a72b444d';
+export const TOUCH_SHA1 = 'a71365e5e076ee8fc8656a0e8a8657847caaea50';
+export const LEAVE_SHA1 = '5def1a5d5c55716b9c600ab0a1a7a0f3590610cd';
+export const ADMIT_SHA1 = '68d12c56b4b589a6041b6cd75e463d1dd3871724';
+export const CONTROL_SHA1 = 'f48c355539e700aecd2b667afc6b9d3dd97b050d';
+export const STATS_SHA1 = '7d3f77a1af879f13ce80d14f8276646e33e838f2';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '34879f4a91d9fcb4467a301b3cd18b392a99aae9';
-export const RESET_SHA1 = '60b811784813d458a8b84f2c2d5fab50c5ae86eb';
-export const HISTORY_SHA1 = 'c8ac099b716f317b4b81e6c70eea2fd78ff2e161';
+export const DRAW_SHA1 = 'e0afc37a00c1b0c0354ca93a3520d52deb96134b';
+export const RESET_SHA1 = '0aa854564e72e3dcb8894f6884e3b1ad8e5723cc';
+export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
+export const RECORD_SHA1 = '03b848d56f6efd47776cd25c140b828687d7788c';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';
 export const AUDIT_READ_SHA1 = 'c96ef5cae622e41f4c1f5304bd8ccf281114e5c2';
 
@@ -999,6 +1103,7 @@ export interface StoreScript {
     | 'draw'
     | 'reset'
     | 'history'
+    | 'record'
     | 'peek'
     | 'create_vip'
     | 'use_vip'
@@ -1036,6 +1141,7 @@ export const RESET = script('reset', RESET_FILE, RESET_SHA1);
 export const HISTORY = script('history', HISTORY_FILE, HISTORY_SHA1);
 export const AUDIT_APPEND = script('audit_append', AUDIT_APPEND_FILE, AUDIT_APPEND_SHA1);
 export const AUDIT_READ = script('audit_read', AUDIT_READ_FILE, AUDIT_READ_SHA1);
+export const RECORD = script('record', RECORD_FILE, RECORD_SHA1);
 
 /** Every script the stores use, for tests and for warming a script cache. */
 export const STORE_SCRIPTS: readonly StoreScript[] = [
@@ -1050,6 +1156,7 @@ export const STORE_SCRIPTS: readonly StoreScript[] = [
   DRAW,
   RESET,
   HISTORY,
+  RECORD,
   PEEK,
   CREATE_VIP,
   USE_VIP,

@@ -24,6 +24,7 @@ import type {
   ClaimResult,
   DrawResult,
   HistoryPoint,
+  RecordPoint,
   JoinOptions,
   JoinResult,
   QueueState,
@@ -51,9 +52,13 @@ import {
   DRAW,
   DRAW_OUTCOMES,
   HISTORY,
+  RECORD,
+  parseRecordPoint,
+  parseTotals,
+  tallyArg,
+  checkRecordSpan,
   JOIN,
   LEAVE,
-  MINUTE_MS,
   PEEK,
   POLL,
   RESET,
@@ -148,6 +153,7 @@ export class UpstashQueueStore implements QueueStore {
       f === undefined ? '' : String(f.generation),
       checkJoinKey(options.joinKey),
       checkAdaptive(policy.adaptive),
+      tallyArg(policy.tally),
       ...restoreArgv(checked),
     ];
     const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 3);
@@ -219,7 +225,10 @@ export class UpstashQueueStore implements QueueStore {
     const controller = Array.isArray(raw) ? raw[STATE_LENGTH + 3] : undefined;
     const restored = Array.isArray(raw) ? raw[STATE_LENGTH + 4] : undefined;
     const quota: unknown = Array.isArray(raw) ? raw[STATE_LENGTH + 5] : undefined;
-    if (typeof controller !== 'string' || typeof restored !== 'string') throw new StoreReplyError(STATS.name, raw);
+    const totalsText: unknown = Array.isArray(raw) ? raw[STATE_LENGTH + 6] : undefined;
+    if (typeof controller !== 'string' || typeof restored !== 'string' || typeof totalsText !== 'string') throw new StoreReplyError(STATS.name, raw);
+    const totals = parseTotals(totalsText);
+    if (totals === undefined) throw new StoreReplyError(STATS.name, raw);
     const admitPerPeriod = typeof quota === 'number' ? quota : typeof quota === 'string' && /^\d{1,16}$/.test(quota) ? Number(quota) : NaN;
     if (!Number.isSafeInteger(admitPerPeriod) || admitPerPeriod < 0) throw new StoreReplyError(STATS.name, raw);
     const adaptive = parseAdaptiveStatus(controller);
@@ -232,7 +241,8 @@ export class UpstashQueueStore implements QueueStore {
       ...(adaptive !== undefined ? { adaptive } : {}),
       ...(lostState !== undefined ? { lostState } : {}),
       admitPerPeriod,
-      ...(withHistory ? { history: parseHistory((raw as unknown[]).slice(STATE_LENGTH + 6)) } : {}),
+      totals,
+      ...(withHistory ? { history: parseHistory((raw as unknown[]).slice(STATE_LENGTH + 7)) } : {}),
     };
   }
 
@@ -252,6 +262,21 @@ export class UpstashQueueStore implements QueueStore {
     const key = buildQueueKeys(this.#prefix, queue).ctl;
     const reply = await this.#run(HISTORY, [key], [String(checkNowMs(nowMs))]);
     return parseHistory(reply);
+  }
+
+  async record(queue: string, nowMs: number, fromMs: number, minutes: number): Promise<readonly RecordPoint[]> {
+    const key = buildQueueKeys(this.#prefix, queue).ctl;
+    const [from, count] = checkRecordSpan(fromMs, minutes);
+    const reply = await this.#run(RECORD, [key], [String(checkNowMs(nowMs)), String(from), String(count)]);
+    if (!Array.isArray(reply)) throw new StoreReplyError(RECORD.name, reply);
+    const points: RecordPoint[] = [];
+    for (const member of reply) {
+      const point = typeof member === 'string' ? parseRecordPoint(member) : undefined;
+      const last = points[points.length - 1];
+      if (point === undefined || (last !== undefined && point.atMs <= last.atMs)) throw new StoreReplyError(RECORD.name, reply);
+      points.push(point);
+    }
+    return points;
   }
 
   async reset(queue: string, nowMs: number, policy: AdmissionPolicy, expectedEpoch?: number): Promise<ResetResult> {
@@ -399,8 +424,6 @@ function toState(script: StoreScript, r: Reply): QueueState {
   return state;
 }
 
-const HISTORY_MEMBER = /^(\d{1,16}):(\d{1,16}):(\d{1,16}):(\d{1,16}):(\d{1,16}):(\d{1,16})$/;
-
 /**
  * The history script's members, `<minute>:<tail>:<cursor>:<waiting>:<active>:<admitted_1m>`, in
  * ascending minute order; anything else (a non-array, another shape, minutes out of order or not on
@@ -410,12 +433,11 @@ function parseHistory(reply: unknown): HistoryPoint[] {
   if (!Array.isArray(reply)) throw new StoreReplyError(HISTORY.name, reply);
   const points: HistoryPoint[] = [];
   for (const member of reply) {
-    const m = typeof member === 'string' ? HISTORY_MEMBER.exec(member) : null;
-    const values = m?.slice(1).map(Number);
-    if (values === undefined || !values.every((n) => Number.isSafeInteger(n))) throw new StoreReplyError(HISTORY.name, reply);
-    const [atMs, tail, cursor, waiting, active, admittedLastMinute] = values as [number, number, number, number, number, number];
+    // A record point (see parseRecordPoint): the hour's history shows its first six fields.
+    const point = typeof member === 'string' ? parseRecordPoint(member) : undefined;
     const last = points[points.length - 1];
-    if (atMs % MINUTE_MS !== 0 || (last !== undefined && atMs <= last.atMs)) throw new StoreReplyError(HISTORY.name, reply);
+    if (point === undefined || (last !== undefined && point.atMs <= last.atMs)) throw new StoreReplyError(HISTORY.name, reply);
+    const { atMs, tail, cursor, waiting, active, admittedLastMinute } = point;
     points.push({ atMs, tail, cursor, waiting, active, admittedLastMinute });
   }
   return points;

@@ -11,6 +11,7 @@ import { fetchFrom } from './from-address';
 import { rawRequest, sendRaw, startRecordingServer } from './raw-http';
 import type { RequestLog } from '../../src/core/ports';
 import { HttpVisitor, rawGet, type Stack } from './stack';
+import { TALLY_LENGTH, TOTALS_LENGTH } from '../../src/store/scripts';
 
 const ADMIN = `Basic ${Buffer.from(`admin:${ADMIN_PASSWORD}`).toString('base64')}`;
 
@@ -1099,6 +1100,26 @@ export function defineTicketLimitScenario(stack: () => Stack): (passTime: (since
     const lines = stack().logs().filter((l) => l.client === BOT);
     expect(lines[0]).toMatchObject({ decision: 'ticket_limited', reason: 'ticket_limited: new ticket 4 in 10 s, over 3; held for 1 min' });
     expect(lines.slice(1).every((l) => l.decision === 'ticket_limited' && l.reason?.startsWith('ticket_held'))).toBe(true);
+  });
+
+  it("carries the refusals into the sale's record with later joins (no store call of their own), never more than were refused", async () => {
+    // ctl `rt`: the tally's counts are its last (see TOTALS_LENGTH); ticket_limit is their first.
+    const carried = async (): Promise<number> => Number((await stack().direct.hget('wr:{default}:ctl', 'rt'))?.split(':')[TOTALS_LENGTH - TALLY_LENGTH] ?? 0);
+    // Each serving instance carries its own tally with its next join that takes a ticket: people
+    // from other addresses join until one carries some (on the compute host, requests may be served
+    // by more than one instance).
+    let n = await carried();
+    const deadline = Date.now() + 20_000;
+    for (let i = 0; n < 1 && Date.now() < deadline; i++) {
+      await join(`127.0.0.${20 + (i % 50)}`);
+      n = await carried();
+    }
+    expect(n).toBeGreaterThanOrEqual(1);
+    expect(n).toBeLessThanOrEqual(51);
+    // The report says the same, to the origin's token.
+    const report = await fetch(`${stack().url}/__wr/api/report.json`, { headers: { authorization: `Bearer ${API_TOKEN}` } });
+    expect(report.status).toBe(200);
+    expect(((await report.json()) as { refused: { ticket_limit: number } }).refused.ticket_limit).toBe(n);
   });
 
   return (passTime) => {

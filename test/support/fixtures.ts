@@ -109,6 +109,7 @@ export class FaultyStore implements QueueStore {
   stats: QueueStore['stats'] = (...a) => this.gate(() => this.inner.stats(...a));
   draw: QueueStore['draw'] = (...a) => this.gate(() => this.inner.draw(...a));
   history: QueueStore['history'] = (...a) => this.gate(() => this.inner.history(...a));
+  record = (...a: Parameters<NonNullable<QueueStore['record']>>): ReturnType<NonNullable<QueueStore['record']>> => this.gate(() => this.inner.record?.(...a) ?? Promise.resolve([]));
   reset: QueueStore['reset'] = (...a) => this.gate(() => this.inner.reset(...a));
   peek: QueueStore['peek'] = (...a) => this.gate(() => this.inner.peek(...a));
   createVips: QueueStore['createVips'] = (...a) => this.gate(() => this.inner.createVips(...a));

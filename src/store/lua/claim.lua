@@ -30,7 +30,7 @@ else
   -- bitmap, written with the run's one HSET. A late holder (its call lapsed and was handed on) is
   -- let in the same way: its turn came, and the window keeps it within the rate. Otherwise it
   -- stays called and claims again on its next poll.
-  if ticket <= cursor then claimed = rate_gate(ticket) end
+  if ticket <= cursor then claimed = rate_gate(ticket, waited) end
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)

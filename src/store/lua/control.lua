@@ -23,6 +23,7 @@ if sw ~= '' and sw ~= 'normal' and sw ~= 'open' and sw ~= 'hold' then error('wr:
 prologue(ctl_int('tail') or 0)
 -- A field already absent is not deleted again (an HDEL is billed like any command).
 if p == '1' then set_ctl('paused', '1') elseif p == '0' and ctl().paused then del_ctl('paused') end
+if sw ~= '' and sw ~= (ctl().switch or 'normal') then total_add(3, 1) end
 if sw == 'normal' then
   if ctl().switch then del_ctl('switch') end
 elseif sw ~= '' then

@@ -11,13 +11,15 @@
 --- lost generation is the evidence). ARGV 14, 15: the tail and generation the caller's POP last saw
 --- ('' = none): a ticket at or below that tail in that generation means the store was rolled back.
 --- ARGV 17: adaptive admission's settings and the POP's report ('' = none; see controller).
+--- ARGV 18: the caller's instance's refusals and store errors ('' = none; see take_tally), added
+--- to the sale's totals by a join that takes a ticket (a replay or an open switch takes none).
 --- ARGV 16: the join key ('' = none; see Joins in the header): a join whose key ctl's join ring
 --- holds (same epoch and generation, under JOIN_KEEP_MS old) is a retry of one whose answer was
 --- lost, and gets that ticket again instead of a new one. The tail, the ring entry and the rest of
 --- ctl's changes go in the run's one HSET, so a rate FIFO join costs three billed commands (EVALSHA,
 --- HMGET, HSET), its period step included. Returns the state, then ticket, claimed (0/1) and
 --- replayed (0/1).
--- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms, recover_when, floor_tail, floor_gen, join_key, adaptive; returns {state..., ticket, claimed, replayed}
+-- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms, recover_when, floor_tail, floor_gen, join_key, adaptive, tally; returns {state..., ticket, claimed, replayed}
 -- #include policy_header
 defer_ctl()
 -- #include join_ring
@@ -44,6 +46,8 @@ if SWITCH == 'open' then
 end
 local ticket = (ctl_int('tail') or 0) + 1
 set_ctl('tail', fmt(ticket))
+-- The edge's refusals and store errors ride on the ticket's write (see take_tally).
+take_tally(18)
 prologue(ticket - 1)
 local tail = ticket
 local cursor = ctl_int('cursor') or 0

@@ -1,9 +1,10 @@
 #!lua flags=allow-key-locking
 --- Read the figures, writing nothing. Returns the state, then reserved (live reservations), and the
 --- sum (ms) and count of the waits recorded in the last 300 s, the adaptive controller's fields
---- (one string), the lost-state mark (`restored`, one string), the period quota in effect; with ARGV 12 '1', the
---- history members.
--- wr stats: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, with_history; returns {state..., reserved, wait_sum_ms, wait_count, adaptive, restored, admit_per_period, history member...}
+--- (one string), the lost-state mark (`restored`, one string), the period quota in effect, the
+--- sale's totals (one string, as ctl `rt`, with the arrivals since the last point added; see
+--- record_history); with ARGV 12 '1', the history members.
+-- wr stats: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, with_history; returns {state..., reserved, wait_sum_ms, wait_count, adaptive, restored, admit_per_period, totals, history member...}
 -- #include policy_header
 -- #include history_read
 
@@ -22,13 +23,18 @@ local sum, n = 0, 0
 -- Waits are recorded with each arrival (where a slot is claimed or a draw collected, see Book):
 -- rate FIFO has none to read.
 local waits = {}
-if capacity or RANDOM then waits = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', after_edge(NOW - KEEP_MS)) end
-for _, m in ipairs(waits) do
-  local waited = tonumber(string.match(m, ':(%d+)$'))
-  if waited then
+-- The arrivals since the last point (from ctl `rf`) are not in the totals yet: added to the copy read.
+local t = parse_totals(ctl().rt or nil)
+local folded = tonumber(ctl().rf) or 0
+if capacity or RANDOM then waits = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', -1, 'WITHSCORES') end
+for i = 1, #waits, 2 do
+  local waited = tonumber(string.match(waits[i], ':(%d+)$'))
+  local at = -1 - tonumber(waits[i + 1])
+  if waited and at > NOW - KEEP_MS then
     sum = sum + waited
     n = n + 1
   end
+  if waited and at >= folded and unfolded_wait(waits[i]) then count_wait(t, waited) end
 end
 state[15] = sum
 state[16] = n
@@ -39,11 +45,12 @@ state[17] = table.concat({AC_KNOB, AC_VALUE and fmt(AC_VALUE) or '', c.ac_cfg or
 state[18] = c.restored or ''
 -- Rate mode's period quota in effect (a runtime override, else the configured one; see read_controls).
 state[19] = AUTO_COUNT
+state[20] = format_totals(t)
 -- ARGV 12 '1': the last hour's history points follow, as the history script returns them (strings),
 -- so the admin panel reads its figures and its chart in one run.
 if WITH_HISTORY then
   local values = {}
   for i, f in ipairs(HISTORY_FIELDS) do values[i] = ctl()[f] end
-  for _, m in ipairs(read_history(K_CTL, NOW, values)) do state[#state + 1] = m end
+  for _, m in ipairs(read_history(K_CTL, HISTORY_FIELDS, NOW, values, c.epoch)) do state[#state + 1] = m end
 end
 return state

@@ -202,6 +202,7 @@ local function expire_lapsed()
   if BOOK.lapse[RESERVED_SET] and NOW >= BOOK.lapse[RESERVED_SET] then
     local reservations = redis.call('ZREMRANGEBYSCORE', K_RESERVED, '-inf', fmt(NOW))
     lapsed_calls = lapsed_calls + reservations
+    total_add(2, reservations)
     book_reservations(-reservations)
     BOOK.lapse[RESERVED_SET] = find_lapse(RESERVED_SET)
     BOOK_DIRTY = true

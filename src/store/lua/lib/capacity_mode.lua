@@ -86,8 +86,11 @@ local function collect(ticket, waited, direct)
     redis.call('ZREM', K_RESERVED, fmt(ticket))
     book_slots(-1)
   end
-  redis.call('ZADD', K_ACTIVE, fmt(arrival_score(NOW)), fmt(ticket) .. ':' .. fmt(waited))
+  -- The joiner's arrival is marked `w` (see walk_in): counted in the totals by its own run.
+  local member = fmt(ticket) .. (direct and 'w:' or ':') .. fmt(waited)
+  redis.call('ZADD', K_ACTIVE, fmt(arrival_score(NOW)), member)
   book_arrival(not direct)
+  if direct then total_admit(waited) end
 end
 -- FIFO capacity mode, a join with nobody waiting ahead (its ticket is the next to call): it walks in
 -- when both thresholds leave room, straight to its slot (no reservation written and claimed in the
@@ -96,9 +99,12 @@ local function walk_in(ticket, max_active, max_new)
   expire()
   if free_slots(max_active, max_new) < 1 then return 0 end
   local m = fmt(ticket)
-  seat(m, m .. ':0')
+  -- A walk-in's join writes ctl anyway: it counts itself in the totals, and its arrival is marked
+  -- `w` so that the minute's point does not add it again (see fold_arrivals).
+  seat(m, m .. 'w:0')
   book_slots(1)
   book_arrival(false)
   set_ctl('cursor', m)
+  total_admit(0)
   return 1
 end

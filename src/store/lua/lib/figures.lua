@@ -1,6 +1,6 @@
 --- Figures (see the header): capacity mode and random count arrivals and live reservations from the
 --- book (book.lua); rate FIFO counts calls from ctl's call buckets. record_history: the minute's
---- first writing run keeps its state (see the header).
+--- first writing run keeps its state and the sale's totals in the record (see the header).
 
 local function count_after(key, min_exclusive)
   return redis.call('ZCOUNT', key, '(' .. fmt(min_exclusive), '+inf')
@@ -48,12 +48,20 @@ end
 local function record_history(state)
   local minute = math.floor(NOW / MINUTE_MS) * MINUTE_MS
   -- ctl `hist` marks the minute already recorded: read with the controls, so the minute's other
-  -- runs pay nothing for the history. The point goes to ctl's slot of its minute (an hour of
-  -- slots, reused round-robin; a read keeps the last hour's), in the run's one HSET.
+  -- runs pay nothing for the history. The point goes to ctl's slot of its minute (seven days of
+  -- slots, reused round-robin; a read keeps the points of its span), in the run's one HSET.
   if tonumber(ctl().hist) == minute then return end
   local waiting = state[11]
   if not RANDOM then waiting = math.max(0, state[1] - state[2]) end
-  local member = {fmt(minute), fmt(state[1]), fmt(state[2]), fmt(waiting), fmt(state[6]), fmt(state[7])}
-  local slot = 'h' .. fmt(math.floor(NOW / MINUTE_MS) % __HISTORY_SLOTS__)
+  -- Capacity mode and random let visitors in where no ctl field is written (a claimed reservation):
+  -- their arrivals, with their waits, are kept 300 s in the active set, and the minute's point
+  -- adds those since the last point to the totals (one ZRANGEBYSCORE a minute).
+  if RANDOM or state[4] > 0 or state[5] > 0 then
+    fold_arrivals(totals(), tonumber(ctl().rf) or 0, NOW)
+    TOT_DIRTY = true
+    set_ctl('rf', fmt(NOW))
+  end
+  local member = {fmt(minute), fmt(state[1]), fmt(state[2]), fmt(waiting), fmt(state[6]), fmt(state[7]), fmt(state[12]), fmt(state[3]), format_totals(totals())}
+  local slot = 'h' .. fmt(math.floor(NOW / MINUTE_MS) % __RECORD_SLOTS__)
   set_ctl('hist', fmt(minute), slot, table.concat(member, ':'))
 end

@@ -1,4 +1,5 @@
 -- #include prelude
+-- #include totals
 -- #include events
 -- #include book
 -- #include figures

@@ -58,9 +58,12 @@ for i = 0, CALL_SLOTS - 1 do
   CALL_FIELDS[#CALL_FIELDS + 1] = 'c' .. i
   CTL_FIELDS[#CTL_FIELDS + 1] = 'c' .. i
 end
--- The history's minute slots (see record_history): written, never read with the controls.
+-- The record's slots of the last hour's minutes (see record_history): written, read with the
+-- controls only by the admin panel's stats.
 local HISTORY_FIELDS = {}
-for i = 0, __HISTORY_SLOTS__ - 1 do HISTORY_FIELDS[#HISTORY_FIELDS + 1] = 'h' .. i end
+for i = __HISTORY_SLOTS__ - 1, 0, -1 do
+  HISTORY_FIELDS[#HISTORY_FIELDS + 1] = 'h' .. fmt((math.floor(NOW / MINUTE_MS) - i) % __RECORD_SLOTS__)
+end
 local CTL
 local function ctl()
   if not CTL then
@@ -76,6 +79,8 @@ end
 local PENDING
 -- Writes the book's fields when the run changed them (see book.lua), with the run's other fields.
 local save_book
+-- Writes the sale's totals when the run changed them (see totals.lua).
+local save_totals
 local function set_ctl(...)
   local pairs_ = {...}
   local c = ctl()
@@ -89,6 +94,7 @@ end
 local function defer_ctl() PENDING = PENDING or {} end
 local function flush_ctl()
   if save_book then save_book() end
+  if save_totals then save_totals() end
   if PENDING and #PENDING > 0 then redis.call('HSET', K_CTL, unpack(PENDING)) end
   PENDING = nil
 end

@@ -135,7 +135,7 @@ end
 -- (with no quota, automatic admission off, there is no rate to keep: a late holder is let in).
 -- An admission is counted in the window (and the operator's too, so that automatic admission waits
 -- until the window has room again, as capacity mode does). Writes only ctl.
-local function rate_gate(ticket)
+local function rate_gate(ticket, waited)
   local cl = read_claimed()
   if claimed_bit(cl, ticket) then return 1 end
   local lp = ctl_int('lp') or 0
@@ -157,6 +157,8 @@ local function rate_gate(ticket)
     return 0
   end
   window_admit(log)
+  -- Let in now: counted in the sale's totals, with its wait (a walk-in waited 0).
+  total_admit(waited or 0)
   if ticket > lp or (cl.base and ticket >= cl.base) then
     set_claimed_bit(cl, ticket, lp)
   else
@@ -295,6 +297,7 @@ local function process_lapses(tail, cursor, paused)
     if x[2] > frontier then ops_kept[#ops_kept + 1] = {math.max(x[1], frontier + 1), x[2]} end
   end
   set_ctl('lp', fmt(frontier), 'ra', join_ranges(ops_kept))
+  total_add(2, lapsed)
   if lapsed == 0 then return cursor end
   local n = math.min(lapsed, tail - cursor)
   if n < 1 then
