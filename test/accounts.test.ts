@@ -316,6 +316,32 @@ describe('accounts through the handler', () => {
     ]);
   });
 
+  it("the sale's report puts the trail's entries on its timeline, with who did them, in JSON and CSV", async () => {
+    for (let i = 0; i < 3; i++) await join();
+    expect((await post(as('otto'), 'admin/control', { paused: 'true' })).status).toBe(200);
+    clock.advance(60_000);
+    expect((await post(as('ada'), 'admin/control', { paused: 'false' })).status).toBe(200);
+    clock.advance(60_000);
+    const origin = await handler(new Request(`${SITE}/__wr/api/admit?count=1`, { method: 'POST', headers: { authorization: `Bearer ${API_TOKEN}` } }), { address: '192.0.2.10', pop: 'TST' });
+    expect(origin.status).toBe(200);
+    clock.advance(60_000);
+    const json = await get(as('vera'), 'admin/report.json');
+    expect(json.status).toBe(200);
+    const actions = ((await json.json()) as { actions: { action: string; actor?: string; source: string }[] }).actions.filter((a) => a.source === 'audit');
+    expect(actions.map((a) => [a.actor, a.action])).toEqual([
+      ['otto', 'Admission paused.'],
+      ['ada', 'Admission resumed.'],
+      ['api', 'Origin admits in the minute from 12:02 UTC: let in 1, calls 1.'],
+    ]);
+    const csv = await (await handler(new Request(`${SITE}/__wr/api/report.csv`, { headers: { authorization: `Bearer ${API_TOKEN}` } }), FROM)).text();
+    expect(csv).toContain('Admission paused. (otto)');
+    // A trail the store cannot read leaves the report with what the record saw.
+    store.readAudit = () => Promise.reject(new Error('store is down'));
+    const without = await get(as('vera'), 'admin/report.json');
+    expect(without.status).toBe(200);
+    expect(((await without.json()) as { actions: { source: string }[] }).actions.every((a) => a.source === 'record')).toBe(true);
+  });
+
   it('admin_password still signs in, as the admin account named admin_user', async () => {
     expect((await get(as('admin'), 'admin/state')).status).toBe(200);
     expect((await post(as('admin'), 'admin/reset', { confirm: 'default' })).status).toBe(200);

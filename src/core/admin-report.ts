@@ -20,7 +20,7 @@ export interface ReportContext {
   readonly storeCall: <T>(call: () => Promise<T>) => Promise<StoreOutcome<T>>;
   /**
    * The audit trail's entries for the report's span (who did what, when), put on its timeline with
-   * addAuditActions. The hook for the audit trail; none: only what the record saw.
+   * addAuditActions (admin.ts reads them from the audit trail); none: only what the record saw.
    */
   readonly auditEntries?: ((fromMs: number, toMs: number) => Promise<readonly AuditEntryForReport[]>) | undefined;
 }

@@ -10,7 +10,7 @@ import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSm
 import { adminPanel, saleStartOf, type AdminFigures } from './admin-view';
 import { REPORT_READ_MINUTES, REPORT_SPAN_MS } from './sale-report';
 import { metricsText } from './metrics';
-import { saleReportResponse } from './admin-report';
+import { saleReportResponse, type ReportContext } from './admin-report';
 import { adaptiveInForce, consoleMode, pausedByOperator, renderAuditList, renderConsolePage } from './admin-page';
 import { escapeHtml, formatCount, pauseControl, renderQueueList } from './pages';
 import { repeatedTopLevelKey } from './json-keys';
@@ -21,7 +21,7 @@ import { STORE_DOWN_RETRY_SECONDS, storeDownAlert, storeDownText } from './store
 import { signToken, verifyToken } from './tokens';
 import { createVipCode, hashVipCode, VIP_PARAM } from './vip';
 import { allows, checkPassword, DEFAULT_ITERATIONS, findAccount, roleFor, verifyPassword, type Account, type Right, type Role } from './accounts';
-import { auditJson, encodeAuditEntry, recentAudit, type AuditAction, type AuditEntry, type AuditValue } from './audit';
+import { auditJson, encodeAuditEntry, readAudit, recentAudit, type AuditAction, type AuditEntry, type AuditValue } from './audit';
 import { clientKey } from './auth-throttle';
 import { AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, type AuditMerge } from './ports';
 
@@ -323,6 +323,21 @@ const ADMIN_PAGE_HEADERS = {
   'x-content-type-options': 'nosniff',
 };
 
+/**
+ * The report's context: the admin context, with the audit trail's entries (who did what) for its
+ * timeline, read in one more call; a trail that cannot be read leaves the report with what the
+ * record saw (its actions then name no one).
+ */
+function reportContext(ctx: AdminContext): ReportContext {
+  return {
+    ...ctx,
+    auditEntries: async (fromMs, toMs) => {
+      const read = await ctx.storeCall(() => readAudit(ctx.store, ctx.config.queueName, fromMs, toMs + 1));
+      return read.ok ? read.value.map((e) => ({ atMs: e.atMs, action: e.change, actor: e.actor })) : [];
+    },
+  };
+}
+
 export async function handleAdminRoute(request: Request, rest: string, ctx: AdminContext): Promise<Response | undefined> {
   switch (rest) {
     case 'admin':
@@ -346,16 +361,16 @@ export async function handleAdminRoute(request: Request, rest: string, ctx: Admi
     case 'admin/sign-out':
       return request.method === 'GET' ? signOut(request, ctx) : methodNotAllowed('GET');
     case 'admin/report':
-      return withBasicAuth(request, ctx, 'read', () => (request.method === 'GET' ? saleReportResponse(request, ctx, 'html', ADMIN_PAGE_HEADERS) : methodNotAllowed('GET')));
+      return withBasicAuth(request, ctx, 'read', () => (request.method === 'GET' ? saleReportResponse(request, reportContext(ctx), 'html', ADMIN_PAGE_HEADERS) : methodNotAllowed('GET')));
     case 'admin/report.json':
     case 'admin/report.csv':
       return withBasicAuth(request, ctx, 'read', () =>
-        request.method === 'GET' ? saleReportResponse(request, ctx, rest.endsWith('.csv') ? 'csv' : 'json', ADMIN_PAGE_HEADERS) : methodNotAllowed('GET'),
+        request.method === 'GET' ? saleReportResponse(request, reportContext(ctx), rest.endsWith('.csv') ? 'csv' : 'json', ADMIN_PAGE_HEADERS) : methodNotAllowed('GET'),
       );
     case 'api/report.json':
     case 'api/report.csv':
       return withBearer(request, ctx, () =>
-        request.method === 'GET' ? saleReportResponse(request, ctx, rest.endsWith('.csv') ? 'csv' : 'json', ADMIN_PAGE_HEADERS) : methodNotAllowed('GET'),
+        request.method === 'GET' ? saleReportResponse(request, reportContext(ctx), rest.endsWith('.csv') ? 'csv' : 'json', ADMIN_PAGE_HEADERS) : methodNotAllowed('GET'),
       );
     case 'admin/reset':
       return withBasicAuth(request, ctx, 'reset', () => (request.method === 'POST' ? formReset(request, ctx) : methodNotAllowed('POST')));

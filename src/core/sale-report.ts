@@ -230,7 +230,8 @@ function modeChange(from: number, to: number): string {
 
 /**
  * The hook for the audit trail: its entries (who did what, when) put on the report's timeline,
- * in time order with the changes the record saw. Not wired yet: the console's report passes none.
+ * in time order with the changes the record saw (the console's and the API's report read them with
+ * the audit trail's readAudit; see reportContext in admin.ts).
  */
 export function addAuditActions(report: SaleReport, entries: readonly AuditEntryForReport[]): SaleReport {
   const audit: ReportAction[] = entries
