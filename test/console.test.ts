@@ -440,5 +440,24 @@ describe("the console's chart over a whole sale, from the sale's record", () => 
     const points = /<polyline class="waiting" points="([^"]+)"/.exec(live.chart)?.[1]?.split(' ') ?? [];
     expect(points.length).toBeGreaterThanOrEqual(180);
     expect(Number(points[0]?.split(',')[0])).toBeLessThan(45);
+    // The console polls on: within the same minute nothing more is read from the record, and the
+    // chart is the same; a minute later only that minute is read (one call), and the chart still
+    // starts at the sale's start.
+    const again = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { chart: string };
+    expect(recordReads).toBe(1);
+    expect(again.chart).toBe(live.chart);
+    const reads: [number, number][] = [];
+    r.store.record = async (queue, nowMs, fromMs, minutes) => {
+      recordReads += 1;
+      reads.push([fromMs, minutes]);
+      return read(queue, nowMs, fromMs, minutes);
+    };
+    r.clock.ms += 60_000;
+    const later = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { chart: string };
+    expect(reads).toEqual([[start + 121 * 60_000, 1]]);
+    const laterPoints = /<polyline class="waiting" points="([^"]+)"/.exec(later.chart)?.[1]?.split(' ') ?? [];
+    expect(laterPoints.length).toBeGreaterThanOrEqual(180);
+    expect(Number(laterPoints[0]?.split(',')[0])).toBeLessThan(45);
+    expect(later.chart).not.toContain('class="unrecorded"');
   });
 });

@@ -8,9 +8,9 @@ import { guardSignIn, type SignInGuard } from './auth-throttle';
 import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminPanel, saleStartOf, type AdminFigures } from './admin-view';
-import { REPORT_READ_MINUTES, REPORT_SPAN_MS } from './sale-report';
 import { metricsText } from './metrics';
 import { saleReportResponse, type ReportContext } from './admin-report';
+import { olderPoints as keptOlderPoints } from './older-points';
 import { adaptiveInForce, consoleMode, pausedByOperator, renderAuditList, renderConsolePage } from './admin-page';
 import { escapeHtml, formatCount, pauseControl, renderQueueList } from './pages';
 import { repeatedTopLevelKey } from './json-keys';
@@ -671,26 +671,19 @@ async function readPanel(ctx: AdminContext, nowMs: number): Promise<Panel | Resp
   return { stats: stats.value, audit: audit.ok ? audit.value : undefined, refused, ...adminPanel(withOlder, ctx.config, nowMs, refused.tickets_refused_last_minute_here) };
 }
 
-/** The record's points from the sale's start up to the last hour (which the stats call read); none when the sale is younger. */
+/**
+ * The record's points from the sale's start up to the last hour (which the stats call read); none
+ * when the sale is younger. Kept where the console is served (older-points.ts): a poll reads only
+ * the minutes that passed the hour's edge since the last.
+ */
 async function olderPoints(ctx: AdminContext, nowMs: number, saleStartMs: number, epoch: number): Promise<HistoryPoint[]> {
   const record = ctx.store.record?.bind(ctx.store);
-  const hourAgo = nowMs - 3_600_000;
-  if (record === undefined || saleStartMs <= 0 || saleStartMs >= hourAgo) return [];
-  const points: HistoryPoint[] = [];
-  let start = Math.max(Math.floor(saleStartMs / 60_000), Math.floor((nowMs - REPORT_SPAN_MS) / 60_000) + 1) * 60_000;
-  while (start <= hourAgo) {
-    const minutes = Math.min(REPORT_READ_MINUTES, Math.floor((hourAgo - start) / 60_000) + 1);
-    const from = start;
+  if (record === undefined) return [];
+  return keptOlderPoints(ctx.store, ctx.config.queueName, nowMs, saleStartMs, epoch, async (from, minutes) => {
     const read = await ctx.storeCall(() => record(ctx.config.queueName, nowMs, from, minutes));
     // The older part is a bonus: without it the chart shades what it could not read.
-    if (!read.ok) return points;
-    // The points since the last reset (each carries its epoch), as the hour's history shows them.
-    for (const p of read.value) {
-      if (p.atMs <= hourAgo && p.epoch === epoch) points.push({ atMs: p.atMs, tail: p.tail, cursor: p.cursor, waiting: p.waiting, active: p.active, admittedLastMinute: p.admittedLastMinute });
-    }
-    start += minutes * 60_000;
-  }
-  return points;
+    return read.ok ? read.value : undefined;
+  });
 }
 
 const asOf = (nowMs: number): string => new Date(nowMs).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';
