@@ -93,7 +93,8 @@ const CAPACITY_CLASSES: readonly { readonly label: string; readonly budget: stri
   { label: 'heartbeat (POST __wr/heartbeat: touch)', budget: '≤ 1', billedBudget: 4 },
   { label: 'leave (POST __wr/leave)', budget: '≤ 1', billedBudget: 6 },
   { label: 'end of session by the origin (GET /checkout/done, end-session header)', budget: '≤ 1', billedBudget: 7 },
-  { label: 'runtime control (POST __wr/api/control {"paused":false})', budget: '≤ 1', billedBudget: 3 },
+  // The change, then its audit entry (who changed what: 4 billed, 5 once the trail is at its cap).
+  { label: 'runtime control (POST __wr/api/control {"paused":false}, audited)', budget: '≤ 2 = the change 1 + its audit entry 1', billedBudget: 7 },
   { label: 'stats (GET __wr/api/stats)', budget: '≤ 1', billedBudget: 4 },
   { label: 'heartbeat before the refresh interval is over (answered from the cookie)', budget: '≤ 0', billedBudget: 0 },
 ];
@@ -296,7 +297,7 @@ async function runCapacityPass(input: CapacityInput): Promise<CapacityResult> {
   // New visitors when full: a ticket each.
   const tickets = new Array<string>(n).fill('');
   await measure(CAP.full, n, n, each(n, async (i) => void (tickets[i] = await c.ticket())));
-  await measure(CAP.control, n, n, each(n, () => c.control()));
+  await measure(CAP.control, n, 2 * n, each(n, () => c.control()));
   await measure(CAP.stats, n, n, each(n, async () => void (await c.stats())));
   await checkpoint('tickets taken', { active_sessions: config.maxActive, cursor: config.maxActive, waiting: n });
 
