@@ -107,13 +107,16 @@ describe('the admin console', () => {
     const y = (p: string): number => Number(p.split(',')[1]);
     expect(y(points.at(-1)!)).toBeLessThan(y(points[0]!));
     expect(live.chart).toMatch(/\d+ waiting now \(most \d+\)/);
-    // An hour later the old minutes have left the chart.
+    // An hour later the old minutes have left the hour's history, and the chart keeps them from the
+    // sale's record: a sale with neither a reset nor an event is drawn from its oldest point.
     r.clock.advance(3_700_000);
     // A join writes no point; a waiting visitor's poll (the state load) does.
     await r.handler(new Request(`${SITE}/`), CLIENT);
     await r.store.poll('default', r.clock.now(), policy);
+    expect((await r.store.history('default', r.clock.now())).length).toBe(1);
     const later = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { chart: string };
-    expect(/<polyline class="waiting" points="([^"]+)"/.exec(later.chart)![1]!.split(' ').length).toBe(2);
+    expect(later.chart).toContain('Queue length and admissions, since');
+    expect(/<polyline class="waiting" points="([^"]+)"/.exec(later.chart)![1]!.split(' ').length).toBe(history.length + 2);
   });
 
   it('ends the chart at the figures the tiles show in the same poll, not at the minute recorded before the admits', async () => {
@@ -459,5 +462,33 @@ describe("the console's chart over a whole sale, from the sale's record", () => 
     expect(laterPoints.length).toBeGreaterThanOrEqual(180);
     expect(Number(laterPoints[0]?.split(',')[0])).toBeLessThan(45);
     expect(later.chart).not.toContain('class="unrecorded"');
+  });
+
+  it('draws a sale with neither a reset nor an event from its oldest recorded point, reading the record once', async () => {
+    const r = rig({ admit_per_period: '0' });
+    const policy = { auto: { count: 0, periodMs: 60_000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, sessionMs: 600_000, reservationMs: 30_000 };
+    const start = Math.floor(r.clock.now() / 60_000) * 60_000;
+    for (let m = 0; m < 150; m += 1) {
+      for (let i = 0; i < 2; i += 1) await r.store.join('default', start + m * 60_000 + 10, policy);
+      await r.store.poll('default', start + m * 60_000 + 20, policy);
+    }
+    r.clock.ms = start + 150 * 60_000 + 5_000;
+    let recordReads = 0;
+    const read = r.store.record.bind(r.store);
+    r.store.record = async (...a) => {
+      recordReads += 1;
+      return read(...a);
+    };
+    const live = (await (await r.handler(adminGet('/__wr/admin/live'), CLIENT)).json()) as { chart: string };
+    // Not the last hour: the whole sale, from its first point (2 waiting), with nothing shaded.
+    expect(live.chart).toContain(`Queue length and admissions, since ${new Date(start).toISOString().slice(11, 16)} UTC`);
+    expect(live.chart).not.toContain('class="unrecorded"');
+    const points = /<polyline class="waiting" points="([^"]+)"/.exec(live.chart)?.[1]?.split(' ') ?? [];
+    expect(points.length).toBeGreaterThanOrEqual(150);
+    expect(Number(points[0]?.split(',')[0])).toBeLessThan(45);
+    // Seven days of record read in one call, then nothing more within the minute.
+    expect(recordReads).toBe(1);
+    await r.handler(adminGet('/__wr/admin/live'), CLIENT);
+    expect(recordReads).toBe(1);
   });
 });

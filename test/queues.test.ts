@@ -168,9 +168,12 @@ describe('several queues in one service', () => {
       const response = await admin(path);
       expect(response.status).toBe(200);
       const text = path.includes('live') ? JSON.stringify(await response.json()) : await response.text();
-      // The page's own read (its queue's figures in the list too, not read again), its recent changes, and the first others'.
-      expect(store.calls - before, path).toBe(OVERVIEW_READS + 1);
-      expect((1 + 3) * (OVERVIEW_READS + 1), 'every call retried 3 times (store_retries at its most)').toBeLessThanOrEqual(32);
+      // The page's own read (its queue's figures in the list too, not read again), its recent
+      // changes, and the first others'; the first also reads the sale's record older than the hour
+      // (one call; the host keeps it, so the live poll in the same minute reads none).
+      const record = path.includes('live') ? 0 : 1;
+      expect(store.calls - before, path).toBe(OVERVIEW_READS + 1 + record);
+      expect((1 + 3) * (OVERVIEW_READS + 2), 'every call retried 3 times (store_retries at its most)').toBeLessThanOrEqual(32);
       for (const name of names) expect(text, `${path} ${name}`).toContain(`queue=${name}`);
       expect(text).toContain('<code>q19</code></a>: 1 waiting');
       expect(text).toContain('<code>q00</code></a>: 0 waiting');

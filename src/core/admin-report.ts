@@ -1,7 +1,7 @@
 /**
  * The sale's report behind the console's sign-in (`<prefix>admin/report`, `.json`, `.csv`) and the
  * origin API's bearer token (`<prefix>api/report.json`, `.csv`): one stats call for the totals
- * now, then the record read a day per call (at most eight calls for seven days; fewer with `from`).
+ * now, then the record in one call (seven days at most; fewer with `from`), then the audit trail.
  * Nothing is written. `from` (ms since the epoch, or an ISO date-time) counts from the first point
  * at or after it; anything else is a 400 that names it.
  */

@@ -159,9 +159,11 @@ export function adminPanel(
   config: Readonly<Config>,
   nowMs: number,
   refused?: Readonly<Record<RefusalReason, number | null>>,
+  saleStartMs?: number,
 ): { figures: AdminFigures; chart: string } {
   const latest = { waiting: waitingCount(stats, config), admittedLastMinute: stats.admittedLastMinute };
-  const saleStart = saleStartOf(stats, config, nowMs);
+  // The caller may know better (a sale with neither reset nor event began at its oldest recorded point).
+  const saleStart = saleStartMs ?? saleStartOf(stats, config, nowMs);
   return { figures: adminFigures(stats, config, nowMs, refused), chart: renderChart(stats.history ?? [], nowMs, latest, saleStart) };
 }
 

@@ -664,12 +664,18 @@ async function readPanel(ctx: AdminContext, nowMs: number): Promise<Panel | Resp
   if (!stats.ok) return errorResponse(503, `the queue store is unavailable (${stats.reason})`);
   const refused = await refusedHere(ctx);
   // A sale that began over an hour ago (its reset, or the event's start): the chart covers it from
-  // the sale's record, a day of minutes per call (at most seven more calls, only then).
-  const older = await olderPoints(ctx, nowMs, saleStartOf(stats.value, ctx.config, nowMs), stats.value.epoch);
+  // the sale's record (see olderPoints). One with neither began, as far as the chart can tell, at the
+  // oldest point the record keeps (seven days at most): read from the record's start.
+  const known = saleStartOf(stats.value, ctx.config, nowMs);
+  const older = await olderPoints(ctx, nowMs, known > 0 ? known : SINCE_THE_RECORD_BEGAN, stats.value.epoch);
   const withOlder = older.length === 0 ? stats.value : { ...stats.value, history: [...older, ...(stats.value.history ?? [])] };
+  const saleStart = known > 0 ? known : (older[0]?.atMs ?? 0);
   // A store that answers no history still gives the figures: the chart then shows only now.
-  return { stats: stats.value, audit: audit.ok ? audit.value : undefined, refused, ...adminPanel(withOlder, ctx.config, nowMs, refused.tickets_refused_last_minute_here) };
+  return { stats: stats.value, audit: audit.ok ? audit.value : undefined, refused, ...adminPanel(withOlder, ctx.config, nowMs, refused.tickets_refused_last_minute_here, saleStart) };
 }
+
+/** A sale start before any record (ms): olderPoints then reads all the record keeps. */
+const SINCE_THE_RECORD_BEGAN = 1;
 
 /**
  * The record's points from the sale's start up to the last hour (which the stats call read); none

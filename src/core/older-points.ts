@@ -2,7 +2,7 @@
  * The record's points older than the last hour, kept where the console is served, for its chart of
  * the whole sale. Such a point never changes once its minute is over (the minute's first writing run
  * wrote it), so a console that polls every few seconds reads each minute of the record once: the
- * first poll of a sale reads what is there (a day per call), each later one at most the minutes that
+ * first poll of a sale reads what is there (one call), each later one at most the minutes that
  * passed the hour's edge since, and none at all within the same minute. Read every poll, seven days
  * of points were up to eight calls and some 1.7 MB from the store every two seconds per console.
  *

@@ -495,7 +495,7 @@ export interface QueueStore {
   /** Per-minute samples of the last hour, oldest first (minutes without any store call have none). */
   history(queue: string, nowMs: number): Promise<readonly HistoryPoint[]>;
   /**
-   * The sale's record: the points of `minutes` minutes (1 .. 1,440) from `fromMs` (a minute start)
+   * The sale's record: the points of `minutes` minutes (1 .. 10,080, all it keeps) from `fromMs` (a minute start)
    * younger than seven days, oldest first, resets included; one round trip. Absent on a store that
    * keeps none.
    */

@@ -11,9 +11,9 @@
  */
 import { REFUSAL_REASONS, WAIT_BOUNDS_MS, type RecordPoint, type RefusalReason, type SaleTotals } from './ports';
 
-/** How much of the record one report reads: seven days, in reads of a day (see QueueStore.record). */
+/** How much of the record one report reads: seven days, in one read (see QueueStore.record). */
 export const REPORT_SPAN_MS = 7 * 24 * 3_600_000;
-export const REPORT_READ_MINUTES = 1_440;
+export const REPORT_READ_MINUTES = REPORT_SPAN_MS / 60_000;
 const MINUTE_MS = 60_000;
 
 /** One entry of the actions on the timeline. */

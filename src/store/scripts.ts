@@ -364,8 +364,12 @@ export const RECORD_MS = 7 * 24 * 3_600_000;
 /** ctl's record slots `h0`..`h10079`: one per minute of RECORD_MS, reused round-robin. */
 export const RECORD_SLOTS = RECORD_MS / MINUTE_MS;
 
-/** The record script reads at most this many minutes a run (a day: one HMGET well under Lua's unpack limit). */
-export const RECORD_READ_MINUTES = 1_440;
+/**
+ * The record script reads at most this many minutes a run: all it keeps, so a report or the
+ * console's chart is one store call (one backend request of the few Fastly allows a request), its
+ * HMGETs a day of fields each (well under Lua's unpack limit).
+ */
+export const RECORD_READ_MINUTES = RECORD_SLOTS;
 
 /** Why a new ticket was refused at the edge, in the order the totals keep them. */
 export const TALLY_REASONS = REFUSAL_REASONS;
@@ -1086,7 +1090,7 @@ export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
 export const DRAW_SHA1 = 'e0afc37a00c1b0c0354ca93a3520d52deb96134b';
 export const RESET_SHA1 = '0aa854564e72e3dcb8894f6884e3b1ad8e5723cc';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
-export const RECORD_SHA1 = '03b848d56f6efd47776cd25c140b828687d7788c';
+export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';
 export const AUDIT_READ_SHA1 = 'c96ef5cae622e41f4c1f5304bd8ccf281114e5c2';
 
