@@ -44,8 +44,20 @@ export function deploymentEnv(redisUrl: string, originUrl: string): Record<strin
   return { WR_STORE: 'redis', REDIS_URL: redisUrl, ORIGIN_URL: originUrl, WR_SIGNING_KEYS: `k1:${KEY_1}`, WR_ADMIN_PASSWORD: ADMIN_PASSWORD, WR_ADMIN_API_TOKEN: API_TOKEN };
 }
 
+/** A port found free can be taken by another test's server before the host binds it: tried again on another. */
+class PortTaken extends Error {}
+
 export async function startNodeHostProcess(env: Record<string, string>): Promise<NodeHostProcess> {
-  const port = await freePort();
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      return await startOnce(env, await freePort());
+    } catch (error) {
+      if (!(error instanceof PortTaken) || attempt >= 5) throw error;
+    }
+  }
+}
+
+async function startOnce(env: Record<string, string>, port: number): Promise<NodeHostProcess> {
   const child = spawn(process.execPath, [resolve(PROJECT_ROOT, 'bin/node-host.mjs')], { cwd: PROJECT_ROOT, env: { ...hostBaseEnv(), ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   let logs = '';
@@ -62,7 +74,8 @@ export async function startNodeHostProcess(env: Record<string, string>): Promise
     });
     child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`host exited with ${String(code)}:\n${output}`));
+      const taken = new RegExp(`port ${port} for the waiting room is taken`).test(output);
+      reject(new (taken ? PortTaken : Error)(`host exited with ${String(code)}:\n${output}`));
     });
   });
   return {
