@@ -155,3 +155,20 @@ export function renderConsolePage(view: ConsolePageView): string {
   });
   return viewer ? readOnly(html) : html;
 }
+
+/**
+ * The start of a page of the console's own (signed out, store down, the sale's report) up to its
+ * `<body>`: not indexed, the console's style sheet; `title` is escaped here, `extra` (more of the
+ * head) is the caller's markup.
+ */
+export function adminHead(prefix: string, title: string, extra = ''): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex">
+<title>${escapeHtml(title)}</title>
+<link rel="stylesheet" href="${escapeHtml(prefix)}assets/style.css">
+${extra}</head>`;
+}

@@ -5,6 +5,7 @@
  * Nothing is written. `from` (ms since the epoch, or an ISO date-time) counts from the first point
  * at or after it; anything else is a 400 that names it.
  */
+import { adminHead } from './admin-page';
 import { errorResponse, jsonResponse } from './http';
 import { escapeHtml, formatCount } from './pages';
 import type { AdmissionPolicy, Clock, QueueStats, QueueStore, RecordPoint } from './ports';
@@ -103,15 +104,7 @@ export function renderReportPage(r: SaleReport, prefix: string, query: string): 
       ? '<p class="small">No change of the controls recorded.</p>'
       : `<ol class="actions">${r.actions.map((a) => `<li><time datetime="${new Date(a.atMs).toISOString()}">${e(time(a.atMs))}</time> ${e(a.action)}${a.actor !== undefined ? ` (${e(a.actor)})` : ''}</li>`).join('')}</ol>`;
   const q = e(query);
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex">
-<title>Sale report · ${e(r.queue)}</title>
-<link rel="stylesheet" href="${e(prefix)}assets/style.css">
-</head>
+  return `${adminHead(prefix, `Sale report · ${r.queue}`)}
 <body class="admin">
 <main class="card console report" aria-labelledby="title">
   <header class="console-head">

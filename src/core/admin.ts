@@ -11,7 +11,7 @@ import { adminPanel, saleStartOf, type AdminFigures } from './admin-view';
 import { metricsText } from './metrics';
 import { saleReportResponse, type ReportContext } from './admin-report';
 import { olderPoints as keptOlderPoints } from './older-points';
-import { adaptiveInForce, consoleMode, pausedByOperator, renderAuditList, renderConsolePage } from './admin-page';
+import { adaptiveInForce, adminHead, consoleMode, pausedByOperator, renderAuditList, renderConsolePage } from './admin-page';
 import { escapeHtml, formatCount, pauseControl, renderQueueList } from './pages';
 import { repeatedTopLevelKey } from './json-keys';
 import { IDEMPOTENCY_KEY_PATTERN, type AdaptiveStatus, type AdmissionPolicy, type AdmitResult, type Clock, type CurrentQueue, type EmergencySwitch, type FailureLimiter, type HistoryPoint, type QueueOverview, type QueueState, type QueueStats, type QueueStore, type RuntimeControl } from './ports';
@@ -487,15 +487,7 @@ async function signOut(request: Request, ctx: AdminContext): Promise<Response> {
   }
   ctx.trace.reason = 'signed_out';
   const admin = escapeHtml(`${ctx.config.pathPrefix}admin`);
-  const html = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex">
-<title>Signed out · waiting room admin</title>
-<link rel="stylesheet" href="${escapeHtml(ctx.config.pathPrefix)}assets/style.css">
-</head>
+  const html = `${adminHead(ctx.config.pathPrefix, 'Signed out · waiting room admin')}
 <body class="admin">
 <main class="card" aria-labelledby="title">
   <h1 id="title">Signed out</h1>
@@ -738,17 +730,11 @@ async function storeDownPage(ctx: AdminContext, problem: Response): Promise<Resp
     // The JSON error is ours; if it is not there, the generic reason stands.
   }
   const text = storeDownText(config);
-  const html = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex">
-<noscript><meta http-equiv="refresh" content="${STORE_DOWN_RETRY_SECONDS}"></noscript>
-<title>Waiting room admin · ${escapeHtml(config.queueName)} · store not answering</title>
-<link rel="stylesheet" href="${escapeHtml(config.pathPrefix)}assets/style.css">
-<script src="${escapeHtml(config.pathPrefix)}assets/admin.js" defer></script>
-</head>
+  const html = `${adminHead(
+    config.pathPrefix,
+    `Waiting room admin · ${config.queueName} · store not answering`,
+    `<noscript><meta http-equiv="refresh" content="${STORE_DOWN_RETRY_SECONDS}"></noscript>\n<script src="${escapeHtml(config.pathPrefix)}assets/admin.js" defer></script>\n`,
+  )}
 <body class="admin" data-store-down data-live="${escapeHtml(liveUrl(ctx))}" data-every="${STORE_DOWN_RETRY_SECONDS}">
 <main class="card wide" aria-labelledby="title">
   <h1 id="title">${escapeHtml(text.title)}</h1>
