@@ -3456,7 +3456,8 @@ describe('the Redis store on a Redis Cluster (three masters)', () => {
 
   beforeAll(async () => {
     cluster = await startRedisCluster(3);
-    conn = connectRedis({ urls: cluster.urls, cluster: true }, { timeoutMs: 2_000, retries: 1 });
+    // The contract is not about timeouts: 1,000 joins at once on a busy machine took over 2 s once.
+    conn = connectRedis({ urls: cluster.urls, cluster: true }, { timeoutMs: 15_000, retries: 1 });
     expect(await waitUntilReady(conn, 10_000)).toBe(true);
   });
 
