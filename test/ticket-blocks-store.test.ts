@@ -232,6 +232,23 @@ describe('ticket blocks on every store', () => {
     expect(got).toEqual([3, 3, 11, 3, 14]);
   });
 
+  it('an event\'s pre-queue is called by place: holes in it are left to lapse, holes after it are passed over', async () => {
+    const S = START + 10_000;
+    const event: AdmissionPolicy = { ...OFF, eventStartMs: S };
+    const got = await expectSameOnEveryStore(stores, async (store) => {
+      const q = randomQueue();
+      await blockJoin(store, q, START, event, 5);
+      // The first join after the start freezes the pre-queue (1..5): its holes are in it.
+      await blockJoin(store, q, S + 1, event, 5, ranges([2, 5]));
+      await blockJoin(store, q, S + 2, event, 1, ranges([2, 5], [8, 10]));
+      const a = await store.admit(q, 5, S + 3, event);
+      const b = await store.admit(q, 3, S + 4, event);
+      return [a.eventSize, a.admitted, a.cursor, b.admitted, b.cursor];
+    });
+    // The 5 places of the pre-queue; then 6, 7 and 11 (8..10 passed over).
+    expect(got).toEqual([5, 5, 5, 3, 11]);
+  });
+
   it('the record\'s waiting leaves holes out', async () => {
     const got = await expectSameOnEveryStore(stores, async (store) => {
       const q = randomQueue();

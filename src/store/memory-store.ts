@@ -243,7 +243,7 @@ export class MemoryQueueStore implements QueueStore {
     if (recover > 0 && q.recoverUntil === 0 && (options.recoverIfNew !== true || created)) openRecovery(q, p, recover);
     // Mirrors the join script: the caller's holes count whatever the join does; switched open, none are kept.
     const holesBefore = q.holes;
-    if (p.method !== 'random') addHoles(q, options.block?.holes);
+    if (p.method !== 'random') addHoles(q, p, options.block?.holes);
     // Mirrors join_ring: a retry of a join whose answer was lost gets its ticket again.
     const slot = key === '' ? undefined : joinSlot(key);
     const entry = slot === undefined ? undefined : q.joins.get(slot);
@@ -1398,13 +1398,19 @@ function passSpans(r: Run, spans: readonly [number, number][], passed = spans.re
 }
 
 /** Mirrors `add_holes`: a join's report, of this epoch and generation, clipped above the cursor and to the tail, merged in. */
-function addHoles(q: MemoryQueue, holes: BlockHoles | undefined): void {
+function addHoles(q: MemoryQueue, p: CheckedPolicy, holes: BlockHoles | undefined): void {
   if (holes === undefined || holes.ranges.length === 0) return;
   if (holes.epoch !== q.epoch || holes.generation !== q.generation) return;
+  // Mirrors add_holes: an event's pre-queue is called by place, so its holes are left to lapse.
+  let low = q.cursor;
+  if (p.eventStartMs > 0) {
+    if (!isOpen(p) || q.event?.start !== p.eventStartMs) return;
+    low = Math.max(q.cursor, q.event.size);
+  }
   const kept = q.holes !== undefined && q.holes.epoch === q.epoch && q.holes.generation === q.generation ? q.holes.ranges : [];
   const all: [number, number][] = [...kept.map(([a, b]): [number, number] => [a, b])];
   for (const { from, to } of holes.ranges) {
-    const a = Math.max(from, q.cursor + 1);
+    const a = Math.max(from, low + 1);
     const b = Math.min(to, q.tail);
     if (a <= b) all.push([a, b]);
   }

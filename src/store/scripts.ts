@@ -1124,19 +1124,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'e25837f447398dda21afb2696662566a7d91e63a';
-export const POLL_SHA1 = '44cc8827519b160ac0b7f4a032ad828b4d8b4847';
-export const CLAIM_SHA1 = '2a009fee8b38f0729d412b3a1037a9222f9f2bd2';
-export const TOUCH_SHA1 = 'ef35ca730d906ba38d436788c465ef685a424c68';
-export const LEAVE_SHA1 = '48adadb703415bbe140138503959d10e823afee8';
-export const ADMIT_SHA1 = '79f8897abe79285d14ff78e9ddcf39d5974f6bf6';
-export const CONTROL_SHA1 = '76d31acf54a12765c04bef755e43a4d02eda60af';
-export const STATS_SHA1 = '900aba8e1e48ce3e63c52ac582b19ffa5c5d1aea';
+export const JOIN_SHA1 = 'bc5519d5a8ffad8641736aae006a5657e245579d';
+export const POLL_SHA1 = 'e39f9a55d50a7c77f652dd8f8b3e78d2ea34ec93';
+export const CLAIM_SHA1 = '4c68d2efef38b0b7daeb35315ff3adaf25553e5f';
+export const TOUCH_SHA1 = '0fb93a6ac71d2e512825222b59e12eeee94856d1';
+export const LEAVE_SHA1 = '1697d99a0707304af46b36330c342366f7bf600f';
+export const ADMIT_SHA1 = 'f60836621e36b0147d3be9628dee842c939602e8';
+export const CONTROL_SHA1 = '255e140f193eadac34a81b3c8a638a5fc335da6e';
+export const STATS_SHA1 = '17aeb9ac624b467b04229ec80de873e9d9343f70';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '1046b8b7be93b8dcb32bfe34d79787e39668fd13';
-export const RESET_SHA1 = 'a4b671f96419c53e13a81c66f3e8011c8638fecb';
+export const DRAW_SHA1 = 'fa1d5b47a92d71b0f2a8697521116c35571b521d';
+export const RESET_SHA1 = 'c7bef4133030434098d14d7f6fbe882370fdf784';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';

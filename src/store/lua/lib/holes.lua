@@ -72,10 +72,18 @@ local function add_holes(arg, cursor, tail)
   local e, g, list = string.match(arg, '^(%d+):(%d+):([%d%-,]+)$')
   if not e then error('wr: the holes argument must be <epoch>:<generation>:<from>-<to>,...') end
   if tonumber(e) ~= (tonumber(ctl().epoch) or 0) or tonumber(g) ~= GEN then return end
+  -- An event's pre-queue (tickets 1..ev_size) is called by place, shuffled or not, so its numbers
+  -- say nothing about places: its holes are left to lapse, and so is every hole reported before the
+  -- pre-queue is frozen (every number taken until then is in it).
+  local low = cursor
+  if EVENT_START > 0 then
+    if not OPEN or tonumber(ctl().ev_start or nil) ~= EVENT_START then return end
+    low = math.max(cursor, (read_event()))
+  end
   local all = {}
   for _, x in ipairs(holes()) do all[#all + 1] = x end
   for _, x in ipairs(hole_ranges(list)) do
-    local a, b = math.max(x[1], cursor + 1), math.min(x[2], tail)
+    local a, b = math.max(x[1], low + 1), math.min(x[2], tail)
     if a <= b then all[#all + 1] = {a, b} end
   end
   table.sort(all, function(p, q) return p[1] < q[1] end)
