@@ -13,6 +13,7 @@ import type { AdmissionPolicy, BlockHoles, JoinOptions, QueueStore, TicketRange 
 import { MAX_BLOCK_HOLE_RANGES, MAX_TICKET_BLOCK } from '../src/core/ports';
 import { startUpstashBridge } from '../src/node/upstash-bridge';
 import { MAX_STORED_HOLE_RANGES, StoreArgumentError } from '../src/store/scripts';
+import { TicketBlocks } from '../src/core/ticket-blocks';
 import { createUpstashClientOptions, UpstashQueueStore } from '../src/store/upstash-store';
 import { billedCommands } from './support/command-stats';
 import { expectSameOnEveryStore, useEveryStore } from './support/every-store';
@@ -278,6 +279,39 @@ describe('ticket blocks on every store', () => {
     // MAX_STORED_HOLE_RANGES holes are passed over, the 10 above them are not.
     const tail = 3 * blocks + Math.ceil(blocks / MAX_BLOCK_HOLE_RANGES);
     expect(got).toEqual([tail, tail - MAX_STORED_HOLE_RANGES]);
+  });
+
+  it('an instance\'s allocator and the store together: admit N calls every real holder, no hole, to the tail', async () => {
+    const got = await expectSameOnEveryStore(stores, async (store) => {
+      const q = randomQueue();
+      const blocks = new TicketBlocks({ maxSize: 20, maxAgeMs: 500, fillTargetMs: 250 });
+      const held: number[] = [];
+      let now = START;
+      const arrive = async (): Promise<void> => {
+        const handed = blocks.next(now);
+        if (handed !== undefined) {
+          held.push(handed.ticket);
+          return;
+        }
+        const { size, holes } = blocks.joinOptions(now);
+        const r = await store.join(q, now, OFF, { block: { size, ...(holes && { holes }) } });
+        blocks.accept(r, now);
+        held.push(r.ticket);
+      };
+      // Two bursts of 500 a second; each ends with a block left unfinished, which ages out.
+      for (let i = 0; i < 200; i += 1, now += 2) await arrive();
+      now += 600;
+      for (let i = 0; i < 50; i += 1, now += 2) await arrive();
+      now += 600;
+      // One more visitor, whose ordinary join reports the last holes.
+      const last = blocks.joinOptions(now);
+      const r = await store.join(q, now, OFF, { block: { size: 1, ...(last.holes && { holes: last.holes }) } });
+      held.push(r.ticket);
+      const admitted = await store.admit(q, held.length, now + 1, OFF);
+      const { tail } = await store.peek(q);
+      return [held.length, new Set(held).size, blocks.counts.holes + held.length === tail, blocks.counts.blocks > 10, admitted.admitted, admitted.cursor === tail];
+    });
+    expect(got).toEqual([251, 251, true, true, 251, true]);
   });
 
   it('a store that forgot (FLUSHALL) drops the holes; the next block join starts the numbers again', async () => {
