@@ -250,6 +250,20 @@ describe('ticket blocks on every store', () => {
     expect(got).toEqual([5, 5, 5, 3, 11]);
   });
 
+  it('a rolled-back store (a join whose floor is above the tail) takes the block above the floor, in a new generation without the old holes', async () => {
+    const got = await expectSameOnEveryStore(stores, async (store) => {
+      const q = randomQueue();
+      await blockJoin(store, q, START, OFF, 3);
+      const seen = await store.stats(q, START, OFF);
+      const holes: BlockHoles = { epoch: seen.epoch, generation: seen.generation, ranges: ranges([2, 3]) };
+      const r = await store.join(q, START + 1, OFF, { floor: { tail: 10, generation: seen.generation }, block: { size: 5, holes } });
+      const admitted = await store.admit(q, 2, START + 2, OFF);
+      return [r.ticket, r.block, r.tail, r.cursor, r.generation !== seen.generation, admitted.admitted, admitted.cursor];
+    });
+    // Numbers go on above the floor (the cursor moves up to it); 2 and 3 were the old life's.
+    expect(got).toEqual([11, { from: 11, to: 15 }, 15, 10, true, 2, 12]);
+  });
+
   it('the record\'s waiting leaves holes out', async () => {
     const got = await expectSameOnEveryStore(stores, async (store) => {
       const q = randomQueue();
