@@ -195,7 +195,38 @@ export interface JoinResult extends QueueState {
   readonly claimed: boolean;
   /** The join's key had taken this ticket already (a retry of a join whose answer was lost): nothing new was taken. */
   readonly replayed: boolean;
+  /**
+   * Block joins only (JoinOptions.block): the numbers taken, `from` = `ticket`. Absent when no block
+   * was taken: a join of size 1 (the answer of an ordinary join), the random method and an open
+   * switch (which take size 1 or none). A replay of a keyed block join answers the block its key took.
+   */
+  readonly block?: TicketRange;
 }
+
+/** Ticket numbers from..to, inclusive. */
+export interface TicketRange {
+  readonly from: number;
+  readonly to: number;
+}
+
+/**
+ * Numbers a caller took in blocks and will never hand out, of one epoch and generation: the store
+ * passes over them when it calls tickets, so they spend no admission and no capacity. Ranges in
+ * ascending order, not overlapping, at most MAX_BLOCK_HOLE_RANGES. Numbers the store had called
+ * already, or that lie in an event's pre-queue (called by place), are left to lapse as abandoned
+ * tickets are; so are holes past the store's bound (see MAX_STORED_HOLE_RANGES in scripts.ts).
+ */
+export interface BlockHoles {
+  readonly epoch: number;
+  readonly generation: number;
+  readonly ranges: readonly TicketRange[];
+}
+
+/** The most numbers one join may take (JoinOptions.block.size). */
+export const MAX_TICKET_BLOCK = 1000;
+
+/** The most hole ranges one join may report (BlockHoles.ranges). */
+export const MAX_BLOCK_HOLE_RANGES = 32;
 
 /** A join key (JoinOptions.joinKey): 16 lower-case hex digits, 64 random bits. */
 export const JOIN_KEY_PATTERN = /^[0-9a-f]{16}$/;
@@ -217,6 +248,12 @@ export interface JoinOptions {
    * the last 10 minutes (same epoch and generation) answers that ticket again instead of a new one.
    */
   readonly joinKey?: string;
+  /**
+   * Take `size` consecutive numbers (1 .. MAX_TICKET_BLOCK) in this one join: the first is this
+   * join's ticket, the caller hands out the rest (see ticket-blocks.ts). `holes`: the caller's
+   * earlier numbers it will never hand out. Size 1 without holes is an ordinary join.
+   */
+  readonly block?: { readonly size: number; readonly holes?: BlockHoles | undefined };
 }
 
 export interface ClaimResult extends QueueState {
