@@ -104,6 +104,10 @@ describe('ticket blocks on the Node host (a manual clock)', () => {
     expect(cost).toBe(3 * joins);
     // Numbers handed out without a store call went to arrivals whose request made none: no other command.
     expect(lines.filter((l) => l.block === 'handed').every((l) => l.store_ms === undefined)).toBe(true);
+    // The instance's own counts, on the metrics endpoint.
+    const metrics = await (await fetch(`${stack.url}/__wr/api/metrics`, { headers: { authorization: `Bearer ${API_TOKEN}` } })).text();
+    expect(metrics).toContain(`wr_block_tickets_handed_total{queue="default"} ${handed}`);
+    expect(metrics).toContain('wr_block_holes_reported_total{queue="default"} 0');
     console.log(`Node host, ticket_blocks=${B}: ${N} arrivals, ${joins} joins, ${cost} billed commands (${(cost / N).toFixed(3)} an arrival; 3 × N / B = ${(3 * N) / B})`);
   });
 
@@ -129,6 +133,32 @@ describe('ticket blocks on the Node host (a manual clock)', () => {
     await admit(stack, 1);
     clock.advance(6_000);
     expect(await comeBack(stack, late)).toBe('a');
+  });
+});
+
+describe('ticket blocks on the Node host, arrivals at once (several block joins in flight)', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    forgetTicketBlocks();
+    stack = await startNodeStack(SETTINGS, undefined, { clock: new ManualClock() });
+  }, 60_000);
+  afterAll(async () => {
+    await stack?.close();
+    forgetTicketBlocks();
+  });
+
+  it('every visitor of 5 waves of 60 concurrent arrivals holds a distinct number, with far fewer joins than arrivals', async () => {
+    const tickets = [(await arrive(stack)).ticket];
+    stack.clearLogs();
+    for (let wave = 0; wave < 5; wave++) {
+      const arrivals = await Promise.all(Array.from({ length: 60 }, () => arrive(stack)));
+      tickets.push(...arrivals.map((a) => a.ticket));
+    }
+    expect(new Set(tickets).size).toBe(tickets.length);
+    const lines = ticketLines(stack);
+    expect(lines).toHaveLength(300);
+    const joins = lines.filter((l) => l.block !== 'handed').length;
+    expect(joins).toBeLessThan(300 / 2);
   });
 });
 
