@@ -111,6 +111,21 @@ describe('ticket blocks on the Node host (a manual clock)', () => {
     console.log(`Node host, ticket_blocks=${B}: ${N} arrivals, ${joins} joins, ${cost} billed commands (${(cost / N).toFixed(3)} an arrival; 3 × N / B = ${(3 * N) / B})`);
   });
 
+  it(`at full size, ${N} more arrivals cost 3 × N / B billed commands (one join more for the block under way)`, async () => {
+    stack.clearLogs();
+    const before = await billed(stack);
+    for (let i = 0; i < N; i++) arrivals.push(await arrive(stack));
+    const cost = (await billed(stack)) - before;
+    expectRising(arrivals);
+    const joins = ticketLines(stack).filter((l) => l.block !== 'handed');
+    // Each join took a whole block, its first number its joiner's.
+    for (const line of joins) expect(line.block).toBe(`took ${line.ticket}-${line.ticket! + B - 1}`);
+    expect(joins.length).toBeGreaterThanOrEqual(N / B);
+    expect(joins.length).toBeLessThanOrEqual(N / B + 1);
+    expect(cost).toBe(3 * joins.length);
+    console.log(`Node host, ticket_blocks=${B}, blocks at full size: ${N} arrivals, ${joins.length} joins, ${cost} billed commands (3 × N / B = ${(3 * N) / B})`);
+  });
+
   it("an expired block's rest is reported as holes: admissions go to real visitors, in number order", async () => {
     const top = arrivals.at(-1)!.ticket;
     stack.clearLogs();
