@@ -3,9 +3,10 @@
  * allocator, on every store (memory, Upstash through the bridge, Redis), each behind a wrapper
  * that can make it fail, on a manual clock. A failing store is never a visitor's 5xx and the holes
  * a failed join carried reach the store on the next; a cached state and a block of different lives
- * are settled by the store; a retried join and a walk-in go to the store; capacity mode's room is
- * not traded for a handed number.
+ * are settled by the store; a retried join, a cookie of a lost state and a walk-in go to the store;
+ * capacity mode's room is not traded for a handed number.
  */
+import jws from 'jws';
 import { describe, expect, it } from 'vitest';
 import { admissionPolicy } from '../src/core/context';
 import { forgetTicketBlocks } from '../src/core/edge-blocks';
@@ -14,7 +15,7 @@ import { DEFAULT_BLOCK_SETTINGS } from '../src/core/ticket-blocks';
 import { parseConfig } from '../src/core/config';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { useEveryStore } from './support/every-store';
-import { BASE_SETTINGS, cookieFrom, FaultyStore, ManualClock, MemoryLogger, payloadOf, source, testHandler } from './support/fixtures';
+import { BASE_SETTINGS, cookieFrom, FaultyStore, KEY_1, ManualClock, MemoryLogger, payloadOf, purposeKey, source, testHandler } from './support/fixtures';
 
 const SETTINGS = { ticket_blocks: '10', state_cache_seconds: '5', admit_per_period: '0' };
 const CACHE_KEY = 'queue-state:default';
@@ -142,6 +143,31 @@ describe.each(['memory', 'upstash', 'redis'] as const)('ticket blocks at the edg
     expect(retried.line.block).not.toBe('handed');
     expect(retried.claims).toMatchObject({ k: 'w' });
     expect(retried.claims?.['t']).toBeGreaterThan(end);
+    // The block still serves the next new visitor.
+    const next = await r.request();
+    expect(next.line.block).toBe('handed');
+    expect(next.claims?.['t']).toBe((last.claims!['t'] as number) + 1);
+  });
+
+  it('a cookie of a lost state joins in the store, which must hear of the loss, while a block lasts', async () => {
+    const r = rig(fresh());
+    const { last, end } = await r.untilLeftovers();
+    const generation = last.claims!['gen'] as number;
+    // A waiting ticket of another life of the store, signed with our key (made by jws, not by the room).
+    const iat = Math.floor(r.clock.now() / 1000);
+    const lost = jws.sign({
+      header: { alg: 'HS256', kid: 'k1', typ: 'JWT' },
+      payload: { q: 'default', k: 'w', t: 3, iat, exp: iat + 60, j: iat, gen: generation === 1 ? 2 : 1 },
+      secret: purposeKey(KEY_1, 'waiting'),
+    });
+    const calls = r.store.calls;
+    const rejoined = await r.request(lost);
+    expect(rejoined.line.reason).toBe('ticket_from_lost_state');
+    expect(rejoined.line.block).not.toBe('handed');
+    // Its poll is answered from the POP's cache; its join is the one store call.
+    expect(r.store.calls).toBe(calls + 1);
+    expect(rejoined.claims).toMatchObject({ k: 'w', gen: generation });
+    expect(rejoined.claims!['t']).toBeGreaterThan(end);
     // The block still serves the next new visitor.
     const next = await r.request();
     expect(next.line.block).toBe('handed');
