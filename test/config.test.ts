@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig, parseSecrets, placeholderProblem } from '../src/core/config';
+import { ConfigError, parseConfig, parseSecrets, placeholderProblem, TICKET_BLOCKS_AUTO } from '../src/core/config';
+import { MAX_TICKET_BLOCK } from '../src/core/ports';
+import { DEFAULT_BLOCK_SETTINGS } from '../src/core/ticket-blocks';
 import { ADMIN_PASSWORD, BASE_SECRETS, KEY_1, KEY_2, source } from './support/fixtures';
 
 function problemsOf(run: () => unknown): { key: string; message: string }[] {
@@ -181,6 +183,26 @@ describe('parseConfig', () => {
       return undefined;
     })();
     expect(error?.problems.map((p) => p.key).sort()).toEqual(['event_after', 'event_order', 'queue_method']);
+  });
+
+  it('reads ticket_blocks as off, auto or the largest block, and refuses anything else naming the key', () => {
+    expect(parseConfig(source({})).ticketBlocks).toBe(0);
+    expect(parseConfig(source({ ticket_blocks: 'off' })).ticketBlocks).toBe(0);
+    expect(parseConfig(source({ ticket_blocks: 'auto' })).ticketBlocks).toBe(TICKET_BLOCKS_AUTO);
+    expect(TICKET_BLOCKS_AUTO).toBe(DEFAULT_BLOCK_SETTINGS.maxSize);
+    expect(parseConfig(source({ ticket_blocks: ' 40 ' })).ticketBlocks).toBe(40);
+    expect(parseConfig(source({ ticket_blocks: String(MAX_TICKET_BLOCK) })).ticketBlocks).toBe(MAX_TICKET_BLOCK);
+    // One number a join is an ordinary join: the same as off.
+    expect(parseConfig(source({ ticket_blocks: '1' })).ticketBlocks).toBe(0);
+    for (const bad of ['0', '1001', 'on', '-5', '2.5', 'AUTO', '1e2']) {
+      expect(problemsOf(() => parseConfig(source({ ticket_blocks: bad }))), bad).toEqual([
+        { key: 'ticket_blocks', message: `must be off, auto or the largest block, a whole number from 1 to ${MAX_TICKET_BLOCK}, got ${JSON.stringify(bad)}` },
+      ]);
+    }
+    // The random method keeps every ticket in its draw; a number handed out is answered from the POP's cache.
+    expect(problemsOf(() => parseConfig(source({ ticket_blocks: 'auto', queue_method: 'random' })))).toEqual([{ key: 'ticket_blocks', message: expect.stringContaining('queue_method = random') }]);
+    expect(problemsOf(() => parseConfig(source({ ticket_blocks: '50', state_cache_seconds: '0' })))).toEqual([{ key: 'ticket_blocks', message: expect.stringContaining('state_cache_seconds above 0') }]);
+    expect(parseConfig(source({ ticket_blocks: 'off', queue_method: 'random', state_cache_seconds: '0' })).ticketBlocks).toBe(0);
   });
 
 });

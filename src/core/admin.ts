@@ -9,6 +9,7 @@ import type { Config, Secrets } from './config';
 import { errorResponse, jsonResponse, NOSNIFF, readBasicAuth, readBearer, readSmallBody, timingSafeEqual } from './http';
 import { adminPanel, saleStartOf, type AdminFigures } from './admin-view';
 import { metricsText } from './metrics';
+import { blockCounts } from './edge-blocks';
 import { saleReportResponse, type ReportContext } from './admin-report';
 import { olderPoints as keptOlderPoints } from './older-points';
 import { adaptiveInForce, adminHead, consoleMode, pausedByOperator, renderAuditList, renderConsolePage } from './admin-page';
@@ -627,6 +628,7 @@ async function metrics(ctx: AdminContext): Promise<Response> {
     method: ctx.config.queueMethod,
     stats: stats.ok ? { ok: true, value: stats.value, ms: stats.ms } : { ok: false },
     limiter: ctx.ticketLimiter,
+    blocks: blockCounts(ctx.config.queueName),
   });
   return new Response(text, { headers: { 'content-type': 'application/openmetrics-text; version=1.0.0; charset=utf-8', 'cache-control': 'no-store' } });
 }

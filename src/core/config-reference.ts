@@ -6,6 +6,7 @@
  * file and the schema differ. Not part of either host's bundle.
  */
 import { CONFIG_KEYS, SECRET_KEYS, parseConfig, type SettingShape } from './config';
+import { MAX_TICKET_BLOCK } from './ports';
 
 /** One sentence per setting (Markdown, links relative to docs/); bounds and defaults come from the schema. */
 const SETTING_MEANINGS: Record<(typeof CONFIG_KEYS)[number], string> = {
@@ -29,6 +30,7 @@ const SETTING_MEANINGS: Record<(typeof CONFIG_KEYS)[number], string> = {
   queue_timeout_seconds: 'how long a waiting ticket lives without a poll; at least 3 × `refresh_seconds`',
   refresh_seconds: 'holding page refresh interval',
   state_cache_seconds: 'lifetime of the per-POP cache of the queue\'s state, whole seconds (`0` = off); waiting polls within it cost no store call, admissions reach every POP within it',
+  ticket_blocks: 'FIFO only, with `state_cache_seconds` above 0: while a line waits, one join takes a block of consecutive tickets, which the serving instance (a reused Fastly sandbox, the Node host) hands to its next arrivals without a store call for at most half a second, so an arrival costs a fraction of a join; `auto` takes blocks of up to 100, a number sets the largest, and either way a block is sized from the recent arrivals (one ticket while they are slow); see [Ticket blocks](capacity-and-cost.md#ticket-blocks)',
   queue_method: '`fifo` (in order of arrival) or `random` (each time room opens, visitors are drawn among those waiting and still polling); see [Events and queueing methods](queues-and-events.md#events-and-queueing-methods)',
   event_start: 'a scheduled event\'s start, ISO 8601 with a zone (`2026-12-01T09:00:00Z`): before it visitors get the pre-queue page and nobody is let in; empty = none',
   event_end: 'the event\'s end (same format, after `event_start`); then `event_after` applies; empty = none',
@@ -130,6 +132,7 @@ function values(shape: SettingShape): string {
     case 'url':
       return 'URL';
     case 'text':
+      if (shape.key === 'ticket_blocks') return `\`off\`, \`auto\`, or a whole number, 1 – ${number(MAX_TICKET_BLOCK)}`;
       return shape.key === 'queues' || shape.key === 'webhooks' ? 'JSON' : 'text';
   }
 }

@@ -8,7 +8,8 @@ import { CHALLENGE_PROVIDERS } from './challenge-providers';
 import { parseCidrList, type CidrRange } from './ip';
 import { parsePathPatterns, type PathPattern } from './path-pattern';
 import { LOCALES, parseLanguageTexts, type LanguageTexts, type Locale } from './i18n';
-import type { FailureWindow } from './ports';
+import { MAX_TICKET_BLOCK, type FailureWindow } from './ports';
+import { DEFAULT_BLOCK_SETTINGS } from './ticket-blocks';
 import { parseWebhookTargets, type WebhookTarget } from './webhook-targets';
 import { parseKeyRing, parseKeyRingEntries, passphraseWeakness, placeholderWeakness, secretWeakness, SECRET_RULE, type KeyRing } from './tokens';
 import { parseAccounts, type Account } from './accounts';
@@ -129,6 +130,15 @@ export interface Config {
    * @default "fifo"
    */
   readonly queueMethod: 'fifo' | 'random';
+  /**
+   * Ticket blocks (FIFO only): the most numbers one join may take for this instance to hand to its
+   * next arrivals itself, without a store call, while a line is waiting (see
+   * docs/capacity-and-cost.md, "Ticket blocks"). 0 = off: every arrival joins. `auto` in the
+   * settings is TICKET_BLOCKS_AUTO. A block's numbers are handed out for at most half a second
+   * after its join was sent, so a visitor who arrived that much before another is called first.
+   * @default "off" (0)
+   */
+  readonly ticketBlocks: number;
   /**
    * A scheduled event's start (ISO 8601 with a zone, e.g. `2026-12-01T09:00:00Z`); empty = none.
    * Before it, visitors get the pre-queue page and a place in the pre-queue; nobody is let in.
@@ -495,6 +505,7 @@ export const CONFIG_KEYS = [
   'refresh_seconds',
   'state_cache_seconds',
   'queue_method',
+  'ticket_blocks',
   'event_start',
   'event_end',
   'event_order',
@@ -798,6 +809,7 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
     refreshSeconds: r.integer('refresh_seconds', 20, 1, 600),
     stateCacheSeconds: r.integer('state_cache_seconds', 1, 0, 60),
     queueMethod: r.oneOf('queue_method', 'fifo', ['fifo', 'random']),
+    ticketBlocks: readTicketBlocks(r),
     eventStartMs: readInstant(r, 'event_start'),
     eventEndMs: readInstant(r, 'event_end'),
     eventOrder: r.oneOf('event_order', 'shuffle', ['shuffle', 'arrival']),
@@ -885,6 +897,11 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
       r.problems.push({ key: 'adaptive_max', message: `must be 0 (twice the knob's value) or at least adaptive_min (${config.adaptiveMin})` });
     }
   }
+  if (config.ticketBlocks > 0 && config.queueMethod === 'random') {
+    r.problems.push({ key: 'ticket_blocks', message: 'must be off with queue_method = random: a draw keeps every ticket in the store, so a block would save nothing' });
+  } else if (config.ticketBlocks > 0 && config.stateCacheSeconds === 0) {
+    r.problems.push({ key: 'ticket_blocks', message: 'needs state_cache_seconds above 0: a number handed out of a block is answered from the POP\'s cached state' });
+  }
   if (config.eventStartMs > 0 && config.eventEndMs > 0 && config.eventEndMs <= config.eventStartMs) {
     r.problems.push({ key: 'event_end', message: 'must be later than event_start' });
   }
@@ -900,6 +917,23 @@ export function adaptiveKnob(config: Pick<Config, 'maxActive' | 'maxNewPerMinute
 /** Adaptive admission's bounds: adaptive_max 0 is twice the knob's configured value. */
 export function adaptiveBounds(config: Pick<Config, 'maxActive' | 'maxNewPerMinute' | 'admitPerPeriod' | 'adaptiveMin' | 'adaptiveMax'>): { readonly min: number; readonly max: number } {
   return { min: config.adaptiveMin, max: config.adaptiveMax > 0 ? config.adaptiveMax : Math.max(config.adaptiveMin, 2 * adaptiveKnob(config)) };
+}
+
+/** The largest block `ticket_blocks = auto` asks for: the allocator's own default. */
+export const TICKET_BLOCKS_AUTO = DEFAULT_BLOCK_SETTINGS.maxSize;
+
+/** `ticket_blocks`: `off` (0), `auto`, or the largest block, 1 .. MAX_TICKET_BLOCK (1 takes one number a join: off). */
+function readTicketBlocks(r: Reader): number {
+  r.observe?.({ key: 'ticket_blocks', kind: 'text', fallback: 'off' });
+  const text = r.raw('ticket_blocks');
+  if (text === undefined || text === 'off') return 0;
+  if (text === 'auto') return TICKET_BLOCKS_AUTO;
+  const value = /^[0-9]+$/.test(text) ? Number(text) : Number.NaN;
+  if (!(value >= 1 && value <= MAX_TICKET_BLOCK)) {
+    r.problems.push({ key: 'ticket_blocks', message: `must be off, auto or the largest block, a whole number from 1 to ${MAX_TICKET_BLOCK}, got ${JSON.stringify(text)}` });
+    return 0;
+  }
+  return value === 1 ? 0 : value;
 }
 
 const INSTANT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/;

@@ -134,6 +134,7 @@ export function createHandler(deps: HandlerDeps): Handler {
       ...(trace.storeMs !== undefined && { store_ms: trace.storeMs }),
       ...(trace.storeError !== undefined && { store_error: trace.storeError }),
       ...(trace.cache !== undefined && { cache: trace.cache }),
+      ...(trace.block !== undefined && { block: trace.block }),
       ...(trace.client !== undefined && { client: trace.client }),
       ...(trace.actor !== undefined && { actor: trace.actor }),
       ...(client.pop !== undefined && { pop: client.pop }),

@@ -31,6 +31,8 @@ export interface MetricsInput {
   /** The stats call's answer and how long it took, or why it failed. */
   readonly stats: { readonly ok: true; readonly value: QueueStats; readonly ms: number } | { readonly ok: false };
   readonly limiter: FailureLimiter | undefined;
+  /** Ticket blocks, as the instance answering this scrape counted them (see edge-blocks.ts); undefined: it keeps none. */
+  readonly blocks?: { readonly handed: number; readonly holes: number; readonly blocks: number } | undefined;
 }
 
 /** Label values are quoted; a queue name is `[a-z0-9_-]`, but escaping costs nothing. */
@@ -108,6 +110,18 @@ export async function metricsText(input: MetricsInput): Promise<string> {
     }
   }
   metric('wr_store_errors_last_minute', 'gauge', 'Store calls that failed or timed out in the last minute where this is served.', [[q, errors]]);
+  if (input.blocks !== undefined) {
+    // Counted in the memory of the instance that answers: the Node host's are all of them; on
+    // Fastly, one sandbox's since it started (a scrape reaches one), a sample, not a total.
+    const b = input.blocks;
+    for (const [name, help, value] of [
+      ['wr_block_tickets_handed', 'Tickets handed out of ticket blocks with no store call, by the instance that answered this scrape.', b.handed],
+      ['wr_block_holes_reported', 'Numbers of expired blocks reported to the store as holes, by the instance that answered this scrape.', b.holes],
+      ['wr_ticket_blocks_taken', 'Block joins answered with a block, by the instance that answered this scrape.', b.blocks],
+    ] as const) {
+      lines.push(`# TYPE ${name} counter`, `# HELP ${name} ${help}`, `${name}_total{${q}} ${value}`);
+    }
+  }
   lines.push('# EOF');
   return `${lines.join('\n')}\n`;
 }

@@ -637,6 +637,12 @@ export interface RequestLog {
   /** `hit` when a waiting visitor's poll was answered from the per-POP cache, `miss` when it asked the store. */
   readonly cache?: 'hit' | 'miss';
   readonly store_error?: string;
+  /**
+   * Ticket blocks (`ticket_blocks`): `handed` when the visitor's number came from a block this
+   * instance took, with no store call; on a block join what it took (`took 41-60`) and the holes
+   * it reported (`reported 7 holes`).
+   */
+  readonly block?: string;
   readonly pop?: string;
   readonly reason?: string;
   /**

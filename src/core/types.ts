@@ -18,6 +18,8 @@ export interface Trace {
   storeMs?: number;
   storeError?: string;
   cache?: 'hit' | 'miss';
+  /** Ticket blocks: `handed` (a number of this instance's block, no store call), or what a block join took and reported. */
+  block?: string;
   /** The client's throttle key, on failed sign-ins, held clients and refused tickets (see auth-throttle.ts, ticket-limit.ts). */
   client?: string;
   /** Who acted, on the console's and the API's requests: the account's name, or `api` for the origin's token. */

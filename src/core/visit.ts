@@ -16,9 +16,11 @@ import { describeError } from './auth-throttle';
 import { randomHex } from './bytes';
 import { countStoreError } from './metrics';
 import { returnTally, takeTally } from './edge-tally';
+import { blocksOf, observeState } from './edge-blocks';
+import type { TicketBlocks } from './ticket-blocks';
 import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
-import type { DrawResult, QueueState } from './ports';
+import type { DrawResult, JoinOptions, JoinResult, QueueState } from './ports';
 import { createShuffle } from './shuffle';
 import type { AdmissionVia, Grant } from './admission';
 import { challengeCookieName, challengeHook, verifyChallenge } from './challenge';
@@ -110,7 +112,12 @@ async function answeredFromFailure(ctx: HandlerContext, trace: Trace, said: stri
  */
 export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number): Promise<StoreOutcome<QueueState>> {
   const { config, store, cache, queue, cacheKey, storeCall } = ctx;
-  const direct = () => storeCall(trace, () => store.poll(queue, nowMs, ctx.statePolicy()));
+  const direct = async (): Promise<StoreOutcome<QueueState>> => {
+    const outcome = await storeCall(trace, () => store.poll(queue, nowMs, ctx.statePolicy()));
+    // A fresh answer of another epoch or generation voids this instance's blocks (see edge-blocks.ts).
+    if (outcome.ok) observeState(config, outcome.value);
+    return outcome;
+  };
   if (config.stateCacheSeconds === 0) return direct();
   try {
     const { value, hit } = await cache.getOrLoad(cacheKey, config.stateCacheSeconds, async () => {
@@ -291,6 +298,7 @@ export async function claimSlot(ctx: HandlerContext, trace: Trace, ticket: numbe
     }
     return { kind: 'unavailable', ticket, cookie: await waitingCookie(ctx, ticket, joined, nowMs, undefined, state) };
   }
+  observeState(ctx.config, claimed.value);
   record(trace, claimed.value, place);
   if (claimed.value.claimed) {
     // The mode the claim ran under, should the thresholds have changed since the cached state.
@@ -400,6 +408,16 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     const gate = await passChallenge(ctx, trace, nowMs);
     if (gate !== undefined) return gate;
   }
+  // Ticket blocks: while this POP last saw a line, the next number of a block this instance took is
+  // handed out here without a store call (see edge-blocks.ts). Not while nobody waits: a walk-in
+  // is decided at its join, and a handed number would wait for a call a join gives at once. A
+  // retried join (its key) and a cookie of a lost state go to the store, which must hear of them.
+  const blocks = blocksOf(config);
+  const line = seen !== undefined && seen.tail > seen.cursor;
+  if (blocks !== undefined && line && pendingKey === undefined && !lostState) {
+    const handed = await handOut(ctx, trace, blocks, seen, nowMs);
+    if (handed !== undefined) return handed;
+  }
   // What this POP last saw of the state (its cache, no store call): a ticket at or below that tail
   // in that generation means the store was rolled back (see QueueStore.join's floor).
   const floor = seen !== undefined && seen.generation > 0 ? { tail: seen.tail, generation: seen.generation } : undefined;
@@ -414,16 +432,24 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   // The join's key: the one of this visitor's join that got no answer (the store may have taken a
   // ticket for it all the same, and then gives that one again), else 64 new random bits.
   const joinKey = pendingKey ?? randomHex(8);
-  const options = { recoverMs: lostState || servedBefore ? recoverMs : undefined, recoverIfNew: servedBefore, floor, joinKey };
+  // With blocks, the join takes as many numbers as the recent arrivals here would use up in a
+  // moment (one while nobody waits) and reports the numbers of expired blocks nobody will hold.
+  const asked = blocks?.joinOptions(ctx.clock.now());
+  const block = asked === undefined ? undefined : { size: line ? asked.size : 1, holes: asked.holes };
+  const options: JoinOptions = { recoverMs: lostState || servedBefore ? recoverMs : undefined, recoverIfNew: servedBefore, floor, joinKey, ...(block !== undefined && { block }) };
   // This instance's refusals and store errors ride on the join's write (see edge-tally.ts); given
   // back when the join fails or takes no ticket.
   const tally = takeTally(queue);
+  // A block's age counts from here: the store runs the join after it was sent.
+  const sentAtMs = ctx.clock.now();
   const joined = await storeCall(trace, () => store.join(queue, nowMs, tally === undefined ? ctx.statePolicy() : { ...ctx.statePolicy(), tally }, options));
   if (!joined.ok || joined.value.replayed || joined.value.ticket === 0) returnTally(queue, tally);
   if (!joined.ok) {
+    blocks?.failed(block?.holes);
     await rememberFailure(ctx, joined);
     return pending(joinKey);
   }
+  if (blocks !== undefined && block !== undefined) await tookBlock(ctx, trace, blocks, joined.value, block, sentAtMs);
   if (config.lostStateSign === 'pop' && !marked) await markServed(ctx);
   // The ticket is taken: the response clears the solution and the token the request carries (spent
   // on this join or on the first try of it), which would count as replays on a later new ticket.
@@ -455,6 +481,69 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
     return { kind: 'waiting', ticket: result.ticket, ahead: 0, front: true, draw: false, first: 1, state: result, cookie };
   }
   return settle(ctx, trace, result, result.ticket, now, undefined, nowMs);
+}
+
+/**
+ * A number of a block this instance took, handed to a new visitor without a store call; undefined
+ * when there is none (the caller joins). The page is answered from the state this POP has cached,
+ * as a poll's cache hit is. A cached state of another epoch or generation than the block's is
+ * from before a reset or a loss, or the block is: the store settles which (one poll, rare).
+ */
+async function handOut(ctx: HandlerContext, trace: Trace, blocks: TicketBlocks, seen: QueueState, nowMs: number): Promise<Visit | undefined> {
+  const { config, store, queue, storeCall } = ctx;
+  const handed = blocks.next(ctx.clock.now());
+  if (handed === undefined) return undefined;
+  const now = Math.floor(nowMs / 1000);
+  let state = seen;
+  if (!sameLife(handed, state)) {
+    const polled = await storeCall(trace, () => store.poll(queue, nowMs, ctx.statePolicy()));
+    if (!polled.ok) {
+      // The ticket is the visitor's whatever the store says later: kept, as a waiting poll's is.
+      trace.ticket = handed.ticket;
+      trace.block = 'handed';
+      return { kind: 'unavailable', ticket: handed.ticket, cookie: await waitingCookie(ctx, handed.ticket, now, nowMs, undefined, handed) };
+    }
+    state = polled.value;
+    blocks.observe(state.epoch, state.generation);
+    await keepState(ctx, state);
+    // The block was of a life that is over: its numbers are void, and the visitor joins.
+    if (!sameLife(handed, state)) return undefined;
+  }
+  trace.block = 'handed';
+  if (state.switch === 'open') {
+    trace.reason = 'switch_open';
+    return { kind: 'open' };
+  }
+  if (eventPhase(config, nowMs) === 'before') {
+    record(trace, state, handed.ticket);
+    return { kind: 'prequeue', ticket: handed.ticket, cookie: await waitingCookie(ctx, handed.ticket, now, nowMs, undefined, state) };
+  }
+  return settle(ctx, trace, state, handed.ticket, now, undefined, nowMs);
+}
+
+function sameLife(a: Era, b: Era): boolean {
+  return a.epoch === b.epoch && a.generation === b.generation;
+}
+
+/**
+ * A block join's answer: the rest of its block is this instance's to hand out, the POP's cache
+ * keeps its state (the next arrivals are answered from it, and see the line), and the log line
+ * says what was taken and reported.
+ */
+async function tookBlock(ctx: HandlerContext, trace: Trace, blocks: TicketBlocks, result: JoinResult, asked: NonNullable<JoinOptions['block']>, sentAtMs: number): Promise<void> {
+  blocks.accept(result, sentAtMs);
+  const taken = result.block !== undefined && result.block.to > result.block.from ? `took ${result.block.from}-${result.block.to}` : undefined;
+  const holes = asked.holes === undefined ? 0 : asked.holes.ranges.reduce((n, r) => n + r.to - r.from + 1, 0);
+  const said = [...(taken === undefined ? [] : [taken]), ...(holes > 0 ? [`reported ${holes} holes`] : [])].join(', ');
+  if (said !== '') trace.block = said;
+  await keepState(ctx, result);
+}
+
+/** Puts a state the store just answered in this POP's cache (not when the cache is off, or fails). */
+async function keepState(ctx: HandlerContext, state: QueueState): Promise<void> {
+  if (ctx.config.stateCacheSeconds === 0) return;
+  const { ticket: _t, claimed: _c, replayed: _r, block: _b, ...rest } = state as Partial<JoinResult> & QueueState;
+  await ctx.cache.put(ctx.cacheKey, rest as QueueState, ctx.config.stateCacheSeconds).catch(() => undefined);
 }
 
 /** How long a visitor waits for another try while the challenge provider is down (`hold`), seconds. */

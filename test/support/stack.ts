@@ -14,7 +14,7 @@ import { dirname, join, resolve } from 'node:path';
 import { Redis } from '@upstash/redis';
 import IORedis from 'ioredis';
 import { SETTINGS_ITEM } from '../../src/core/config';
-import type { FailureLimiter, RequestLog } from '../../src/core/ports';
+import type { Clock, FailureLimiter, RequestLog } from '../../src/core/ports';
 import { startDemoOrigin, type DemoOriginOptions } from '../../src/node/demo-origin';
 import { freePort, startHost, type RunningServer } from '../../src/node/host';
 import { startUpstashBridge, type UpstashBridge } from '../../src/node/upstash-bridge';
@@ -137,6 +137,8 @@ export async function startNodeStack(
     readonly degradeOrigin?: DemoOriginOptions['degrade'];
     /** Secrets over BASE_SECRETS (`admin_accounts`, say). */
     readonly secrets?: Record<string, string>;
+    /** The room's clock (a manual one: time that moves only when the test says). */
+    readonly clock?: Clock;
   } = {},
 ): Promise<Stack> {
   const shared = await startShared(options.protectOrigin, options.degradeOrigin);
@@ -163,6 +165,7 @@ export async function startNodeStack(
     templates: templateDir === undefined ? undefined : directoryTemplateSource(templateDir),
     ...(options.authLimiter !== undefined && { authLimiter: options.authLimiter }),
     ...(options.ticketLimiter !== undefined && { ticketLimiter: options.ticketLimiter }),
+    ...(options.clock !== undefined && { clock: options.clock }),
   });
   const room = await startHost(built.handler);
   shared.roomUrl = room.url;

@@ -1,0 +1,59 @@
+/**
+ * This serving instance's ticket blocks (`ticket_blocks`, issue 34): one TicketBlocks per queue,
+ * kept in the instance's memory (the Node process; on Fastly the instance, which lives across
+ * requests while its sandbox is reused), so the numbers one join took reach the arrivals that
+ * follow at this instance. Kept by queue name rather than with the service, which a Fastly instance
+ * builds again when its settings change (and on every request while it runs on the last valid
+ * ones): the blocks and the rate estimate outlive that.
+ *
+ * Without reuse each Fastly instance serves one request: its allocator has seen one arrival, so
+ * every join takes one number, as with blocks off (correct, and no cheaper).
+ */
+import type { Config } from './config';
+import type { QueueState } from './ports';
+import { DEFAULT_BLOCK_SETTINGS, TicketBlocks } from './ticket-blocks';
+
+/** Queues an instance keeps blocks for: a deployment's queues are few (at most 50); a bound all the same. */
+const MAX_QUEUES = 256;
+
+interface Entry {
+  /** The largest block it was made for: settings that change it start afresh. */
+  readonly maxSize: number;
+  readonly blocks: TicketBlocks;
+}
+
+const entries = new Map<string, Entry>();
+
+/** The queue's blocks at this instance; undefined with blocks off (or the random method, which the settings refuse). */
+export function blocksOf(config: Pick<Config, 'queueName' | 'ticketBlocks' | 'queueMethod'>): TicketBlocks | undefined {
+  if (config.ticketBlocks < 2 || config.queueMethod !== 'fifo') return undefined;
+  const entry = entries.get(config.queueName);
+  if (entry !== undefined && entry.maxSize === config.ticketBlocks) return entry.blocks;
+  // A queue whose largest block changed drops its live blocks: their numbers are never handed out
+  // nor reported, and lapse as abandoned tickets do (a settings change in a sale is rare).
+  if (entry === undefined && entries.size >= MAX_QUEUES) return undefined;
+  const blocks = new TicketBlocks({ ...DEFAULT_BLOCK_SETTINGS, maxSize: config.ticketBlocks });
+  entries.set(config.queueName, { maxSize: config.ticketBlocks, blocks });
+  return blocks;
+}
+
+/**
+ * A state the store has just answered (a poll's load, a join, a claim): one of another epoch or
+ * generation voids the queue's live blocks here. Not a state read from the POP's cache, which may
+ * be older than the blocks (another instance's answer, from before a reset).
+ */
+export function observeState(config: Pick<Config, 'queueName' | 'ticketBlocks' | 'queueMethod'>, state: Pick<QueueState, 'epoch' | 'generation'>): void {
+  if (config.ticketBlocks < 2) return;
+  entries.get(config.queueName)?.blocks.observe(state.epoch, state.generation);
+}
+
+/** What this instance's blocks did for `queue` (numbers handed out here, holes reported, blocks taken); undefined: none kept. */
+export function blockCounts(queue: string): { readonly handed: number; readonly holes: number; readonly blocks: number } | undefined {
+  const entry = entries.get(queue);
+  return entry === undefined ? undefined : { ...entry.blocks.counts };
+}
+
+/** Forgets every queue's blocks: for tests that run several stores in one process. */
+export function forgetTicketBlocks(): void {
+  entries.clear();
+}
