@@ -112,6 +112,10 @@ const VISITOR = 1;
 const REPORTED_HOLE = 2;
 /** Taken in a block and not (yet) handed out: at the end, a hole nobody reported. */
 const UNREPORTED_HOLE = 3;
+/** Left in a live instance's blocks when the run ended: its next join would report them. */
+const HOLE_AT_END = 4;
+/** Reported only after the cursor had called it: it was called as an unreported hole is. */
+const REPORTED_LATE = 5;
 
 /** What every ticket number of one database became, grown as the tail grows. */
 class Numbers {
@@ -196,6 +200,8 @@ export interface DatabaseFigures {
   /** Reported holes the cursor passed, and unreported ones it called. */
   readonly reportedHolesPassed: number;
   readonly unreportedHolesCalled: number;
+  /** Left in live instances' blocks at the end (their next join would report them). */
+  readonly holesAtEnd: number;
   readonly visitorsCalled: number;
 }
 
@@ -388,7 +394,7 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
         nums.ensure(r.to);
         for (let k = r.from; k <= r.to; k++) {
           if (nums.mark[k] === VISITOR) fault(`database ${db.index}: ticket ${k} reported a hole but handed out`);
-          nums.mark[k] = REPORTED_HOLE;
+          nums.mark[k] = k <= db.cursor ? REPORTED_LATE : REPORTED_HOLE;
         }
       }
     };
@@ -521,6 +527,19 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
         }
       }
     }
+    // The run ends: what live instances still hold in blocks (and the holes they have not reported
+    // yet) would go to their next join as holes; taken out here so as not to count them unreported.
+    const endMs = endTick * tickMs + options.blocks.maxAgeMs;
+    for (const list of popInstances) {
+      for (const inst of list) {
+        inst.blocks.forEach((blocks, i) => {
+          const holes = blocks.joinOptions(endMs).holes;
+          if (holes === undefined) return;
+          const db = databases[options.spread === 'visitor' ? i : inst.db]!;
+          for (const r of holes.ranges) for (let k = r.from; k <= r.to; k++) if (db.numbers.mark[k] === UNREPORTED_HOLE && k > db.cursor) db.numbers.mark[k] = HOLE_AT_END;
+        });
+      }
+    }
     // The last second's snapshot.
     for (const db of databases) {
       const { billed } = await db.direct.counts();
@@ -534,7 +553,7 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
       for (let k = a.from; k <= a.to; k++) {
         if (nums.mark[k] === VISITOR) a.visitors++;
         else if (nums.mark[k] === REPORTED_HOLE) a.reportedHoles++;
-        else if (nums.mark[k] === UNREPORTED_HOLE) a.unreportedHoles++;
+        else if (nums.mark[k] === UNREPORTED_HOLE || nums.mark[k] === REPORTED_LATE) a.unreportedHoles++;
       }
       if (a.admitted !== a.asked) fault(`database ${a.db}: admit ${a.asked} at ${a.atS} s admitted ${a.admitted}`);
       if (a.visitors + a.unreportedHoles !== a.admitted) fault(`database ${a.db}: admit ${a.asked} at ${a.atS} s called ${a.visitors} visitors and ${a.unreportedHoles} unreported holes (${a.reportedHoles} reported passed over)`);
@@ -546,6 +565,7 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
       let unreportedHoles = 0;
       let reportedHolesPassed = 0;
       let unreportedHolesCalled = 0;
+      let holesAtEnd = 0;
       let visitorsCalled = 0;
       for (let k = 1; k <= nums.tail; k++) {
         const m = nums.mark[k];
@@ -556,10 +576,11 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
         } else if (m === REPORTED_HOLE) {
           reportedHoles++;
           if (called) reportedHolesPassed++;
-        } else if (m === UNREPORTED_HOLE) {
+        } else if (m === UNREPORTED_HOLE || m === REPORTED_LATE) {
           unreportedHoles++;
           if (called) unreportedHolesCalled++;
-        } else fault(`database ${db.index}: ticket ${k} below the tail was never taken`);
+        } else if (m === HOLE_AT_END) holesAtEnd++;
+        else fault(`database ${db.index}: ticket ${k} below the tail was never taken`);
       }
       const peakBilled = Math.max(...db.billed);
       return {
@@ -576,6 +597,7 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
         unreportedHoles,
         reportedHolesPassed,
         unreportedHolesCalled,
+        holesAtEnd,
         visitorsCalled,
       };
     });
@@ -661,6 +683,25 @@ function inversionInCalls(databases: readonly Database[]): number {
 // ---------------------------------------------------------------------------------------------
 // `npm run simulate -- --surge`
 
+/** The billed commands of one ordinary join (people waiting), alone on a fresh database: the median of 10. */
+async function measureJoinCost(transport: SurgeOptions['transport'], startBridge: SurgeOptions['startBridge']): Promise<number> {
+  const db = await startDatabase(0, { transport, ...(startBridge !== undefined && { startBridge }) } as SurgeOptions);
+  try {
+    const policy = admissionPolicy(parseConfig(source({ queue_name: QUEUE, admit_per_period: '0' })));
+    await db.store.join(QUEUE, SALE_OPENS_MS, policy);
+    const costs: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const before = (await db.direct.counts()).billed;
+      await db.store.join(QUEUE, SALE_OPENS_MS + i, policy);
+      costs.push((await db.direct.counts()).billed - before);
+    }
+    costs.sort((a, b) => a - b);
+    return costs[5]!;
+  } finally {
+    await stopDatabase(db);
+  }
+}
+
 function fmtInt(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }
@@ -675,8 +716,12 @@ function log(line: string): void {
 
 interface Plan {
   readonly arrivalsPerS: number;
+  /** The chosen design's run, virtual seconds. */
   readonly seconds: number;
-  /** B=1 alternatives run this many virtual seconds (each arrival is a store call). */
+  /** The other block alternatives run this long. */
+  readonly altSeconds: number;
+  /** The B=1 alternatives make a store call per arrival: they run at this rate for this long, and the full rate is computed. */
+  readonly perArrivalRate: number;
   readonly perArrivalSeconds: number;
   readonly hashDatabases: number;
   readonly blockDatabases: number;
@@ -685,13 +730,17 @@ interface Plan {
   readonly pops: number;
 }
 
-const FULL: Plan = { arrivalsPerS: 100_000, seconds: 60, perArrivalSeconds: 1, hashDatabases: 4, blockDatabases: 2, admitPerS: 1_000, operatorAdmit: { count: 1_000, everyS: 10 }, pops: 40 };
-const QUICK: Plan = { arrivalsPerS: 20_000, seconds: 10, perArrivalSeconds: 1, hashDatabases: 2, blockDatabases: 2, admitPerS: 200, operatorAdmit: { count: 200, everyS: 5 }, pops: 40 };
+const FULL: Plan = { arrivalsPerS: 100_000, seconds: 60, altSeconds: 10, perArrivalRate: 10_000, perArrivalSeconds: 1, hashDatabases: 4, blockDatabases: 2, admitPerS: 1_000, operatorAdmit: { count: 1_000, everyS: 10 }, pops: 40 };
+const QUICK: Plan = { arrivalsPerS: 20_000, seconds: 10, altSeconds: 5, perArrivalRate: 2_000, perArrivalSeconds: 1, hashDatabases: 4, blockDatabases: 2, admitPerS: 200, operatorAdmit: { count: 200, everyS: 5 }, pops: 40 };
 
-/** Settings with the order bound at its limit: blocks live a second and fill over it. */
-const LONG_BLOCKS: BlockSettings = { maxSize: 1000, maxAgeMs: 1000, fillTargetMs: 1000 };
+/**
+ * Longer blocks: handed out for 900 ms and sized to fill over it. Not the full second: a joiner
+ * holds its number only once the join's answer is back, so the bound is maxAgeMs plus a join's round
+ * trip (here up to a tick; measured 1,005 ms with 1,000 ms blocks).
+ */
+export const LONG_BLOCKS: BlockSettings = { maxSize: 1000, maxAgeMs: 900, fillTargetMs: 900 };
 
-/** `--surge-rate=`, `--surge-seconds=`: another rate or length than the plan's (the B=1 runs stay at most as long as the plan's). */
+/** `--surge-rate=`, `--surge-seconds=`: another rate or length for the chosen design's run. */
 function chosenPlan(argv: readonly string[]): Plan {
   const plan = argv.includes('--surge-quick') ? QUICK : FULL;
   const given = (name: string): number | undefined => {
@@ -703,36 +752,56 @@ function chosenPlan(argv: readonly string[]): Plan {
   };
   const arrivalsPerS = given('rate') ?? plan.arrivalsPerS;
   const seconds = given('seconds') ?? plan.seconds;
-  return { ...plan, arrivalsPerS, seconds, perArrivalSeconds: Math.min(plan.perArrivalSeconds, seconds) };
+  return { ...plan, arrivalsPerS, seconds, altSeconds: Math.min(plan.altSeconds, seconds), perArrivalSeconds: Math.min(plan.perArrivalSeconds, seconds) };
+}
+
+interface Run {
+  readonly key: string;
+  readonly result: SurgeResult;
+  /** B=1 runs: billed commands of the joins per arrival, and the rest per second, to compute the full rate from. */
+  readonly perArrival?: { readonly joinCost: number; readonly otherPerS: number };
 }
 
 export async function mainSurge(argv: readonly string[]): Promise<number> {
   const plan = chosenPlan(argv);
   const only = argv.find((a) => a.startsWith('--surge-only='))?.slice('--surge-only='.length);
   const started = Date.now();
-  const deadline = started + 30 * 60_000;
+  const deadline = started + 40 * 60_000;
   const startBridge = (url: string, token: string) => startBridgeWorker(url, token, log);
   const scale = plan.arrivalsPerS / FULL.arrivalsPerS;
-  const transportArg = argv.find((a) => a.startsWith('--surge-transport='))?.slice('--surge-transport='.length) ?? 'rest';
+  const transportArg = argv.find((a) => a.startsWith('--surge-transport='))?.slice('--surge-transport='.length) ?? 'direct';
   if (transportArg !== 'rest' && transportArg !== 'direct') throw new Error(`--surge-transport: rest or direct (got "${transportArg}")`);
   const transport: SurgeOptions['transport'] = transportArg;
-  const base = { transport, arrivalsPerS: plan.arrivalsPerS, pops: plan.pops, admitPerS: plan.admitPerS, operatorAdmit: plan.operatorAdmit, startBridge, deadline, progress: log } as const;
-  const runs: { readonly result: SurgeResult; readonly note: string }[] = [];
-  /** `--surge-only=KEY` runs one alternative: b1, hash, blocks, blocks-long, blocks-n. */
-  const one = async (key: string, options: Omit<SurgeOptions, keyof typeof base>, note: string): Promise<void> => {
-    if (only !== undefined && only !== key) return;
+  const base = { pops: plan.pops, admitPerS: plan.admitPerS, operatorAdmit: plan.operatorAdmit, startBridge, deadline, progress: log } as const;
+  const runs: Run[] = [];
+  /** `--surge-only=KEY` runs one alternative: b1, hash, blocks, blocks-long, blocks-n, chosen, rest-check. */
+  const one = async (key: string, options: Omit<SurgeOptions, keyof typeof base>): Promise<SurgeResult | undefined> => {
+    if (only !== undefined && only !== key) return undefined;
     log(`${options.label}: starting`);
     const result = await runSurge({ ...base, ...options });
     log(`${options.label}: ${(result.wallMs / 1000).toFixed(0)} s wall`);
-    runs.push({ result, note });
+    let perArrival: Run['perArrival'];
+    if (options.blocks.maxSize === 1) {
+      // Every arrival one join: what the joins cost is the measured per-join figure; the rest (state loads, claims, admits) is per second.
+      const billed = sum(result.databases.map((d) => sum(d.billed)));
+      const joinCost = await measureJoinCost(options.transport, startBridge);
+      perArrival = { joinCost, otherPerS: (billed - joinCost * result.joins) / options.seconds };
+    }
+    runs.push({ key, result, ...(perArrival !== undefined && { perArrival }) });
+    return result;
   };
   try {
     const off: BlockSettings = { ...DEFAULT_BLOCK_SETTINGS, maxSize: 1 };
-    await one('b1', { label: '1 database, today\'s joins (B=1)', seconds: plan.perArrivalSeconds, databases: 1, blocks: off, spread: 'visitor' }, `${plan.perArrivalSeconds} s`);
-    await one('hash', { label: `${plan.hashDatabases} databases by visitor hash, B=1`, seconds: plan.perArrivalSeconds, databases: plan.hashDatabases, blocks: off, spread: 'visitor' }, `${plan.perArrivalSeconds} s`);
-    await one('blocks', { label: '1 database, blocks (default settings)', seconds: plan.seconds, databases: 1, blocks: DEFAULT_BLOCK_SETTINGS, spread: 'instance' }, `${plan.seconds} s`);
-    await one('blocks-long', { label: '1 database, blocks (1 s blocks)', seconds: plan.seconds, databases: 1, blocks: LONG_BLOCKS, spread: 'instance' }, `${plan.seconds} s`);
-    await one('blocks-n', { label: `${plan.blockDatabases} databases by instance, blocks (default settings)`, seconds: plan.seconds, databases: plan.blockDatabases, blocks: DEFAULT_BLOCK_SETTINGS, spread: 'instance' }, `${plan.seconds} s`);
+    const b1 = { arrivalsPerS: plan.perArrivalRate, seconds: plan.perArrivalSeconds, blocks: off, spread: 'visitor', transport } as const;
+    const full = { arrivalsPerS: plan.arrivalsPerS, transport } as const;
+    await one('b1', { ...b1, label: "1 database, today's joins (B=1)", databases: 1 });
+    await one('hash', { ...b1, label: `${plan.hashDatabases} databases by a hash of the visitor, B=1`, databases: plan.hashDatabases });
+    await one('blocks', { ...full, label: '1 database, blocks (default settings)', seconds: plan.altSeconds, databases: 1, blocks: DEFAULT_BLOCK_SETTINGS, spread: 'instance' });
+    await one('blocks-long', { ...full, label: '1 database, blocks (900 ms blocks)', seconds: plan.altSeconds, databases: 1, blocks: LONG_BLOCKS, spread: 'instance' });
+    await one('blocks-n', { ...full, label: `${plan.blockDatabases} databases by instance, blocks (default settings)`, seconds: plan.altSeconds, databases: plan.blockDatabases, blocks: DEFAULT_BLOCK_SETTINGS, spread: 'instance' });
+    await one('chosen', { ...full, label: `${plan.blockDatabases} databases by instance, blocks (900 ms blocks)`, seconds: plan.seconds, databases: plan.blockDatabases, blocks: LONG_BLOCKS, spread: 'instance' });
+    // The same design for one virtual second through the REST bridge: the billed counts do not depend on the transport.
+    if (transport === 'direct') await one('rest-check', { ...full, transport: 'rest', label: `the same through the REST bridge (1 s)`, seconds: 1, databases: plan.blockDatabases, blocks: LONG_BLOCKS, spread: 'instance' });
   } catch (error) {
     log(`failed: ${error instanceof Error ? (error.stack ?? error.message) : messageOf(error)}`);
     return 1;
@@ -746,42 +815,67 @@ export async function mainSurge(argv: readonly string[]): Promise<number> {
   say();
   say(`${plan.pops} POPs, automatic admission ${fmtInt(plan.admitPerS)} a second over all databases, an operator's admit ${fmtInt(plan.operatorAdmit.count)} on each database every ${plan.operatorAdmit.everyS} s,`);
   say(`every called visitor claims within ${REFRESH_SECONDS} s; each POP loads each database's state once a second. The cap${scale === 1 ? '' : ' (scaled to this rate)'}: ${fmtInt(cap)} billed commands per database per second.`);
+  say(`Instances: a POP keeps (its arrivals/s + its waiting crowd / ${REFRESH_SECONDS} s) x 2 ms / 0.5 sandboxes, each living 20 s on average (exponential). Store: ${transport === 'direct' ? 'UpstashQueueStore over ioredis (the Node host\'s store: the same scripts and billed commands, no HTTP), and the chosen design for 1 s through the REST bridge' : 'UpstashQueueStore through the Upstash client and the REST bridge'}.`);
   say();
   say(
     table(
-      ['alternative', 'virtual s', 'databases', 'peak billed/s (worst database)', 'average billed/s', 'under the cap', 'billed per arrival', 'joins', 'largest inversion: called / ticket order', 'holes reported / unreported', '$/hour (all databases, at the average)'],
-      ['l', 'r', 'r', 'r', 'r', 'l', 'r', 'r', 'r', 'r', 'r'],
-      runs.map(({ result: r, note }) => {
+      ['alternative', 'arrivals/s run', 'virtual s', 'databases', 'peak billed/s, worst database', 'average billed/s a database', `under the cap`, 'billed per arrival', `at ${fmtInt(plan.arrivalsPerS)}/s: peak billed/s a database`, 'databases it needs', 'largest inversion: called / ticket order', 'holes reported / unreported', `$/hour at ${fmtInt(plan.arrivalsPerS)}/s`],
+      ['l', 'r', 'r', 'r', 'r', 'r', 'l', 'r', 'r', 'r', 'r', 'r', 'l'],
+      runs.map(({ result: r, perArrival }) => {
+        const n = r.options.databases;
         const worst = Math.max(...r.databases.map((d) => d.peakBilled));
         const avg = sum(r.databases.map((d) => d.averageBilled));
         const billed = sum(r.databases.map((d) => sum(d.billed)));
+        const runCap = (COMMANDS_PER_S_CAP * r.options.arrivalsPerS) / FULL.arrivalsPerS;
+        let atFull: string;
+        let needed: string;
+        let usd: string;
+        if (perArrival !== undefined) {
+          // Computed: every arrival a join at its measured cost, the rest as measured per database.
+          const otherPerDb = perArrival.otherPerS / n;
+          atFull = `${fmtInt((plan.arrivalsPerS * perArrival.joinCost) / n + otherPerDb)} (computed)`;
+          needed = `${fmtInt(Math.ceil((plan.arrivalsPerS * perArrival.joinCost) / (COMMANDS_PER_S_CAP - otherPerDb)))} (computed)`;
+          usd = `$${usdPerHour(plan.arrivalsPerS * perArrival.joinCost + perArrival.otherPerS).toFixed(0)} (computed)`;
+        } else {
+          atFull = r.options.arrivalsPerS === plan.arrivalsPerS ? fmtInt(worst) : 'not run';
+          needed = worst <= runCap ? String(n) : `more than ${n}`;
+          usd = `$${usdPerHour(avg).toFixed(2)}`;
+        }
         return [
           r.options.label,
-          note,
-          String(r.options.databases),
+          fmtInt(r.options.arrivalsPerS),
+          String(r.options.seconds),
+          String(n),
           fmtInt(worst),
-          fmtInt(avg / r.options.databases),
-          worst <= cap ? 'yes' : `NO (${(worst / cap).toFixed(1)}x)`,
+          fmtInt(avg / n),
+          worst <= runCap ? 'yes' : `NO (${(worst / runCap).toFixed(1)}x)`,
           (billed / r.arrivals).toFixed(3),
-          fmtInt(r.joins),
+          atFull,
+          needed,
           `${fmtInt(r.inversionCalledMs)} ms / ${fmtInt(r.inversionTicketMs)} ms`,
           `${fmtInt(sum(r.databases.map((d) => d.reportedHoles)))} / ${fmtInt(sum(r.databases.map((d) => d.unreportedHoles)))}`,
-          `$${usdPerHour(avg).toFixed(2)}`,
+          usd,
         ];
       }),
     ),
   );
   say();
+  say('"under the cap": every virtual second of every database, against the cap scaled to the rate the row ran at. Inversion: the largest arrival-time gap of two');
+  say('visitors called in the wrong order; "called" over those the run called (anyone not called counts as after them), "ticket order" over every');
+  say('visitor of a database in the order its numbers will be called. B=1 rows run at a tenth of the rate (a store call per arrival is too slow to');
+  say('run at full rate here); their full-rate columns are computed from the measured cost of a join and the rest of their measured load.');
+  say();
   for (const { result: r } of runs) {
-    say(`## ${r.options.label}`);
+    say(`## ${r.options.label} (${fmtInt(r.options.arrivalsPerS)} arrivals/s, ${r.options.databases} database${r.options.databases === 1 ? '' : 's'})`);
     say();
     say(`${fmtInt(r.arrivals)} arrivals in ${r.options.seconds} virtual s; ${fmtInt(r.joins)} joins, ${fmtInt(r.handedLocally)} numbers handed out by instances; instances: ${fmtInt(r.instances.average)} on average, ${fmtInt(r.instances.peak)} at the peak (${r.instances.perPopPeak} at the busiest POP), ${fmtInt(r.instances.ended)} ended.`);
+    say(`Billed commands per virtual second: ${r.databases.map((d) => `database ${d.index + 1}: ${d.billed.map(fmtInt).join(' ')}`).join('; ')}.`);
     say(`Claims: ${fmtInt(r.claims.sent)} sent, ${fmtInt(r.claims.claimed)} claimed. Within one instance, numbers out of arrival order: ${r.instanceOrderBreaks}.`);
     say(
       table(
-        ['database', 'peak billed/s (second)', 'average billed/s', 'joins', 'tail', 'cursor', 'visitors called', 'reported holes (passed over)', 'unreported holes (called)'],
-        ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
-        r.databases.map((d) => [String(d.index + 1), `${fmtInt(d.peakBilled)} (${d.peakSecond})`, fmtInt(d.averageBilled), fmtInt(d.joins), fmtInt(d.tail), fmtInt(d.cursor), fmtInt(d.visitorsCalled), `${fmtInt(d.reportedHoles)} (${fmtInt(d.reportedHolesPassed)})`, `${fmtInt(d.unreportedHoles)} (${fmtInt(d.unreportedHolesCalled)})`]),
+        ['database', 'peak billed/s (second)', 'average billed/s', 'joins', 'tail', 'cursor', 'visitors called', 'reported holes (passed over)', 'unreported holes (called)', 'in live blocks at the end'],
+        ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+        r.databases.map((d) => [String(d.index + 1), `${fmtInt(d.peakBilled)} (${d.peakSecond})`, fmtInt(d.averageBilled), fmtInt(d.joins), fmtInt(d.tail), fmtInt(d.cursor), fmtInt(d.visitorsCalled), `${fmtInt(d.reportedHoles)} (${fmtInt(d.reportedHolesPassed)})`, `${fmtInt(d.unreportedHoles)} (${fmtInt(d.unreportedHolesCalled)})`, fmtInt(d.holesAtEnd)]),
       ),
     );
     const admitted = r.admits.filter((a) => a.admitted === a.asked && a.visitors + a.unreportedHoles === a.admitted).length;
