@@ -197,8 +197,8 @@ export interface JoinResult extends QueueState {
   readonly replayed: boolean;
   /**
    * Block joins only (JoinOptions.block): the numbers taken, `from` = `ticket`. Absent when no block
-   * was taken: the random method and an open switch take size 1. A replay of a keyed block join
-   * answers the block its key took.
+   * was taken: a join of size 1 (the answer of an ordinary join), the random method and an open
+   * switch (which take size 1 or none). A replay of a keyed block join answers the block its key took.
    */
   readonly block?: TicketRange;
 }
@@ -212,7 +212,9 @@ export interface TicketRange {
 /**
  * Numbers a caller took in blocks and will never hand out, of one epoch and generation: the store
  * passes over them when it calls tickets, so they spend no admission and no capacity. Ranges in
- * ascending order, not overlapping, at most MAX_BLOCK_HOLE_RANGES.
+ * ascending order, not overlapping, at most MAX_BLOCK_HOLE_RANGES. Numbers the store had called
+ * already, or that lie in an event's pre-queue (called by place), are left to lapse as abandoned
+ * tickets are; so are holes past the store's bound (see MAX_STORED_HOLE_RANGES in scripts.ts).
  */
 export interface BlockHoles {
   readonly epoch: number;

@@ -16,7 +16,7 @@
  * same seed draws the same tickets here and in Redis.
  */
 
-import { AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, type AuditAppended, type AuditMerge } from '../core/ports';
+import { AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, type AuditAppended, type AuditMerge, type BlockHoles } from '../core/ports';
 import type {
   AdmissionPolicy,
   AdmitResult,
@@ -43,6 +43,8 @@ import {
   checkRecordSpan,
   tallyArg,
   totalsFrom,
+  blockArgv,
+  MAX_STORED_HOLE_RANGES,
   IDEMPOTENCY_MS,
   IDEMPOTENCY_SLOT_KEEP,
   idempotencySlot,
@@ -126,6 +128,8 @@ interface MemoryQueue {
   lateClaims: [number, number][];
   /** ctl `rq`: the runs that called above the frontier, `[ms, last called]`, oldest first. */
   callRuns: [number, number][];
+  /** ctl `bh`: ticket blocks' holes, `[from, to]` ascending, of one epoch and generation (see holes.lua). */
+  holes: { readonly epoch: number; readonly generation: number; ranges: [number, number][] } | undefined;
   paused: boolean;
   /** ctl `switch`: the emergency switch when not normal (see SWITCH in the scripts). */
   switch: 'open' | 'hold' | undefined;
@@ -166,6 +170,8 @@ interface JoinEntry {
   readonly epoch: number;
   readonly generation: number;
   readonly claimed: boolean;
+  /** A block join's last number; 0 = no block. */
+  readonly last: number;
 }
 
 /** One VIP code: the fields of its Redis hash, and when its TTL would remove the key. */
@@ -223,7 +229,9 @@ export class MemoryQueueStore implements QueueStore {
     const key = checkJoinKey(options.joinKey);
     const adaptive = checkAdaptive(policy.adaptive);
     const tally = tallyArg(policy.tally);
+    const [sizeArg] = blockArgv(options.block);
     const q = this.#queue(queue);
+    const size = p.method === 'random' || sizeArg === '' ? 1 : Number(sizeArg);
     // Mirrors RECOVERY: the first evidence of a lost state in this generation opens the window;
     // with recoverIfNew, only a state this join finds absent is that evidence.
     const created = q.generation === 0;
@@ -233,6 +241,9 @@ export class MemoryQueueStore implements QueueStore {
     takeAdaptive(q.ac, adaptive, p.nowMs);
     effective(q, p);
     if (recover > 0 && q.recoverUntil === 0 && (options.recoverIfNew !== true || created)) openRecovery(q, p, recover);
+    // Mirrors the join script: the caller's holes count whatever the join does; switched open, none are kept.
+    const holesBefore = q.holes;
+    if (p.method !== 'random') addHoles(q, p, options.block?.holes);
     // Mirrors join_ring: a retry of a join whose answer was lost gets its ticket again.
     const slot = key === '' ? undefined : joinSlot(key);
     const entry = slot === undefined ? undefined : q.joins.get(slot);
@@ -240,19 +251,23 @@ export class MemoryQueueStore implements QueueStore {
       return replayJoin(q, p, entry);
     }
     // Mirrors the join script: switched open, no ticket and nothing written.
-    if (q.switch === 'open') return { ...readState(begin(q, p, true)), ticket: 0, claimed: false, replayed: false };
-    q.tail += 1;
-    let ticket = q.tail;
+    if (q.switch === 'open') {
+      q.holes = holesBefore;
+      return { ...readState(begin(q, p, true)), ticket: 0, claimed: false, replayed: false };
+    }
+    let ticket = q.tail + 1;
+    q.tail += size;
     // Mirrors take_tally: the edge's counts ride on the ticket's write.
     takeTally(q, tally);
     prologue(q, p, ticket - 1);
     // Mirrors the join script's rollback rule: a new generation, numbers on above the floor.
     if (f !== undefined && f.generation === q.generation && ticket <= f.tail) {
       q.generation = freshGeneration(p, q.generation);
-      q.tail = f.tail + 1;
+      ticket = f.tail + 1;
+      q.tail = f.tail + size;
       q.cursor = Math.max(q.cursor, f.tail);
       q.lapseFrontier = Math.max(q.lapseFrontier ?? 0, f.tail);
-      ticket = q.tail;
+      q.holes = undefined;
       if (p.method === 'random') q.waiting.clear();
       if (recover > 0) openRecovery(q, p, recover);
     }
@@ -262,6 +277,15 @@ export class MemoryQueueStore implements QueueStore {
     // the random method leave the admission step to the polls (the figures are exact all the same:
     // ctl's book, or counted by score).
     const capacity = isCapacity(r.e);
+    // Mirrors the join script: holes right above the cursor are passed over.
+    if (!r.random && q.cursor < ticket - 1 && holesOf(r).length > 0) {
+      const { target, spans } = passHoles(r, q.cursor, 0, ticket - 1);
+      if (target > q.cursor) {
+        if (capacity) takeHoles(r, target);
+        else passSpans(r, spans);
+        q.cursor = target;
+      }
+    }
     const queued = (capacity || r.random) && (r.e.paused || !r.open || q.cursor < ticket - 1);
     // The ticket joins the draw; random rate mode's own step draws among the stored and it (last).
     if (r.random && (capacity || queued)) q.waiting.set(ticket, p.nowMs);
@@ -298,9 +322,10 @@ export class MemoryQueueStore implements QueueStore {
       if (q.cursor >= ticket - 1) autoAdmit(r);
       claimed = ticket <= q.cursor && rateGate(r, ticket);
     }
-    if (slot !== undefined) q.joins.set(slot, { key, ticket, atMs: p.nowMs, epoch: q.epoch, generation: q.generation, claimed });
+    const last = size > 1 ? q.tail : 0;
+    if (slot !== undefined) q.joins.set(slot, { key, ticket, atMs: p.nowMs, epoch: q.epoch, generation: q.generation, claimed, last });
     // No history point: the join script writes none.
-    return { ...readState(r), ticket, claimed, replayed: false };
+    return { ...readState(r), ticket, claimed, replayed: false, ...(last > 0 && { block: { from: ticket, to: last } }) };
   }
 
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {
@@ -431,10 +456,11 @@ export class MemoryQueueStore implements QueueStore {
       drawTickets(r, count, true);
       admitted = q.cursor - from;
     } else if (r.open) {
+      // Mirrors the admit script: count real visitors, holes passed over, never past the tail.
       const from = q.cursor;
-      const target = Math.min(from + count, q.tail);
-      if (target > from) callTickets(r, from + 1, target, capacity);
-      admitted = q.cursor - from;
+      const { target, passed, spans } = passHoles(r, from, count, q.tail);
+      if (target > from) callTickets(r, from + 1, target, capacity, spans, passed);
+      admitted = q.cursor - from - passed;
     }
     if (idempotencyKey !== undefined) {
       // Mirrors idempotent_record.lua: a slot of the ring keeps its newest IDEMPOTENCY_SLOT_KEEP keys.
@@ -596,6 +622,7 @@ export class MemoryQueueStore implements QueueStore {
       q.operatorRanges = [];
       q.lateClaims = [];
       q.callRuns = [];
+      q.holes = undefined;
       removeUpTo(q.active, p.nowMs);
       q.event = undefined;
       q.epoch = p.nowMs;
@@ -723,6 +750,7 @@ function emptyQueue(): MemoryQueue {
     operatorRanges: [],
     lateClaims: [],
     callRuns: [],
+    holes: undefined,
     paused: false,
     switch: undefined,
     maxActive: undefined,
@@ -802,7 +830,7 @@ function replayJoin(q: MemoryQueue, p: CheckedPolicy, entry: JoinEntry): JoinRes
   } else if (r.random && q.waiting.has(entry.ticket)) {
     q.waiting.set(entry.ticket, p.nowMs);
   }
-  return { ...readState(r), ticket: entry.ticket, claimed, replayed: true };
+  return { ...readState(r), ticket: entry.ticket, claimed, replayed: true, ...(entry.last > 0 && { block: { from: entry.ticket, to: entry.last } }) };
 }
 
 /** Mirrors `ensure_gen`: the first writing run on an absent state gives it a generation. */
@@ -1012,7 +1040,7 @@ function recordHistory(r: Run, state: QueueState): void {
     atMs: minute,
     tail: state.tail,
     cursor: state.cursor,
-    waiting: random ? state.waiting : Math.max(0, state.tail - state.cursor),
+    waiting: random ? state.waiting : Math.max(0, state.tail - state.cursor - holesAbove(r, state.cursor)),
     active: state.active,
     admittedLastMinute: state.admittedLastMinute,
     epoch: q.epoch,
@@ -1073,10 +1101,10 @@ function autoAdmit(r: Run): void {
     drawTickets(r, count);
     return;
   }
-  const target = Math.min(q.cursor + count, q.tail + count);
+  const { target, passed, spans } = passHoles(r, q.cursor, count, q.tail + count);
   if (target <= q.cursor) return;
   callsRun(q, p.nowMs, q.cursor + 1, target);
-  recordCalls(q, p.nowMs, q.cursor + 1, target);
+  recordCalls(q, p.nowMs, q.cursor + 1, target, passSpans(r, spans, passed));
   q.cursor = target;
 }
 
@@ -1221,15 +1249,17 @@ function processLapses(r: Run): void {
   q.lapseFrontier = to;
   q.totals[1] = (q.totals[1] ?? 0) + lapsed;
   if (lapsed === 0) return;
-  const n = Math.min(lapsed, q.tail - q.cursor);
+  const { target, passed, spans } = passHoles(r, q.cursor, lapsed, q.tail);
+  const n = target - q.cursor - passed;
   if (n < 1) {
     recordCalls(q, p.nowMs, q.cursor + 1, q.cursor, lapsed);
     return;
   }
-  operatorRange(q, q.cursor + 1, q.cursor + Math.min(lapsedOperator, n));
-  callsRun(q, p.nowMs, q.cursor + 1, q.cursor + n);
-  recordCalls(q, p.nowMs, q.cursor + 1, q.cursor + n, lapsed);
-  q.cursor += n;
+  const nOperator = Math.min(lapsedOperator, n);
+  if (nOperator > 0) operatorRange(q, q.cursor + 1, passHoles(r, q.cursor, nOperator, q.tail).target);
+  callsRun(q, p.nowMs, q.cursor + 1, target);
+  recordCalls(q, p.nowMs, q.cursor + 1, target, lapsed + passSpans(r, spans, passed));
+  q.cursor = target;
 }
 
 /** Mirrors `expire`; returns how many reservations lapsed (the Lua `lapsed_calls`). */
@@ -1280,21 +1310,24 @@ function freeSlots(q: MemoryQueue, nowMs: number, e: Effective): number {
 }
 
 /** Mirrors `reserve_tickets`: from..to hold a reservation until their claim deadline; `callEntries` also writes each call's admission entry (capacity, random). */
-function reserveTickets(q: MemoryQueue, p: CheckedPolicy, from: number, to: number, callEntries = false): void {
+function reserveTickets(q: MemoryQueue, p: CheckedPolicy, from: number, to: number, callEntries = false, spans: readonly [number, number][] = []): void {
   for (let t = from; t <= to; t += 1) {
+    if (spans.some(([a, b]) => t >= a && t <= b)) continue;
     q.reserved.set(t, p.nowMs + p.reservationMs);
     if (callEntries) q.admits.set(String(t), p.nowMs);
   }
 }
 
 /** Mirrors `call_tickets`: capacity and random reserve from..to; rate FIFO counts the calls, the operator's. Moves the cursor. */
-function callTickets({ q, p }: Run, from: number, to: number, callEntries: boolean): void {
+function callTickets(r: Run, from: number, to: number, callEntries: boolean, spans: readonly [number, number][] = [], passed = 0): void {
+  const { q, p } = r;
   if (callEntries) {
-    reserveTickets(q, p, from, to, true);
+    reserveTickets(q, p, from, to, true, spans);
+    if (spans.length > 0) takeHoles(r, to);
   } else {
     operatorRange(q, from, to);
     callsRun(q, p.nowMs, from, to);
-    recordCalls(q, p.nowMs, from, to);
+    recordCalls(q, p.nowMs, from, to, passSpans(r, spans, passed));
   }
   q.cursor = to;
 }
@@ -1306,9 +1339,89 @@ function advance(r: Run): void {
     drawTickets(r, freeSlots(q, p.nowMs, e));
     return;
   }
-  const n = Math.min(q.tail - q.cursor, freeSlots(q, p.nowMs, e));
-  if (n < 1) return;
-  callTickets(r, q.cursor + 1, q.cursor + n, true);
+  const free = freeSlots(q, p.nowMs, e);
+  if (free < 1 || q.cursor >= q.tail) return;
+  // Mirrors advance: as many real tickets as there is room for, holes passed over.
+  const { target, passed, spans } = passHoles(r, q.cursor, free, q.tail);
+  if (target <= q.cursor) return;
+  callTickets(r, q.cursor + 1, target, true, spans, passed);
+}
+
+/** Mirrors `holes`: the stored holes when they are of this epoch and generation (FIFO only). */
+function holesOf({ q, random }: Run): [number, number][] {
+  if (random || q.holes === undefined || q.holes.epoch !== q.epoch || q.holes.generation !== q.generation) return [];
+  return q.holes.ranges;
+}
+
+/** Mirrors `holes_above`: the holes among the numbers above `cursor`. */
+function holesAbove(r: Run, cursor: number): number {
+  let n = 0;
+  for (const [a, b] of holesOf(r)) if (b > cursor) n += b - Math.max(a, cursor + 1) + 1;
+  return n;
+}
+
+/** Mirrors `pass_holes`: where the cursor goes to pass n real numbers (and the holes right after), never past limit. */
+function passHoles(r: Run, cursor: number, n: number, limit: number): { target: number; passed: number; spans: [number, number][] } {
+  let target = cursor;
+  let left = n;
+  let passed = 0;
+  const spans: [number, number][] = [];
+  for (const [from, to] of holesOf(r)) {
+    if (to <= target) continue;
+    const a = Math.max(from, target + 1);
+    if (a > limit || left < a - target - 1) break;
+    left -= a - target - 1;
+    const b = Math.min(to, limit);
+    spans.push([a, b]);
+    passed += b - a + 1;
+    target = b;
+    if (b < to) return { target, passed, spans };
+  }
+  return { target: Math.min(target + left, limit), passed, spans };
+}
+
+/** Mirrors `take_holes`: the stored holes at or below `cursor` go. */
+function takeHoles(r: Run, cursor: number): void {
+  const h = holesOf(r);
+  if (h.length === 0 || r.q.holes === undefined) return;
+  r.q.holes.ranges = h.filter(([, b]) => b > cursor).map(([a, b]): [number, number] => [Math.max(a, cursor + 1), b]);
+}
+
+/** Mirrors `pass_spans`: rate FIFO marks the holes it passed claimed; returns how many, for the figures' lapsed. */
+function passSpans(r: Run, spans: readonly [number, number][], passed = spans.reduce((n, [a, b]) => n + b - a + 1, 0)): number {
+  const last = spans.at(-1);
+  if (last === undefined) return 0;
+  const frontier = r.q.lapseFrontier ?? 0;
+  for (const [a, b] of spans) for (let t = a; t <= b; t += 1) setBit(r.q.claimed, t, frontier);
+  takeHoles(r, last[1]);
+  return passed;
+}
+
+/** Mirrors `add_holes`: a join's report, of this epoch and generation, clipped above the cursor and to the tail, merged in. */
+function addHoles(q: MemoryQueue, p: CheckedPolicy, holes: BlockHoles | undefined): void {
+  if (holes === undefined || holes.ranges.length === 0) return;
+  if (holes.epoch !== q.epoch || holes.generation !== q.generation) return;
+  // Mirrors add_holes: an event's pre-queue is called by place, so its holes are left to lapse.
+  let low = q.cursor;
+  if (p.eventStartMs > 0) {
+    if (!isOpen(p) || q.event?.start !== p.eventStartMs) return;
+    low = Math.max(q.cursor, q.event.size);
+  }
+  const kept = q.holes !== undefined && q.holes.epoch === q.epoch && q.holes.generation === q.generation ? q.holes.ranges : [];
+  const all: [number, number][] = [...kept.map(([a, b]): [number, number] => [a, b])];
+  for (const { from, to } of holes.ranges) {
+    const a = Math.max(from, low + 1);
+    const b = Math.min(to, q.tail);
+    if (a <= b) all.push([a, b]);
+  }
+  all.sort((x, y) => x[0] - y[0]);
+  const merged: [number, number][] = [];
+  for (const [a, b] of all) {
+    const last = merged.at(-1);
+    if (last !== undefined && a <= last[1] + 1) last[1] = Math.max(last[1], b);
+    else if (merged.length < MAX_STORED_HOLE_RANGES) merged.push([a, b]);
+  }
+  q.holes = { epoch: q.epoch, generation: q.generation, ranges: merged };
 }
 
 /** `lapsed`: reservations an earlier expire in the same call removed (the Lua `lapsed_calls`). */

@@ -193,6 +193,21 @@
  * (1 - 1/4096)^n: 88% after 500); its retry then takes a new ticket, as without a key, and the
  * lost one is a phantom that admission skips (above).
  *
+ * Blocks (issue 34; JoinOptions.block, src/core/ticket-blocks.ts): a FIFO join may take B numbers
+ * in its one run (tail += B; the first is its ticket, its caller hands out the rest); the random
+ * method takes one (every ticket stands in its draw). Numbers a caller took and will never hand out
+ * (its block aged out) are holes: the caller reports them on a later join (ARGV 20) and ctl `bh`
+ * keeps them (see holes.lua: at most MAX_STORED_HOLE_RANGES ranges above the cursor, of one epoch
+ * and generation; a reset deletes it, a lost state or a new generation voids it). Every FIFO call
+ * of tickets passes over them: a period step calls `count` real tickets, an explicit admit of N
+ * calls N real ones, a lapsed call is handed on to a real one, capacity's advance reserves room
+ * only for real ones, and a join with only holes ahead of it has nobody ahead. Rate FIFO marks the
+ * holes it passes claimed (`rc`), so their calls never lapse and hand an admission on, and counts
+ * them as lapsed in its call buckets, so the figures do not count them as calls; the record's
+ * `waiting` leaves them out. All of it is read and written with ctl's HMGET and HSET: holes add no
+ * command (a keyed retry that writes nothing else writes them with one HSET). A hole reported after
+ * its number was called, or never reported, is called and lapses as an abandoned ticket does.
+ *
  * Events (both methods): with an event start S > 0 in the policy and now < S, no script admits
  * anybody: no period step (the period key is not consumed), no call into free room, no walk-in, no
  * direct slot, explicit admits admit 0, no draw. Joins still take tickets (and, in rate FIFO mode, a
@@ -287,7 +302,7 @@
  * itself lives in src/store/lua (one file per script, shared parts in lua/lib; see lua-compose.ts).
  */
 
-import { AUDIT_ENTRY_MAX_BYTES, AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, IDEMPOTENCY_KEY_PATTERN, type AuditMerge, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RememberedControls, type RuntimeControl, type StateFloor, REFUSAL_REASONS, WAIT_BOUNDS_MS, type EdgeTally, type RecordPoint, type SaleTotals } from '../core/ports';
+import { MAX_BLOCK_HOLE_RANGES, MAX_TICKET_BLOCK, type JoinOptions, AUDIT_ENTRY_MAX_BYTES, AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, IDEMPOTENCY_KEY_PATTERN, type AuditMerge, JOIN_KEEP_SECONDS, JOIN_KEY_PATTERN, type AdmissionPolicy, type EmergencySwitch, type RememberedControls, type RuntimeControl, type StateFloor, REFUSAL_REASONS, WAIT_BOUNDS_MS, type EdgeTally, type RecordPoint, type SaleTotals } from '../core/ports';
 import { composeLua } from './lua-compose';
 import JOIN_FILE from './lua/join.lua';
 import POLL_FILE from './lua/poll.lua';
@@ -313,6 +328,7 @@ import EVENTS_LUA from './lua/lib/events.lua';
 import FIGURES_LUA from './lua/lib/figures.lua';
 import DRAWS_LUA from './lua/lib/draws.lua';
 import RATE_MODE_LUA from './lua/lib/rate_mode.lua';
+import HOLES_LUA from './lua/lib/holes.lua';
 import BOOK_LUA from './lua/lib/book.lua';
 import CAPACITY_MODE_LUA from './lua/lib/capacity_mode.lua';
 import POLICY_HEADER_LUA from './lua/lib/policy_header.lua';
@@ -813,6 +829,35 @@ export function checkJoinKey(key: string | undefined): string {
   return key;
 }
 
+/**
+ * The most hole ranges ctl `bh` keeps (see Blocks in the header): past it the highest go, and are
+ * called and lapse as unreported holes do. 64 ranges are about 1.5 KB read by every run's HMGET
+ * while holes are pending, and nothing when none are.
+ */
+export const MAX_STORED_HOLE_RANGES = 64;
+
+/**
+ * join's block (JoinOptions.block) as its two ARGV: the size ('' for 1: an ordinary join) and the
+ * holes (`<epoch>:<generation>:<from>-<to>,...`, '' for none). Sizes 1..MAX_TICKET_BLOCK; holes
+ * of at most MAX_BLOCK_HOLE_RANGES ranges of ticket numbers >= 1, ascending and not overlapping.
+ */
+export function blockArgv(block: JoinOptions['block']): [string, string] {
+  if (block === undefined) return ['', ''];
+  const { size, holes } = block;
+  if (!Number.isSafeInteger(size) || size < 1 || size > MAX_TICKET_BLOCK) throw new StoreArgumentError(`invalid block size ${String(size)}: expected an integer from 1 to ${MAX_TICKET_BLOCK}`);
+  if (holes === undefined) return [size === 1 ? '' : String(size), ''];
+  if (!isSafeCount(holes?.epoch, 0) || !isSafeCount(holes.generation, 0) || !Array.isArray(holes.ranges) || holes.ranges.length > MAX_BLOCK_HOLE_RANGES) {
+    throw new StoreArgumentError(`invalid block holes: expected an epoch and a generation >= 0 and at most ${MAX_BLOCK_HOLE_RANGES} ranges`);
+  }
+  let last = 0;
+  for (const r of holes.ranges) {
+    if (!isSafeCount(r?.from, 1) || !isSafeCount(r.to, r.from) || r.from <= last) throw new StoreArgumentError('invalid block holes: expected ranges of ticket numbers >= 1, from <= to, ascending and not overlapping');
+    last = r.to;
+  }
+  const ranges = holes.ranges.map((r) => `${r.from}-${r.to}`).join(',');
+  return [size === 1 ? '' : String(size), ranges === '' ? '' : `${holes.epoch}:${holes.generation}:${ranges}`];
+}
+
 /** join's floor: undefined, or a tail >= 0 and a generation >= 1, both safe integers. */
 export function checkFloor(floor: StateFloor | undefined): StateFloor | undefined {
   if (floor === undefined) return undefined;
@@ -1011,6 +1056,8 @@ export function averageWaitSeconds(sumMs: number, count: number): number | null 
 
 /** The constants the Lua files name as `__NAME__`: one source of truth on the TS side. */
 const LUA_CONSTANTS = {
+  MAX_TICKET_BLOCK,
+  MAX_STORED_HOLE_RANGES,
   AUDIT_MAX_ENTRIES,
   AUDIT_KEEP_MS,
   AUDIT_ENTRY_MAX_BYTES,
@@ -1059,6 +1106,7 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
   figures: FIGURES_LUA,
   draws: DRAWS_LUA,
   rate_mode: RATE_MODE_LUA,
+  holes: HOLES_LUA,
   book: BOOK_LUA,
   capacity_mode: CAPACITY_MODE_LUA,
   policy_header: POLICY_HEADER_LUA,
@@ -1076,19 +1124,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'c0ef2c60f79e8f746552b0d295402f08459ad024';
-export const POLL_SHA1 = '19cedd08a8ba383c31fb56741ac42ae115cb29d0';
-export const CLAIM_SHA1 = '29b6b469f95ab7560f665343ecaa5e05a72b444d';
-export const TOUCH_SHA1 = 'a71365e5e076ee8fc8656a0e8a8657847caaea50';
-export const LEAVE_SHA1 = '5def1a5d5c55716b9c600ab0a1a7a0f3590610cd';
-export const ADMIT_SHA1 = '68d12c56b4b589a6041b6cd75e463d1dd3871724';
-export const CONTROL_SHA1 = 'f48c355539e700aecd2b667afc6b9d3dd97b050d';
-export const STATS_SHA1 = '7d3f77a1af879f13ce80d14f8276646e33e838f2';
+export const JOIN_SHA1 = 'bc5519d5a8ffad8641736aae006a5657e245579d';
+export const POLL_SHA1 = 'e39f9a55d50a7c77f652dd8f8b3e78d2ea34ec93';
+export const CLAIM_SHA1 = '4c68d2efef38b0b7daeb35315ff3adaf25553e5f';
+export const TOUCH_SHA1 = '0fb93a6ac71d2e512825222b59e12eeee94856d1';
+export const LEAVE_SHA1 = '1697d99a0707304af46b36330c342366f7bf600f';
+export const ADMIT_SHA1 = 'f60836621e36b0147d3be9628dee842c939602e8';
+export const CONTROL_SHA1 = '255e140f193eadac34a81b3c8a638a5fc335da6e';
+export const STATS_SHA1 = '17aeb9ac624b467b04229ec80de873e9d9343f70';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'e0afc37a00c1b0c0354ca93a3520d52deb96134b';
-export const RESET_SHA1 = '0aa854564e72e3dcb8894f6884e3b1ad8e5723cc';
+export const DRAW_SHA1 = 'fa1d5b47a92d71b0f2a8697521116c35571b521d';
+export const RESET_SHA1 = 'c7bef4133030434098d14d7f6fbe882370fdf784';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';

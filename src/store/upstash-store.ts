@@ -56,6 +56,7 @@ import {
   parseRecordPoint,
   parseTotals,
   tallyArg,
+  blockArgv,
   checkRecordSpan,
   JOIN,
   LEAVE,
@@ -154,17 +155,23 @@ export class UpstashQueueStore implements QueueStore {
       checkJoinKey(options.joinKey),
       checkAdaptive(policy.adaptive),
       tallyArg(policy.tally),
+      ...blockArgv(options.block),
       ...restoreArgv(checked),
     ];
-    const reply = parseReply(JOIN, await this.#run(JOIN, keys, argv), STATE_LENGTH + 3);
+    // A block join's reply has its last number after the rest; an ordinary join's is as before blocks.
+    const raw = await this.#run(JOIN, keys, argv);
+    const blockTaken = options.block !== undefined && Array.isArray(raw) && raw.length === STATE_LENGTH + 4;
+    const reply = parseReply(JOIN, raw, STATE_LENGTH + (blockTaken ? 4 : 3));
     const state = toState(JOIN, reply);
     const ticket = reply.int(STATE_LENGTH);
     const replayed = reply.flag(STATE_LENGTH + 2);
-    // A new ticket is the tail the same script just incremented; a replayed one is at most the tail;
-    // switched open, none (0), neither claimed nor replayed.
+    const last = blockTaken ? reply.int(STATE_LENGTH + 3) : 0;
+    // A new ticket is the tail the same script just incremented (a block's first number, its last
+    // the tail); a replayed one is at most the tail; switched open, none (0), neither claimed nor replayed.
     const open = state.switch === 'open' && ticket === 0 && !replayed && !reply.flag(STATE_LENGTH + 1);
-    if (!open && (ticket < 1 || (replayed ? ticket > state.tail : ticket !== state.tail))) throw new StoreReplyError(JOIN.name, reply.raw);
-    return { ...state, ticket, claimed: reply.flag(STATE_LENGTH + 1), replayed };
+    const top = last === 0 ? ticket : last;
+    if (!open && (ticket < 1 || (blockTaken && last <= ticket) || (replayed ? top > state.tail : top !== state.tail))) throw new StoreReplyError(JOIN.name, reply.raw);
+    return { ...state, ticket, claimed: reply.flag(STATE_LENGTH + 1), replayed, ...(last > 0 && { block: { from: ticket, to: last } }) };
   }
 
   async poll(queue: string, nowMs: number, policy: AdmissionPolicy): Promise<QueueState> {

@@ -30,10 +30,11 @@ elseif OPEN and RANDOM then
   OPERATOR_DRAW = false
   admitted = cursor - before
 elseif OPEN then
-  local target = math.min(cursor + count, tail)
+  -- count real visitors: holes are passed over (see holes.lua), never past the tail.
+  local target, passed, spans = pass_holes(cursor, count, tail)
   if target > cursor then
-    call_tickets(cursor + 1, target, capacity)
-    admitted = target - cursor
+    call_tickets(cursor + 1, target, capacity, spans, passed)
+    admitted = target - cursor - passed
     cursor = target
   end
 end

@@ -17,9 +17,13 @@
 --- holds (same epoch and generation, under JOIN_KEEP_MS old) is a retry of one whose answer was
 --- lost, and gets that ticket again instead of a new one. The tail, the ring entry and the rest of
 --- ctl's changes go in the run's one HSET, so a rate FIFO join costs three billed commands (EVALSHA,
---- HMGET, HSET), its period step included. Returns the state, then ticket, claimed (0/1) and
---- replayed (0/1).
--- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms, recover_when, floor_tail, floor_gen, join_key, adaptive, tally; returns {state..., ticket, claimed, replayed}
+--- HMGET, HSET), its period step included.
+--- ARGV 19: a ticket block's size ('' = 1; see Blocks in the header): FIFO takes that many numbers
+--- (the tail moves by it; the first is the ticket), the random method one. ARGV 20: the caller's
+--- holes ('' = none; see holes.lua), kept with the run's other ctl fields at no command.
+--- Returns the state, then ticket, claimed (0/1), replayed (0/1), and when a block was taken its
+--- last number (none for size 1, random, switched open: the reply of an ordinary join).
+-- wr join: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, recover_ms, recover_when, floor_tail, floor_gen, join_key, adaptive, tally, block_size, holes; returns {state..., ticket, claimed, replayed, block_last}
 -- #include policy_header
 defer_ctl()
 -- #include join_ring
@@ -32,8 +36,13 @@ end
 local FLOOR_TAIL, FLOOR_GEN
 if (ARGV[14] or '') ~= '' then FLOOR_TAIL, FLOOR_GEN = arg_int(14, 0), arg_int(15, 1) end
 ac_take(17)
+local BLOCK = 1
+if (ARGV[19] or '') ~= '' then BLOCK = arg_int(19, 1, __MAX_TICKET_BLOCK__) end
+if RANDOM then BLOCK = 1 end
 local paused, max_active, max_new = read_controls()
 if RANDOM or max_active > 0 or max_new > 0 then start_book() end
+-- The caller's holes count whatever this join does (a retry's too); switched open, nothing is kept.
+add_holes(ARGV[20] or '', ctl_int('cursor') or 0, ctl_int('tail') or 0)
 local replay = join_replay()
 if replay then return replay_join(replay, paused, max_active, max_new) end
 if SWITCH == 'open' then
@@ -45,11 +54,11 @@ if SWITCH == 'open' then
   return open
 end
 local ticket = (ctl_int('tail') or 0) + 1
-set_ctl('tail', fmt(ticket))
+set_ctl('tail', fmt(ticket + BLOCK - 1))
 -- The edge's refusals and store errors ride on the ticket's write (see take_tally).
 take_tally(18)
 prologue(ticket - 1)
-local tail = ticket
+local tail = ticket + BLOCK - 1
 local cursor = ctl_int('cursor') or 0
 -- Rolled back (see Generations): the caller's POP saw this generation with a tail of at least this
 -- ticket, so the store lost its latest writes but kept the generation, and numbers are being handed
@@ -60,9 +69,12 @@ if FLOOR_TAIL and FLOOR_GEN == GEN and ticket <= FLOOR_TAIL then
   local g = fresh_gen(GEN)
   GEN = g
   ticket = FLOOR_TAIL + 1
-  tail = ticket
+  tail = ticket + BLOCK - 1
   cursor = math.max(cursor, FLOOR_TAIL)
-  set_ctl('gen', fmt(g), 'tail', fmt(ticket), 'cursor', fmt(cursor), 'lp', fmt(math.max(ctl_int('lp') or 0, FLOOR_TAIL)))
+  set_ctl('gen', fmt(g), 'tail', fmt(tail), 'cursor', fmt(cursor), 'lp', fmt(math.max(ctl_int('lp') or 0, FLOOR_TAIL)))
+  -- Holes were the old generation's numbers.
+  HOLES = {}
+  save_holes()
   -- Random: the old numbers leave the draw with their generation (their holders join again).
   if RANDOM then
     redis.call('DEL', K_WAITING)
@@ -79,6 +91,16 @@ local claimed = 0
 -- number, and reports the book's figures (see book_figures).
 local capacity = max_active > 0 or max_new > 0
 if not (capacity or RANDOM) then drop_book() end
+-- Holes right above the cursor are nobody's: passed over, so a join with only holes ahead of it
+-- has nobody ahead (see holes.lua; rate FIFO marks them claimed, so they never lapse).
+if not RANDOM and cursor < ticket - 1 and #holes() > 0 then
+  local target, passed, spans = pass_holes(cursor, 0, ticket - 1)
+  if target > cursor then
+    if capacity then take_holes(target) else pass_spans(spans, passed) end
+    cursor = target
+    set_ctl('cursor', fmt(cursor))
+  end
+end
 local queued = (RANDOM or capacity) and (paused or not OPEN or cursor < ticket - 1)
 -- The ticket joins the draw: stored now, unless random rate mode's step runs here (with nobody
 -- ahead), where it stands in the draw unstored and is stored only if not drawn (see draw_tickets).
@@ -130,6 +152,7 @@ local state = read_state(tail, cursor, paused, max_active, max_new)
 state[14] = ticket
 state[15] = claimed
 state[16] = 0
-join_record(ticket, claimed)
+if BLOCK > 1 then state[17] = tail end
+join_record(ticket, claimed, BLOCK > 1 and tail or 0)
 flush_ctl()
 return state

@@ -25,7 +25,7 @@ if expected == '' or tonumber(expected) == epoch then
   -- Lapsed slots go, and every arrival (at negative scores, see Book) with them; the book is
   -- built again from what stays by the next run that needs it.
   redis.call('ZREMRANGEBYSCORE', K_ACTIVE, '-inf', fmt(NOW))
-  del_ctl('ev_start', 'ev_size', 'ev_seed', 'hist', 'period', 'seat', 'w1', 'w5', 'lp', 'rw', 'rc', 'rp', 'ra', 'rl', 'rq', unpack(CALL_FIELDS))
+  del_ctl('ev_start', 'ev_size', 'ev_seed', 'hist', 'period', 'seat', 'w1', 'w5', 'lp', 'rw', 'rc', 'rp', 'ra', 'rl', 'rq', 'bh', unpack(CALL_FIELDS))
   set_ctl('epoch', fmt(NOW), 'pres', '0:', 'rt', format_totals(t), 'rf', fmt(NOW + 1))
   PRES = {n = 0}
   applied = 1

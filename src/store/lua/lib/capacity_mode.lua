@@ -15,10 +15,13 @@ end
 local function advance(tail, cursor, paused, max_active, max_new)
   if paused or not OPEN then return cursor end
   if RANDOM then return draw_tickets(cursor, free_slots(max_active, max_new)) end
-  local n = math.min(tail - cursor, free_slots(max_active, max_new))
-  if n < 1 then return cursor end
-  call_tickets(cursor + 1, cursor + n, true)
-  return cursor + n
+  local free = free_slots(max_active, max_new)
+  if free < 1 or cursor >= tail then return cursor end
+  -- As many real tickets as there is room for: holes are passed over and take none (holes.lua).
+  local target, passed, spans = pass_holes(cursor, free, tail)
+  if target <= cursor then return cursor end
+  call_tickets(cursor + 1, target, true, spans, passed)
+  return target
 end
 -- Random rate mode: the draws that lapsed uncollected in this run are drawn again among the present
 -- visitors, so an admission goes to someone who shows up (paused or before the start: dropped).

@@ -52,7 +52,8 @@ local function record_history(state)
   -- slots, reused round-robin; a read keeps the points of its span), in the run's one HSET.
   if tonumber(ctl().hist) == minute then return end
   local waiting = state[11]
-  if not RANDOM then waiting = math.max(0, state[1] - state[2]) end
+  -- FIFO: the numbers not yet called, less the holes among them (nobody holds those).
+  if not RANDOM then waiting = math.max(0, state[1] - state[2] - holes_above(state[2])) end
   -- Capacity mode and random let visitors in where no ctl field is written (a claimed reservation):
   -- their arrivals, with their waits, are kept 300 s in the active set, and the minute's point
   -- adds those since the last point to the totals (one ZRANGEBYSCORE a minute).

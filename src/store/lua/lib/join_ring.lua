@@ -1,6 +1,6 @@
 --- Joins (see the header): ctl's join ring remembers which ticket each recent join key was given.
 --- Slot `j<the key's first __JOIN_SLOT_DIGITS__ hex digits>` holds `<key>:<ticket>:<ms>:<epoch>:
---- <generation>:<claimed>`, written with the run's other ctl fields and read with them (the slot of
+--- <generation>:<claimed>[:<block's last number>]`, written with the run's other ctl fields and read with them (the slot of
 --- this run's key joins the HMGET), so the ring costs no command. A later key in the same slot
 --- overwrites it: that retry then takes a new ticket, as a join without a key does.
 
@@ -14,18 +14,21 @@ if JOIN_KEY ~= '' then
   CTL_FIELDS[#CTL_FIELDS + 1] = JOIN_FIELD
 end
 -- The ring's entry for this run's key when it stands for a ticket of this life of the queue (the
--- same epoch and generation, recorded less than JOIN_KEEP_MS ago): {ticket, claimed}; else nil.
+-- same epoch and generation, recorded less than JOIN_KEEP_MS ago): {ticket, claimed, block's last
+-- number or 0}; else nil.
 local function join_replay()
   if not JOIN_FIELD then return nil end
-  local key, t, at, epoch, gen, claimed = string.match(ctl()[JOIN_FIELD] or '', '^(%x+):(%d+):(%d+):(%d+):(%d+):([01])$')
+  local key, t, at, epoch, gen, claimed, last = string.match(ctl()[JOIN_FIELD] or '', '^(%x+):(%d+):(%d+):(%d+):(%d+):([01]):?(%d*)$')
   if key ~= JOIN_KEY then return nil end
   if math.abs(NOW - tonumber(at)) >= __JOIN_KEEP_MS__ then return nil end
   if tonumber(epoch) ~= (tonumber(ctl().epoch) or 0) or tonumber(gen) ~= GEN then return nil end
-  return {tonumber(t), claimed == '1'}
+  return {tonumber(t), claimed == '1', tonumber(last) or 0}
 end
-local function join_record(ticket, claimed)
+local function join_record(ticket, claimed, last)
   if not JOIN_FIELD then return end
-  set_ctl(JOIN_FIELD, table.concat({JOIN_KEY, fmt(ticket), fmt(NOW), fmt(tonumber(ctl().epoch) or 0), fmt(GEN), fmt(claimed)}, ':'))
+  local entry = {JOIN_KEY, fmt(ticket), fmt(NOW), fmt(tonumber(ctl().epoch) or 0), fmt(GEN), fmt(claimed)}
+  if last > 0 then entry[#entry + 1] = fmt(last) end
+  set_ctl(JOIN_FIELD, table.concat(entry, ':'))
 end
 -- A retry: its ticket again, nothing taken anew. A ticket claimed at its join stays claimed (rate
 -- mode: its admission was counted then; capacity mode: its slot is renewed, or taken again if room
@@ -49,6 +52,7 @@ local function replay_join(entry, paused, max_active, max_new)
   state[14] = ticket
   state[15] = claimed
   state[16] = 1
+  if entry[3] > 0 then state[17] = entry[3] end
   flush_ctl()
   return state
 end

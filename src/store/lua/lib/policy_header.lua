@@ -1,6 +1,7 @@
 -- #include prelude
 -- #include totals
 -- #include events
+-- #include holes
 -- #include book
 -- #include figures
 -- #include draws

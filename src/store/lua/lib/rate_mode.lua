@@ -18,18 +18,25 @@
 --- operator's call is handed on as the operator's (an explicit admit of N lets in N who show up).
 --- Paused or before the start: nothing is processed until admission may run.
 
-local function reserve_tickets(from, to, call_entries)
+-- `spans`: the holes among from..to (see holes.lua), which nobody holds: no reservation.
+local function reserve_tickets(from, to, call_entries, spans)
   local reserve = {}
+  local n, s = 0, 1
+  spans = spans or {}
   for t = from, to do
-    reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
-    reserve[#reserve + 1] = fmt(t)
-    if #reserve >= 1000 or t == to then
+    while spans[s] and spans[s][2] < t do s = s + 1 end
+    if not (spans[s] and t >= spans[s][1]) then
+      reserve[#reserve + 1] = fmt(NOW + RESERVATION_MS)
+      reserve[#reserve + 1] = fmt(t)
+      n = n + 1
+    end
+    if #reserve >= 1000 or (t == to and #reserve > 0) then
       redis.call('ZADD', K_RESERVED, unpack(reserve))
       reserve = {}
     end
   end
-  if call_entries and to >= from then
-    book_reservations(to - from + 1)
+  if call_entries and n > 0 then
+    book_reservations(n)
     book_expiry(RESERVED_SET, NOW + RESERVATION_MS)
   end
 end
@@ -87,6 +94,29 @@ local function save_claimed(cl)
   local hex = string.gsub(cl.hex, '0+$', '')
   if #hex % 2 == 1 then hex = hex .. '0' end
   set_ctl(cl.field, fmt(cl.base) .. ':' .. hex)
+end
+-- Rate FIFO: the holes a run called (spans, see holes.lua) are marked claimed, so their calls never
+-- lapse and hand an admission on: nobody was there to take it.
+local function set_claimed_spans(cl, spans, floor_)
+  if #spans == 0 then return end
+  if not cl.base then cl.base = math.floor((floor_ + 1) / 8) * 8 end
+  local from = math.max(spans[1][1], cl.base)
+  local to = spans[#spans][2]
+  if from > to then return end
+  local first, last = math.floor((from - cl.base) / 8), math.floor((to - cl.base) / 8)
+  if #cl.hex < (last + 1) * 2 then cl.hex = cl.hex .. string.rep('00', last + 1 - #cl.hex / 2) end
+  local bytes, s = {}, 1
+  for byte = first, last do
+    local v = tonumber(string.sub(cl.hex, byte * 2 + 1, byte * 2 + 2), 16)
+    for bit = 0, 7 do
+      local t = cl.base + byte * 8 + bit
+      while spans[s] and spans[s][2] < t do s = s + 1 end
+      if spans[s] and t >= spans[s][1] and t >= from and math.floor(v / 2 ^ bit) % 2 == 0 then v = v + 2 ^ bit end
+    end
+    bytes[#bytes + 1] = string.format('%02x', v)
+  end
+  cl.hex = string.sub(cl.hex, 1, first * 2) .. table.concat(bytes) .. string.sub(cl.hex, (last + 1) * 2 + 1)
+  save_claimed(cl)
 end
 local function set_claimed_bit(cl, t, floor_)
   if not cl.base then cl.base = math.floor((floor_ + 1) / 8) * 8 end
@@ -230,14 +260,24 @@ local function calls_run(from, to)
   end
   save_runs(r)
 end
-local function call_tickets(from, to, call_entries)
+-- Rate FIFO: the holes a run passed (spans, `passed` numbers) are marked claimed, and counted as
+-- lapsed in the figures' bucket so that they are not counted as calls.
+local function pass_spans(spans, passed)
+  if #spans == 0 then return 0 end
+  set_claimed_spans(read_claimed(), spans, ctl_int('lp') or 0)
+  take_holes(spans[#spans][2])
+  return passed
+end
+local function call_tickets(from, to, call_entries, spans, passed)
+  spans = spans or {}
   if call_entries then
-    reserve_tickets(from, to, true)
+    reserve_tickets(from, to, true, spans)
+    if #spans > 0 then take_holes(to) end
     set_ctl('cursor', fmt(to))
   else
     operator_range(from, to)
     calls_run(from, to)
-    set_ctl('cursor', fmt(to), calls_entry(from, to, 0))
+    set_ctl('cursor', fmt(to), calls_entry(from, to, pass_spans(spans, passed or 0)))
   end
 end
 
@@ -299,17 +339,19 @@ local function process_lapses(tail, cursor, paused)
   set_ctl('lp', fmt(frontier), 'ra', join_ranges(ops_kept))
   total_add(2, lapsed)
   if lapsed == 0 then return cursor end
-  local n = math.min(lapsed, tail - cursor)
+  -- Handed on to as many real tickets, passing over holes (see holes.lua).
+  local target, passed, spans = pass_holes(cursor, lapsed, tail)
+  local n = target - cursor - passed
   if n < 1 then
     set_ctl(calls_entry(cursor + 1, cursor, lapsed))
     return cursor
   end
   -- The operator's lapsed calls are handed on as the operator's, first.
   local n_op = math.min(lapsed_op, n)
-  if n_op > 0 then operator_range(cursor + 1, cursor + n_op) end
-  calls_run(cursor + 1, cursor + n)
-  set_ctl('cursor', fmt(cursor + n), calls_entry(cursor + 1, cursor + n, lapsed))
-  return cursor + n
+  if n_op > 0 then operator_range(cursor + 1, (pass_holes(cursor, n_op, tail))) end
+  calls_run(cursor + 1, target)
+  set_ctl('cursor', fmt(target), calls_entry(cursor + 1, target, lapsed + pass_spans(spans, passed)))
+  return target
 end
 local function auto_admit(tail, cursor, paused)
   if paused or AUTO_COUNT <= 0 or not OPEN then return cursor end
@@ -320,13 +362,14 @@ local function auto_admit(tail, cursor, paused)
     set_ctl('period', fmt(start))
     return draw_tickets(cursor, AUTO_COUNT)
   end
-  local target = math.min(cursor + AUTO_COUNT, tail + AUTO_COUNT)
+  -- The count's real tickets: holes are passed over (see holes.lua), and none lie past the tail.
+  local target, passed, spans = pass_holes(cursor, AUTO_COUNT, tail + AUTO_COUNT)
   if target <= cursor then
     set_ctl('period', fmt(start))
     return cursor
   end
   -- The period, the cursor and the calls in one write.
   calls_run(cursor + 1, target)
-  set_ctl('period', fmt(start), 'cursor', fmt(target), calls_entry(cursor + 1, target, 0))
+  set_ctl('period', fmt(start), 'cursor', fmt(target), calls_entry(cursor + 1, target, pass_spans(spans, passed)))
   return target
 end
