@@ -724,14 +724,16 @@ interface Plan {
   readonly perArrivalRate: number;
   readonly perArrivalSeconds: number;
   readonly hashDatabases: number;
+  /** Blocks with the allocator's default settings spread over this many databases, and the chosen design over `chosenDatabases`. */
   readonly blockDatabases: number;
+  readonly chosenDatabases: number;
   readonly admitPerS: number;
   readonly operatorAdmit: { readonly count: number; readonly everyS: number };
   readonly pops: number;
 }
 
-const FULL: Plan = { arrivalsPerS: 100_000, seconds: 60, altSeconds: 10, perArrivalRate: 10_000, perArrivalSeconds: 1, hashDatabases: 4, blockDatabases: 2, admitPerS: 1_000, operatorAdmit: { count: 1_000, everyS: 10 }, pops: 40 };
-const QUICK: Plan = { arrivalsPerS: 20_000, seconds: 10, altSeconds: 5, perArrivalRate: 2_000, perArrivalSeconds: 1, hashDatabases: 4, blockDatabases: 2, admitPerS: 200, operatorAdmit: { count: 200, everyS: 5 }, pops: 40 };
+const FULL: Plan = { arrivalsPerS: 100_000, seconds: 60, altSeconds: 10, perArrivalRate: 10_000, perArrivalSeconds: 1, hashDatabases: 4, blockDatabases: 4, chosenDatabases: 2, admitPerS: 1_000, operatorAdmit: { count: 1_000, everyS: 10 }, pops: 40 };
+const QUICK: Plan = { arrivalsPerS: 20_000, seconds: 10, altSeconds: 5, perArrivalRate: 2_000, perArrivalSeconds: 1, hashDatabases: 4, blockDatabases: 4, chosenDatabases: 2, admitPerS: 200, operatorAdmit: { count: 200, everyS: 5 }, pops: 40 };
 
 /**
  * Longer blocks: handed out for 900 ms and sized to fill over it. Not the full second: a joiner
@@ -762,6 +764,31 @@ interface Run {
   readonly perArrival?: { readonly joinCost: number; readonly otherPerS: number };
 }
 
+/** One run's own section: printed as soon as it ends, so a long run shows its results as it goes. */
+function runSection(r: SurgeResult): string {
+  const out: string[] = [];
+  const say = (line = ''): void => {
+    out.push(line);
+  };
+  say(`## ${r.options.label} (${fmtInt(r.options.arrivalsPerS)} arrivals/s, ${r.options.databases} database${r.options.databases === 1 ? '' : 's'})`);
+  say();
+  say(`${fmtInt(r.arrivals)} arrivals in ${r.options.seconds} virtual s; ${fmtInt(r.joins)} joins, ${fmtInt(r.handedLocally)} numbers handed out by instances; instances: ${fmtInt(r.instances.average)} on average, ${fmtInt(r.instances.peak)} at the peak (${r.instances.perPopPeak} at the busiest POP), ${fmtInt(r.instances.ended)} ended.`);
+  say(`Billed commands per virtual second: ${r.databases.map((d) => `database ${d.index + 1}: ${d.billed.map(fmtInt).join(' ')}`).join('; ')}.`);
+  say(`Claims: ${fmtInt(r.claims.sent)} sent, ${fmtInt(r.claims.claimed)} claimed. Within one instance, numbers out of arrival order: ${r.instanceOrderBreaks}.`);
+  say(
+    table(
+      ['database', 'peak billed/s (second)', 'average billed/s', 'joins', 'tail', 'cursor', 'visitors called', 'reported holes (passed over)', 'unreported holes (called)', 'in live blocks at the end'],
+      ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+      r.databases.map((d) => [String(d.index + 1), `${fmtInt(d.peakBilled)} (${d.peakSecond})`, fmtInt(d.averageBilled), fmtInt(d.joins), fmtInt(d.tail), fmtInt(d.cursor), fmtInt(d.visitorsCalled), `${fmtInt(d.reportedHoles)} (${fmtInt(d.reportedHolesPassed)})`, `${fmtInt(d.unreportedHoles)} (${fmtInt(d.unreportedHolesCalled)})`, fmtInt(d.holesAtEnd)]),
+    ),
+  );
+  const admitted = r.admits.filter((a) => a.admitted === a.asked && a.visitors + a.unreportedHoles === a.admitted).length;
+  say(`Admits: ${admitted} of ${r.admits.length} let in exactly what they said (visitors + unreported holes = admitted; reported holes passed over: ${fmtInt(sum(r.admits.map((a) => a.reportedHoles)))}); unreported holes among them: ${fmtInt(sum(r.admits.map((a) => a.unreportedHoles)))}.`);
+  if (r.faults.length > 0) say(`FAULTS: ${r.faults.join('; ')}`);
+  say();
+  return out.join('\n');
+}
+
 export async function mainSurge(argv: readonly string[]): Promise<number> {
   const plan = chosenPlan(argv);
   const only = argv.find((a) => a.startsWith('--surge-only='))?.slice('--surge-only='.length);
@@ -788,6 +815,7 @@ export async function mainSurge(argv: readonly string[]): Promise<number> {
       perArrival = { joinCost, otherPerS: (billed - joinCost * result.joins) / options.seconds };
     }
     runs.push({ key, result, ...(perArrival !== undefined && { perArrival }) });
+    process.stdout.write(`${runSection(result)}\n`);
     return result;
   };
   try {
@@ -796,12 +824,12 @@ export async function mainSurge(argv: readonly string[]): Promise<number> {
     const full = { arrivalsPerS: plan.arrivalsPerS, transport } as const;
     await one('b1', { ...b1, label: "1 database, today's joins (B=1)", databases: 1 });
     await one('hash', { ...b1, label: `${plan.hashDatabases} databases by a hash of the visitor, B=1`, databases: plan.hashDatabases });
+    await one('chosen', { ...full, label: `${plan.chosenDatabases} databases by instance, blocks (900 ms blocks)`, seconds: plan.seconds, databases: plan.chosenDatabases, blocks: LONG_BLOCKS, spread: 'instance' });
     await one('blocks', { ...full, label: '1 database, blocks (default settings)', seconds: plan.altSeconds, databases: 1, blocks: DEFAULT_BLOCK_SETTINGS, spread: 'instance' });
     await one('blocks-long', { ...full, label: '1 database, blocks (900 ms blocks)', seconds: plan.altSeconds, databases: 1, blocks: LONG_BLOCKS, spread: 'instance' });
     await one('blocks-n', { ...full, label: `${plan.blockDatabases} databases by instance, blocks (default settings)`, seconds: plan.altSeconds, databases: plan.blockDatabases, blocks: DEFAULT_BLOCK_SETTINGS, spread: 'instance' });
-    await one('chosen', { ...full, label: `${plan.blockDatabases} databases by instance, blocks (900 ms blocks)`, seconds: plan.seconds, databases: plan.blockDatabases, blocks: LONG_BLOCKS, spread: 'instance' });
     // The same design for one virtual second through the REST bridge: the billed counts do not depend on the transport.
-    if (transport === 'direct') await one('rest-check', { ...full, transport: 'rest', label: `the same through the REST bridge (1 s)`, seconds: 1, databases: plan.blockDatabases, blocks: LONG_BLOCKS, spread: 'instance' });
+    if (transport === 'direct') await one('rest-check', { ...full, transport: 'rest', label: `the same through the REST bridge (1 s)`, seconds: 1, databases: plan.chosenDatabases, blocks: LONG_BLOCKS, spread: 'instance' });
   } catch (error) {
     log(`failed: ${error instanceof Error ? (error.stack ?? error.message) : messageOf(error)}`);
     return 1;
@@ -865,24 +893,6 @@ export async function mainSurge(argv: readonly string[]): Promise<number> {
   say('visitor of a database in the order its numbers will be called. B=1 rows run at a tenth of the rate (a store call per arrival is too slow to');
   say('run at full rate here); their full-rate columns are computed from the measured cost of a join and the rest of their measured load.');
   say();
-  for (const { result: r } of runs) {
-    say(`## ${r.options.label} (${fmtInt(r.options.arrivalsPerS)} arrivals/s, ${r.options.databases} database${r.options.databases === 1 ? '' : 's'})`);
-    say();
-    say(`${fmtInt(r.arrivals)} arrivals in ${r.options.seconds} virtual s; ${fmtInt(r.joins)} joins, ${fmtInt(r.handedLocally)} numbers handed out by instances; instances: ${fmtInt(r.instances.average)} on average, ${fmtInt(r.instances.peak)} at the peak (${r.instances.perPopPeak} at the busiest POP), ${fmtInt(r.instances.ended)} ended.`);
-    say(`Billed commands per virtual second: ${r.databases.map((d) => `database ${d.index + 1}: ${d.billed.map(fmtInt).join(' ')}`).join('; ')}.`);
-    say(`Claims: ${fmtInt(r.claims.sent)} sent, ${fmtInt(r.claims.claimed)} claimed. Within one instance, numbers out of arrival order: ${r.instanceOrderBreaks}.`);
-    say(
-      table(
-        ['database', 'peak billed/s (second)', 'average billed/s', 'joins', 'tail', 'cursor', 'visitors called', 'reported holes (passed over)', 'unreported holes (called)', 'in live blocks at the end'],
-        ['r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
-        r.databases.map((d) => [String(d.index + 1), `${fmtInt(d.peakBilled)} (${d.peakSecond})`, fmtInt(d.averageBilled), fmtInt(d.joins), fmtInt(d.tail), fmtInt(d.cursor), fmtInt(d.visitorsCalled), `${fmtInt(d.reportedHoles)} (${fmtInt(d.reportedHolesPassed)})`, `${fmtInt(d.unreportedHoles)} (${fmtInt(d.unreportedHolesCalled)})`, fmtInt(d.holesAtEnd)]),
-      ),
-    );
-    const admitted = r.admits.filter((a) => a.admitted === a.asked && a.visitors + a.unreportedHoles === a.admitted).length;
-    say(`Admits: ${admitted} of ${r.admits.length} let in exactly what they said (visitors + unreported holes = admitted; reported holes passed over: ${fmtInt(sum(r.admits.map((a) => a.reportedHoles)))}); unreported holes among them: ${fmtInt(sum(r.admits.map((a) => a.unreportedHoles)))}.`);
-    if (r.faults.length > 0) say(`FAULTS: ${r.faults.join('; ')}`);
-    say();
-  }
   say(`Wall time: ${((Date.now() - started) / 1000).toFixed(0)} s (${process.version}).`);
   process.stdout.write(`${out.join('\n')}\n`);
   return runs.some((r) => r.result.faults.length > 0) ? 1 : 0;
