@@ -54,7 +54,9 @@ describe('a surge past one database, in blocks (issue 34)', () => {
         spread: 'instance',
         pops: 40,
         admitPerS: 100,
-        operatorAdmit: { count: 100, everyS: 2 },
+        // At the last tick and large, so that it sweeps over numbers where holes were reported, and
+        // the claims of those it calls fall after the run.
+        operatorAdmit: { count: 12_000, everyS: 4, atS: 3.99 },
         transport: 'rest',
         startBridge: inProcessBridge,
         concurrency: 16,
@@ -64,6 +66,9 @@ describe('a surge past one database, in blocks (issue 34)', () => {
       expect(r.handedLocally).toBeGreaterThan(10 * r.joins);
       // Visitors were let in on both databases, and claimed.
       for (const d of r.databases) expect(d.visitorsCalled).toBeGreaterThan(0);
+      // The admits passed over holes that instances had reported, and did not count them.
+      expect(r.admits.reduce((n, a) => n + a.reportedHoles, 0)).toBeGreaterThan(0);
+      expect(r.databases.reduce((n, d) => n + d.reportedHolesPassed, 0)).toBeGreaterThan(0);
       expect(r.claims.claimed).toBeGreaterThan(0);
     },
     // Virtual time: the bound only ends a stuck run (about a minute on a quiet 2-core machine).

@@ -74,8 +74,8 @@ export interface SurgeOptions {
   readonly popSkew?: number;
   /** Automatic admission over all databases, per second (each database: its share). */
   readonly admitPerS: number;
-  /** The operator's `admit N` on each database, every so many virtual seconds (0: none). */
-  readonly operatorAdmit: { readonly count: number; readonly everyS: number };
+  /** The operator's `admit N` on each database, every `everyS` virtual seconds (0: none), `atS` into each such stretch (@default everyS - 0.5). */
+  readonly operatorAdmit: { readonly count: number; readonly everyS: number; readonly atS?: number };
   /** A request's time in a sandbox, ms (Little's law: busy sandboxes = requests/s x this). @default 2 */
   readonly serviceMs?: number;
   /** How busy a POP keeps its sandboxes (it keeps busy / this). @default 0.5 */
@@ -459,6 +459,7 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
     const tailTicks = 0;
     let carry = 0;
     const admitEvery = options.operatorAdmit.everyS * ticksPerS;
+    const admitAt = Math.round((options.operatorAdmit.atS ?? options.operatorAdmit.everyS - 0.5) * ticksPerS) % Math.max(1, admitEvery);
     for (let tick = 0; tick < endTick + tailTicks; tick++) {
       if (options.deadline !== undefined && Date.now() > options.deadline) throw new Error(`${options.label}: the run passed its wall-time limit at virtual ${(tick * tickMs) / 1000} s`);
       const nowMs = tick * tickMs;
@@ -517,8 +518,8 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
       }
       claimsAt.delete(tick);
       await runLimited(tasks, concurrency);
-      // The operator's admit, half-way through a second (its period's step has run by then), alone.
-      if (admitEvery > 0 && tick % admitEvery === ticksPerS / 2 && tick < endTick) {
+      // The operator's admit, half a second before each `everyS` boundary (its period's step has run by then), alone.
+      if (admitEvery > 0 && tick % admitEvery === admitAt && tick < endTick) {
         for (const db of databases) {
           const from = db.cursor + 1;
           const r = await db.store.admit(QUEUE, options.operatorAdmit.count, now, policy, `surge-${tick}`);
