@@ -13,6 +13,7 @@ import type { AdmissionPolicy, BlockHoles, JoinOptions, QueueStore, TicketRange 
 import { MAX_BLOCK_HOLE_RANGES, MAX_TICKET_BLOCK } from '../src/core/ports';
 import { startUpstashBridge } from '../src/node/upstash-bridge';
 import { MAX_STORED_HOLE_RANGES, StoreArgumentError } from '../src/store/scripts';
+import { TicketBlocks } from '../src/core/ticket-blocks';
 import { createUpstashClientOptions, UpstashQueueStore } from '../src/store/upstash-store';
 import { billedCommands } from './support/command-stats';
 import { expectSameOnEveryStore, useEveryStore } from './support/every-store';
@@ -249,6 +250,20 @@ describe('ticket blocks on every store', () => {
     expect(got).toEqual([5, 5, 5, 3, 11]);
   });
 
+  it('a rolled-back store (a join whose floor is above the tail) takes the block above the floor, in a new generation without the old holes', async () => {
+    const got = await expectSameOnEveryStore(stores, async (store) => {
+      const q = randomQueue();
+      await blockJoin(store, q, START, OFF, 3);
+      const seen = await store.stats(q, START, OFF);
+      const holes: BlockHoles = { epoch: seen.epoch, generation: seen.generation, ranges: ranges([2, 3]) };
+      const r = await store.join(q, START + 1, OFF, { floor: { tail: 10, generation: seen.generation }, block: { size: 5, holes } });
+      const admitted = await store.admit(q, 2, START + 2, OFF);
+      return [r.ticket, r.block, r.tail, r.cursor, r.generation !== seen.generation, admitted.admitted, admitted.cursor];
+    });
+    // Numbers go on above the floor (the cursor moves up to it); 2 and 3 were the old life's.
+    expect(got).toEqual([11, { from: 11, to: 15 }, 15, 10, true, 2, 12]);
+  });
+
   it('the record\'s waiting leaves holes out', async () => {
     const got = await expectSameOnEveryStore(stores, async (store) => {
       const q = randomQueue();
@@ -278,6 +293,39 @@ describe('ticket blocks on every store', () => {
     // MAX_STORED_HOLE_RANGES holes are passed over, the 10 above them are not.
     const tail = 3 * blocks + Math.ceil(blocks / MAX_BLOCK_HOLE_RANGES);
     expect(got).toEqual([tail, tail - MAX_STORED_HOLE_RANGES]);
+  });
+
+  it('an instance\'s allocator and the store together: admit N calls every real holder, no hole, to the tail', async () => {
+    const got = await expectSameOnEveryStore(stores, async (store) => {
+      const q = randomQueue();
+      const blocks = new TicketBlocks({ maxSize: 20, maxAgeMs: 500, fillTargetMs: 250 });
+      const held: number[] = [];
+      let now = START;
+      const arrive = async (): Promise<void> => {
+        const handed = blocks.next(now);
+        if (handed !== undefined) {
+          held.push(handed.ticket);
+          return;
+        }
+        const { size, holes } = blocks.joinOptions(now);
+        const r = await store.join(q, now, OFF, { block: { size, ...(holes && { holes }) } });
+        blocks.accept(r, now);
+        held.push(r.ticket);
+      };
+      // Two bursts of 500 a second; each ends with a block left unfinished, which ages out.
+      for (let i = 0; i < 200; i += 1, now += 2) await arrive();
+      now += 600;
+      for (let i = 0; i < 50; i += 1, now += 2) await arrive();
+      now += 600;
+      // One more visitor, whose ordinary join reports the last holes.
+      const last = blocks.joinOptions(now);
+      const r = await store.join(q, now, OFF, { block: { size: 1, ...(last.holes && { holes: last.holes }) } });
+      held.push(r.ticket);
+      const admitted = await store.admit(q, held.length, now + 1, OFF);
+      const { tail } = await store.peek(q);
+      return [held.length, new Set(held).size, blocks.counts.holes + held.length === tail, blocks.counts.blocks > 10, admitted.admitted, admitted.cursor === tail];
+    });
+    expect(got).toEqual([251, 251, true, true, 251, true]);
   });
 
   it('a store that forgot (FLUSHALL) drops the holes; the next block join starts the numbers again', async () => {
