@@ -103,6 +103,8 @@ export interface SurgeOptions {
 }
 
 const REFRESH_SECONDS = 20;
+/** A called visitor told to wait claims again at its next polls, up to this many claims in all. */
+const CLAIM_ATTEMPTS = 3;
 
 // ---------------------------------------------------------------------------------------------
 // Ticket numbers of one database
@@ -358,13 +360,17 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
     };
 
     // -- What answers tell: the cursor, and who it called
-    const claimsAt = new Map<number, { db: number; ticket: number }[]>();
-    const scheduleClaim = (db: Database, ticket: number, callMs: number): void => {
-      db.numbers.called[ticket] = callMs;
-      const at = Math.floor((callMs + random() * REFRESH_SECONDS * 1000) / tickMs) + 1;
+    const claimsAt = new Map<number, { db: number; ticket: number; attempt: number }[]>();
+    const queueClaim = (db: Database, ticket: number, atMs: number, attempt: number): void => {
+      const at = Math.floor(atMs / tickMs) + 1;
       let list = claimsAt.get(at);
       if (list === undefined) claimsAt.set(at, (list = []));
-      list.push({ db: db.index, ticket });
+      list.push({ db: db.index, ticket, attempt });
+    };
+    /** The visitor finds itself called at its next poll, some time within a poll interval, and claims. */
+    const scheduleClaim = (db: Database, ticket: number, callMs: number): void => {
+      db.numbers.called[ticket] = callMs;
+      queueClaim(db, ticket, callMs + random() * REFRESH_SECONDS * 1000, 1);
     };
     const sawState = (db: Database, state: QueueState, nowMs: number): void => {
       if (state.cursor <= db.cursor) return;
@@ -377,15 +383,17 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
       db.cursor = state.cursor;
     };
     /** A visitor holds `ticket` from `arrivalMs` on. */
-    const hand = (db: Database, ticket: number, arrivalMs: number, nowMs: number): void => {
+    const hand = (db: Database, ticket: number, arrivalMs: number, nowMs: number, walkedIn = false): void => {
       const nums = db.numbers;
       nums.ensure(ticket);
       if (nums.mark[ticket] === VISITOR) fault(`database ${db.index}: ticket ${ticket} handed twice`);
       else if (nums.mark[ticket] === REPORTED_HOLE) fault(`database ${db.index}: ticket ${ticket} handed after it was reported a hole`);
       nums.mark[ticket] = VISITOR;
       nums.arrival[ticket] = arrivalMs;
-      // Already called (the cursor passed it while it sat in a block): the visitor walks in now.
-      if (ticket <= db.cursor) scheduleClaim(db, ticket, nowMs);
+      // Already called (the cursor passed it while it sat in a block): the visitor claims at its
+      // first poll. One whose own join walked it in has claimed already.
+      if (walkedIn) nums.called[ticket] = nowMs;
+      else if (ticket <= db.cursor) scheduleClaim(db, ticket, nowMs);
     };
     const reported = (db: Database, holes: BlockHoles | undefined): void => {
       if (holes === undefined) return;
@@ -415,6 +423,7 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
         const db = databases[d]!;
         const blocks = inst.blocks[options.spread === 'visitor' ? d : 0]!;
         let ticket: number;
+        let walkedIn = false;
         const handed = blocks.next(arrivalMs);
         if (handed !== undefined) {
           ticket = handed.ticket;
@@ -440,13 +449,14 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
             for (let k = result.block.from; k <= result.block.to; k++) if (nums.mark[k] === UNTAKEN) nums.mark[k] = UNREPORTED_HOLE;
           }
           ticket = result.ticket;
+          walkedIn = result.claimed;
           nums.tail = Math.max(nums.tail, result.tail);
           sawState(db, result, nowMs);
         }
         const before = lastHanded.get(d);
         if (before !== undefined && ticket < before) instanceOrderBreaks++;
         lastHanded.set(d, ticket);
-        hand(db, ticket, arrivalMs, nowMs);
+        hand(db, ticket, arrivalMs, nowMs, walkedIn);
       }
       inst.pending.length = 0;
       inst.pendingDb.length = 0;
@@ -513,6 +523,8 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
           const waited = Math.max(0, Math.floor(nowMs - db.numbers.arrival[c.ticket]!));
           const r = await db.store.claim(QUEUE, c.ticket, now, policy, waited);
           if (r.claimed) claimed++;
+          // Told to wait (the rate window is full): the visitor claims again at its next poll.
+          else if (c.attempt < CLAIM_ATTEMPTS) queueClaim(db, c.ticket, nowMs + REFRESH_SECONDS * 1000, c.attempt + 1);
           sawState(db, r, nowMs);
         });
       }
@@ -775,7 +787,7 @@ function runSection(r: SurgeResult): string {
   say();
   say(`${fmtInt(r.arrivals)} arrivals in ${r.options.seconds} virtual s; ${fmtInt(r.joins)} joins, ${fmtInt(r.handedLocally)} numbers handed out by instances; instances: ${fmtInt(r.instances.average)} on average, ${fmtInt(r.instances.peak)} at the peak (${r.instances.perPopPeak} at the busiest POP), ${fmtInt(r.instances.ended)} ended.`);
   say(`Billed commands per virtual second: ${r.databases.map((d) => `database ${d.index + 1}: ${d.billed.map(fmtInt).join(' ')}`).join('; ')}.`);
-  say(`Claims: ${fmtInt(r.claims.sent)} sent, ${fmtInt(r.claims.claimed)} claimed. Within one instance, numbers out of arrival order: ${r.instanceOrderBreaks}.`);
+  say(`Claims: ${fmtInt(r.claims.sent)} sent, ${fmtInt(r.claims.claimed)} claimed (a claim told to wait is sent again at the visitor's next poll, up to ${CLAIM_ATTEMPTS} in all). Within one instance, numbers out of arrival order: ${r.instanceOrderBreaks}.`);
   say(
     table(
       ['database', 'peak billed/s (second)', 'average billed/s', 'joins', 'tail', 'cursor', 'visitors called', 'reported holes (passed over)', 'unreported holes (called)', 'in live blocks at the end'],
