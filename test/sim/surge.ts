@@ -1,7 +1,7 @@
 /**
  * `npm run simulate -- --surge` (issue 34): a sale of 100,000 arrivals a second for 60 s, in virtual
- * time, on the real store code (UpstashQueueStore through the `@upstash/redis` client and the REST
- * bridge, one real redis-server per database), with the rest of such a sale's traffic on top:
+ * time, on the real store code (UpstashQueueStore and its scripts, one real redis-server per
+ * database), with the rest of such a sale's traffic on top:
  *   - POPS POPs, each loading the queue's state once per cache lifetime from every database (the
  *     waiting crowd's polls are cache hits: they cost the store nothing, but they keep sandboxes busy);
  *   - automatic admission's period steps (inside those loads and the joins);
@@ -25,8 +25,18 @@
  * what it let in.
  *
  * The alternatives (one database with today's joins, N databases spread by a hash, blocks on one, on
- * N) run the same sale; those that cannot keep up in wall time at full rate (every arrival a store
- * call) run fewer virtual seconds, which the report says.
+ * N) run the same sale. Those that make a store call per arrival run at a tenth of the rate (at full
+ * rate a virtual second would take minutes here) and their full-rate figures are computed from a
+ * join's measured cost; the block runs other than the chosen design run 10 virtual seconds.
+ *
+ * The store reaches Redis over ioredis by default (`--surge-transport=direct`: the Node host's
+ * store, the same class and scripts, so the same billed commands, without the HTTP that made the
+ * bridge about five times slower on the 2-core machine), and the chosen design then runs one more
+ * virtual second through the Upstash client and the REST bridge (a worker thread per database) to
+ * show the counts agree; `--surge-transport=rest` runs everything through the bridge, and
+ * test/surge.test.ts does. `--surge-quick` runs 20,000 a second; `--surge-only=KEY` one alternative
+ * (b1, hash, chosen, blocks, blocks-long, blocks-n, rest-check); `--surge-rate=` and
+ * `--surge-seconds=` change the rate and the chosen design's length.
  */
 import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
