@@ -16,6 +16,7 @@
  *   - pass-methods.ts      store commands per waiting poll, FIFO with the cache vs random
  *   - pass-gates.ts        the bot defences: a proof of work asked and verified, a ticket refused
  *   - pass-admission.ts    the signed admission: an admitted request with it off, carried, signed
+ *   - pass-blocks.ts       a join's billed cost per arrival in ticket blocks, next to today's (store-level)
  * `npm run bench -- --adaptive-live` runs instead the adaptive controller's real-time soak against live
  * origins (test/sim/adaptive-live.ts; 5 minutes a scenario, its report beside the simulation's).
  * `npm run bench -- --pass cache` (repeatable, or a comma list) runs only the passes named, on the
@@ -36,6 +37,7 @@ import { isMainThread, workerData } from 'node:worker_threads';
 import { billedReport, loadStoreScripts, startNodeArm, startWasmArm, type Arm, type Pass, type PassName, type Run, type WasmStatus } from './harness';
 import { cachePass } from './pass-cache';
 import { admissionPass } from './pass-admission';
+import { blocksPass } from './pass-blocks';
 import { capacityPass } from './pass-capacity';
 import { gatesPass } from './pass-gates';
 import { latencyPass } from './pass-latency';
@@ -50,10 +52,10 @@ import { runWorker, type WorkerInput } from './workers';
 const WATCHDOG_MS = 420_000;
 
 /** Every pass, in the order they run on each arm. */
-const PASSES: readonly (() => Pass)[] = [roundTripsPass, latencyPass, cachePass, capacityPass, methodsPass, gatesPass, admissionPass];
+const PASSES: readonly (() => Pass)[] = [roundTripsPass, latencyPass, cachePass, capacityPass, methodsPass, gatesPass, admissionPass, blocksPass];
 /** The order of their sections in the report. */
-const REPORT_ORDER: readonly PassName[] = ['round-trips', 'cache', 'methods', 'capacity', 'gates', 'admission', 'latency'];
-const PASS_NAMES: readonly PassName[] = ['round-trips', 'latency', 'cache', 'capacity', 'methods', 'gates', 'admission'];
+const REPORT_ORDER: readonly PassName[] = ['round-trips', 'blocks', 'cache', 'methods', 'capacity', 'gates', 'admission', 'latency'];
+const PASS_NAMES: readonly PassName[] = ['round-trips', 'latency', 'cache', 'capacity', 'methods', 'gates', 'admission', 'blocks'];
 
 /** The passes `--pass NAME` (repeatable, or NAME,NAME) selects; all of them without it. */
 function selectedPasses(argv: readonly string[]): Set<PassName> {
@@ -105,7 +107,8 @@ async function main(): Promise<number> {
     const sources: TroubleSource[] = [];
     let wasm: WasmStatus;
     try {
-      const started = await startWasmArm(run, node.root, node.arm, sources);
+      // The blocks pass is store-level and runs on the Node arm alone: by itself it needs no wasm.
+      const started = passes.every((pass) => pass.name === 'blocks') ? ({ kind: 'skipped', reason: 'only store-level passes were asked for' } as const) : await startWasmArm(run, node.root, node.arm, sources);
       if (started.kind === 'skipped') {
         wasm = started;
         log(`wasm column skipped: ${started.reason}`);

@@ -608,7 +608,7 @@ export async function startWasmArm(
 // ---------------------------------------------------------------------------------------------
 // Passes
 
-export type PassName = 'round-trips' | 'latency' | 'cache' | 'capacity' | 'methods' | 'gates' | 'admission';
+export type PassName = 'round-trips' | 'latency' | 'cache' | 'capacity' | 'methods' | 'gates' | 'admission' | 'blocks';
 
 /** How the wasm arm went, for the reports: a pass without a wasm result says why from this. */
 export type WasmStatus =

@@ -40,8 +40,7 @@
  */
 import { table } from '../support/markdown-table';
 import os from 'node:os';
-import { fileURLToPath } from 'node:url';
-import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { isMainThread, workerData } from 'node:worker_threads';
 import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
 import { parseConfig, parseSecrets, type Config, type Secrets } from '../../src/core/config';
@@ -49,15 +48,14 @@ import { createHandler, type Handler } from '../../src/core/handler';
 import type { AdmissionPolicy, AdmitResult, AuditAppended, AuditMerge, ClaimResult, ClientInfo, Clock, DrawResult, HistoryPoint, JoinResult, Logger, Origin, QueueState, QueueStats, QueueStore, RequestLog, ResetResult, RuntimeControl, JoinOptions, VipCode, VipUse } from '../../src/core/ports';
 import { admissionPolicy } from '../../src/core/handler';
 import { seededRandom } from '../support/seeded-random';
-import { nextWorkerMessage } from '../support/worker-message';
 import { signToken } from '../../src/core/tokens';
-import { startUpstashBridge } from '../../src/node/upstash-bridge';
 import { MemoryStateCache } from '../../src/platform/memory-cache';
 import { buildQueueKeys, DEFAULT_KEY_PREFIX } from '../../src/store/scripts';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
 import { API_TOKEN, BASE_SECRETS, cookieFrom, ManualClock, payloadOf, source } from '../support/fixtures';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
-import { parseCommandstats as parseStats } from '../support/command-stats';
+import { bridgeWorker, checkSnapshots, Direct, pickPop, popShares, startBridgeWorker, sum, messageOf, type BridgeWorker, type BridgeWorkerInput } from './sim-support';
+import { mainSurge } from './surge';
 import { mainAdaptive } from './adaptive';
 import { mainAdaptiveLive } from './adaptive-live';
 
@@ -161,16 +159,8 @@ function log(line: string): void {
   process.stderr.write(`simulate: ${line}\n`);
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 
-function sum(values: readonly number[]): number {
-  let total = 0;
-  for (const v of values) total += v;
-  return total;
-}
 
 function fmtInt(n: number): string {
   return Math.round(n).toLocaleString('en-US');
@@ -221,69 +211,6 @@ function median(values: readonly number[]): number {
 
 // ---------------------------------------------------------------------------------------------
 // Counting in Redis: script calls (round trips) and billed commands
-
-/**
- * Commands only the simulation's own connections send, never the store (which sends nothing but
- * EVALSHA and EVAL, src/store/upstash-store.ts, and whose scripts run none of these): INFO (every
- * snapshot, and each ioredis connection's ready check, the bridge's included), CLIENT (what ioredis
- * sends on connecting), SCRIPT (test/bench/harness.ts's SCRIPT LOAD; none here) and FLUSHALL (before
- * each run). The data commands the simulation sends itself are counted by `Direct` instead.
- */
-const HARNESS_COMMANDS: ReadonlySet<string> = new Set(['info', 'client', 'script', 'flushall']);
-
-interface RedisCounts {
-  /** EVALSHA/EVAL (and _RO) calls: store round trips as Redis saw them. */
-  readonly scripts: number;
-  /** What Upstash bills: every command Redis ran, those inside scripts included, less the simulation's own. */
-  readonly billed: number;
-}
-
-/** From one INFO commandstats reply: script calls, and calls + rejected_calls of every command but HARNESS_COMMANDS. */
-function parseCommandstats(info: string): { scripts: number; all: number } {
-  const { scripts, billed } = parseStats(info, HARNESS_COMMANDS);
-  return { scripts, all: billed };
-}
-
-/**
- * The simulation's own connection to Redis. Every data command it sends goes through here and is
- * counted as it is sent, so that `counts()` can take them out of the billed figure: callers await
- * their own commands before asking for counts (the snapshots do), so the count is exact.
- */
-class Direct {
-  #own = 0;
-  constructor(readonly redis: IORedis) {}
-  /** Data commands sent so far (measured out of `billed`). */
-  get own(): number {
-    return this.#own;
-  }
-  hget(key: string, field: string): Promise<string | null> {
-    this.#own++;
-    return this.redis.hget(key, field);
-  }
-  hincrby(key: string, field: string, by: number): Promise<number> {
-    this.#own++;
-    return this.redis.hincrby(key, field, by);
-  }
-  flushall(): Promise<unknown> {
-    return this.redis.flushall();
-  }
-  async counts(): Promise<RedisCounts> {
-    const own = this.#own;
-    const { scripts, all } = parseCommandstats(await this.redis.info('commandstats'));
-    return { scripts, billed: all - own };
-  }
-}
-
-/** Two snapshots in a row, and two around one of the simulation's own HGETs, must count nothing. */
-async function checkSnapshots(direct: Direct): Promise<void> {
-  const a = await direct.counts();
-  const b = await direct.counts();
-  await direct.hget('simulate:probe', 'x');
-  const c = await direct.counts();
-  if (b.scripts !== a.scripts || b.billed !== a.billed || c.scripts !== b.scripts || c.billed !== b.billed) {
-    throw new Error(`snapshots count themselves (${JSON.stringify([a, b, c])}): the simulation's own commands are not all measured out`);
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Counting: the store wrapper and the fetch wrapper
@@ -417,31 +344,6 @@ interface Pop {
   readonly client: ClientInfo;
 }
 
-/** Cumulative shares of the POPs (Zipf-like), for picking a visitor's POP. */
-function popShares(): Float64Array {
-  const weights = Array.from({ length: POPS }, (_, k) => 1 / Math.pow(k + 1, POP_SKEW));
-  const total = sum(weights);
-  const cumulative = new Float64Array(POPS);
-  let running = 0;
-  weights.forEach((w, k) => {
-    running += w / total;
-    cumulative[k] = running;
-  });
-  cumulative[POPS - 1] = 1;
-  return cumulative;
-}
-
-function pickPop(cumulative: Float64Array, u: number): number {
-  let lo = 0;
-  let hi = POPS - 1;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (u < cumulative[mid]!) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo;
-}
-
 // ---------------------------------------------------------------------------------------------
 // One scenario: one size, with or without the cache
 
@@ -529,7 +431,7 @@ async function runScenario(sc: Scenario, shared: Shared): Promise<RunResult> {
 
   // Visitors: the burst first (indices 0..burst-1), then the trickle.
   const random = seededRandom(SEED);
-  const shares = popShares();
+  const shares = popShares(POPS, POP_SKEW);
   const burstSize = sc.size + BURST_MARGIN;
   const trickleSize = TRICKLE_PER_S * (PRE_S + sc.windowS);
   const surgeSize = Math.round((sc.surgePerS ?? 0) * sc.windowS);
@@ -1286,7 +1188,7 @@ function report(input: ReportInput): boolean {
   const biggest = cacheRuns[cacheRuns.length - 1];
   if (biggest !== undefined) {
     const one = oneDatabase(biggest, units);
-    const shares = popShares();
+    const shares = popShares(POPS, POP_SKEW);
     const share = (k: number): number => shares[k]! - (k === 0 ? 0 : shares[k - 1]!);
     const busiest = share(0);
     const quietest = share(POPS - 1);
@@ -1425,72 +1327,6 @@ function report(input: ReportInput): boolean {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The bridge, in a worker thread (this same bundle, workerData.role = 'bridge'), so that its HTTP
-// server and its Redis connection do not share an event loop with the POPs and the Upstash client.
-
-interface BridgeWorkerInput {
-  readonly role: 'bridge';
-  readonly redisUrl: string;
-  readonly token: string;
-}
-type BridgeReply = { type: 'ready'; url: string } | { type: 'stopped' } | { type: 'error'; message: string };
-
-async function bridgeWorker(input: BridgeWorkerInput): Promise<void> {
-  const port = parentPort;
-  if (port === null || input?.role !== 'bridge') throw new Error('simulate: unknown worker role');
-  try {
-    const bridge = await startUpstashBridge({ redisUrl: input.redisUrl, token: input.token });
-    port.on('message', (message: unknown) => {
-      if (message !== 'stop') return;
-      void bridge.close().finally(() => {
-        port.postMessage({ type: 'stopped' } satisfies BridgeReply);
-        port.close();
-      });
-    });
-    port.postMessage({ type: 'ready', url: bridge.url } satisfies BridgeReply);
-  } catch (error) {
-    port.postMessage({ type: 'error', message: messageOf(error) } satisfies BridgeReply);
-  }
-}
-
-interface BridgeWorker {
-  readonly url: string;
-  stop(): Promise<void>;
-}
-
-
-async function startBridgeWorker(redisUrl: string): Promise<BridgeWorker> {
-  const worker = new Worker(fileURLToPath(import.meta.url), { workerData: { role: 'bridge', redisUrl, token: BRIDGE_TOKEN } satisfies BridgeWorkerInput });
-  let reply: BridgeReply;
-  try {
-    reply = await nextWorkerMessage<BridgeReply>(worker, 10_000, 'starting the bridge');
-  } catch (error) {
-    await worker.terminate();
-    throw error;
-  }
-  if (reply.type !== 'ready') {
-    await worker.terminate();
-    throw new Error(`starting the bridge: ${reply.type === 'error' ? reply.message : reply.type}`);
-  }
-  let stopped = false;
-  return {
-    url: reply.url,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      try {
-        const done = nextWorkerMessage<BridgeReply>(worker, 5_000, 'stopping the bridge');
-        worker.postMessage('stop');
-        await done;
-      } catch (error) {
-        log(`the bridge did not stop cleanly (${messageOf(error)}); terminating it`);
-      }
-      await worker.terminate();
-    },
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
 // Main
 
 /** The sizes asked for: `--quick`, `--sizes=1000,100000` or WR_SIM_SIZES; else all. */
@@ -1508,6 +1344,8 @@ async function main(): Promise<number> {
   if (process.argv.includes('--adaptive')) return mainAdaptive(process.argv.slice(2));
   // The same controller against live origins over HTTP (issue 30): test/sim/adaptive-live.ts.
   if (process.argv.includes('--adaptive-live')) return mainAdaptiveLive(process.argv.slice(2));
+  // 100,000 arrivals a second past one database's ceiling (issue 34): test/sim/surge.ts.
+  if (process.argv.includes('--surge') || process.argv.includes('--surge-quick')) return mainSurge(process.argv.slice(2));
   const runStarted = Date.now();
   const deadline = runStarted + WATCHDOG_MS;
   let redisServer: RedisServer | undefined;
@@ -1531,7 +1369,7 @@ async function main(): Promise<number> {
   try {
     SIZES = chosenSizes(process.argv.slice(2), process.env['WR_SIM_SIZES']);
     redisServer = await startRedisServer();
-    bridge = await startBridgeWorker(redisServer.url);
+    bridge = await startBridgeWorker(redisServer.url, BRIDGE_TOKEN, log);
     direct = new IORedis(redisServer.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
     await direct.connect();
     installFetchCounter(bridge.url);
