@@ -1076,19 +1076,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'c0ef2c60f79e8f746552b0d295402f08459ad024';
-export const POLL_SHA1 = '19cedd08a8ba383c31fb56741ac42ae115cb29d0';
-export const CLAIM_SHA1 = '29b6b469f95ab7560f665343ecaa5e05a72b444d';
-export const TOUCH_SHA1 = 'a71365e5e076ee8fc8656a0e8a8657847caaea50';
-export const LEAVE_SHA1 = '5def1a5d5c55716b9c600ab0a1a7a0f3590610cd';
-export const ADMIT_SHA1 = '68d12c56b4b589a6041b6cd75e463d1dd3871724';
-export const CONTROL_SHA1 = 'f48c355539e700aecd2b667afc6b9d3dd97b050d';
-export const STATS_SHA1 = '7d3f77a1af879f13ce80d14f8276646e33e838f2';
+export const JOIN_SHA1 = '31b97cce0e0b8a9425da8009f2573d61e8931226';
+export const POLL_SHA1 = '2ff8dd407fe4fa1a0432aec89a9b04493ee6e9ec';
+export const CLAIM_SHA1 = '1f7c1e8ea0419cbc0a256796c6f3366aa674645c';
+export const TOUCH_SHA1 = '339a9f3cdc72d71e67f5ed6b156dd18bb35039c7';
+export const LEAVE_SHA1 = 'f6e4ee21437734ef7581aecc0d1ef8f2055d7397';
+export const ADMIT_SHA1 = '72109891210a96232ae0b62784fe55846b603734';
+export const CONTROL_SHA1 = 'cec8e0c5e02a7f77cb0b88d240f2e023ca285312';
+export const STATS_SHA1 = '5375d791e1bc3edf1f513186fb7e72e8d30fa521';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'e0afc37a00c1b0c0354ca93a3520d52deb96134b';
-export const RESET_SHA1 = '0aa854564e72e3dcb8894f6884e3b1ad8e5723cc';
+export const DRAW_SHA1 = '02e9f2a74a4a9221ad7898ffc98f6bb589e74748';
+export const RESET_SHA1 = 'df006ffb40fa7857abc07bb999249fd856966391';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';
