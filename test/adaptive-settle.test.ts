@@ -63,7 +63,9 @@ describe('adaptive admission settles against live origins over HTTP (Node host, 
     // Within target, up to the count's own noise: the share of n answers of an origin that fails
     // exactly at the target has a standard deviation of sqrt(p (1 - p) / n); two of them are
     // allowed (about 2.6 points at 5 % over the ~280 answers measured). The old controller's
-    // 16 % and 10 % are far outside it; a run of this one measured 3.0 % to 5.4 %.
+    // 16 % and 10 % are far outside it. Not the target itself: six runs of this controller on the
+    // shared 2-core machine had 0.5, 8.0, 7.3, 0.9, 1.3 and 8.7 % errors against the shedding origin
+    // (docs/adaptive-admission.md, "A margin under the target", has every run's shares).
     const within = (percent: number): number => percent + 200 * Math.sqrt((percent / 100) * (1 - percent / 100) / Math.max(1, sent));
     expect(s.errorShare * 100).toBeLessThanOrEqual(within(TARGETS.errorPercent));
     expect(s.slowShare * 100).toBeLessThanOrEqual(within(TARGETS.slowPercent));

@@ -1124,19 +1124,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'bc5519d5a8ffad8641736aae006a5657e245579d';
-export const POLL_SHA1 = 'e39f9a55d50a7c77f652dd8f8b3e78d2ea34ec93';
-export const CLAIM_SHA1 = '4c68d2efef38b0b7daeb35315ff3adaf25553e5f';
-export const TOUCH_SHA1 = '0fb93a6ac71d2e512825222b59e12eeee94856d1';
-export const LEAVE_SHA1 = '1697d99a0707304af46b36330c342366f7bf600f';
-export const ADMIT_SHA1 = 'f60836621e36b0147d3be9628dee842c939602e8';
-export const CONTROL_SHA1 = '255e140f193eadac34a81b3c8a638a5fc335da6e';
-export const STATS_SHA1 = '17aeb9ac624b467b04229ec80de873e9d9343f70';
+export const JOIN_SHA1 = 'c546db371379e93b98fb33815d12a2687fa9b7ef';
+export const POLL_SHA1 = '025b0dcf206bbb851919dc38a8381dcf369cf24e';
+export const CLAIM_SHA1 = 'f0b01576443875e282783b5e2cd53dcdec1999be';
+export const TOUCH_SHA1 = '7ef02056e5c6263b748a46b205a3b60c5d26cc16';
+export const LEAVE_SHA1 = '51490ca230ac6c11abd0262131da0d0f74e17668';
+export const ADMIT_SHA1 = 'bd762f6b5aeac9756b3152dda5934f9b2a916c7f';
+export const CONTROL_SHA1 = 'da5ebcf00961a7623fc66e5db17b52467d5ebb3e';
+export const STATS_SHA1 = '45efa3a11d6327abb60391347a152a3e9c2c1db7';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'fa1d5b47a92d71b0f2a8697521116c35571b521d';
-export const RESET_SHA1 = 'c7bef4133030434098d14d7f6fbe882370fdf784';
+export const DRAW_SHA1 = 'd4d9ebe1c905076151b91e2a9967a086b1552dbc';
+export const RESET_SHA1 = '2010bfa40705e94e2e40f763181aad66de67b297';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';

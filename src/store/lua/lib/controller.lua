@@ -10,7 +10,8 @@
 --- already falling by more than a tenth since the last step; the value cut from is the boundary
 --- (ac_top). Up while tickets wait and the load is not still rising by that much: a step (two when
 --- nothing failed or was slow) while no boundary is known, else half the way to just under it, and
---- to it, then 1, 3, 7 ... above it, each after __AC_PLATEAU_MS__ ms without a move.
+--- to it, then 1, 3, 7 ... above it, each after __AC_PLATEAU_MS__ ms without a move and only with
+--- headroom (__AC_PROBE_HEADROOM__); a try at or above the boundary without headroom goes back one.
 
 for _, f in ipairs({'ac_cfg', 'ac_on', 'ac_val', 'ac_pin', 'ac_at', 'ac_move', 'ac_sig', 'ac_log', 'ac_top', 'ac_ev'}) do CTL_FIELDS[#CTL_FIELDS + 1] = f end
 for i = 0, __AC_SLOTS__ - 1 do CTL_FIELDS[#CTL_FIELDS + 1] = 'o' .. i end
@@ -120,30 +121,40 @@ local function ac_value(base, frozen, waiting)
   local to, reason = value, nil
   local over_err, over_slow = er * 100 > s.err * rq, sl * 100 > s.slow * rq
   local ev_err, ev_slow = e_er * 100 > s.err * e_rq, e_sl * 100 > s.slow * e_rq
+  -- Headroom: the answers since the last move use at most 1 / __AC_PROBE_HEADROOM__ of each target.
+  local roomy_err = e_er * 100 * __AC_PROBE_HEADROOM__ <= s.err * e_rq
+  local roomy = roomy_err and e_sl * 100 * __AC_PROBE_HEADROOM__ <= s.slow * e_rq
   local top = tonumber(c.ac_top or '')
   local step = math.max(1, math.ceil((s.max - s.min) / __AC_STEPS__))
-  if falling and (over_err or over_slow) then
-    -- Over target, but the load is already coming down: let it.
-  elseif (rq >= __AC_MIN_REQUESTS__ and (over_err or over_slow)) or (e_rq >= __AC_MIN_REQUESTS__ and (ev_err or ev_slow)) then
+  local hard = (rq >= __AC_MIN_REQUESTS__ and (over_err or over_slow)) or (e_rq >= __AC_MIN_REQUESTS__ and (ev_err or ev_slow))
+  -- At or above the boundary (a try): without headroom it steps back at once, within target as it
+  -- may be, rather than wait for the try's load to take the origin over its target.
+  local soft = top and value >= top and e_rq >= __AC_MIN_REQUESTS__ and not roomy
+  if falling and (over_err or over_slow or soft) then
+    -- Over target (or a try without headroom), but the load is already coming down: let it.
+  elseif hard or soft then
     local keep = rq >= __AC_MIN_REQUESTS__ and (over_err or over_slow) and ac_keep(rq, er, sl, s) or ac_keep(e_rq, e_er, e_sl, s)
     -- Near a boundary found before, a small cut finds it again; a site that lost more capacity
     -- than that is followed by the next cuts, a window apart (0.7, 0.49, 0.34 of the value).
     if top then keep = math.max(keep, __AC_GENTLE_KEEP__) end
-    to, reason = math.max(s.min, math.min(value - 1, math.floor(value * keep + 0.5))), (over_err or ev_err) and 'e' or 's'
+    -- A try without headroom but within target is undone by one, the least step back.
+    to = hard and math.max(s.min, math.min(value - 1, math.floor(value * keep + 0.5))) or math.max(s.min, value - 1)
+    reason = (over_err or ev_err or (not hard and not roomy_err)) and 'e' or 's'
     if to ~= value then set_ctl('ac_top', fmt(value)) end
   elseif waiting and not rising and e_rq >= __AC_MIN_REQUESTS__ and not over_err and not over_slow and not ev_err and not ev_slow then
     if not top then
       -- No boundary yet: a step, two when nothing failed and nothing was slow (no sign of a limit).
       to = value + ((e_er == 0 and e_sl == 0) and 2 or 1) * step
+    elseif not roomy or NOW - moved < __AC_PLATEAU_MS__ then
+      -- Near a boundary found before, it climbs only once its last move has been held long enough
+      -- for the load to show it, and only with headroom: within target but using more than
+      -- 1 / __AC_PROBE_HEADROOM__ of it, a site this near its limit would go over with more.
     elseif value < top - 1 then
       -- Half the way to just under the boundary: the moves shrink as it comes near.
       to = math.min(top - 1, value + math.min(step, math.max(1, math.floor((top - value) / 2))))
-    elseif NOW - moved >= __AC_PLATEAU_MS__ and e_er * 100 * __AC_PROBE_HEADROOM__ <= s.err * e_rq
-        and e_sl * 100 * __AC_PROBE_HEADROOM__ <= s.slow * e_rq then
-      -- At the boundary (just under it, or above it while the site stays healthy: it has grown),
-      -- held there long enough for the load to show it, and with headroom under both targets (a
-      -- site that uses more of them is at its limit, and a try would take it over): on, twice as
-      -- far above it at each try.
+    else
+      -- At the boundary (just under it, or above it while the site stays healthy: it has grown):
+      -- on, twice as far above it at each try.
       to = value + math.min(step, math.max(1, value - top + 1))
     end
     to, reason = math.min(s.max, to), 'h'
