@@ -32,7 +32,8 @@ export const MAX_BLOCK_AGE_MS = 1_000;
 
 /**
  * The arrival rate is a count that decays by e every this many ms: about the last second's
- * arrivals, so a burst is seen within a few hundred ms and a lull forgets it as fast.
+ * arrivals, so a burst is seen within a few hundred ms and a lull forgets it as fast. A gap this
+ * long between two arrivals starts the count afresh.
  */
 const RATE_DECAY_MS = 1_000;
 
@@ -70,6 +71,11 @@ export class TicketBlocks {
   private holes: TicketRange[] = [];
   private rateWeight = 0;
   private rateAtMs = 0;
+  /** When the count started (the first arrival after a gap of RATE_DECAY_MS), or undefined before any. */
+  private watchedSinceMs: number | undefined;
+  private lastArrivalMs = 0;
+  /** The last block taken: how many numbers and when its join was sent, for the ramp. */
+  private last: { readonly size: number; readonly sentAtMs: number } | undefined;
 
   constructor(settings: BlockSettings = DEFAULT_BLOCK_SETTINGS) {
     checkSettings(settings);
@@ -78,6 +84,11 @@ export class TicketBlocks {
 
   /** An arrival at nowMs: counted for the rate; the next number of the lowest live block, or undefined (the caller joins with joinOptions()). */
   next(nowMs: number): HandedTicket | undefined {
+    if (this.watchedSinceMs === undefined || nowMs - this.lastArrivalMs >= RATE_DECAY_MS) {
+      this.watchedSinceMs = nowMs;
+      this.rateWeight = 0;
+    }
+    this.lastArrivalMs = nowMs;
     this.decayTo(nowMs);
     this.rateWeight += 1;
     this.expire(nowMs);
@@ -93,12 +104,25 @@ export class TicketBlocks {
   /**
    * What the caller's join asks for: the size (1 while arrivals are slow: an ordinary join) and the
    * holes to report, taken out here: give them back with failed() if the join fails.
+   *
+   * The size is what the arrival rate fills in fillTargetMs, and the rate is the decayed count over
+   * the span it has actually watched: a sandbox that has seen 20 arrivals in its first 100 ms of a
+   * sale is at 200 a second, not at the 20 a second a one-second count would say. The span is taken
+   * as at least maxAgeMs, so a few close arrivals of a slow sandbox still ask for 1 (it takes about
+   * four in half a second to ask for 2). And when the last block was used up in less than half of
+   * fillTargetMs, the next asks for at least twice its size: the rate that used it up would fill
+   * more than that in fillTargetMs, so doubling never asks past what was measured, and a ramp from
+   * 1 to 100 takes about eight joins.
    */
   joinOptions(nowMs: number): { size: number; holes?: BlockHoles } {
     this.decayTo(nowMs);
     this.expire(nowMs);
-    const perMs = this.rateWeight / RATE_DECAY_MS;
-    const size = Math.max(1, Math.min(this.settings.maxSize, Math.floor(perMs * this.settings.fillTargetMs)));
+    const watchedMs = Math.max(this.settings.maxAgeMs, nowMs - (this.watchedSinceMs ?? nowMs));
+    const perMs = this.rateWeight / (RATE_DECAY_MS * -Math.expm1(-watchedMs / RATE_DECAY_MS));
+    let size = Math.floor(perMs * this.settings.fillTargetMs);
+    const last = this.last;
+    if (last !== undefined && this.blocks.length === 0 && nowMs - last.sentAtMs < this.settings.fillTargetMs / 2) size = Math.max(size, 2 * last.size);
+    size = Math.max(1, Math.min(this.settings.maxSize, size));
     if (this.holes.length === 0 || this.state === undefined) return { size };
     const holes: BlockHoles = { epoch: this.state.epoch, generation: this.state.generation, ranges: this.holes };
     this.holes = [];
@@ -118,8 +142,12 @@ export class TicketBlocks {
     }
     this.observe(result.epoch, result.generation);
     const block = result.block;
-    if (block === undefined) return;
+    if (block === undefined) {
+      this.last = undefined;
+      return;
+    }
     this.counts.blocks += 1;
+    if (!result.replayed) this.last = { size: block.to - block.from + 1, sentAtMs };
     if (block.to <= result.ticket) return;
     const rest = { next: result.ticket + 1, to: block.to, sentAtMs };
     if (result.replayed) {
@@ -147,6 +175,7 @@ export class TicketBlocks {
     this.state = { epoch, generation };
     this.blocks = [];
     this.holes = [];
+    this.last = undefined;
   }
 
   private decayTo(nowMs: number): void {
