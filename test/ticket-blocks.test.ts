@@ -21,6 +21,23 @@ function arrive(blocks: TicketBlocks, startMs: number, ms: number, perSecond: nu
   return got;
 }
 
+/**
+ * Arrivals at `perSecond` from `startMs` for `ms` at one sandbox whose joins are answered at once
+ * (the store's tail starts at `tail`): the size of every join, in order.
+ */
+function serve(blocks: TicketBlocks, startMs: number, ms: number, perSecond: number, tail = { n: 0 }): number[] {
+  const sizes: number[] = [];
+  const gap = 1000 / perSecond;
+  for (let t = startMs; t < startMs + ms; t += gap) {
+    if (blocks.next(t) !== undefined) continue;
+    const { size } = blocks.joinOptions(t);
+    sizes.push(size);
+    blocks.accept(size > 1 ? answer(tail.n + 1, tail.n + size) : { ...answer(tail.n + 1, tail.n + 1), block: undefined }, t);
+    tail.n += size;
+  }
+  return sizes;
+}
+
 describe('TicketBlocks', () => {
   it('hands a block\'s numbers in order, to the end, with its state', () => {
     const b = new TicketBlocks(settings);
@@ -67,6 +84,46 @@ describe('TicketBlocks', () => {
 
     // A lull after the burst brings it back to 1.
     expect(fast.joinOptions(3_000 + 10_000).size).toBe(1);
+  });
+
+  it('ramps to full size within a few joins of a burst, doubling each block used up in under half the fill target', () => {
+    // 1,000 arrivals a second at one sandbox from its first request. A count over one second alone
+    // asked for 50 only at its 26th join (eight of 1, then 2, 2, 3, 3, 4, 5, …); this asks at its 9th.
+    const b = new TicketBlocks(settings);
+    const sizes = serve(b, 0, 1_000, 1_000);
+    const full = sizes.indexOf(settings.maxSize);
+    expect(full).toBeGreaterThan(0);
+    expect(full).toBeLessThanOrEqual(8);
+    expect(sizes.slice(0, 3)).toEqual([1, 1, 1]);
+    for (let i = 1; i <= full; i++) expect(sizes[i]).toBeLessThanOrEqual(Math.max(2 * sizes[i - 1]!, 2));
+    // Later blocks stay full, and the second's 1,000 arrivals took few joins.
+    expect(sizes.slice(full).every((size) => size === settings.maxSize)).toBe(true);
+    expect(sizes.length).toBeLessThanOrEqual(full + 1_000 / settings.maxSize + 1);
+
+    // A sandbox that sat idle (its count forgotten) ramps as fast when the next burst comes.
+    const again = serve(b, 60_000, 1_000, 1_000);
+    expect(again.indexOf(settings.maxSize)).toBe(full);
+  });
+
+  it('does not overshoot when arrivals slow down: no block after the slowdown is larger than the one before it', () => {
+    const b = new TicketBlocks(settings);
+    const tail = { n: 0 };
+    serve(b, 0, 300, 1_000, tail);
+    const before = b.joinOptions(300).size;
+    const after = serve(b, 300, 5_000, 10, tail);
+    let previous = before;
+    for (const size of after) {
+      expect(size).toBeLessThanOrEqual(previous);
+      previous = size;
+    }
+    // 10 a second fill 2.5 in 250 ms.
+    expect(after.at(-1)).toBeLessThanOrEqual(3);
+  });
+
+  it('a few close arrivals of a slow sandbox still ask for 1', () => {
+    const b = new TicketBlocks(settings);
+    expect(serve(b, 0, 3, 1_000)).toEqual([1, 1, 1]);
+    expect(serve(b, 500, 30_000, 2)).toEqual(Array.from({ length: 60 }, () => 1));
   });
 
   it('maxSize 1 turns blocks off whatever the rate', () => {
