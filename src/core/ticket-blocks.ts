@@ -110,9 +110,10 @@ export class TicketBlocks {
    * sale is at 200 a second, not at the 20 a second a one-second count would say. The span is taken
    * as at least maxAgeMs, so a few close arrivals of a slow sandbox still ask for 1 (it takes about
    * four in half a second to ask for 2). And when the last block was used up in less than half of
-   * fillTargetMs, the next asks for at least twice its size: the rate that used it up would fill
-   * more than that in fillTargetMs, so doubling never asks past what was measured, and a ramp from
-   * 1 to 100 takes about eight joins.
+   * fillTargetMs, the next asks for at least what the rate that used it up fills in fillTargetMs,
+   * up to four times its size: so the ramp never asks past what was measured, and at a sale's
+   * opening a sandbox reaches full blocks in about six joins (1, 1, 1, 2, 8, 32, 100), where the
+   * count alone took some twenty-five.
    */
   joinOptions(nowMs: number): { size: number; holes?: BlockHoles } {
     this.decayTo(nowMs);
@@ -121,7 +122,10 @@ export class TicketBlocks {
     const perMs = this.rateWeight / (RATE_DECAY_MS * -Math.expm1(-watchedMs / RATE_DECAY_MS));
     let size = Math.floor(perMs * this.settings.fillTargetMs);
     const last = this.last;
-    if (last !== undefined && this.blocks.length === 0 && nowMs - last.sentAtMs < this.settings.fillTargetMs / 2) size = Math.max(size, 2 * last.size);
+    const usedInMs = last === undefined ? Infinity : nowMs - last.sentAtMs;
+    if (last !== undefined && this.blocks.length === 0 && usedInMs < this.settings.fillTargetMs / 2) {
+      size = Math.max(size, Math.floor(last.size * Math.min(4, this.settings.fillTargetMs / Math.max(usedInMs, 1))));
+    }
     size = Math.max(1, Math.min(this.settings.maxSize, size));
     if (this.holes.length === 0 || this.state === undefined) return { size };
     const holes: BlockHoles = { epoch: this.state.epoch, generation: this.state.generation, ranges: this.holes };
