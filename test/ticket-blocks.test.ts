@@ -247,6 +247,85 @@ describe('TicketBlocks', () => {
     expect(b.counts.blocks).toBeLessThan(6_000 / 10);
   });
 
+  it('order: a visitor can hold a higher number than one who arrived up to maxAgeMs plus its join\'s trip to the store later, never more', () => {
+    // Instance B's block is taken at 0 and its last number handed at 490 ms. Visitor A arrived at
+    // another instance at -30 ms and joined; the join reached the store at +10: A's number comes
+    // after B's block, though A arrived 520 ms before B's last visitor (more than maxAgeMs).
+    const b = new TicketBlocks(settings);
+    b.accept(answer(1, 50), 0);
+    expect(b.next(490)?.ticket).toBe(2);
+    const aTicket = 51; // the store ran A's join after B's block
+    expect(aTicket).toBeGreaterThan(2);
+    expect(490 - -30).toBeGreaterThan(settings.maxAgeMs);
+    expect(490 - -30).toBeLessThan(settings.maxAgeMs + 40);
+
+    // Many instances, each with its own one-way delay to the store (up to 30 ms), arrivals at mixed
+    // rates, every join numbered when the store runs it: no inversion reaches maxAgeMs plus the
+    // round trip (the earlier visitor's join reached the store at most that long after it arrived).
+    let seed = 7;
+    const random = (): number => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed / 2_147_483_648;
+    };
+    const maxOneWay = 30;
+    type Join = { runAt: number; answerAt: number; size: number; holder: { at: number; ticket: number } };
+    const instances = Array.from({ length: 6 }, (_, i) => ({
+      blocks: new TicketBlocks(settings), oneWay: Math.floor(random() * (maxOneWay + 1)), perMs: [0.002, 0.02, 0.3, 1][i % 4]!,
+      busyUntil: 0, due: [] as number[], join: undefined as Join | undefined,
+    }));
+    const visitors: Array<{ at: number; ticket: number }> = [];
+    let tail = 0;
+    for (let t = 0; t < 6_000; t++) {
+      // The rate of each instance changes every second: bursts and slowdowns.
+      const phase = Math.floor(t / 1_000) % 2;
+      for (const inst of instances) if (random() < inst.perMs * (phase === 0 ? 1 : 0.1)) inst.due.push(t);
+      for (const inst of instances) {
+        const join = inst.join;
+        if (join !== undefined && join.runAt === t) {
+          join.holder.ticket = tail + 1;
+          tail += join.size;
+        }
+      }
+      instances.forEach((inst) => {
+        const join = inst.join;
+        if (join !== undefined && join.answerAt <= t) {
+          const from = join.holder.ticket;
+          inst.blocks.accept(join.size > 1 ? answer(from, from + join.size - 1) : { ...answer(from, from), block: undefined }, join.runAt - inst.oneWay);
+          inst.join = undefined;
+        }
+        while (inst.join === undefined && inst.due.length > 0) {
+          // A request waiting behind a join is served when the join comes back: that is its arrival here.
+          inst.due.shift();
+          const handed = inst.blocks.next(t);
+          if (handed !== undefined) {
+            visitors.push({ at: t, ticket: handed.ticket });
+            continue;
+          }
+          const { size } = inst.blocks.joinOptions(t);
+          const holder = { at: t, ticket: 0 };
+          visitors.push(holder);
+          inst.join = { runAt: t + inst.oneWay, answerAt: t + 2 * inst.oneWay, size, holder };
+          if (inst.oneWay === 0) {
+            holder.ticket = tail + 1;
+            tail += size;
+            inst.blocks.accept(size > 1 ? answer(holder.ticket, holder.ticket + size - 1) : { ...answer(holder.ticket, holder.ticket), block: undefined }, t);
+            inst.join = undefined;
+          }
+        }
+      });
+    }
+    const numbered = visitors.filter((v) => v.ticket > 0).sort((x, y) => x.ticket - y.ticket);
+    expect(new Set(numbered.map((v) => v.ticket)).size).toBe(numbered.length);
+    let latest = -Infinity;
+    let worst = 0;
+    for (const v of numbered) {
+      worst = Math.max(worst, latest - v.at);
+      latest = Math.max(latest, v.at);
+    }
+    expect(numbered.length).toBeGreaterThan(4_000);
+    expect(worst).toBeLessThan(settings.maxAgeMs + 2 * maxOneWay);
+  });
+
   it('rejects bad settings with one error naming each', () => {
     expect(() => new TicketBlocks({ maxSize: 0, maxAgeMs: 2_000, fillTargetMs: 3_000 })).toThrow(BlockSettingsError);
     expect(() => new TicketBlocks({ maxSize: MAX_TICKET_BLOCK + 1, maxAgeMs: 500, fillTargetMs: 250 })).toThrow(/maxSize/);
