@@ -5,9 +5,12 @@
  * I/O, the time passed in, so the edge, the Node host and the simulator run the same code.
  *
  * Order: a block's numbers are handed out only while it is younger than `maxAgeMs`, counted from
- * when its join was sent. Blocks are numbered in the order the store ran their joins, so a visitor
- * who arrived more than maxAgeMs before another holds the lower number. Within the instance the
- * lowest number left is handed first.
+ * when its join was sent. Blocks are numbered in the order the store ran their joins. A joiner's own
+ * number is fixed when the store runs its join, up to a round trip after it arrived, and a block
+ * the store ran just before can still be handed out for maxAgeMs after it was sent: so a visitor
+ * who arrived more than maxAgeMs plus its join's round trip before another holds the lower number
+ * (two visitors both handed from blocks: more than maxAgeMs). Within the instance the lowest
+ * number left is handed first.
  *
  * Holes: the numbers of a block that aged out (or came back replayed) are nobody's. The next join
  * reports them (BlockHoles) and the store passes over them when it calls tickets. Holes that are
@@ -112,8 +115,8 @@ export class TicketBlocks {
    * four in half a second to ask for 2). And when the last block was used up in less than half of
    * fillTargetMs, the next asks for at least what the rate that used it up fills in fillTargetMs,
    * up to four times its size: so the ramp never asks past what was measured, and at a sale's
-   * opening a sandbox reaches full blocks in about six joins (1, 1, 1, 2, 8, 32, 100), where the
-   * count alone took some twenty-five.
+   * opening a sandbox of 1,000 arrivals a second asks for full blocks at its seventh join (1, 1, 1,
+   * 2, 8, 32, then full), where the count alone took twenty-six.
    */
   joinOptions(nowMs: number): { size: number; holes?: BlockHoles } {
     this.decayTo(nowMs);
