@@ -151,7 +151,7 @@ describe('ticket blocks on the Node host (a manual clock)', () => {
   });
 });
 
-describe('ticket blocks on the Node host, arrivals at once (several block joins in flight)', () => {
+describe('ticket blocks on the Node host, arrivals at once (they wait for the block join under way)', () => {
   let stack: Stack;
   beforeAll(async () => {
     forgetTicketBlocks();
