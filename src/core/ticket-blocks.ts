@@ -76,10 +76,14 @@ export class TicketBlocks {
     this.settings = settings;
   }
 
-  /** An arrival at nowMs: counted for the rate; the next number of the lowest live block, or undefined (the caller joins with joinOptions()). */
-  next(nowMs: number): HandedTicket | undefined {
+  /**
+   * An arrival at nowMs: counted for the rate; the next number of the lowest live block, or
+   * undefined (the caller joins with joinOptions()). `again`: the same arrival asking once more
+   * (it waited for another's join), not counted twice.
+   */
+  next(nowMs: number, again = false): HandedTicket | undefined {
     this.decayTo(nowMs);
-    this.rateWeight += 1;
+    if (!again) this.rateWeight += 1;
     this.expire(nowMs);
     const block = this.blocks[0];
     if (block === undefined || this.state === undefined) return undefined;
