@@ -7,7 +7,7 @@
  * capacity mode's room is not traded for a handed number.
  */
 import jws from 'jws';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { admissionPolicy } from '../src/core/context';
 import { forgetTicketBlocks } from '../src/core/edge-blocks';
 import type { QueueState, QueueStore, RequestLog } from '../src/core/ports';
@@ -172,6 +172,75 @@ describe.each(['memory', 'upstash', 'redis'] as const)('ticket blocks at the edg
     const next = await r.request();
     expect(next.line.block).toBe('handed');
     expect(next.claims?.['t']).toBe((last.claims!['t'] as number) + 1);
+  });
+
+  /**
+   * Joins held at a gate the test opens (or fails), counted as they are asked: arrivals can find a
+   * block join under way for as long as the test wants, with no timing involved.
+   */
+  function holdJoins(r: ReturnType<typeof rig>) {
+    const join = r.store.join;
+    let open: () => void = () => undefined;
+    let fail: (error: Error) => void = () => undefined;
+    const gate = new Promise<void>((resolve, reject) => {
+      open = resolve;
+      fail = reject;
+    });
+    const held = { asked: 0, open, fail };
+    r.store.join = async (...a) => {
+      held.asked += 1;
+      await gate;
+      return join(...a);
+    };
+    return held;
+  }
+
+  /** Arrivals at a still clock until blocks are large, then past every block's age: none is live. */
+  async function warmedWithoutBlock(r: ReturnType<typeof rig>): Promise<void> {
+    for (let i = 0; i < 100; i++) expect((await r.request()).status).toBe(200);
+    r.clock.advance(DEFAULT_BLOCK_SETTINGS.maxAgeMs);
+  }
+
+  it('arrivals that find no block while a block join is under way wait for it and take its numbers in the order they came, with no store call', async () => {
+    const r = rig(fresh());
+    await warmedWithoutBlock(r);
+    const held = holdJoins(r);
+    const first = r.request();
+    await vi.waitFor(() => expect(held.asked).toBe(1), { timeout: 5_000 });
+    const behind = [r.request(), r.request(), r.request()];
+    // They wait: no join of their own while the first is under way.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(held.asked).toBe(1);
+    held.open();
+    const led = await first;
+    expect(led.line.block).toMatch(/^took \d+-\d+/);
+    const t = led.claims!['t'] as number;
+    const answers = await Promise.all(behind);
+    expect(held.asked).toBe(1);
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
+    expect(answers.map((a) => a.line.block)).toEqual(['handed', 'handed', 'handed']);
+    expect(answers.map((a) => a.claims!['t'])).toEqual([t + 1, t + 2, t + 3]);
+  });
+
+  it("a join under way that fails sends those waiting for it to join themselves: no visitor's 5xx", async () => {
+    const r = rig(fresh());
+    await warmedWithoutBlock(r);
+    const held = holdJoins(r);
+    const first = r.request();
+    await vi.waitFor(() => expect(held.asked).toBe(1), { timeout: 5_000 });
+    const behind = [r.request(), r.request(), r.request()];
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(held.asked).toBe(1);
+    r.store.mode = 'error';
+    held.fail(new Error('store is down'));
+    const answers = [await first, ...(await Promise.all(behind))];
+    // Each asked the store itself (none is left waiting) and got the holding page with its join's key.
+    expect(held.asked).toBe(4);
+    for (const answer of answers) {
+      expect(answer.status).toBe(200);
+      expect(answer.claims).toMatchObject({ k: 'w', t: 0 });
+      expect(answer.claims?.['p']).toMatch(/^[0-9a-f]{16}$/);
+    }
   });
 
   it('capacity mode with room: every visitor walks in at its join, none is handed a number to wait with', async () => {

@@ -50,6 +50,20 @@ describe('TicketBlocks', () => {
     expect(b.counts).toEqual({ handed: 4, holes: 0, blocks: 1 });
   });
 
+  it('an arrival asking again (it waited for another join) is not counted twice for the size', () => {
+    const once = new TicketBlocks(settings);
+    const twice = new TicketBlocks(settings);
+    for (let i = 0; i < 40; i++) {
+      once.next(0);
+      twice.next(0);
+      twice.next(0, true);
+    }
+    // 40 arrivals at a fresh sandbox, counted over at least maxAgeMs (a decayed count's weight of
+    // that span is 393 ms): about 100 a second, 25 in a quarter of a second.
+    expect(once.joinOptions(0).size).toBe(25);
+    expect(twice.joinOptions(0).size).toBe(25);
+  });
+
   it('hands nothing from a block once it is maxAgeMs old, counted from the send; its rest become holes', () => {
     const b = new TicketBlocks(settings);
     b.accept(answer(101, 110), 1_000);

@@ -20,6 +20,25 @@ interface Entry {
   /** The largest block it was made for: settings that change it start afresh. */
   readonly maxSize: number;
   readonly blocks: TicketBlocks;
+  /** The block join this instance has under way, which arrivals that find no number wait for. */
+  joining?: BlockJoin;
+}
+
+/**
+ * A block join under way at this instance (the Node host runs requests at once). Arrivals that
+ * find no live block wait for its answer instead of joining too: one join, one block, no holes
+ * from blocks that raced. On Fastly an instance runs one request at a time, so whoever registered
+ * the join has settled it before the next request starts, and nothing waits there.
+ */
+export interface BlockJoin {
+  /**
+   * Resolves once the join's block, if any, is in the allocator: with the state the store answered
+   * (wait over: try the blocks again), or undefined (the join failed, took one number, or never
+   * ran: join yourself).
+   */
+  readonly answered: Promise<QueueState | undefined>;
+  /** Settles the join for those waiting; the first call counts, later ones do nothing. */
+  settle(answer: QueueState | undefined): void;
 }
 
 const entries = new Map<string, Entry>();
@@ -45,6 +64,36 @@ export function blocksOf(config: Pick<Config, 'queueName' | 'ticketBlocks' | 'qu
 export function observeState(config: Pick<Config, 'queueName' | 'ticketBlocks' | 'queueMethod'>, state: Pick<QueueState, 'epoch' | 'generation'>): void {
   if (config.ticketBlocks < 2) return;
   entries.get(config.queueName)?.blocks.observe(state.epoch, state.generation);
+}
+
+/**
+ * The block join under way for the queue at this instance, to wait for; undefined when there is
+ * none (the caller joins, and leads the join with leadJoin()).
+ */
+export function joinUnderWay(config: Pick<Config, 'queueName'>): BlockJoin | undefined {
+  return entries.get(config.queueName)?.joining;
+}
+
+/**
+ * Registers the caller's coming join as the one under way for the queue, from the moment it found
+ * no number (before any await, so arrivals right behind it wait). The caller must settle it in any
+ * case (a finally): an unsettled join would hold its waiters until their request ends. Undefined
+ * when another is already under way: the caller joins alongside it, as before coalescing.
+ */
+export function leadJoin(config: Pick<Config, 'queueName'>): BlockJoin | undefined {
+  const entry = entries.get(config.queueName);
+  if (entry === undefined || entry.joining !== undefined) return undefined;
+  let resolve: (answer: QueueState | undefined) => void = () => undefined;
+  const answered = new Promise<QueueState | undefined>((r) => (resolve = r));
+  const join: BlockJoin = {
+    answered,
+    settle(answer) {
+      if (entry.joining === join) entry.joining = undefined;
+      resolve(answer);
+    },
+  };
+  entry.joining = join;
+  return join;
 }
 
 /** What this instance's blocks did for `queue` (numbers handed out here, holes reported, blocks taken); undefined: none kept. */

@@ -85,15 +85,21 @@ export class TicketBlocks {
     this.settings = settings;
   }
 
-  /** An arrival at nowMs: counted for the rate; the next number of the lowest live block, or undefined (the caller joins with joinOptions()). */
-  next(nowMs: number): HandedTicket | undefined {
-    if (this.watchedSinceMs === undefined || nowMs - this.lastArrivalMs >= RATE_DECAY_MS) {
-      this.watchedSinceMs = nowMs;
-      this.rateWeight = 0;
+  /**
+   * An arrival at nowMs: counted for the rate; the next number of the lowest live block, or
+   * undefined (the caller joins with joinOptions()). `again`: the same arrival asking once more
+   * (it waited for another's join), not counted twice.
+   */
+  next(nowMs: number, again = false): HandedTicket | undefined {
+    if (!again) {
+      if (this.watchedSinceMs === undefined || nowMs - this.lastArrivalMs >= RATE_DECAY_MS) {
+        this.watchedSinceMs = nowMs;
+        this.rateWeight = 0;
+      }
+      this.lastArrivalMs = nowMs;
     }
-    this.lastArrivalMs = nowMs;
     this.decayTo(nowMs);
-    this.rateWeight += 1;
+    if (!again) this.rateWeight += 1;
     this.expire(nowMs);
     const block = this.blocks[0];
     if (block === undefined || this.state === undefined) return undefined;

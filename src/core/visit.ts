@@ -16,8 +16,8 @@ import { describeError } from './auth-throttle';
 import { randomHex } from './bytes';
 import { countStoreError } from './metrics';
 import { returnTally, takeTally } from './edge-tally';
-import { blocksOf, observeState } from './edge-blocks';
-import type { TicketBlocks } from './ticket-blocks';
+import { blocksOf, joinUnderWay, leadJoin, observeState, type BlockJoin } from './edge-blocks';
+import type { HandedTicket, TicketBlocks } from './ticket-blocks';
 import type { HandlerContext } from './context';
 import { readCookieValues } from './cookies';
 import type { DrawResult, JoinOptions, JoinResult, QueueState } from './ports';
@@ -358,7 +358,7 @@ export async function settle(ctx: HandlerContext, trace: Trace, state: QueueStat
  * (see `recoverMs`), while the lost state's holders register their slots again.
  */
 export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number, lostState = false, pendingKey?: string): Promise<Visit> {
-  const { config, store, queue, random, recoverMs, storeCall } = ctx;
+  const { config, queue } = ctx;
   // Switched open, as this POP last saw the state: the room steps aside, no check, no store call.
   const seen = await cachedState(ctx);
   if (seen?.switch === 'open') {
@@ -412,12 +412,38 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   // handed out here without a store call (see edge-blocks.ts). Not while nobody waits: a walk-in
   // is decided at its join, and a handed number would wait for a call a join gives at once. A
   // retried join (its key) and a cookie of a lost state go to the store, which must hear of them.
+  // An arrival that finds no number while this instance has a block join under way waits for it;
+  // one that finds none under way leads the join the next arrivals wait for.
   const blocks = blocksOf(config);
   const line = seen !== undefined && seen.tail > seen.cursor;
+  let lead: BlockJoin | undefined;
   if (blocks !== undefined && line && pendingKey === undefined && !lostState) {
     const handed = await handOut(ctx, trace, blocks, seen, nowMs);
-    if (handed !== undefined) return handed;
+    if (handed.visit !== undefined) return handed.visit;
+    lead = handed.lead;
   }
+  try {
+    return await joinStore(ctx, trace, nowMs, lostState, pendingKey, seen, blocks, line, lead, pending);
+  } finally {
+    // Whatever happened, those waiting for this join must not wait for an answer that never comes.
+    lead?.settle(undefined);
+  }
+}
+
+/** The store join of a new visitor (newVisit's second half), and what the visitor gets from it. */
+async function joinStore(
+  ctx: HandlerContext,
+  trace: Trace,
+  nowMs: number,
+  lostState: boolean,
+  pendingKey: string | undefined,
+  seen: QueueState | undefined,
+  blocks: TicketBlocks | undefined,
+  line: boolean,
+  lead: BlockJoin | undefined,
+  pending: (key: string) => Promise<Visit>,
+): Promise<Visit> {
+  const { config, store, queue, random, recoverMs, storeCall } = ctx;
   // What this POP last saw of the state (its cache, no store call): a ticket at or below that tail
   // in that generation means the store was rolled back (see QueueStore.join's floor).
   const floor = seen !== undefined && seen.generation > 0 ? { tail: seen.tail, generation: seen.generation } : undefined;
@@ -436,6 +462,8 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   // moment (one while nobody waits) and reports the numbers of expired blocks nobody will hold.
   const asked = blocks?.joinOptions(ctx.clock.now());
   const block = asked === undefined ? undefined : { size: line ? asked.size : 1, holes: asked.holes };
+  // A join of one number brings none to share: those waiting for it join themselves at once.
+  if (block === undefined || block.size < 2) lead?.settle(undefined);
   const options: JoinOptions = { recoverMs: lostState || servedBefore ? recoverMs : undefined, recoverIfNew: servedBefore, floor, joinKey, ...(block !== undefined && { block }) };
   // This instance's refusals and store errors ride on the join's write (see edge-tally.ts); given
   // back when the join fails or takes no ticket.
@@ -446,10 +474,11 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   if (!joined.ok || joined.value.replayed || joined.value.ticket === 0) returnTally(queue, tally);
   if (!joined.ok) {
     blocks?.failed(block?.holes);
+    lead?.settle(undefined);
     await rememberFailure(ctx, joined);
     return pending(joinKey);
   }
-  if (blocks !== undefined && block !== undefined) await tookBlock(ctx, trace, blocks, joined.value, block, sentAtMs);
+  if (blocks !== undefined && block !== undefined) await tookBlock(ctx, trace, blocks, joined.value, block, sentAtMs, lead);
   if (config.lostStateSign === 'pop' && !marked) await markServed(ctx);
   // The ticket is taken: the response clears the solution and the token the request carries (spent
   // on this join or on the first try of it), which would count as replays on a later new ticket.
@@ -483,16 +512,42 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   return settle(ctx, trace, result, result.ticket, now, undefined, nowMs);
 }
 
+/** An arrival waits for at most this many joins of others before it joins itself: a bound on its wait under a steady stream. */
+const MAX_JOIN_WAITS = 4;
+
 /**
- * A number of a block this instance took, handed to a new visitor without a store call; undefined
- * when there is none (the caller joins). The page is answered from the state this POP has cached,
- * as a poll's cache hit is. A cached state of another epoch or generation than the block's is
- * from before a reset or a loss, or the block is: the store settles which (one poll, rare).
+ * A number of a block this instance took, handed to a new visitor without a store call. Without a
+ * live block, the arrival waits for the block join this instance has under way and takes its
+ * number from the block it brings; with none under way (or after MAX_JOIN_WAITS, or when the join
+ * failed or took one number) `visit` is undefined: the caller joins, leading the join others wait
+ * for when `lead` is set. Nothing awaits between finding no number and registering the lead, so
+ * arrivals right behind wait for it rather than join alongside.
  */
-async function handOut(ctx: HandlerContext, trace: Trace, blocks: TicketBlocks, seen: QueueState, nowMs: number): Promise<Visit | undefined> {
+async function handOut(ctx: HandlerContext, trace: Trace, blocks: TicketBlocks, seen: QueueState, nowMs: number): Promise<{ visit?: Visit; lead?: BlockJoin }> {
+  let state = seen;
+  for (let waits = 0; ; waits++) {
+    const handed = blocks.next(ctx.clock.now(), waits > 0);
+    if (handed !== undefined) {
+      const visit = await answerHanded(ctx, trace, blocks, handed, state, nowMs);
+      return visit !== undefined ? { visit } : { lead: leadJoin(ctx.config) };
+    }
+    const underway = joinUnderWay(ctx.config);
+    if (underway === undefined || waits >= MAX_JOIN_WAITS) return { lead: leadJoin(ctx.config) };
+    const answer = await underway.answered;
+    if (answer === undefined) return { lead: leadJoin(ctx.config) };
+    // The store's fresh answer: what the numbers its block brought are answered from.
+    state = answer;
+  }
+}
+
+/**
+ * The page for a handed number, answered from the state this POP has cached (or the join this
+ * arrival waited for), as a poll's cache hit is; undefined when the number is void (the caller
+ * joins). A state of another epoch or generation than the block's is from before a reset or a
+ * loss, or the block is: the store settles which (one poll, rare).
+ */
+async function answerHanded(ctx: HandlerContext, trace: Trace, blocks: TicketBlocks, handed: HandedTicket, seen: QueueState, nowMs: number): Promise<Visit | undefined> {
   const { config, store, queue, storeCall } = ctx;
-  const handed = blocks.next(ctx.clock.now());
-  if (handed === undefined) return undefined;
   const now = Math.floor(nowMs / 1000);
   let state = seen;
   if (!sameLife(handed, state)) {
@@ -530,8 +585,13 @@ function sameLife(a: Era, b: Era): boolean {
  * keeps its state (the next arrivals are answered from it, and see the line), and the log line
  * says what was taken and reported.
  */
-async function tookBlock(ctx: HandlerContext, trace: Trace, blocks: TicketBlocks, result: JoinResult, asked: NonNullable<JoinOptions['block']>, sentAtMs: number): Promise<void> {
+async function tookBlock(ctx: HandlerContext, trace: Trace, blocks: TicketBlocks, result: JoinResult, asked: NonNullable<JoinOptions['block']>, sentAtMs: number, lead: BlockJoin | undefined): Promise<void> {
   blocks.accept(result, sentAtMs);
+  // The block is in the allocator: those waiting for this join take their numbers from it, in the
+  // order they came to wait (promise reactions run in the order they were registered). A join that
+  // brought none to share (a walk-in, a replay, the switch open) sends them to join themselves.
+  const shared = result.block !== undefined && result.block.to > result.ticket && !result.replayed;
+  lead?.settle(shared ? result : undefined);
   const taken = result.block !== undefined && result.block.to > result.block.from ? `took ${result.block.from}-${result.block.to}` : undefined;
   const holes = asked.holes === undefined ? 0 : asked.holes.ranges.reduce((n, r) => n + r.to - r.from + 1, 0);
   const said = [...(taken === undefined ? [] : [taken]), ...(holes > 0 ? [`reported ${holes} holes`] : [])].join(', ');
