@@ -32,6 +32,24 @@ export function sum(values: readonly number[]): number {
  */
 const HARNESS_COMMANDS: ReadonlySet<string> = new Set(['info', 'client', 'script', 'flushall']);
 
+/** Runs the tasks with at most `limit` in flight; the first failure is thrown after all settle. */
+export async function runLimited(tasks: readonly (() => Promise<void>)[], limit: number): Promise<void> {
+  let next = 0;
+  let failure: unknown;
+  const lane = async (): Promise<void> => {
+    while (next < tasks.length) {
+      const task = tasks[next++]!;
+      try {
+        await task();
+      } catch (error) {
+        failure ??= error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, lane));
+  if (failure !== undefined) throw failure;
+}
+
 export interface RedisCounts {
   /** EVALSHA/EVAL (and _RO) calls: store round trips as Redis saw them. */
   readonly scripts: number;

@@ -54,7 +54,7 @@ import { buildQueueKeys, DEFAULT_KEY_PREFIX } from '../../src/store/scripts';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
 import { API_TOKEN, BASE_SECRETS, cookieFrom, ManualClock, payloadOf, source } from '../support/fixtures';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
-import { bridgeWorker, checkSnapshots, Direct, pickPop, popShares, startBridgeWorker, sum, messageOf, type BridgeWorker, type BridgeWorkerInput } from './sim-support';
+import { bridgeWorker, checkSnapshots, Direct, pickPop, popShares, runLimited, startBridgeWorker, sum, messageOf, type BridgeWorker, type BridgeWorkerInput } from './sim-support';
 import { mainSurge } from './surge';
 import { mainAdaptive } from './adaptive';
 import { mainAdaptiveLive } from './adaptive-live';
@@ -183,24 +183,6 @@ function fmtUsd(n: number): string {
 
 function capText(peakPerS: number): string {
   return peakPerS <= COMMANDS_PER_S_CAP ? 'yes' : `NO (${(peakPerS / COMMANDS_PER_S_CAP).toFixed(1)}x)`;
-}
-
-/** Runs the tasks with at most `limit` in flight; the first failure is thrown after all settle. */
-async function runLimited(tasks: readonly (() => Promise<void>)[], limit: number): Promise<void> {
-  let next = 0;
-  let failure: unknown;
-  const lane = async (): Promise<void> => {
-    while (next < tasks.length) {
-      const task = tasks[next++]!;
-      try {
-        await task();
-      } catch (error) {
-        failure ??= error;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, lane));
-  if (failure !== undefined) throw failure;
 }
 
 function median(values: readonly number[]): number {

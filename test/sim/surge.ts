@@ -50,7 +50,7 @@ import { source } from '../support/fixtures';
 import { table } from '../support/markdown-table';
 import { startRedisServer, type RedisServer } from '../support/redis-server';
 import { seededRandom } from '../support/seeded-random';
-import { checkSnapshots, Direct, messageOf, pickPop, popShares, startBridgeWorker, sum } from './sim-support';
+import { checkSnapshots, Direct, messageOf, pickPop, popShares, runLimited, startBridgeWorker, sum } from './sim-support';
 
 // ---------------------------------------------------------------------------------------------
 // Parameters
@@ -239,24 +239,6 @@ export interface SurgeResult {
 
 // ---------------------------------------------------------------------------------------------
 // One run
-
-/** Runs with at most `limit` in flight; the first failure is thrown after all settle. */
-async function runLimited(tasks: readonly (() => Promise<void>)[], limit: number): Promise<void> {
-  let next = 0;
-  let failure: unknown;
-  const lane = async (): Promise<void> => {
-    while (next < tasks.length) {
-      const task = tasks[next++]!;
-      try {
-        await task();
-      } catch (error) {
-        failure ??= error;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, lane));
-  if (failure !== undefined) throw failure;
-}
 
 async function startDatabase(index: number, options: SurgeOptions): Promise<Database> {
   const server = await startRedisServer();
