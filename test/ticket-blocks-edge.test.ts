@@ -201,16 +201,21 @@ describe.each(['memory', 'upstash', 'redis'] as const)('ticket blocks at the edg
     r.clock.advance(DEFAULT_BLOCK_SETTINGS.maxAgeMs);
   }
 
-  it('arrivals that find no block while a block join is under way wait for it and take its numbers in the order they came, with no store call', async () => {
-    const r = rig(fresh());
+  /** A block join held under way, and three arrivals behind it that found no block: they wait, no join of their own. */
+  async function threeBehindAHeldJoin(r: ReturnType<typeof rig>): Promise<{ held: ReturnType<typeof holdJoins>; first: ReturnType<typeof r.request>; behind: ReturnType<typeof r.request>[] }> {
     await warmedWithoutBlock(r);
     const held = holdJoins(r);
     const first = r.request();
     await vi.waitFor(() => expect(held.asked).toBe(1), { timeout: 5_000 });
     const behind = [r.request(), r.request(), r.request()];
-    // They wait: no join of their own while the first is under way.
     await new Promise((resolve) => setImmediate(resolve));
     expect(held.asked).toBe(1);
+    return { held, first, behind };
+  }
+
+  it('arrivals that find no block while a block join is under way wait for it and take its numbers in the order they came, with no store call', async () => {
+    const r = rig(fresh());
+    const { held, first, behind } = await threeBehindAHeldJoin(r);
     held.open();
     const led = await first;
     expect(led.line.block).toMatch(/^took \d+-\d+/);
@@ -224,13 +229,7 @@ describe.each(['memory', 'upstash', 'redis'] as const)('ticket blocks at the edg
 
   it("a join under way that fails sends those waiting for it to join themselves: no visitor's 5xx", async () => {
     const r = rig(fresh());
-    await warmedWithoutBlock(r);
-    const held = holdJoins(r);
-    const first = r.request();
-    await vi.waitFor(() => expect(held.asked).toBe(1), { timeout: 5_000 });
-    const behind = [r.request(), r.request(), r.request()];
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(held.asked).toBe(1);
+    const { held, first, behind } = await threeBehindAHeldJoin(r);
     r.store.mode = 'error';
     held.fail(new Error('store is down'));
     const answers = [await first, ...(await Promise.all(behind))];
