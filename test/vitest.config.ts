@@ -6,14 +6,41 @@ import { defineConfig } from 'vitest/config';
 import { UPSTASH_HTTP_SPECIFIER, upstashHttpChunk } from '../src/node/upstash-chunk.mjs';
 
 /**
- * Two workers while the last minute's load average is under the number of cores, else one. The
- * run's own `npm ci` and type check leave it at 1.3–1.6 on the idle 2-core machine, which a bar at
- * three quarters of the cores took for a busy one (one worker: 23 minutes).
+ * Two workers while the machine is otherwise quiet, else one. Quiet is read from the CPU's idle time
+ * over the half second before the run starts (/proc/stat): the 1-min load average still carries the
+ * run's own `npm ci` and type check, which left it at 2 or more on an idle 2-core machine and gave
+ * `.ci/run` one worker (25 minutes where two take about 13). Busy means other processes kept more
+ * than one core's worth of the CPU busy. Where /proc/stat cannot be read, the load average decides.
  */
 function testWorkers(): number {
   const asked = Number(process.env['WR_TEST_WORKERS']);
   if (Number.isInteger(asked) && asked >= 1) return asked;
-  return (loadavg()[0] ?? 0) < availableParallelism() ? 2 : 1;
+  const cores = availableParallelism();
+  const busy = busyCores(500);
+  if (busy !== undefined) return busy < Math.max(1, cores / 2) ? 2 : 1;
+  return (loadavg()[0] ?? 0) < cores ? 2 : 1;
+}
+
+/** How many cores' worth of CPU time went to anything but idle over `ms`, or undefined off Linux. */
+function busyCores(ms: number): number | undefined {
+  const sample = (): { idle: number; total: number } | undefined => {
+    try {
+      const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '';
+      const ticks = line.trim().split(/\s+/).slice(1).map(Number);
+      if (ticks.length < 5 || ticks.some((n) => !Number.isFinite(n))) return undefined;
+      const total = ticks.reduce((a, b) => a + b, 0);
+      return { idle: (ticks[3] ?? 0) + (ticks[4] ?? 0), total };
+    } catch {
+      return undefined;
+    }
+  };
+  const before = sample();
+  if (before === undefined) return undefined;
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  const after = sample();
+  if (after === undefined || after.total <= before.total) return undefined;
+  const busyShare = 1 - (after.idle - before.idle) / (after.total - before.total);
+  return busyShare * availableParallelism();
 }
 
 // Templates and the store's Lua (src/store/lua) are imported as text, as esbuild's `text` loader does for the wasm and Node bundles.
