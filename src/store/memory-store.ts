@@ -110,8 +110,13 @@ interface MemoryQueue {
   readonly history: Map<number, RecordPoint>;
   /** ctl `rt`: the sale's totals, in its order (see TOTALS_LENGTH). */
   readonly totals: number[];
-  /** ctl `rf`: the arrivals before this (ms) are in the totals (capacity mode and random); undefined = none yet. */
+  /** ctl `rf`: the arrivals before this (ms) are in the totals; undefined = none yet. */
   folded: number | undefined;
+  /**
+   * ctl `ru`: true ('1') when capacity mode wrote reservations whose claims no run counts, false
+   * ('0') when every arrival since `folded` counted itself; undefined = absent (see recordHistory).
+   */
+  uncounted: boolean | undefined;
   /** Rate FIFO: ctl's call buckets, slot → the bucket's start and the range it called (see `callsEntry`). */
   readonly calls: Map<number, { readonly bucket: number; readonly from: number; readonly to: number; readonly lapsed: number }>;
   /** Rate FIFO's rate window (ctl `rw`): `[last admission ms, count]` per PERIOD_MS/16 step, oldest first. */
@@ -455,11 +460,13 @@ export class MemoryQueueStore implements QueueStore {
       const from = q.cursor;
       drawTickets(r, count, true);
       admitted = q.cursor - from;
+      if (capacity && admitted > 0) q.uncounted = true;
     } else if (r.open) {
       // Mirrors the admit script: count real visitors, holes passed over, never past the tail.
       const from = q.cursor;
       const { target, passed, spans } = passHoles(r, from, count, q.tail);
       if (target > from) callTickets(r, from + 1, target, capacity, spans, passed);
+      if (target > from && capacity) q.uncounted = true;
       admitted = q.cursor - from - passed;
     }
     if (idempotencyKey !== undefined) {
@@ -610,6 +617,7 @@ export class MemoryQueueStore implements QueueStore {
         if (waited !== undefined && at >= (q.folded ?? 0) && !WALK_IN.test(member)) countWait(q.totals, Number(waited));
       }
       q.folded = p.nowMs + 1;
+      q.uncounted = false;
       // The record stays (its points carry their epoch); so do the totals.
       for (const scores of [q.reserved, q.admits, q.waits, q.waiting, q.calls]) scores.clear();
       // Mirrors the reset script: the rate's own fields go (the next run starts the frontier at the cursor).
@@ -742,6 +750,7 @@ function emptyQueue(): MemoryQueue {
     history: new Map(),
     totals: new Array<number>(TOTALS_LENGTH).fill(0),
     folded: undefined,
+    uncounted: undefined,
     calls: new Map(),
     rateWindow: [],
     claimed: { base: undefined, tickets: new Set() },
@@ -989,7 +998,7 @@ function readState({ q, p, e, random }: Run): QueueState {
   };
 }
 
-/** Mirrors `unfolded_wait`: a walk-in's arrival (marked `w`) was counted by its own join. */
+/** Mirrors `unfolded_wait`: an arrival marked `w` (a walk-in, a collected draw) was counted by the run that wrote it. */
 const WALK_IN = /^\d+w:/;
 
 /** Mirrors `count_wait`: one visitor let in after `waited` ms, into ctl `rt`'s counts. */
@@ -1022,18 +1031,21 @@ function modeOf({ q, e }: Run): number {
 
 /**
  * Mirrors `record_history`: the minute's first writing run keeps the state it returns and the
- * sale's totals in the record (capacity mode and random: with the arrivals since the last point).
+ * sale's totals in the record (capacity mode, and once after it wrote reservations: with the
+ * arrivals since the last point that no run counted).
  */
 function recordHistory(r: Run, state: QueueState): void {
   const { q, p, random } = r;
   const minute = Math.floor(p.nowMs / MINUTE_MS) * MINUTE_MS;
   if (q.history.has(minute) && q.history.get(minute)?.epoch === q.epoch) return;
-  if (random || isCapacity(r.e)) {
+  const capacity = isCapacity(r.e);
+  if (capacity || q.uncounted === true || (q.folded !== undefined && q.uncounted === undefined)) {
     for (const [member, at] of q.waits) {
       const waited = /:(\d+)$/.exec(member)?.[1];
       if (waited !== undefined && at >= (q.folded ?? 0) && at < p.nowMs && !WALK_IN.test(member)) countWait(q.totals, Number(waited));
     }
     q.folded = p.nowMs;
+    q.uncounted = capacity;
   }
   for (const at of q.history.keys()) if (at <= p.nowMs - RECORD_MS) q.history.delete(at);
   q.history.set(minute, {
@@ -1333,6 +1345,14 @@ function callTickets(r: Run, from: number, to: number, callEntries: boolean, spa
 }
 
 function advance(r: Run): void {
+  const from = r.q.cursor;
+  callIntoRoom(r);
+  // Mirrors mark_uncounted: claims of these reservations count nowhere until a point folds them.
+  if (r.q.cursor > from) r.q.uncounted = true;
+}
+
+/** Mirrors `call_into_room`. */
+function callIntoRoom(r: Run): void {
   const { q, p, e } = r;
   if (e.paused || !r.open) return;
   if (r.random) {
@@ -1460,11 +1480,15 @@ function takeSlot(r: Run, ticket: number, waited: number): boolean {
   return true;
 }
 
-/** Mirrors `collect`: random rate mode, the holder of a live reservation is let in, once. */
+/**
+ * Mirrors `collect`: random rate mode, the holder of a live reservation is let in, once, counted in
+ * the totals by this run (its arrival marked `w`, as a walk-in's).
+ */
 function collect(q: MemoryQueue, nowMs: number, ticket: number, waited: number): void {
   q.reserved.delete(ticket);
   q.admits.set(String(ticket), nowMs);
-  q.waits.set(`${ticket}:${waited}`, nowMs);
+  q.waits.set(`${ticket}w:${waited}`, nowMs);
+  countWait(q.totals, waited);
 }
 
 type Settled = Pick<DrawResult, 'outcome' | 'claimed'>;

@@ -1124,19 +1124,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'c546db371379e93b98fb33815d12a2687fa9b7ef';
-export const POLL_SHA1 = '025b0dcf206bbb851919dc38a8381dcf369cf24e';
-export const CLAIM_SHA1 = 'f0b01576443875e282783b5e2cd53dcdec1999be';
-export const TOUCH_SHA1 = '7ef02056e5c6263b748a46b205a3b60c5d26cc16';
-export const LEAVE_SHA1 = '51490ca230ac6c11abd0262131da0d0f74e17668';
-export const ADMIT_SHA1 = 'bd762f6b5aeac9756b3152dda5934f9b2a916c7f';
-export const CONTROL_SHA1 = 'da5ebcf00961a7623fc66e5db17b52467d5ebb3e';
-export const STATS_SHA1 = '45efa3a11d6327abb60391347a152a3e9c2c1db7';
+export const JOIN_SHA1 = '333cbdb9d4b69f81f11335c492ee04646a4e31f0';
+export const POLL_SHA1 = 'f595f31b705120c2cb2518aea4dd5952b67f26ff';
+export const CLAIM_SHA1 = 'ac74a45e58a8dc5792ecefa519f4842423d65017';
+export const TOUCH_SHA1 = '687d25e743900f6ae6ce643c6f6eab1cc9e0930b';
+export const LEAVE_SHA1 = '1f4f135abd51d0a06f7444ba3e9f8a7f13b7f73c';
+export const ADMIT_SHA1 = 'fbfdfbac851359dfc2cac97a6024e60bf9a433d0';
+export const CONTROL_SHA1 = '1f6c47032af07e5556017f1b4e0f84130160b421';
+export const STATS_SHA1 = '719f434d0b7ba202c90c044169ca0fc63848975a';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'd4d9ebe1c905076151b91e2a9967a086b1552dbc';
-export const RESET_SHA1 = '2010bfa40705e94e2e40f763181aad66de67b297';
+export const DRAW_SHA1 = '1ceb03ba8962868497b68eb5e798aa4daab095f9';
+export const RESET_SHA1 = 'e212ccd9ac321068ecae9ec4e017c12afcac19e9';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';

@@ -29,11 +29,13 @@ elseif OPEN and RANDOM then
   cursor = draw_tickets(cursor, count)
   OPERATOR_DRAW = false
   admitted = cursor - before
+  if capacity and admitted > 0 then mark_uncounted() end
 elseif OPEN then
   -- count real visitors: holes are passed over (see holes.lua), never past the tail.
   local target, passed, spans = pass_holes(cursor, count, tail)
   if target > cursor then
     call_tickets(cursor + 1, target, capacity, spans, passed)
+    if capacity then mark_uncounted() end
     admitted = target - cursor - passed
     cursor = target
   end

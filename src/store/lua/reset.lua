@@ -26,7 +26,7 @@ if expected == '' or tonumber(expected) == epoch then
   -- built again from what stays by the next run that needs it.
   redis.call('ZREMRANGEBYSCORE', K_ACTIVE, '-inf', fmt(NOW))
   del_ctl('ev_start', 'ev_size', 'ev_seed', 'hist', 'period', 'seat', 'w1', 'w5', 'lp', 'rw', 'rc', 'rp', 'ra', 'rl', 'rq', 'bh', unpack(CALL_FIELDS))
-  set_ctl('epoch', fmt(NOW), 'pres', '0:', 'rt', format_totals(t), 'rf', fmt(NOW + 1))
+  set_ctl('epoch', fmt(NOW), 'pres', '0:', 'rt', format_totals(t), 'rf', fmt(NOW + 1), 'ru', '0')
   PRES = {n = 0}
   applied = 1
 end

@@ -12,7 +12,7 @@ local function free_slots(max_active, max_new)
   if max_new > 0 then free = math.min(free, max_new - BOOK.w[1].count) end
   return free
 end
-local function advance(tail, cursor, paused, max_active, max_new)
+local function call_into_room(tail, cursor, paused, max_active, max_new)
   if paused or not OPEN then return cursor end
   if RANDOM then return draw_tickets(cursor, free_slots(max_active, max_new)) end
   local free = free_slots(max_active, max_new)
@@ -22,6 +22,11 @@ local function advance(tail, cursor, paused, max_active, max_new)
   if target <= cursor then return cursor end
   call_tickets(cursor + 1, target, true, spans, passed)
   return target
+end
+local function advance(tail, cursor, paused, max_active, max_new)
+  local moved = call_into_room(tail, cursor, paused, max_active, max_new)
+  if moved > cursor then mark_uncounted() end
+  return moved
 end
 -- Random rate mode: the draws that lapsed uncollected in this run are drawn again among the present
 -- visitors, so an admission goes to someone who shows up (paused or before the start: dropped).
@@ -83,17 +88,17 @@ end
 -- Random rate mode: the holder of a live reservation collects it. The reservation becomes its
 -- arrival at now, with the wait; the ticket left the draw when it was drawn, so it is never admitted
 -- again. `direct`: the joiner, drawn by its own join's step, holds no reservation (see draw_tickets):
--- it arrives as a new arrival does.
+-- it arrives as a new arrival does. Either run writes ctl anyway (the join its ticket, a draw's
+-- collection the rate window, see window_take): the wait goes into the totals there, and the
+-- arrival is marked `w` (see walk_in) so that no minute's point adds it again.
 local function collect(ticket, waited, direct)
   if not direct then
     redis.call('ZREM', K_RESERVED, fmt(ticket))
     book_slots(-1)
   end
-  -- The joiner's arrival is marked `w` (see walk_in): counted in the totals by its own run.
-  local member = fmt(ticket) .. (direct and 'w:' or ':') .. fmt(waited)
-  redis.call('ZADD', K_ACTIVE, fmt(arrival_score(NOW)), member)
+  redis.call('ZADD', K_ACTIVE, fmt(arrival_score(NOW)), fmt(ticket) .. 'w:' .. fmt(waited))
   book_arrival(not direct)
-  if direct then total_admit(waited) end
+  total_admit(waited)
 end
 -- FIFO capacity mode, a join with nobody waiting ahead (its ticket is the next to call): it walks in
 -- when both thresholds leave room, straight to its slot (no reservation written and claimed in the

@@ -54,13 +54,18 @@ local function record_history(state)
   local waiting = state[11]
   -- FIFO: the numbers not yet called, less the holes among them (nobody holds those).
   if not RANDOM then waiting = math.max(0, state[1] - state[2] - holes_above(state[2])) end
-  -- Capacity mode and random let visitors in where no ctl field is written (a claimed reservation):
-  -- their arrivals, with their waits, are kept 300 s in the active set, and the minute's point
-  -- adds those since the last point to the totals (one ZRANGEBYSCORE a minute).
-  if RANDOM or state[4] > 0 or state[5] > 0 then
+  -- Capacity mode lets visitors in where no ctl field is written (a claimed reservation): their
+  -- arrivals, with their waits, are kept 300 s in the active set, and the minute's point adds those
+  -- since the last point to the totals (one ZRANGEBYSCORE a minute). Every other arrival counts
+  -- itself in the run that writes it (a walk-in, a collected draw: marked `w`), so rate mode folds
+  -- only once after capacity mode wrote reservations (ctl `ru` '1', see mark_uncounted; or absent
+  -- beside `rf`, as a release before it left them: arrivals after `rf` may be uncounted; '0': none).
+  local capacity_now = state[4] > 0 or state[5] > 0
+  local ru = ctl().ru
+  if capacity_now or ru == '1' or (ctl().rf and not ru) then
     fold_arrivals(totals(), tonumber(ctl().rf) or 0, NOW)
     TOT_DIRTY = true
-    set_ctl('rf', fmt(NOW))
+    set_ctl('rf', fmt(NOW), 'ru', capacity_now and '1' or '0')
   end
   local member = {fmt(minute), fmt(state[1]), fmt(state[2]), fmt(waiting), fmt(state[6]), fmt(state[7]), fmt(state[12]), fmt(state[3]), format_totals(totals())}
   local slot = 'h' .. fmt(math.floor(NOW / MINUTE_MS) % __RECORD_SLOTS__)

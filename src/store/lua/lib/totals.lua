@@ -7,6 +7,7 @@
 
 CTL_FIELDS[#CTL_FIELDS + 1] = 'rt'
 CTL_FIELDS[#CTL_FIELDS + 1] = 'rf'
+CTL_FIELDS[#CTL_FIELDS + 1] = 'ru'
 local WAIT_BOUNDS = {__WAIT_BOUNDS__}
 -- admitted, lapsed, switches, wait sum, wait max (1..5), the buckets (6..5 + #WAIT_BOUNDS + 1), the
 -- refusals by reason and the store errors (the last __TALLY_LENGTH__).
@@ -61,13 +62,20 @@ save_totals = function()
   TOT_DIRTY = false
   set_ctl('rt', format_totals(TOT))
 end
--- An arrival not counted yet: a walk-in's (marked `w`) was counted by its own join.
+-- An arrival not counted yet: one marked `w` (a walk-in, a collected draw) was counted by the run
+-- that wrote it.
 local function unfolded_wait(m)
   if string.match(m, '^%d+w:') then return nil end
   return tonumber(string.match(m, ':(%d+)$'))
 end
--- Capacity mode and random: the arrivals (with their waits) recorded from `from` up to, not
--- including, `to` ms, added to `t`; one ZRANGEBYSCORE (see record_history).
+-- A capacity-mode run that wrote reservations (it writes ctl anyway): their claims will add
+-- arrivals no run counts, so the minute's points fold again, whatever the mode then (ctl `ru`, see
+-- record_history).
+local function mark_uncounted()
+  if ctl().ru ~= '1' then set_ctl('ru', '1') end
+end
+-- The arrivals (with their waits) recorded from `from` up to, not including, `to` ms and not
+-- counted yet, added to `t`; one ZRANGEBYSCORE (see record_history).
 local function fold_arrivals(t, from, to)
   local members = redis.call('ZRANGEBYSCORE', K_ACTIVE, '(' .. fmt(-1 - to), fmt(-1 - from))
   for _, m in ipairs(members) do
