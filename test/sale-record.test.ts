@@ -208,6 +208,28 @@ describe('the sale record, on every store', () => {
     expect(before.waitSumMs).toBe(drawn);
   });
 
+  it('a claimed reservation reaches the totals when the queue leaves capacity mode before the next point, once', async () => {
+    const answers = await expectSameOnEveryStore(stores, async (store) => {
+      const q = 'switched';
+      // Capacity mode: ticket 1 walks in and 2 waits; 1 leaves, 2 is called and claims after 90 s
+      // (its claim writes the minute's point, which adds the arrivals before it, not its own).
+      const ONE: AdmissionPolicy = { ...BY_HAND, thresholds: { maxActive: 1, maxNewPerMinute: 0 } };
+      for (let i = 0; i < 2; i += 1) await store.join(q, MIN0 + 1_000, ONE);
+      await store.leave(q, 1, MIN0 + 2_000, ONE, 0);
+      const claim = await store.claim(q, 2, MIN0 + 3_000, ONE, 90_000);
+      // The site goes back to rate mode: its next point adds the claim, and no later one again.
+      await store.poll(q, MIN0 + MINUTE + 1, BY_HAND);
+      const next = (await store.record!(q, MIN0 + MINUTE + 2, MIN0 + MINUTE, 1)).at(-1)?.totals;
+      await store.poll(q, MIN0 + 2 * MINUTE + 1, BY_HAND);
+      const later = (await store.stats(q, MIN0 + 2 * MINUTE + 2, BY_HAND)).totals;
+      return [claim.claimed, next, later];
+    });
+    const [claimed, next, later] = answers as [boolean, unknown, unknown];
+    expect(claimed).toBe(true);
+    expect(next).toMatchObject({ admitted: 2, waitSumMs: 90_000, waitMaxMs: 90_000 });
+    expect(later).toEqual(next);
+  });
+
   it('a store that does not answer: the report says so (503), and asks nothing more', async () => {
     const clock = new ManualClock();
     const store = new FaultyStore(new MemoryQueueStore());

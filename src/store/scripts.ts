@@ -44,13 +44,18 @@
  *                                   a run, points younger than RECORD_MS); a reset keeps them.
  *                                   `rt`, the sale's running totals (TOTALS_LENGTH counts, see
  *                                   totals.lua), written only by runs that write ctl anyway; `rf`,
- *                                   capacity mode and random: the arrivals before this (ms) are in
- *                                   `rt` (the minute's point adds the later ones).
+ *                                   the arrivals before this (ms) are in `rt` (capacity mode: the
+ *                                   minute's point adds the later ones; an arrival marked `w`
+ *                                   counted itself); `ru`, '1' once capacity mode wrote
+ *                                   reservations (their claims count nowhere until a point adds
+ *                                   them), '0' after a point outside capacity mode or a reset added
+ *                                   them (see record_history).
  *   `${prefix}:{${queue}}:active`   capacity mode: ZSET ticket → slot expiry (ms, >= 0). A slot is
  *                                   live while its expiry is > now. Capacity mode and the random
  *                                   method: also the ARRIVALS, at negative scores (-1 - arrival ms),
- *                                   kept 300 s: `<ticket>:<waitedMs>` for a walk-in or a claimed
- *                                   (collected) reservation, `<ticket>@<now>[#k]:<waitedMs>` for a
+ *                                   kept 300 s: `<ticket>:<waitedMs>` for a claimed reservation,
+ *                                   `<ticket>w:<waitedMs>` for one that counted itself in the
+ *                                   totals (a walk-in, a collected draw), `<ticket>@<now>[#k]:<waitedMs>` for a
  *                                   slot taken directly (a late claim after the reservation lapsed,
  *                                   or a returning holder), unique so that two arrivals never
  *                                   collapse into one; the wait is the average wait's. A slot and
