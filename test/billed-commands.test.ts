@@ -60,6 +60,9 @@ const BEFORE_RECORD: Readonly<Record<string, number>> = {
   "random: a waiting visitor's poll that runs the period's step (5 drawn of 11; 1 lapsed)": 9,
   'random: the same step, 5 drawn of 400 (a rank read each)': 11,
   "random: a waiting visitor's poll (a draw)": 3,
+  // Added with issue 33's last point; measured at ace27b8, whose collection counted nothing in the
+  // totals (the minute's point added it): the record left this class as it was.
+  "random: a drawn visitor's poll that collects its draw": 9,
 };
 
 /**
@@ -77,6 +80,7 @@ describe('billed commands per request class (Upstash store, real redis-server)',
   let bridge: Awaited<ReturnType<typeof startUpstashBridge>>;
   let direct: IORedis;
   let store: QueueStore;
+  const prefix = `wrb-${randomUUID().slice(0, 8)}`;
   const rows: string[] = [];
 
   beforeAll(async () => {
@@ -85,7 +89,7 @@ describe('billed commands per request class (Upstash store, real redis-server)',
     const redis = new Redis({ ...createUpstashClientOptions({ url: bridge.url, token }), retry: false });
     direct = new IORedis(server.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 1 });
     await direct.connect();
-    store = new UpstashQueueStore({ redis, keyPrefix: `wrb-${randomUUID().slice(0, 8)}` });
+    store = new UpstashQueueStore({ redis, keyPrefix: prefix });
     // Load every script once, so that no NOSCRIPT miss is counted below.
     const warm = `warm-${randomUUID().slice(0, 8)}`;
     for (const policy of [RATE, CAPACITY]) {
@@ -200,6 +204,20 @@ describe('billed commands per request class (Upstash store, real redis-server)',
     // ZRANGE; one ZREM and one ZADD for all), the minute's history point, and the visitor who stopped
     // polling a minute ago leaving the draw (its removal and the next lowest score read).
     await measure("random: a waiting visitor's poll that runs the period's step (5 drawn of 11; 1 lapsed)", () => store.draw(q, waiting.ticket, T0 + 60_004, RANDOM, 0), 9);
+    // A drawn visitor's poll collects its draw (its presence looked up, its slot and reservation,
+    // the reservation out, its arrival in): its wait reaches the sale's totals with the rate
+    // window's write, which the collection makes anyway. A poll first reads the book's windows
+    // again, so that the collection is measured alone.
+    const drawnTicket = Number((await direct.zrange(`${prefix}:{${q}}:reserved`, 0, 0))[0]);
+    expect(drawnTicket).toBeGreaterThan(0);
+    await store.poll(q, T0 + 60_009, RANDOM);
+    const before = (await store.stats(q, T0 + 60_009, RANDOM)).totals;
+    let collected = '';
+    await measure("random: a drawn visitor's poll that collects its draw", async () => void (collected = (await store.draw(q, drawnTicket, T0 + 60_010, RANDOM, 5_000)).outcome), 9);
+    expect(collected).toBe('drawn');
+    // Counted once: by its run, not again by the read.
+    const after = (await store.stats(q, T0 + 60_011, RANDOM)).totals;
+    expect(after).toMatchObject({ admitted: before.admitted + 1, waitSumMs: before.waitSumMs + 5_000 });
     // Drawn far apart in a long line: a rank read per drawn ticket at most, as an admit writes per
     // called ticket (the step's floor is the poll's 3, its presence, the ZREM and the ZADD).
     const long = `d-${randomUUID().slice(0, 8)}`;
