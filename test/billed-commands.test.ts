@@ -217,7 +217,7 @@ describe('billed commands per request class (Upstash store, real redis-server)',
     expect(collected).toBe('drawn');
     // Counted once: by its run, not again by the read.
     const after = (await store.stats(q, T0 + 60_011, RANDOM)).totals;
-    expect(after).toMatchObject({ admitted: before.admitted + 1, waitSumMs: before.waitSumMs + 5_000 });
+    expect(after).toMatchObject({ admitted: (before?.admitted ?? 0) + 1, waitSumMs: (before?.waitSumMs ?? 0) + 5_000 });
     // Drawn far apart in a long line: a rank read per drawn ticket at most, as an admit writes per
     // called ticket (the step's floor is the poll's 3, its presence, the ZREM and the ZADD).
     const long = `d-${randomUUID().slice(0, 8)}`;
