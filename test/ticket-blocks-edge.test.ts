@@ -82,6 +82,25 @@ describe.each(['memory', 'upstash', 'redis'] as const)('ticket blocks at the edg
     expect(next.claims).toMatchObject({ k: 'w', t: end + 1 });
   });
 
+  it('ticket_block_ms sets how long a block is handed from: 200 ms here, not the default 500', async () => {
+    const r = rig(fresh(), { ticket_block_ms: '200' });
+    const { last, end } = await r.untilLeftovers();
+    const lastTicket = last.claims!['t'] as number;
+    // Still young: the next number comes from the block, no store call.
+    r.clock.advance(199);
+    const young = await r.request();
+    expect(young.line.block).toBe('handed');
+    expect(young.claims).toMatchObject({ k: 'w', t: lastTicket + 1 });
+    // 200 ms after its join was sent the block is over (at the default it would last 300 ms more):
+    // the next arrival joins and reports the rest as holes.
+    r.clock.advance(1);
+    const calls = r.store.calls;
+    const aged = await r.request();
+    expect(r.store.calls).toBe(calls + 1);
+    expect(aged.line.block).toMatch(new RegExp(`reported ${end - lastTicket - 1} holes`));
+    expect(aged.claims).toMatchObject({ k: 'w', t: end + 1 });
+  });
+
   it('while a block lasts, new visitors get numbers with no store call even when the store fails', async () => {
     const r = rig(fresh());
     const { last, end } = await r.untilLeftovers();
