@@ -293,8 +293,8 @@
  * max active, max new per minute, session ms, reservation ms, event start ms (0 = none), seed
  * (0..2^48-1), method (0 fifo, 1 random), presence ms (>= 1 in random). Their own ARGV follow at
  * 12+. They return the state first: {tail, cursor, paused, max_active, max_new_per_minute, active,
- * admitted_1m, admitted_5m, event_size, event_seed, waiting, epoch, generation} (STATE_LENGTH
- * values), extras from 14 on.
+ * admitted_1m, admitted_5m, event_size, event_seed, waiting, epoch, generation, holes} (STATE_LENGTH
+ * values; holes, the one string, is the reported holes above the cursor), extras from 15 on.
  *
  * The SHA-1 of each script is pinned as a literal so that EVALSHA needs no hashing at the edge; a
  * test asserts each pin equals both node:crypto's SHA-1 and `SCRIPT LOAD`. If you edit a script,
@@ -504,7 +504,13 @@ export { JOIN_KEY_PATTERN };
 export { IDEMPOTENCY_KEY_PATTERN };
 
 /** Length of the state every policy script returns first (see the header). */
-export const STATE_LENGTH = 13;
+export const STATE_LENGTH = 14;
+
+/**
+ * Where the state carries the reported holes above the cursor (its last field, the one string):
+ * `<from>-<to>,...` ascending, '' for none (see holes_text in holes.lua).
+ */
+export const STATE_HOLES_INDEX = STATE_LENGTH - 1;
 
 /** Thrown for input a store refuses; nothing has been changed when it is thrown. */
 export class StoreArgumentError extends RangeError {
@@ -1124,19 +1130,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'c546db371379e93b98fb33815d12a2687fa9b7ef';
-export const POLL_SHA1 = '025b0dcf206bbb851919dc38a8381dcf369cf24e';
-export const CLAIM_SHA1 = 'f0b01576443875e282783b5e2cd53dcdec1999be';
-export const TOUCH_SHA1 = '7ef02056e5c6263b748a46b205a3b60c5d26cc16';
-export const LEAVE_SHA1 = '51490ca230ac6c11abd0262131da0d0f74e17668';
-export const ADMIT_SHA1 = 'bd762f6b5aeac9756b3152dda5934f9b2a916c7f';
-export const CONTROL_SHA1 = 'da5ebcf00961a7623fc66e5db17b52467d5ebb3e';
-export const STATS_SHA1 = '45efa3a11d6327abb60391347a152a3e9c2c1db7';
+export const JOIN_SHA1 = 'c1feab67d12ef76c68470bbc463e75d673341a31';
+export const POLL_SHA1 = '886a35aa8561d54b6294e6c1dfdab824c07411a5';
+export const CLAIM_SHA1 = '8c9e414f057874f5d837ed07dbe4c8dd073bbda8';
+export const TOUCH_SHA1 = '6e654f3706f11c6444c4d78c7e18519cf458a131';
+export const LEAVE_SHA1 = '847fe06047f4b1326af02f9fa2ed1242745e8b7d';
+export const ADMIT_SHA1 = '0af04de40c1953d8d45845788c75776823cd5130';
+export const CONTROL_SHA1 = '42da76b1528b9c900342b3b3bf07813b1d2f198e';
+export const STATS_SHA1 = '1270e242a5181e085684a033966df3fc7b1be1ce';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'd4d9ebe1c905076151b91e2a9967a086b1552dbc';
-export const RESET_SHA1 = '2010bfa40705e94e2e40f763181aad66de67b297';
+export const DRAW_SHA1 = 'e7716fb7865db4d7363f115f0edf3b646ec6cdd2';
+export const RESET_SHA1 = '359fdaa4245b8cfd6b038923f9b91db44f98349f';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';
