@@ -41,6 +41,13 @@ describe('the configuration reference', () => {
     expect(renderConfigurationReference()).toMatch(/\| `session_seconds` \| [^\n]* \| whole number, 30 – 604,800 \| `300` \|/);
   });
 
+  it('documents ticket_block_ms with the bounds the order promise sets (100 – 900 ms, default 500)', () => {
+    expect(describeSettings().find((s) => s.key === 'ticket_block_ms')).toEqual({ key: 'ticket_block_ms', kind: 'integer', fallback: '500', min: 100, max: 900 });
+    expect(renderConfigurationReference()).toMatch(/\| `ticket_block_ms` \| with `ticket_blocks` on [^\n]* \| whole number, 100 – 900 \| `500` \|/);
+    // Right after ticket_blocks, which it belongs to.
+    expect(CONFIG_KEYS.indexOf('ticket_block_ms')).toBe(CONFIG_KEYS.indexOf('ticket_blocks') + 1);
+  });
+
   it('refuses a file whose generated part has lost its markers', () => {
     expect(() => replaceGenerated('# Configuration\n', 'x')).toThrow(/lost the markers/);
   });

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig, parseSecrets, placeholderProblem, TICKET_BLOCKS_AUTO } from '../src/core/config';
 import { MAX_TICKET_BLOCK } from '../src/core/ports';
-import { DEFAULT_BLOCK_SETTINGS } from '../src/core/ticket-blocks';
+import { blockSettings, DEFAULT_BLOCK_SETTINGS } from '../src/core/ticket-blocks';
 import { ADMIN_PASSWORD, BASE_SECRETS, KEY_1, KEY_2, source } from './support/fixtures';
 
 function problemsOf(run: () => unknown): { key: string; message: string }[] {
@@ -203,6 +203,27 @@ describe('parseConfig', () => {
     expect(problemsOf(() => parseConfig(source({ ticket_blocks: 'auto', queue_method: 'random' })))).toEqual([{ key: 'ticket_blocks', message: expect.stringContaining('queue_method = random') }]);
     expect(problemsOf(() => parseConfig(source({ ticket_blocks: '50', state_cache_seconds: '0' })))).toEqual([{ key: 'ticket_blocks', message: expect.stringContaining('state_cache_seconds above 0') }]);
     expect(parseConfig(source({ ticket_blocks: 'off', queue_method: 'random', state_cache_seconds: '0' })).ticketBlocks).toBe(0);
+  });
+
+  it('reads ticket_block_ms as the block age, 100 to 900 ms, and refuses one that would change nothing with blocks off', () => {
+    expect(parseConfig(source({})).ticketBlockMs).toBe(DEFAULT_BLOCK_SETTINGS.maxAgeMs);
+    expect(parseConfig(source({ ticket_blocks: 'auto', ticket_block_ms: '900' })).ticketBlockMs).toBe(900);
+    expect(parseConfig(source({ ticket_blocks: '40', ticket_block_ms: ' 100 ' })).ticketBlockMs).toBe(100);
+    // 900 is the ceiling: the order bound is the block's age plus a join's round trip, and the promise is one second.
+    for (const bad of ['99', '901', '1000', '0']) {
+      expect(problemsOf(() => parseConfig(source({ ticket_blocks: 'auto', ticket_block_ms: bad }))), bad).toEqual([{ key: 'ticket_block_ms', message: `must be between 100 and 900, got ${bad}` }]);
+    }
+    for (const bad of ['half', '500ms', '2.5']) {
+      expect(problemsOf(() => parseConfig(source({ ticket_blocks: 'auto', ticket_block_ms: bad }))), bad).toEqual([{ key: 'ticket_block_ms', message: `must be a whole number, got ${JSON.stringify(bad)}` }]);
+    }
+    // With blocks off an age would do nothing: refused, naming what to do; the default given explicitly stands for a missing key.
+    for (const off of [{}, { ticket_blocks: 'off' }, { ticket_blocks: '1' }] as Record<string, string>[]) {
+      expect(problemsOf(() => parseConfig(source({ ...off, ticket_block_ms: '700' })))).toEqual([{ key: 'ticket_block_ms', message: expect.stringMatching(/changes nothing while ticket_blocks is off: set ticket_blocks .* or remove it \(got 700\)/) }]);
+    }
+    expect(parseConfig(source({ ticket_blocks: 'off', ticket_block_ms: '500' })).ticketBlockMs).toBe(500);
+    // The allocator an instance builds: the age as given, sized to fill in half of it (the defaults' proportion).
+    expect(blockSettings(TICKET_BLOCKS_AUTO, 500)).toEqual(DEFAULT_BLOCK_SETTINGS);
+    expect(blockSettings(1000, 900)).toEqual({ maxSize: 1000, maxAgeMs: 900, fillTargetMs: 450 });
   });
 
 });

@@ -10,34 +10,23 @@
  * HAProxy adds `x-served-by` (the server's name) to each answer, so the test knows which host
  * answered: each host counts in its own memory, and the counts are checked per host.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoOrigin } from '../src/node/demo-origin';
-import { freePort, type RunningServer } from '../src/node/host';
+import type { RunningServer } from '../src/node/host';
 import { PROJECT_ROOT } from './support/compute-host';
 import { reachedOrigin } from './support/e2e-scenarios';
 import { ADMIN_PASSWORD, API_TOKEN } from './support/fixtures';
 import { fetchFrom } from './support/from-address';
+import { haproxyConfig, haproxyMissing, HAPROXY, startHaproxy, stopProcess, type RunningHaproxy } from './support/haproxy';
 import { startRedisServer, type RedisServer } from './support/redis-server';
 import { buildNodeBundles, deploymentEnv, startNodeHostProcess, type NodeHostProcess } from './support/node-host-process';
 
-// Debian installs it in /usr/sbin, which an unprivileged user's PATH may lack.
-const HAPROXY = spawnSync('haproxy', ['-v']).error === undefined || !existsSync('/usr/sbin/haproxy') ? 'haproxy' : '/usr/sbin/haproxy';
-
-/** Why the scenario cannot run here, or undefined when HAProxy is installed. */
-function haproxyMissing(): string | undefined {
-  const probe = spawnSync(HAPROXY, ['-v'], { encoding: 'utf8' });
-  if (probe.error !== undefined) return `haproxy is not installed (${probe.error.message}); .ci/run installs Debian's haproxy with apt-get`;
-  if (probe.status !== 0) return `haproxy -v failed: ${probe.stderr.slice(0, 200)}`;
-  return undefined;
-}
 const MISSING = haproxyMissing();
-
-const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((path) => existsSync(path));
 
 /** How often HAProxy checks each host, and after how many failed checks in a row it takes one out. */
 const CHECK_INTERVAL_MS = 500;
@@ -52,86 +41,16 @@ type HostName = 'a' | 'b';
 type NodeHost = NodeHostProcess;
 const startNodeHost = startNodeHostProcess;
 
-async function stopProcess(child: ChildProcess | undefined): Promise<void> {
-  if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((done) => child.once('exit', done));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-/** The configuration docs/self-hosting.md shows, on loopback ports and with a short check interval. */
-function haproxyConfig(lbPort: number, statsPort: number, hosts: readonly NodeHost[]): string {
-  return `global
-    maxconn 1000
-
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 30s
-    timeout server 30s
-    option forwardfor
-    option redispatch
-    retries 2
-
-frontend visitors
-    bind 127.0.0.1:${lbPort}
-    default_backend waiting_room
-
-backend waiting_room
-    balance roundrobin
-    option httpchk
-    http-check send meth GET uri /__wr/health ver HTTP/1.1 hdr host localhost
-    http-check expect status 200
-    default-server check inter ${CHECK_INTERVAL_MS}ms fall ${CHECK_FALL} rise 2
-    http-response set-header x-served-by %[srv_name]
-${hosts.map((host, i) => `    server ${i === 0 ? 'a' : 'b'} 127.0.0.1:${host.port}`).join('\n')}
-
-frontend stats
-    bind 127.0.0.1:${statsPort}
-    stats enable
-    stats uri /stats
-`;
-}
-
 let dir: string;
 let redis: RedisServer;
 let origin: RunningServer;
 let hosts: Record<HostName, NodeHost>;
-let haproxy: ChildProcess | undefined;
-let haproxyLog = '';
+let haproxy: RunningHaproxy | undefined;
 let lb: string;
-let stats: string;
-
-/** Each server's state as HAProxy's stats page says it (`UP`, `DOWN`, `UP 1/2` while going down, …). */
-async function serverStates(): Promise<Record<string, string>> {
-  const csv = await (await fetch(`${stats}/stats;csv`)).text();
-  const [header, ...rows] = csv.trim().split('\n');
-  const columns = header!.replace(/^# /, '').split(',');
-  const at = (name: string) => columns.indexOf(name);
-  const states: Record<string, string> = {};
-  for (const row of rows) {
-    const cells = row.split(',');
-    if (cells[at('pxname')] === 'waiting_room' && cells[at('svname')] !== 'BACKEND') states[cells[at('svname')]!] = cells[at('status')]!;
-  }
-  return states;
-}
 
 /** Polls HAProxy's view until `done` holds, or fails at the deadline naming what it last saw. */
-async function waitForStates(done: (states: Record<string, string>) => boolean, deadlineMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + deadlineMs;
-  let last: Record<string, string> | string = 'nothing yet';
-  for (;;) {
-    try {
-      last = await serverStates();
-      if (done(last)) return;
-    } catch (error) {
-      last = String(error);
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${deadlineMs} ms; HAProxy last said ${JSON.stringify(last)}\n${haproxyLog}`);
-    await sleep(50);
-  }
+function waitForStates(done: (states: Record<string, string>) => boolean, deadlineMs: number, what: string): Promise<void> {
+  return haproxy!.waitForStates(done, deadlineMs, what);
 }
 
 /** One visitor: its own loopback address, and its cookie between requests. */
@@ -197,22 +116,12 @@ describe.skipIf(MISSING !== undefined)(`two Node hosts behind HAProxy${MISSING =
     };
     const [a, b] = await Promise.all([startNodeHost(env), startNodeHost(env)]);
     hosts = { a: a!, b: b! };
-    const [lbPort, statsPort] = [await freePort(), await freePort()];
-    lb = `http://127.0.0.1:${lbPort}`;
-    stats = `http://127.0.0.1:${statsPort}`;
-    const config = join(dir, 'haproxy.cfg');
-    writeFileSync(config, haproxyConfig(lbPort, statsPort, [a!, b!]));
-    const args = ['-db', '-f', config];
-    // The kernel ends HAProxy with this process, however it ends.
-    haproxy = SETPRIV ? spawn(SETPRIV, ['--pdeathsig', 'KILL', HAPROXY, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(HAPROXY, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    const keep = (chunk: Buffer) => (haproxyLog = (haproxyLog + chunk.toString('utf8')).slice(-4_000));
-    haproxy.stdout!.on('data', keep);
-    haproxy.stderr!.on('data', keep);
-    await waitForStates((s) => s['a'] === 'UP' && s['b'] === 'UP', 20_000, 'both hosts up in HAProxy');
+    haproxy = await startHaproxy(dir, [{ name: 'a', port: a!.port }, { name: 'b', port: b!.port }], CHECK_INTERVAL_MS, CHECK_FALL);
+    lb = haproxy.url;
   }, 120_000);
 
   afterAll(async () => {
-    await stopProcess(haproxy);
+    await haproxy?.stop();
     await Promise.allSettled([stopProcess(hosts?.a.child), stopProcess(hosts?.b.child)]);
     await origin?.close();
     await redis?.stop();
@@ -224,7 +133,7 @@ describe.skipIf(MISSING !== undefined)(`two Node hosts behind HAProxy${MISSING =
     const example = /```haproxy\n([\s\S]*?)```/.exec(docs)?.[1];
     expect(example).toBeDefined();
     // The same directives as this test's configuration, apart from addresses, TLS and the interval.
-    for (const line of haproxyConfig(0, 0, []).split('\n').map((l) => l.trim())) {
+    for (const line of haproxyConfig(0, 0, [], CHECK_INTERVAL_MS, CHECK_FALL).split('\n').map((l) => l.trim())) {
       if (line === '' || /^(?:bind|server|default-server|http-response|stats|frontend stats|maxconn|timeout connect)\b/.test(line)) continue;
       expect(example, line).toContain(line);
     }

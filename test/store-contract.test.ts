@@ -3110,8 +3110,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
     const replying = (reply: unknown): UpstashScriptClient =>
       ({ evalsha: async () => reply, eval: async () => reply }) as unknown as UpstashScriptClient;
     // tail, cursor, paused, maxActive, maxNewPerMinute, active, admitted 1 min, admitted 5 min,
-    // event size, event seed, waiting, epoch, generation
-    const STATE = [7, 3, 1, 50, 10, 4, 2, 5, 6, 281_474_976_710_655, 9, T0, 12_345];
+    // event size, event seed, waiting, epoch, generation, holes (a string: none)
+    const STATE = [7, 3, 1, 50, 10, 4, 2, 5, 6, 281_474_976_710_655, 9, T0, 12_345, ''];
     const STATE_OBJECT = {
       tail: 7,
       cursor: 3,
@@ -3151,6 +3151,8 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:hold,paused`, 0, ''])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: ['hold', 'paused'] });
       expect((await newStore(replying([...STATE, 3, 0, 0, '', `${T0}:`, 0, ''])).stats(q, T0, cap(1, 0))).lostState).toEqual({ atMs: T0, restored: [] });
       await expect(newStore(replying([...STATE, 3, 0, 0, '', `${T0}:closed`, 0, ''])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
+      // Reported holes above the cursor: the state carries them as ranges.
+      expect(await newStore(replying([...STATE.slice(0, 13), '4-5,7-7'])).poll(q, at(P), OFF)).toEqual({ ...STATE_OBJECT, holes: [{ from: 4, to: 5 }, { from: 7, to: 7 }] });
       // Paused by a recovery window alone (mode 4): paused, and said to be recovering.
       expect(await newStore(replying([...STATE.slice(0, 2), 4, ...STATE.slice(3)])).poll(q, at(P), OFF)).toEqual({ ...STATE_OBJECT, paused: true, recovering: true });
       // The adaptive controller's fields (see parseAdaptiveStatus).
@@ -3186,7 +3188,13 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       ['an aborted request', 'Aborted'],
       ['too short', STATE.slice(1)],
       ['too long', [...STATE, 1]],
-      ['a non-numeric string', [...STATE.slice(0, 12), 'x']],
+      ['a non-numeric string', [...STATE.slice(0, 12), 'x', '']],
+      ['holes that are not a string', [...STATE.slice(0, 13), 0]],
+      ['holes not of ranges', [...STATE.slice(0, 13), '4-']],
+      ['holes at the cursor or below', [...STATE.slice(0, 13), '3-4']],
+      ['holes out of order', [...STATE.slice(0, 13), '6-7,4-5']],
+      ['holes that overlap', [...STATE.slice(0, 13), '4-6,6-7']],
+      ['a hole range backwards', [...STATE.slice(0, 13), '5-4']],
       ['a fraction', [1.5, ...STATE.slice(1)]],
       ['a negative', [-1, ...STATE.slice(1)]],
       ['an object', { result: STATE }],

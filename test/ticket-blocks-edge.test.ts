@@ -11,6 +11,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { admissionPolicy } from '../src/core/context';
 import { forgetTicketBlocks } from '../src/core/edge-blocks';
 import type { QueueState, QueueStore, RequestLog } from '../src/core/ports';
+import { waitingOf } from '../src/core/types';
 import { DEFAULT_BLOCK_SETTINGS } from '../src/core/ticket-blocks';
 import { parseConfig } from '../src/core/config';
 import { MemoryStateCache } from '../src/platform/memory-cache';
@@ -25,6 +26,7 @@ interface Answer {
   readonly claims: Record<string, unknown> | undefined;
   readonly cookie: string | undefined;
   readonly line: RequestLog;
+  readonly page: string;
 }
 
 function rig(store: QueueStore, settings: Record<string, string> = {}) {
@@ -42,9 +44,9 @@ function rig(store: QueueStore, settings: Record<string, string> = {}) {
       address: '192.0.2.7',
       pop: undefined,
     });
-    await response.arrayBuffer();
     const set = cookieFrom(response);
-    return { status: response.status, cookie: set, claims: set === undefined ? undefined : payloadOf(set), line: logger.last! };
+    const page = await response.text();
+    return { status: response.status, cookie: set, claims: set === undefined ? undefined : payloadOf(set), line: logger.last!, page };
   };
   /** Arrivals until this instance holds numbers of a block it has not handed out; the last answer. */
   const untilLeftovers = async (): Promise<{ last: Answer; end: number }> => {
@@ -56,7 +58,7 @@ function rig(store: QueueStore, settings: Record<string, string> = {}) {
     }
     throw new Error('no block with numbers left');
   };
-  return { clock, logger, cache, store: faulty, inner: store, policy, request, untilLeftovers };
+  return { clock, logger, cache, store: faulty, inner: store, policy, handler, request, untilLeftovers };
 }
 
 describe.each(['memory', 'upstash', 'redis'] as const)('ticket blocks at the edge, %s store', (kind) => {
@@ -80,6 +82,25 @@ describe.each(['memory', 'upstash', 'redis'] as const)('ticket blocks at the edg
     const next = await r.request();
     expect(next.line.block).toMatch(new RegExp(`reported ${end - lastTicket} holes`));
     expect(next.claims).toMatchObject({ k: 'w', t: end + 1 });
+  });
+
+  it('ticket_block_ms sets how long a block is handed from: 200 ms here, not the default 500', async () => {
+    const r = rig(fresh(), { ticket_block_ms: '200' });
+    const { last, end } = await r.untilLeftovers();
+    const lastTicket = last.claims!['t'] as number;
+    // Still young: the next number comes from the block, no store call.
+    r.clock.advance(199);
+    const young = await r.request();
+    expect(young.line.block).toBe('handed');
+    expect(young.claims).toMatchObject({ k: 'w', t: lastTicket + 1 });
+    // 200 ms after its join was sent the block is over (at the default it would last 300 ms more):
+    // the next arrival joins and reports the rest as holes.
+    r.clock.advance(1);
+    const calls = r.store.calls;
+    const aged = await r.request();
+    expect(r.store.calls).toBe(calls + 1);
+    expect(aged.line.block).toMatch(new RegExp(`reported ${end - lastTicket - 1} holes`));
+    expect(aged.claims).toMatchObject({ k: 'w', t: end + 1 });
   });
 
   it('while a block lasts, new visitors get numbers with no store call even when the store fails', async () => {
@@ -240,6 +261,33 @@ describe.each(['memory', 'upstash', 'redis'] as const)('ticket blocks at the edg
       expect(answer.claims).toMatchObject({ k: 'w', t: 0 });
       expect(answer.claims?.['p']).toMatch(/^[0-9a-f]{16}$/);
     }
+  });
+
+  it('a visitor behind 50 reported holes is told the people really ahead, on the page, in the status and in the waiting count', async () => {
+    const r = rig(fresh());
+    const q = 'default';
+    // 1 holds a number, 2..51 are a block's rest reported as holes, 52 holds one: two people.
+    await r.inner.join(q, r.clock.now(), r.policy, { block: { size: 51 } });
+    const seen = await r.inner.stats(q, r.clock.now(), r.policy);
+    await r.inner.join(q, r.clock.now(), r.policy, { block: { size: 1, holes: { epoch: seen.epoch, generation: seen.generation, ranges: [{ from: 2, to: 51 }] } } });
+    // The visitor's own join answers the state it is told its place from.
+    const visitor = await r.request();
+    expect(visitor.claims).toMatchObject({ k: 'w', t: 53 });
+    const status = async (): Promise<Record<string, unknown>> => {
+      const response = await r.handler(new Request('https://shop.example/__wr/status', { headers: { accept: 'application/json', cookie: `waiting_room=${visitor.cookie}` } }), { address: '192.0.2.7', pop: undefined });
+      return (await response.json()) as Record<string, unknown>;
+    };
+    expect(await status()).toMatchObject({ state: 'waiting', ticket: 53, place: 3, ahead: 2 });
+    expect(visitor.page).toContain('2 people are ahead of you');
+    // From a state loaded afresh (the cache's lifetime over), the same.
+    r.clock.advance(6_000);
+    expect(await status()).toMatchObject({ place: 3, ahead: 2 });
+    // The line's waiting count: 3 people, not 53 numbers.
+    expect(waitingOf(await r.inner.stats(q, r.clock.now(), r.policy), false)).toBe(3);
+    // Once 1 is let in, the holes right behind it are passed over: one person ahead.
+    await r.inner.admit(q, 1, r.clock.now(), r.policy);
+    r.clock.advance(6_000);
+    expect(await status()).toMatchObject({ place: 2, ahead: 1 });
   });
 
   it('capacity mode with room: every visitor walks in at its join, none is handed a number to wait with', async () => {

@@ -264,6 +264,25 @@ describe('ticket blocks on every store', () => {
     expect(got).toEqual([11, { from: 11, to: 15 }, 15, 10, true, 2, 12]);
   });
 
+  it('every state answered carries the reported holes above the cursor, for no extra command', async () => {
+    const got = await expectSameOnEveryStore(stores, async (store) => {
+      const q = randomQueue();
+      await blockJoin(store, q, START, OFF, 10);
+      // Holes 2..4 and 7..10; 11 is the reporting join's own.
+      const join = await store.join(q, START + 1, OFF, { block: { size: 1, holes: { epoch: 0, generation: (await store.stats(q, START, OFF)).generation, ranges: ranges([2, 4], [7, 10]) } } });
+      const poll = await store.poll(q, START + 2, OFF);
+      const stats = await store.stats(q, START + 3, OFF);
+      // Admit 2 calls 1 and 5 (2..4 passed over): the holes left start above the cursor.
+      const admit = await store.admit(q, 2, START + 4, OFF);
+      const after = await store.poll(q, START + 5, OFF);
+      // Past every hole: none left.
+      const all = await store.admit(q, 10, START + 6, OFF);
+      return [join.holes, poll.holes, stats.holes, admit.cursor, admit.holes, after.holes, all.cursor, all.holes];
+    });
+    const both = ranges([2, 4], [7, 10]);
+    expect(got).toEqual([both, both, both, 5, ranges([7, 10]), ranges([7, 10]), 11, undefined]);
+  });
+
   it('the record\'s waiting leaves holes out', async () => {
     const got = await expectSameOnEveryStore(stores, async (store) => {
       const q = randomQueue();

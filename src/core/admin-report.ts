@@ -11,6 +11,7 @@ import { escapeHtml, formatCount } from './pages';
 import type { AdmissionPolicy, Clock, QueueStats, QueueStore, RecordPoint } from './ports';
 import { addAuditActions, buildSaleReport, REPORT_READ_MINUTES, REPORT_SPAN_MS, renderSaleChart, saleReportCsv, saleReportJson, type AuditEntryForReport, type SaleReport } from './sale-report';
 import type { StoreOutcome } from './store-call';
+import { waitingOf } from './types';
 
 /** What the report needs of the admin context (AdminContext has it all). */
 export interface ReportContext {
@@ -64,7 +65,7 @@ export async function readSaleReport(ctx: ReportContext, fromMs: number | undefi
     }
   }
   const s: QueueStats = stats.value;
-  const waiting = ctx.config.queueMethod === 'random' ? s.waiting : Math.max(0, s.tail - s.cursor);
+  const waiting = waitingOf(s, ctx.config.queueMethod === 'random');
   const report = buildSaleReport({ queue, nowMs, points, now: { tail: s.tail, waiting, active: s.active, totals }, fromMs });
   const audit = ctx.auditEntries === undefined ? [] : await ctx.auditEntries(report.fromMs ?? nowMs - REPORT_SPAN_MS, nowMs);
   return audit.length === 0 ? report : addAuditActions(report, audit);

@@ -9,15 +9,15 @@ import { estimateWait, formatDuration } from './estimate';
 import { escapeHtml, formatCount } from './pages';
 import type { HistoryPoint, QueueStats } from './ports';
 import type { RefusalReason } from './ticket-limit';
-import { eventPhase, isCapacityMode, type AdminFigures } from './types';
+import { eventPhase, isCapacityMode, waitingOf, type AdminFigures } from './types';
 
 export type { AdminFigures } from './types';
 
 const utc = (ms: number): string => `${new Date(ms).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
 
-/** Waiting visitors: tickets not yet called (FIFO), or those present in the draw (random). */
+/** Waiting visitors: tickets not yet called that somebody holds (FIFO), or those present in the draw (random). */
 export function waitingCount(stats: QueueStats, config: Readonly<Config>): number {
-  return config.queueMethod === 'random' ? stats.waiting : Math.max(0, stats.tail - stats.cursor);
+  return waitingOf(stats, config.queueMethod === 'random');
 }
 
 /** The console's line on refused tickets: what each gate in force turned away in the last minute here. */

@@ -25,6 +25,7 @@ import { allows, checkPassword, DEFAULT_ITERATIONS, findAccount, roleFor, verify
 import { auditJson, encodeAuditEntry, readAudit, recentAudit, type AuditAction, type AuditEntry, type AuditValue } from './audit';
 import { clientKey } from './auth-throttle';
 import { AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, type AuditMerge } from './ports';
+import { waitingOf } from './types';
 
 /** Bypass passes are not tied to a queue (the same value as rules.ts checks). */
 const BYPASS_QUEUE = '*';
@@ -96,7 +97,7 @@ function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' |
     tail: state.tail,
     cursor: state.cursor,
     queue_length: Math.max(0, state.tail - state.cursor),
-    waiting: Math.max(0, state.tail - state.cursor),
+    waiting: waitingOf(state, config.queueMethod === 'random'),
     active_sessions: state.active,
     max_sessions: state.maxActive,
     max_new_per_minute: state.maxNewPerMinute,

@@ -134,11 +134,20 @@ export interface Config {
    * Ticket blocks (FIFO only): the most numbers one join may take for this instance to hand to its
    * next arrivals itself, without a store call, while a line is waiting (see
    * docs/capacity-and-cost.md, "Ticket blocks"). 0 = off: every arrival joins. `auto` in the
-   * settings is TICKET_BLOCKS_AUTO. A block's numbers are handed out for at most half a second
-   * after its join was sent, so a visitor who arrived that much before another is called first.
+   * settings is TICKET_BLOCKS_AUTO. A block's numbers are handed out for at most `ticketBlockMs`
+   * after its join was sent, so a visitor who arrived that much (plus a join's round trip) before
+   * another is called first.
    * @default "off" (0)
    */
   readonly ticketBlocks: number;
+  /**
+   * Ticket blocks: how long a block's numbers are handed out after its join was sent, ms
+   * (TICKET_BLOCK_MS_MIN .. TICKET_BLOCK_MS_MAX); a block is sized to fill in half of it. Longer
+   * blocks cost fewer joins and loosen the order bound (this plus a join's round trip). A value other
+   * than the default is refused while ticket blocks are off.
+   * @default 500
+   */
+  readonly ticketBlockMs: number;
   /**
    * A scheduled event's start (ISO 8601 with a zone, e.g. `2026-12-01T09:00:00Z`); empty = none.
    * Before it, visitors get the pre-queue page and a place in the pre-queue; nobody is let in.
@@ -506,6 +515,7 @@ export const CONFIG_KEYS = [
   'state_cache_seconds',
   'queue_method',
   'ticket_blocks',
+  'ticket_block_ms',
   'event_start',
   'event_end',
   'event_order',
@@ -810,6 +820,7 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
     stateCacheSeconds: r.integer('state_cache_seconds', 1, 0, 60),
     queueMethod: r.oneOf('queue_method', 'fifo', ['fifo', 'random']),
     ticketBlocks: readTicketBlocks(r),
+    ticketBlockMs: r.integer('ticket_block_ms', DEFAULT_BLOCK_SETTINGS.maxAgeMs, TICKET_BLOCK_MS_MIN, TICKET_BLOCK_MS_MAX),
     eventStartMs: readInstant(r, 'event_start'),
     eventEndMs: readInstant(r, 'event_end'),
     eventOrder: r.oneOf('event_order', 'shuffle', ['shuffle', 'arrival']),
@@ -902,6 +913,11 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
   } else if (config.ticketBlocks > 0 && config.stateCacheSeconds === 0) {
     r.problems.push({ key: 'ticket_blocks', message: 'needs state_cache_seconds above 0: a number handed out of a block is answered from the POP\'s cached state' });
   }
+  // A block age that would change nothing is refused, as a mistake: the default given explicitly
+  // stands for a missing key, as every default does.
+  if (config.ticketBlocks === 0 && config.ticketBlockMs !== DEFAULT_BLOCK_SETTINGS.maxAgeMs) {
+    r.problems.push({ key: 'ticket_block_ms', message: `is the age of a ticket block and changes nothing while ticket_blocks is off: set ticket_blocks (auto or the largest block) with it, or remove it (got ${config.ticketBlockMs})` });
+  }
   if (config.eventStartMs > 0 && config.eventEndMs > 0 && config.eventEndMs <= config.eventStartMs) {
     r.problems.push({ key: 'event_end', message: 'must be later than event_start' });
   }
@@ -918,6 +934,15 @@ export function adaptiveKnob(config: Pick<Config, 'maxActive' | 'maxNewPerMinute
 export function adaptiveBounds(config: Pick<Config, 'maxActive' | 'maxNewPerMinute' | 'admitPerPeriod' | 'adaptiveMin' | 'adaptiveMax'>): { readonly min: number; readonly max: number } {
   return { min: config.adaptiveMin, max: config.adaptiveMax > 0 ? config.adaptiveMax : Math.max(config.adaptiveMin, 2 * adaptiveKnob(config)) };
 }
+
+/**
+ * `ticket_block_ms`'s bounds. The order promise is that a visitor who arrived more than a second
+ * before another is never let in after them, and the bound blocks keep is their age plus a join's
+ * round trip: 900 ms leaves a tenth of a second for that trip. Below 100 ms a block would barely
+ * outlive the join that took it.
+ */
+export const TICKET_BLOCK_MS_MIN = 100;
+export const TICKET_BLOCK_MS_MAX = 900;
 
 /** The largest block `ticket_blocks = auto` asks for: the allocator's own default. */
 export const TICKET_BLOCKS_AUTO = DEFAULT_BLOCK_SETTINGS.maxSize;

@@ -11,14 +11,15 @@
  */
 import type { Config } from './config';
 import type { QueueState } from './ports';
-import { DEFAULT_BLOCK_SETTINGS, TicketBlocks } from './ticket-blocks';
+import { blockSettings, TicketBlocks } from './ticket-blocks';
 
 /** Queues an instance keeps blocks for: a deployment's queues are few (at most 50); a bound all the same. */
 const MAX_QUEUES = 256;
 
 interface Entry {
-  /** The largest block it was made for: settings that change it start afresh. */
+  /** The largest block and the block age it was made for: settings that change either start afresh. */
   readonly maxSize: number;
+  readonly maxAgeMs: number;
   readonly blocks: TicketBlocks;
   /** The block join this instance has under way, which arrivals that find no number wait for. */
   joining?: BlockJoin;
@@ -44,15 +45,15 @@ export interface BlockJoin {
 const entries = new Map<string, Entry>();
 
 /** The queue's blocks at this instance; undefined with blocks off (or the random method, which the settings refuse). */
-export function blocksOf(config: Pick<Config, 'queueName' | 'ticketBlocks' | 'queueMethod'>): TicketBlocks | undefined {
+export function blocksOf(config: Pick<Config, 'queueName' | 'ticketBlocks' | 'ticketBlockMs' | 'queueMethod'>): TicketBlocks | undefined {
   if (config.ticketBlocks < 2 || config.queueMethod !== 'fifo') return undefined;
   const entry = entries.get(config.queueName);
-  if (entry !== undefined && entry.maxSize === config.ticketBlocks) return entry.blocks;
-  // A queue whose largest block changed drops its live blocks: their numbers are never handed out
-  // nor reported, and lapse as abandoned tickets do (a settings change in a sale is rare).
+  if (entry !== undefined && entry.maxSize === config.ticketBlocks && entry.maxAgeMs === config.ticketBlockMs) return entry.blocks;
+  // A queue whose largest block or block age changed drops its live blocks: their numbers are never
+  // handed out nor reported, and lapse as abandoned tickets do (a settings change in a sale is rare).
   if (entry === undefined && entries.size >= MAX_QUEUES) return undefined;
-  const blocks = new TicketBlocks({ ...DEFAULT_BLOCK_SETTINGS, maxSize: config.ticketBlocks });
-  entries.set(config.queueName, { maxSize: config.ticketBlocks, blocks });
+  const blocks = new TicketBlocks(blockSettings(config.ticketBlocks, config.ticketBlockMs));
+  entries.set(config.queueName, { maxSize: config.ticketBlocks, maxAgeMs: config.ticketBlockMs, blocks });
   return blocks;
 }
 

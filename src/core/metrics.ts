@@ -10,7 +10,7 @@
 import { tallyStoreError } from './edge-tally';
 import { REFUSAL_REASONS, WAIT_BOUNDS_MS, type FailureLimiter, type QueueStats, type SaleTotals } from './ports';
 import { refusedTicketsLastMinute } from './ticket-limit';
-import { isCapacityMode } from './types';
+import { isCapacityMode, waitingOf } from './types';
 
 /** The limiter key under which a queue's failed store calls are counted (per POP, last minute). */
 function storeErrorsKey(queue: string): string {
@@ -78,9 +78,9 @@ export async function metricsText(input: MetricsInput): Promise<string> {
   metric('wr_store_up', 'gauge', 'Whether the store answered this scrape (1) or not (0).', [[q, input.stats.ok ? 1 : 0]]);
   if (input.stats.ok) {
     const s = input.stats.value;
-    const waiting = input.method === 'random' ? s.waiting : Math.max(0, s.tail - s.cursor);
+    const waiting = waitingOf(s, input.method === 'random');
     metric('wr_store_probe_seconds', 'gauge', 'How long the store took to answer this scrape.', [[q, input.stats.ms / 1000]]);
-    metric('wr_waiting', 'gauge', 'Visitors waiting (FIFO: tickets not yet called; random: present in the draw).', [[q, waiting]]);
+    metric('wr_waiting', 'gauge', 'Visitors waiting (FIFO: tickets not yet called, less the holes of ticket blocks; random: present in the draw).', [[q, waiting]]);
     // Rate FIFO holds no slots: there is no count of active visitors to report.
     if (isCapacityMode(s) || input.method === 'random') metric('wr_active', 'gauge', 'Visitors holding a slot (capacity mode).', [[q, s.active]]);
     metric('wr_admitted_last_minute', 'gauge', 'Visitors let in during the last minute.', [[q, s.admittedLastMinute]]);

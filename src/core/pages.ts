@@ -10,7 +10,7 @@ import SESSION_JS from '../../templates/session.js';
 import STYLE_CSS from '../../templates/style.css';
 import type { Messages } from './i18n';
 import { OVERVIEW_READS, type QueueOverview } from './ports';
-import type { ChallengeHook, HoldTexts, HoldView, PowChallenge } from './types';
+import { waitingOf, type ChallengeHook, type HoldTexts, type HoldView, type PowChallenge } from './types';
 
 export interface Asset {
   readonly body: string;
@@ -159,7 +159,7 @@ export function renderHoldingPage(page: HoldingPage, template: string = HOLDING_
 export function renderQueueList(queues: readonly QueueOverview[], current: string, adminPath: string): string {
   const phases = { before: ', pre-queue (event not started)', open: ', event open', over: ', event over' } as const;
   const rows = queues.map(({ name, method, event, stats, unread }) => {
-    const waiting = stats === undefined ? 0 : method === 'random' ? stats.waiting : Math.max(0, stats.tail - stats.cursor);
+    const waiting = stats === undefined ? 0 : waitingOf(stats, method === 'random');
     const figures =
       unread === true
         ? `figures on its own page (a page reads the figures of ${OVERVIEW_READS} queues at most)`

@@ -186,6 +186,12 @@ export interface QueueState {
    * that has none yet.
    */
   readonly generation: number;
+  /**
+   * FIFO with ticket blocks: the holes instances reported (numbers nobody holds) above the cursor,
+   * ascending, disjoint, within the tail; absent when there are none. A visitor's people ahead and
+   * the line's waiting count leave them out (see holesBetween). Read with the controls: no command.
+   */
+  readonly holes?: readonly TicketRange[];
 }
 
 export interface JoinResult extends QueueState {

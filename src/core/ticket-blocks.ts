@@ -34,6 +34,15 @@ export const DEFAULT_BLOCK_SETTINGS: BlockSettings = { maxSize: 100, maxAgeMs: 5
 export const MAX_BLOCK_AGE_MS = 1_000;
 
 /**
+ * The settings of a queue's allocator from `ticket_blocks` (the largest block) and
+ * `ticket_block_ms` (a block's age): the size asked for fills in half the age, as in the defaults,
+ * so a block sized at the recent rate is used up well before it ages out.
+ */
+export function blockSettings(maxSize: number, maxAgeMs: number): BlockSettings {
+  return { maxSize, maxAgeMs, fillTargetMs: Math.max(1, Math.floor(maxAgeMs / 2)) };
+}
+
+/**
  * The arrival rate is a count that decays by e every this many ms: about the last second's
  * arrivals, so a burst is seen within a few hundred ms and a lull forgets it as fast. A gap this
  * long between two arrivals starts the count afresh.

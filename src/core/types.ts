@@ -179,6 +179,23 @@ export function isCapacityMode(state: Pick<QueueState, 'maxActive' | 'maxNewPerM
   return state.maxActive > 0 || state.maxNewPerMinute > 0;
 }
 
+/** How many of the numbers after+1 .. upTo are reported holes (nobody holds them). */
+export function holesBetween(state: Pick<QueueState, 'holes'>, after: number, upTo: number): number {
+  let n = 0;
+  for (const { from, to } of state.holes ?? []) n += Math.max(0, Math.min(to, upTo) - Math.max(from, after + 1) + 1);
+  return n;
+}
+
+/** FIFO: the people ahead of a place still waiting, the numbers between the cursor and it that somebody holds. */
+export function peopleAhead(state: Pick<QueueState, 'cursor' | 'holes'>, place: number): number {
+  return Math.max(0, place - state.cursor - 1 - holesBetween(state, state.cursor, place - 1));
+}
+
+/** The line's waiting count: the random method's present visitors; FIFO, the numbers not yet called that somebody holds. */
+export function waitingOf(state: Pick<QueueState, 'tail' | 'cursor' | 'holes' | 'waiting'>, random: boolean): number {
+  return random ? state.waiting : Math.max(0, state.tail - state.cursor - holesBetween(state, state.cursor, state.tail));
+}
+
 /** What a held visitor reads, in their language (see holding.ts). */
 export interface HoldTexts {
   /** The page's heading for this state. */

@@ -29,7 +29,7 @@ import { allowNewTicket, countRefusal } from './ticket-limit';
 import type { StoreOutcome } from './store-call';
 import { sharedTokenCache } from './token-cache';
 import { precheckToken, type TokenClaims, type TokenKind, type VerifyFailure, type VerifyResult } from './tokens';
-import { eventPhase, isCapacityMode, type Trace, type Visit } from './types';
+import { eventPhase, isCapacityMode, peopleAhead, waitingOf, type Trace, type Visit } from './types';
 
 /** Carries a store failure out of a cache load, so it is not cached and every waiter sees it. */
 class StoreUnavailable extends Error {
@@ -337,7 +337,8 @@ export async function settle(ctx: HandlerContext, trace: Trace, state: QueueStat
   const place = placeOf(ctx, ticket, state);
   record(trace, state, place);
   if (place > state.cursor) {
-    const ahead = place - state.cursor - 1;
+    // Reported holes between the cursor and the place are nobody's: not people ahead.
+    const ahead = peopleAhead(state, place);
     // The progress bar starts at the first place shown; a shuffle at the start may move it back.
     const start = first === undefined || first < ahead + 1 ? ahead + 1 : first;
     const cookie = await waitingCookie(ctx, ticket, joined, nowMs, start, state);
@@ -651,7 +652,7 @@ async function passChallenge(ctx: HandlerContext, trace: Trace, nowMs: number): 
 async function enterShadow(ctx: HandlerContext, trace: Trace, nowMs: number): Promise<Visit> {
   const seen = await cachedState(ctx);
   const spread = ctx.randomSeed() % 200;
-  const ahead = Math.max(0, (seen?.tail ?? 0) - (seen?.cursor ?? 0)) + 40 + spread;
+  const ahead = (seen === undefined ? 0 : waitingOf(seen, false)) + 40 + spread;
   const ticket = (seen?.tail ?? 0) + 41 + spread;
   trace.reason = `${trace.reason ?? 'pow_failed'}; shadow queue`;
   return shadowVisit(ctx, trace, ticket, ahead, Math.floor(nowMs / 1000), nowMs);

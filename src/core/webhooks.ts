@@ -18,7 +18,7 @@
  */
 import type { Config } from './config';
 import type { Clock, Logger, OutboxGuard, QueueState, QueueStats, QueueStore, RuntimeControl, StateCache, WebhookOutbox, WebhookSender } from './ports';
-import { eventPhase } from './types';
+import { eventPhase, waitingOf } from './types';
 import type { WebhookEventType, WebhookTarget } from './webhook-targets';
 
 export { WEBHOOK_EVENTS, parseWebhookTargets, type WebhookEventType, type WebhookTarget } from './webhook-targets';
@@ -119,11 +119,6 @@ export interface LineMemory {
   readonly cursor: number;
   /** Since when the cursor has stood still with people waiting, ms. */
   readonly since: number;
-}
-
-/** Visitors waiting: the present ones with the random method, else the tickets not yet called. */
-export function waitingOf(state: QueueState, random: boolean): number {
-  return random ? state.waiting : Math.max(0, state.tail - state.cursor);
 }
 
 /** The operator's pause, as the state shows it (a switch or a recovery window hides it). */

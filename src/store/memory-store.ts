@@ -16,7 +16,7 @@
  * same seed draws the same tickets here and in Redis.
  */
 
-import { AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, type AuditAppended, type AuditMerge, type BlockHoles } from '../core/ports';
+import { AUDIT_KEEP_MS, AUDIT_MAX_ENTRIES, type AuditAppended, type AuditMerge, type BlockHoles, type TicketRange } from '../core/ports';
 import type {
   AdmissionPolicy,
   AdmitResult,
@@ -970,8 +970,13 @@ function recordCalls(q: MemoryQueue, nowMs: number, from: number, to: number, la
 }
 
 /** Mirrors `read_state`: exact figures at now (the Lua reads them from ctl's book, or counts by score). */
-function readState({ q, p, e, random }: Run): QueueState {
+function readState(r: Run): QueueState {
+  const { q, p, e, random } = r;
   const nowMs = p.nowMs;
+  // Mirrors holes_text: the reported holes above the cursor.
+  const holes = holesOf(r)
+    .filter(([, to]) => to > q.cursor)
+    .map(([from, to]): TicketRange => ({ from: Math.max(from, q.cursor + 1), to }));
   const callEntries = random || isCapacity(e);
   const figures = callEntries ? { active: countAfter(q.active, nowMs) + countAfter(q.reserved, nowMs), ...admittedCounts(q, nowMs) } : undefined;
   const { minute, five } = figures ?? calledCounts(q, nowMs);
@@ -995,6 +1000,7 @@ function readState({ q, p, e, random }: Run): QueueState {
     waiting: random ? countAfter(q.waiting, nowMs - p.presenceMs) : 0,
     epoch: q.epoch,
     generation: q.generation,
+    ...(holes.length > 0 && { holes }),
   };
 }
 

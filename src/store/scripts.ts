@@ -298,8 +298,8 @@
  * max active, max new per minute, session ms, reservation ms, event start ms (0 = none), seed
  * (0..2^48-1), method (0 fifo, 1 random), presence ms (>= 1 in random). Their own ARGV follow at
  * 12+. They return the state first: {tail, cursor, paused, max_active, max_new_per_minute, active,
- * admitted_1m, admitted_5m, event_size, event_seed, waiting, epoch, generation} (STATE_LENGTH
- * values), extras from 14 on.
+ * admitted_1m, admitted_5m, event_size, event_seed, waiting, epoch, generation, holes} (STATE_LENGTH
+ * values; holes, the one string, is the reported holes above the cursor), extras from 15 on.
  *
  * The SHA-1 of each script is pinned as a literal so that EVALSHA needs no hashing at the edge; a
  * test asserts each pin equals both node:crypto's SHA-1 and `SCRIPT LOAD`. If you edit a script,
@@ -509,7 +509,13 @@ export { JOIN_KEY_PATTERN };
 export { IDEMPOTENCY_KEY_PATTERN };
 
 /** Length of the state every policy script returns first (see the header). */
-export const STATE_LENGTH = 13;
+export const STATE_LENGTH = 14;
+
+/**
+ * Where the state carries the reported holes above the cursor (its last field, the one string):
+ * `<from>-<to>,...` ascending, '' for none (see holes_text in holes.lua).
+ */
+export const STATE_HOLES_INDEX = STATE_LENGTH - 1;
 
 /** Thrown for input a store refuses; nothing has been changed when it is thrown. */
 export class StoreArgumentError extends RangeError {
@@ -1129,19 +1135,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '333cbdb9d4b69f81f11335c492ee04646a4e31f0';
-export const POLL_SHA1 = 'f595f31b705120c2cb2518aea4dd5952b67f26ff';
-export const CLAIM_SHA1 = 'ac74a45e58a8dc5792ecefa519f4842423d65017';
-export const TOUCH_SHA1 = '687d25e743900f6ae6ce643c6f6eab1cc9e0930b';
-export const LEAVE_SHA1 = '1f4f135abd51d0a06f7444ba3e9f8a7f13b7f73c';
-export const ADMIT_SHA1 = 'fbfdfbac851359dfc2cac97a6024e60bf9a433d0';
-export const CONTROL_SHA1 = '1f6c47032af07e5556017f1b4e0f84130160b421';
-export const STATS_SHA1 = '719f434d0b7ba202c90c044169ca0fc63848975a';
+export const JOIN_SHA1 = 'f17cb1e6f5fd85bd19a95180bddf92f3e5cbbcc8';
+export const POLL_SHA1 = '4b94da0a582bbf2df5bf43bbfb1e2a2b3c2eb97d';
+export const CLAIM_SHA1 = '5a2d669d93448574daa4c9bc4a0fdbdcc174ac30';
+export const TOUCH_SHA1 = '88af28b13153487bb4e2385c0c349225b64b7c02';
+export const LEAVE_SHA1 = '89543fc4b0936d6cfdd370a6ca8730db3f3b9da0';
+export const ADMIT_SHA1 = '3625108de0fee33dd743f8eb588feda841698cb8';
+export const CONTROL_SHA1 = '2362355b6f2b91d82315bfb4659d57c3bdc6d41c';
+export const STATS_SHA1 = '86b6992fbdf97cf4cd1673d8c5e9779115568a0b';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '1ceb03ba8962868497b68eb5e798aa4daab095f9';
-export const RESET_SHA1 = 'e212ccd9ac321068ecae9ec4e017c12afcac19e9';
+export const DRAW_SHA1 = '4c8b6f628e92d0a6fbc6b1fb71589cade05aadf3';
+export const RESET_SHA1 = 'c39b653b9cee9e7902fa4ea2a7b77a6d2d9eee42';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';

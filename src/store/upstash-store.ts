@@ -33,6 +33,7 @@ import type {
   ResetResult,
   RuntimeControl,
   StatsOptions,
+  TicketRange,
   VipCode,
   VipUse,
 } from '../core/ports';
@@ -64,6 +65,7 @@ import {
   POLL,
   RESET,
   STATE_LENGTH,
+  STATE_HOLES_INDEX,
   STATS,
   TOUCH,
   USE_VIP,
@@ -161,7 +163,7 @@ export class UpstashQueueStore implements QueueStore {
     // A block join's reply has its last number after the rest; an ordinary join's is as before blocks.
     const raw = await this.#run(JOIN, keys, argv);
     const blockTaken = options.block !== undefined && Array.isArray(raw) && raw.length === STATE_LENGTH + 4;
-    const reply = parseReply(JOIN, raw, STATE_LENGTH + (blockTaken ? 4 : 3));
+    const reply = parseStateReply(JOIN, raw, STATE_LENGTH + (blockTaken ? 4 : 3));
     const state = toState(JOIN, reply);
     const ticket = reply.int(STATE_LENGTH);
     const replayed = reply.flag(STATE_LENGTH + 2);
@@ -178,14 +180,14 @@ export class UpstashQueueStore implements QueueStore {
     const keys = this.#keys(queue);
     const checked = checkPolicy(nowMs, policy);
     const argv = [...policyArgv(checked), checkAdaptive(policy.adaptive), ...restoreArgv(checked)];
-    return toState(POLL, parseReply(POLL, await this.#run(POLL, keys, argv), STATE_LENGTH));
+    return toState(POLL, parseStateReply(POLL, await this.#run(POLL, keys, argv), STATE_LENGTH));
   }
 
   async claim(queue: string, ticket: number, nowMs: number, policy: AdmissionPolicy, waitedMs: number, generation?: number): Promise<ClaimResult> {
     const keys = this.#keys(queue);
     const checked = checkPolicy(nowMs, policy);
     const argv = [...policyArgv(checked), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs)), generationArg(generation), ...restoreArgv(checked)];
-    const reply = parseReply(CLAIM, await this.#run(CLAIM, keys, argv), STATE_LENGTH + 1);
+    const reply = parseStateReply(CLAIM, await this.#run(CLAIM, keys, argv), STATE_LENGTH + 1);
     return { ...toState(CLAIM, reply), claimed: reply.flag(STATE_LENGTH) };
   }
 
@@ -208,7 +210,7 @@ export class UpstashQueueStore implements QueueStore {
     const key = idempotencyKey === undefined ? '' : checkIdempotencyKey(idempotencyKey);
     const checked = checkPolicy(nowMs, policy);
     assertAdmitCount(count);
-    const reply = parseReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count), key, ...restoreArgv(checked)]), STATE_LENGTH + 3);
+    const reply = parseStateReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count), key, ...restoreArgv(checked)]), STATE_LENGTH + 3);
     return { ...toState(ADMIT, reply), admitted: reply.int(STATE_LENGTH), replayed: reply.flag(STATE_LENGTH + 1), asked: reply.int(STATE_LENGTH + 2) };
   }
 
@@ -216,7 +218,7 @@ export class UpstashQueueStore implements QueueStore {
     const keys = this.#keys(queue);
     const checked = checkPolicy(nowMs, policy);
     const argv = [...policyArgv(checked), ...controlArgv(checkControl(change)), ...restoreArgv(checked)];
-    const reply = parseReply(CONTROL, await this.#run(CONTROL, keys, argv), STATE_LENGTH + 1);
+    const reply = parseStateReply(CONTROL, await this.#run(CONTROL, keys, argv), STATE_LENGTH + 1);
     return { ...toState(CONTROL, reply), admitPerPeriod: reply.int(STATE_LENGTH) };
   }
 
@@ -228,7 +230,7 @@ export class UpstashQueueStore implements QueueStore {
     // The figures, the controller's fields, then (asked for) the history members: one script run
     // for the admin panel.
     const figures = Array.isArray(raw) ? raw.slice(0, STATE_LENGTH + 3) : raw;
-    const reply = parseReply(STATS, figures, STATE_LENGTH + 3);
+    const reply = parseStateReply(STATS, figures, STATE_LENGTH + 3);
     const controller = Array.isArray(raw) ? raw[STATE_LENGTH + 3] : undefined;
     const restored = Array.isArray(raw) ? raw[STATE_LENGTH + 4] : undefined;
     const quota: unknown = Array.isArray(raw) ? raw[STATE_LENGTH + 5] : undefined;
@@ -257,7 +259,7 @@ export class UpstashQueueStore implements QueueStore {
     const keys = this.#keys(queue);
     const checked = checkPolicy(nowMs, policy);
     const argv = [...policyArgv(checked), String(checkTicket(ticket)), String(checkWaitedMs(waitedMs)), generationArg(generation), ...restoreArgv(checked)];
-    const reply = parseReply(DRAW, await this.#run(DRAW, keys, argv), STATE_LENGTH + 2);
+    const reply = parseStateReply(DRAW, await this.#run(DRAW, keys, argv), STATE_LENGTH + 2);
     const outcome = DRAW_OUTCOMES[reply.int(STATE_LENGTH) as keyof typeof DRAW_OUTCOMES];
     const claimed = reply.flag(STATE_LENGTH + 1);
     // Only a drawn ticket holds a slot.
@@ -290,7 +292,7 @@ export class UpstashQueueStore implements QueueStore {
     const keys = this.#keys(queue);
     const checked = checkPolicy(nowMs, policy);
     const argv = [...policyArgv(checked), expectedEpoch === undefined ? '' : String(checkNowMs(expectedEpoch)), ...restoreArgv(checked)];
-    const reply = parseReply(RESET, await this.#run(RESET, keys, argv), STATE_LENGTH + 1);
+    const reply = parseStateReply(RESET, await this.#run(RESET, keys, argv), STATE_LENGTH + 1);
     return { ...toState(RESET, reply), applied: reply.flag(STATE_LENGTH) };
   }
 
@@ -355,21 +357,38 @@ export class UpstashQueueStore implements QueueStore {
   }
 }
 
-/** A reply checked to be a flat array of non-negative safe integers of the expected length. */
+/**
+ * A reply checked to be a flat array of non-negative safe integers of the expected length, but for
+ * a state's holes field (STATE_HOLES_INDEX), a string of ranges.
+ */
 interface Reply {
   readonly raw: unknown;
   int(index: number): number;
   /** 0 or 1 as a boolean; anything else is a malformed reply. */
   flag(index: number): boolean;
+  /** A state's holes (empty when it has none): ascending, disjoint ranges, or a malformed reply. */
+  holes(): TicketRange[];
 }
+
+/** A state's holes field: `<from>-<to>` ranges joined by commas, or '' for none. */
+const HOLES_TEXT = /^(?:\d{1,16}-\d{1,16}(?:,\d{1,16}-\d{1,16})*)?$/;
 
 /**
  * Integers may arrive as JSON numbers or, depending on client options and bridges, as numeric
  * strings; anything else (null, "Aborted", floats, negatives, the wrong length) is an error.
  */
-function parseReply(script: StoreScript, reply: unknown, length: number): Reply {
+/** A reply that starts with the state (every policy script's). */
+function parseStateReply(script: StoreScript, reply: unknown, length: number): Reply {
+  return parseReply(script, reply, length, true);
+}
+
+function parseReply(script: StoreScript, reply: unknown, length: number, state = false): Reply {
   if (!Array.isArray(reply) || reply.length !== length) throw new StoreReplyError(script.name, reply);
-  const values = reply.map((item: unknown) => {
+  const values = reply.map((item: unknown, index) => {
+    if (state && index === STATE_HOLES_INDEX) {
+      if (typeof item !== 'string' || !HOLES_TEXT.test(item)) throw new StoreReplyError(script.name, reply);
+      return 0;
+    }
     const n = typeof item === 'number' ? item : typeof item === 'string' && /^\d{1,16}$/.test(item) ? Number(item) : NaN;
     if (!Number.isSafeInteger(n) || n < 0) throw new StoreReplyError(script.name, reply);
     return n;
@@ -386,6 +405,18 @@ function parseReply(script: StoreScript, reply: unknown, length: number): Reply 
       const n = int(index);
       if (n !== 0 && n !== 1) throw new StoreReplyError(script.name, reply);
       return n === 1;
+    },
+    holes() {
+      const text = state ? reply[STATE_HOLES_INDEX] : undefined;
+      if (typeof text !== 'string') throw new StoreReplyError(script.name, reply);
+      const ranges: TicketRange[] = [];
+      for (const part of text === '' ? [] : text.split(',')) {
+        const [from, to] = part.split('-').map(Number) as [number, number];
+        const last = ranges[ranges.length - 1];
+        if (!Number.isSafeInteger(to) || from < 1 || from > to || (last !== undefined && from <= last.to)) throw new StoreReplyError(script.name, reply);
+        ranges.push({ from, to });
+      }
+      return ranges;
     },
   };
 }
@@ -426,6 +457,13 @@ function toState(script: StoreScript, r: Reply): QueueState {
     epoch: r.int(11),
     generation: r.int(12),
   };
+  const holes = r.holes();
+  // The script reports only holes above the cursor (holes_text): anything else is not what it sends.
+  if (holes.length > 0 && holes[0]!.from <= state.cursor) throw new StoreReplyError(script.name, r.raw);
+  return checkFigures(script, r, holes.length > 0 ? { ...state, holes } : state);
+}
+
+function checkFigures(script: StoreScript, r: Reply, state: QueueState): QueueState {
   // The minute is inside the five minutes: anything else means the reply is not what the script sends.
   if (state.admittedLastMinute > state.admittedLast5Minutes) throw new StoreReplyError(script.name, r.raw);
   return state;

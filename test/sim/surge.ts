@@ -43,7 +43,7 @@ import { Redis as IORedis } from 'ioredis';
 import { parseConfig } from '../../src/core/config';
 import { admissionPolicy } from '../../src/core/context';
 import type { AdmissionPolicy, BlockHoles, JoinOptions, JoinResult, QueueState, QueueStore } from '../../src/core/ports';
-import { DEFAULT_BLOCK_SETTINGS, TicketBlocks, type BlockSettings } from '../../src/core/ticket-blocks';
+import { blockSettings, DEFAULT_BLOCK_SETTINGS, TicketBlocks, type BlockSettings } from '../../src/core/ticket-blocks';
 import { createRedisQueueStore } from '../../src/store/redis-store';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
 import { source } from '../support/fixtures';
@@ -741,11 +741,19 @@ const FULL: Plan = { arrivalsPerS: 100_000, seconds: 60, altSeconds: 10, perArri
 const QUICK: Plan = { arrivalsPerS: 20_000, seconds: 10, altSeconds: 5, perArrivalRate: 2_000, perArrivalSeconds: 1, hashDatabases: 4, blockDatabases: 4, chosenDatabases: 2, admitPerS: 200, operatorAdmit: { count: 200, everyS: 5 }, pops: 40 };
 
 /**
- * Longer blocks: handed out for 900 ms and sized to fill over it. Not the full second: a joiner
- * holds its number only once the join's answer is back, so the bound is maxAgeMs plus a join's round
- * trip (here up to a tick; measured 1,005 ms with 1,000 ms blocks).
+ * Longer blocks: `ticket_blocks = 1000`, `ticket_block_ms = 900`, read by the settings' parser and
+ * turned into the allocator's settings as an instance does (blockSettings: sized to fill in half the
+ * age). Not the full second: a joiner holds its number only once the join's answer is back, so the
+ * bound is maxAgeMs plus a join's round trip (here up to a tick; measured 1,005 ms with 1,000 ms
+ * blocks), and 900 is the setting's ceiling.
  */
-export const LONG_BLOCKS: BlockSettings = { maxSize: 1000, maxAgeMs: 900, fillTargetMs: 900 };
+export const LONG_BLOCKS: BlockSettings = settingsOf({ ticket_blocks: '1000', ticket_block_ms: '900' });
+
+/** The allocator settings an instance builds from these ticket-block settings (see edge-blocks.ts's blocksOf). */
+function settingsOf(settings: Record<string, string>): BlockSettings {
+  const config = parseConfig(source({ queue_name: QUEUE, ...settings }));
+  return blockSettings(config.ticketBlocks, config.ticketBlockMs);
+}
 
 /** `--surge-rate=`, `--surge-seconds=`: another rate or length for the chosen design's run. */
 function chosenPlan(argv: readonly string[]): Plan {

@@ -42,7 +42,7 @@ elseif OPEN then
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
-state[14] = admitted
+state[__STATE_LENGTH__ + 1] = admitted
 -- #include idempotent_record
 flush_ctl()
 return state

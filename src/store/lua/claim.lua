@@ -34,6 +34,6 @@ else
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
-state[14] = claimed
+state[__STATE_LENGTH__ + 1] = claimed
 flush_ctl()
 return state

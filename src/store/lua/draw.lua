@@ -82,7 +82,7 @@ else
 end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 record_history(state)
-state[14] = outcome
-state[15] = claimed
+state[__STATE_LENGTH__ + 1] = outcome
+state[__STATE_LENGTH__ + 2] = claimed
 flush_ctl()
 return state

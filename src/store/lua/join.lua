@@ -49,7 +49,7 @@ if SWITCH == 'open' then
   -- The room steps aside: no ticket, nothing written; the edge lets the visitor through. Unless this
   -- run found the state absent: its generation and what it restored (see RESTORE) are kept.
   local open = read_state(ctl_int('tail') or 0, ctl_int('cursor') or 0, paused, max_active, max_new)
-  open[14], open[15], open[16] = 0, 0, 0
+  open[__STATE_LENGTH__ + 1], open[__STATE_LENGTH__ + 2], open[__STATE_LENGTH__ + 3] = 0, 0, 0
   if GEN_CREATED then flush_ctl() end
   return open
 end
@@ -149,10 +149,10 @@ end
 local state = read_state(tail, cursor, paused, max_active, max_new)
 -- No history point: a join is the hottest call; the minute's first poll, claim, draw, admit or
 -- control writes it.
-state[14] = ticket
-state[15] = claimed
-state[16] = 0
-if BLOCK > 1 then state[17] = tail end
+state[__STATE_LENGTH__ + 1] = ticket
+state[__STATE_LENGTH__ + 2] = claimed
+state[__STATE_LENGTH__ + 3] = 0
+if BLOCK > 1 then state[__STATE_LENGTH__ + 4] = tail end
 join_record(ticket, claimed, BLOCK > 1 and tail or 0)
 flush_ctl()
 return state

@@ -18,7 +18,7 @@ end
 
 local state = read_state(tail, cursor, paused, max_active, max_new)
 -- Rate FIFO writes no reservations: its calls neither claimed nor lapsed yet.
-if capacity or RANDOM then state[14] = count_after(K_RESERVED, NOW) else state[14] = outstanding_calls(tail, cursor) end
+if capacity or RANDOM then state[__STATE_LENGTH__ + 1] = count_after(K_RESERVED, NOW) else state[__STATE_LENGTH__ + 1] = outstanding_calls(tail, cursor) end
 local sum, n = 0, 0
 -- Waits are recorded with each arrival (where a slot is claimed or a draw collected, see Book):
 -- rate FIFO has none to read.
@@ -36,16 +36,16 @@ for i = 1, #waits, 2 do
   end
   if waited and at >= folded and unfolded_wait(waits[i]) then count_wait(t, waited) end
 end
-state[15] = sum
-state[16] = n
+state[__STATE_LENGTH__ + 2] = sum
+state[__STATE_LENGTH__ + 3] = n
 -- The adaptive controller as read_controls found it (see parseAdaptiveStatus).
 local c = ctl()
-state[17] = table.concat({AC_KNOB, AC_VALUE and fmt(AC_VALUE) or '', c.ac_cfg or '', c.ac_on or '', c.ac_pin or '', c.ac_sig or '', c.ac_log or ''}, '|')
+state[__STATE_LENGTH__ + 4] = table.concat({AC_KNOB, AC_VALUE and fmt(AC_VALUE) or '', c.ac_cfg or '', c.ac_on or '', c.ac_pin or '', c.ac_sig or '', c.ac_log or ''}, '|')
 -- When this generation began from a lost state that a POP knew: `<ms>:<what was restored>` ('' = never).
-state[18] = c.restored or ''
+state[__STATE_LENGTH__ + 5] = c.restored or ''
 -- Rate mode's period quota in effect (a runtime override, else the configured one; see read_controls).
-state[19] = AUTO_COUNT
-state[20] = format_totals(t)
+state[__STATE_LENGTH__ + 6] = AUTO_COUNT
+state[__STATE_LENGTH__ + 7] = format_totals(t)
 -- ARGV 12 '1': the last hour's history points follow, as the history script returns them (strings),
 -- so the admin panel reads its figures and its chart in one run.
 if WITH_HISTORY then

@@ -26,7 +26,7 @@ local function called_counts(tail, cursor)
   return math.max(0, minute), math.max(0, five)
 end
 -- {tail, cursor, paused, max_active, max_new_per_minute, active, admitted_1m, admitted_5m,
---  event_size, event_seed, waiting, epoch, generation}. Capacity mode and random: the figures of the
+--  event_size, event_seed, waiting, epoch, generation, holes}. Capacity mode and random: the figures of the
 -- book (see book_figures).
 local function read_state(tail, cursor, paused, max_active, max_new)
   local slots, minute, five = 0, 0, 0
@@ -43,7 +43,8 @@ local function read_state(tail, cursor, paused, max_active, max_new)
   -- The third field is the controls' mode: 0 normal, 1 paused by the operator, 2 switched to hold,
   -- 3 switched open, 4 paused by a recovery window alone (see RECOVERY).
   local mode = SWITCH == 'open' and 3 or SWITCH == 'hold' and 2 or (OPERATOR_PAUSED and 1) or (paused and 4 or 0)
-  return {tail, cursor, mode, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch, GEN}
+  -- The last field, a string: the reported holes above the cursor (see holes_text).
+  return {tail, cursor, mode, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch, GEN, holes_text(cursor)}
 end
 local function record_history(state)
   local minute = math.floor(NOW / MINUTE_MS) * MINUTE_MS

@@ -38,6 +38,16 @@ local function holes_above(cursor)
   end
   return n
 end
+-- The holes above cursor as the state reports them, `<from>-<to>,...` ascending ('' for none): the
+-- edge subtracts them from a visitor's people ahead and from the line's waiting count. Read with
+-- the controls, so they cost no command.
+local function holes_text(cursor)
+  local out = {}
+  for _, x in ipairs(holes()) do
+    if x[2] > cursor then out[#out + 1] = fmt(math.max(x[1], cursor + 1)) .. '-' .. fmt(x[2]) end
+  end
+  return table.concat(out, ',')
+end
 local function pass_holes(cursor, n, limit)
   local target, left, passed, spans = cursor, n, 0, {}
   for _, x in ipairs(holes()) do

@@ -49,10 +49,10 @@ local function replay_join(entry, paused, max_active, max_new)
     redis.call('ZADD', K_WAITING, 'XX', fmt(NOW), fmt(ticket))
   end
   local state = read_state(tail, cursor, paused, max_active, max_new)
-  state[14] = ticket
-  state[15] = claimed
-  state[16] = 1
-  if entry[3] > 0 then state[17] = entry[3] end
+  state[__STATE_LENGTH__ + 1] = ticket
+  state[__STATE_LENGTH__ + 2] = claimed
+  state[__STATE_LENGTH__ + 3] = 1
+  if entry[3] > 0 then state[__STATE_LENGTH__ + 4] = entry[3] end
   flush_ctl()
   return state
 end
