@@ -247,6 +247,12 @@ export interface Config {
    */
   readonly upstashUrl: string | undefined;
   /**
+   * Databases the queue spreads over (see docs/capacity-and-cost.md, "Several databases"): each
+   * visitor's ticket is in one of them, picked per instance. FIFO rate or capacity mode only.
+   * @default 1
+   */
+  readonly storeShards: number;
+  /**
    * User name of the admin page (the password is the `admin_password` secret).
    * @default "admin"
    */
@@ -525,6 +531,7 @@ export const CONFIG_KEYS = [
   'store_timeout_ms',
   'store_retries',
   'upstash_url',
+  'store_shards',
   'admin_user',
   'auth_failure_limit',
   'auth_failure_window_seconds',
@@ -829,6 +836,7 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
     storeTimeoutMs: r.integer('store_timeout_ms', 1000, 50, 30_000),
     storeRetries: r.integer('store_retries', 1, 0, 3),
     upstashUrl: checkUrl(r, 'upstash_url'),
+    storeShards: r.integer('store_shards', 1, 1, 8),
     adminUser: r.string('admin_user', 'admin', (v) =>
       v.includes(':') || v.length > 64 ? 'must be at most 64 characters and contain no colon' : undefined,
     ),
@@ -902,11 +910,31 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
   } else if (config.ticketBlocks > 0 && config.stateCacheSeconds === 0) {
     r.problems.push({ key: 'ticket_blocks', message: 'needs state_cache_seconds above 0: a number handed out of a block is answered from the POP\'s cached state' });
   }
+  r.problems.push(...shardProblems(config));
   if (config.eventStartMs > 0 && config.eventEndMs > 0 && config.eventEndMs <= config.eventStartMs) {
     r.problems.push({ key: 'event_end', message: 'must be later than event_start' });
   }
   if (r.problems.length > 0) throw new ConfigError(r.problems);
   return Object.freeze(config);
+}
+
+/**
+ * What several databases (`store_shards` above 1) cannot do: a draw and a scheduled event's
+ * pre-queue need every ticket in one place; adaptive admission would learn a value per database;
+ * and each database needs at least 1 of every figure split over them (0 would mean no limit).
+ */
+export function shardProblems(config: Pick<Config, 'storeShards' | 'queueMethod' | 'eventStartMs' | 'adaptiveAdmission' | 'admitPerPeriod' | 'maxActive' | 'maxNewPerMinute'>): ConfigError['problems'][number][] {
+  const n = config.storeShards;
+  if (n <= 1) return [];
+  const problems: ConfigError['problems'][number][] = [];
+  const why = `with store_shards = ${n}`;
+  if (config.queueMethod !== 'fifo') problems.push({ key: 'store_shards', message: `must be 1 with queue_method = random: a draw needs every waiting visitor in one database` });
+  if (config.eventStartMs > 0) problems.push({ key: 'store_shards', message: 'must be 1 with a scheduled event (event_start): its pre-queue is shuffled in one database' });
+  if (config.adaptiveAdmission !== 'off') problems.push({ key: 'store_shards', message: 'must be 1 with adaptive_admission: each database would learn a value of its own' });
+  for (const [key, value] of [['admit_per_period', config.admitPerPeriod], ['max_active', config.maxActive], ['max_new_per_minute', config.maxNewPerMinute]] as const) {
+    if (value > 0 && value < n) problems.push({ key, message: `must be 0 or at least ${n} ${why}: it is split over the databases and each needs at least 1` });
+  }
+  return problems;
 }
 
 /** The configured value of the knob adaptive admission moves: max active, else max new per minute, else the count per period. */

@@ -44,6 +44,7 @@ const SERVICE_KEYS = new Set([
   'bypass_crawlers',
   'crawler_ips',
   'upstash_url',
+  'store_shards',
   'admin_user',
   'auth_failure_limit',
   'auth_failure_window_seconds',

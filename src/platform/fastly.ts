@@ -134,6 +134,8 @@ function ownPath(request: Request, prefix: string): boolean {
 function createUpstashStore(config: Readonly<Config>): UpstashQueueStore {
   const url = config.upstashUrl;
   if (url === undefined) throw new ConfigError([{ key: 'upstash_url', message: 'is required on Fastly' }]);
+  // Not wired on Fastly yet (a backend per database): refused rather than run on one database.
+  if (config.storeShards > 1) throw new ConfigError([{ key: 'store_shards', message: 'must be 1 on Fastly for now: several databases run on the Node host (WR_STORE=redis with REDIS_SHARD_URLS)' }]);
   // @upstash/redis's HTTP client without the `Redis` class (see upstash-http.ts), made on the
   // first store call with the token read then, and made again when a later request reads another
   // (a rotated token). No AbortController here: a timed-out call cannot be cancelled, so the
