@@ -253,6 +253,12 @@ export interface Config {
    */
   readonly storeShards: number;
   /**
+   * With `store_shards` above 1 on Upstash: the REST URLs of the second and later databases, in
+   * order (their tokens: the secret `upstash_shard_tokens`, in the same order).
+   * @default []
+   */
+  readonly upstashShardUrls: readonly string[];
+  /**
    * User name of the admin page (the password is the `admin_password` secret).
    * @default "admin"
    */
@@ -455,6 +461,8 @@ export interface Secrets {
   readonly adminAccounts: readonly Account[];
   /** Upstash REST token (secret `upstash_token`). */
   readonly upstashToken: string | undefined;
+  /** The tokens of the Upstash databases after the first (secret `upstash_shard_tokens`, see upstash_shard_urls). */
+  readonly upstashShardTokens: readonly string[];
   /**
    * The challenge provider's secret (secret `challenge_secret`), read when a token is verified (on
    * Fastly one Secret Store lookup then, never on other requests).
@@ -532,6 +540,7 @@ export const CONFIG_KEYS = [
   'store_retries',
   'upstash_url',
   'store_shards',
+  'upstash_shard_urls',
   'admin_user',
   'auth_failure_limit',
   'auth_failure_window_seconds',
@@ -565,7 +574,7 @@ export const CONFIG_KEYS = [
 ] as const;
 
 /** The keys of the Secret Store. */
-export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token', 'challenge_secret', 'admission_keys', 'webhook_secret', 'admin_accounts'] as const;
+export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token', 'upstash_shard_tokens', 'challenge_secret', 'admission_keys', 'webhook_secret', 'admin_accounts'] as const;
 
 /**
  * The known name nearest to `name` (case aside), within an edit distance of 2: what a misspelt key
@@ -837,6 +846,7 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
     storeRetries: r.integer('store_retries', 1, 0, 3),
     upstashUrl: checkUrl(r, 'upstash_url'),
     storeShards: r.integer('store_shards', 1, 1, 8),
+    upstashShardUrls: r.parsed('upstash_shard_urls', '', parseShardUrls, []),
     adminUser: r.string('admin_user', 'admin', (v) =>
       v.includes(':') || v.length > 64 ? 'must be at most 64 characters and contain no colon' : undefined,
     ),
@@ -935,6 +945,39 @@ export function shardProblems(config: Pick<Config, 'storeShards' | 'queueMethod'
     if (value > 0 && value < n) problems.push({ key, message: `must be 0 or at least ${n} ${why}: it is split over the databases and each needs at least 1` });
   }
   return problems;
+}
+
+/** `upstash_shard_urls`: http(s) URLs separated by commas, at most 7 (the databases after the first). */
+function parseShardUrls(text: string): readonly string[] {
+  const urls = text.split(',').map((u) => u.trim()).filter((u) => u !== '');
+  if (urls.length > 7) throw new Error(`names ${urls.length} databases: at most 7 (store_shards is at most 8, the first is upstash_url)`);
+  for (const url of urls) {
+    let host = '';
+    try {
+      host = /^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(url) ? new URL(url).hostname : '';
+    } catch {
+      host = '';
+    }
+    if (host === '') throw new Error(`must be http(s) URLs separated by commas, got ${JSON.stringify(url)}`);
+  }
+  return urls;
+}
+
+/**
+ * The problem, if any, with the Upstash databases after the first: `store_shards` − 1 of them in
+ * `upstash_shard_urls`, and as many tokens in the secret `upstash_shard_tokens`.
+ */
+export function upstashShardProblems(config: Pick<Config, 'storeShards' | 'upstashShardUrls'>, tokens: readonly string[]): ConfigProblem[] {
+  const want = config.storeShards - 1;
+  const problems: ConfigProblem[] = [];
+  if (config.upstashShardUrls.length !== want) problems.push({ key: 'upstash_shard_urls', message: `names ${config.upstashShardUrls.length} database${config.upstashShardUrls.length === 1 ? '' : 's'}, but store_shards = ${config.storeShards} needs ${want} besides upstash_url` });
+  if (tokens.length !== want) problems.push({ key: 'upstash_shard_tokens', message: `secret holds ${tokens.length} token${tokens.length === 1 ? '' : 's'}, but store_shards = ${config.storeShards} needs ${want} (one per upstash_shard_urls entry, in order)` });
+  return problems;
+}
+
+/** The secret `upstash_shard_tokens`: tokens separated by commas, in the order of upstash_shard_urls. */
+export function parseShardTokens(text: string | undefined): readonly string[] {
+  return (text ?? '').split(',').map((t) => t.trim()).filter((t) => t !== '');
 }
 
 /** The configured value of the knob adaptive admission moves: max active, else max new per minute, else the count per period. */
@@ -1148,7 +1191,7 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
   }
   // Secrets that come from a provider (Upstash, the challenge provider) are theirs to make random;
   // a template's placeholder left in place is ours to catch.
-  for (const key of ['upstash_token', 'challenge_secret'] as const) {
+  for (const key of ['upstash_token', 'upstash_shard_tokens', 'challenge_secret'] as const) {
     const value = r.raw(key);
     const placeholder = value === undefined ? undefined : placeholderWeakness(value);
     if (placeholder !== undefined) r.problems.push({ key, message: placeholder });
@@ -1179,6 +1222,7 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
     adminApiToken,
     adminAccounts,
     upstashToken: r.raw('upstash_token'),
+    upstashShardTokens: parseShardTokens(r.raw('upstash_shard_tokens')),
     challengeSecret: async () => challengeSecret,
     admissionKeys: async () => admissionKeys,
     webhookSecret: async () => webhookSecret,
@@ -1219,6 +1263,9 @@ export function parseSecretsOnDemand(source: SettingSource, readLater?: (key: st
     },
     get upstashToken() {
       return r.raw('upstash_token');
+    },
+    get upstashShardTokens() {
+      return parseShardTokens(r.raw('upstash_shard_tokens'));
     },
     challengeSecret: async () => (readLater === undefined ? r.raw('challenge_secret') : readLater('challenge_secret')),
     admissionKeys: async () => (readLater === undefined ? r.raw('admission_keys') : readLater('admission_keys')),

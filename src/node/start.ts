@@ -27,7 +27,7 @@ import { existsSync, watchFile } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from '@upstash/redis';
-import { ConfigError, type Config } from '../core/config';
+import { ConfigError, upstashShardProblems, type Config } from '../core/config';
 import { MemoryFailureLimiter } from '../platform/memory-limiter';
 import { MemoryOriginMeter } from '../platform/memory-meter';
 import { capIdleConnections, directoryTemplateSource, parseOriginTimeouts, readLocalConfig, REDIS_SHARD_URLS_ENV, systemClock } from '../platform/node';
@@ -154,18 +154,14 @@ async function main(): Promise<void> {
         ? redisStore
         : useUpstash
         ? (config, secrets) => {
-            // Not wired for Upstash yet (a URL and a token per database): refused rather than run on one database.
-            if (config.storeShards > 1) throw new ConfigError([{ key: 'store_shards', message: 'must be 1 with WR_STORE=upstash for now: several databases run with WR_STORE=redis and REDIS_SHARD_URLS' }]);
-            return new UpstashQueueStore({
-              redis: new Redis(
-                createNodeUpstashOptions({
-                  url: config.upstashUrl ?? '',
-                  token: secrets.upstashToken ?? '',
-                  retries: config.storeRetries,
-                  timeoutMs: config.storeTimeoutMs,
-                }),
-              ),
-            });
+            const upstash = (url: string, token: string) =>
+              new UpstashQueueStore({ redis: new Redis(createNodeUpstashOptions({ url, token, retries: config.storeRetries, timeoutMs: config.storeTimeoutMs })) });
+            const first = upstash(config.upstashUrl ?? '', secrets.upstashToken ?? '');
+            if (config.storeShards === 1) return first;
+            // The other databases: upstash_shard_urls with the secret upstash_shard_tokens, as many as store_shards says.
+            const problems = upstashShardProblems(config, secrets.upstashShardTokens);
+            if (problems.length > 0) throw new ConfigError(problems);
+            return new ShardedStore([first, ...config.upstashShardUrls.map((url, i) => upstash(url, secrets.upstashShardTokens[i]!))]);
           }
         : memoryStores,
       authLimiter,

@@ -259,6 +259,7 @@ const MAKE_SECRET: Record<(typeof SECRET_KEYS)[number], string> = {
   admin_password: 'e.g. $(openssl rand -base64 18)',
   admin_api_token: 'e.g. $(openssl rand -base64 32)',
   upstash_token: "your database's REST token",
+  upstash_shard_tokens: "the other databases' REST tokens, comma-separated",
   challenge_secret: "your challenge provider's secret key",
   admission_keys: '`npm run keys` makes one',
   webhook_secret: 'e.g. $(openssl rand -base64 32)',

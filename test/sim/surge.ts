@@ -6,7 +6,7 @@
  *     waiting crowd's polls are cache hits: they cost the store nothing, but they keep sandboxes busy);
  *   - automatic admission's period steps (inside those loads and the joins);
  *   - a claim by every called visitor, some time within a poll interval after its call;
- *   - an operator's `admit N` on every database every few seconds.
+ *   - an operator's `admit N` over all databases every few seconds (split by the product's ShardedStore).
  * The arrivals go to instances, the reused sandboxes of their POP. A POP keeps as many as Little's
  * law says its requests (arrivals and the crowd's polls) keep busy, at SERVICE_MS each and a
  * utilisation of UTILISATION; an instance ends after a random lifetime, taking its unreported holes
@@ -86,7 +86,7 @@ export interface SurgeOptions {
   readonly popSkew?: number;
   /** Automatic admission over all databases, per second (each database: its share). */
   readonly admitPerS: number;
-  /** The operator's `admit N` on each database, every `everyS` virtual seconds (0: none), `atS` into each such stretch (@default everyS - 0.5). */
+  /** The operator's `admit N` with N = count x databases (the product's ShardedStore splits it by their waiting), every `everyS` virtual seconds (0: none), `atS` into each such stretch (@default everyS - 0.5). */
   readonly operatorAdmit: { readonly count: number; readonly everyS: number; readonly atS?: number };
   /** A request's time in a sandbox, ms (Little's law: busy sandboxes = requests/s x this). @default 2 */
   readonly serviceMs?: number;
@@ -869,7 +869,7 @@ export async function mainSurge(argv: readonly string[]): Promise<number> {
   };
   say(`# A surge of ${fmtInt(plan.arrivalsPerS)} arrivals a second`);
   say();
-  say(`${plan.pops} POPs, automatic admission ${fmtInt(plan.admitPerS)} a second over all databases, an operator's admit ${fmtInt(plan.operatorAdmit.count)} on each database every ${plan.operatorAdmit.everyS} s,`);
+  say(`${plan.pops} POPs, automatic admission ${fmtInt(plan.admitPerS)} a second over all databases, an operator's admit of ${fmtInt(plan.operatorAdmit.count)} x the databases every ${plan.operatorAdmit.everyS} s (the product's store: split by their waiting),`);
   say(`every called visitor claims within ${REFRESH_SECONDS} s; each POP loads each database's state once a second. The cap${scale === 1 ? '' : ' (scaled to this rate)'}: ${fmtInt(cap)} billed commands per database per second.`);
   say(`Instances: a POP keeps (its arrivals/s + its waiting crowd / ${REFRESH_SECONDS} s) x 2 ms / 0.5 sandboxes, each living 20 s on average (exponential). Store: ${transport === 'direct' ? 'UpstashQueueStore over ioredis (the Node host\'s store: the same scripts and billed commands, no HTTP), and the chosen design for 1 s through the REST bridge' : 'UpstashQueueStore through the Upstash client and the REST bridge'}.`);
   say();
