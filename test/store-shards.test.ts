@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig } from '../src/core/config';
+import { ConfigError, parseConfig, parseSecrets, upstashShardProblems } from '../src/core/config';
 import { admissionPolicy } from '../src/core/context';
 import type { AdmissionPolicy, QueueStore } from '../src/core/ports';
 import { rememberControls } from '../src/core/remembered-controls';
@@ -278,5 +278,17 @@ describe('store_shards settings', () => {
     expect(problems({ store_shards: '2', admit_per_period: '10', adaptive_admission: 'on' })).toEqual([expect.stringMatching(/^store_shards: must be 1 with adaptive_admission/)]);
     expect(problems({ store_shards: '3', admit_per_period: '2' })).toEqual([expect.stringMatching(/^admit_per_period: must be 0 or at least 3/)]);
     expect(problems({ store_shards: '2', max_active: '1' })).toEqual([expect.stringMatching(/^max_active: must be 0 or at least 2/)]);
+    expect(problems({ upstash_shard_urls: 'https://a.example,ftp://b.example' })).toEqual([expect.stringMatching(/^upstash_shard_urls: must be http\(s\) URLs/)]);
+  });
+
+  it('on Upstash, needs store_shards − 1 URLs and as many tokens, naming what disagrees', () => {
+    const config = parseConfig(source({ ...BASE_SETTINGS, store_shards: '3', upstash_shard_urls: 'https://two.example, https://three.example' }));
+    expect(config.upstashShardUrls).toEqual(['https://two.example', 'https://three.example']);
+    const secrets = parseSecrets(source({ ...BASE_SECRETS, upstash_shard_tokens: 'token-two, token-three' }));
+    expect(secrets.upstashShardTokens).toEqual(['token-two', 'token-three']);
+    expect(upstashShardProblems(config, secrets.upstashShardTokens)).toEqual([]);
+    expect(upstashShardProblems(config, ['token-two']).map((p) => p.key)).toEqual(['upstash_shard_tokens']);
+    const fewer = parseConfig(source({ ...BASE_SETTINGS, store_shards: '3', upstash_shard_urls: 'https://two.example' }));
+    expect(upstashShardProblems(fewer, secrets.upstashShardTokens)).toEqual([{ key: 'upstash_shard_urls', message: 'names 1 database, but store_shards = 3 needs 2 besides upstash_url' }]);
   });
 });
