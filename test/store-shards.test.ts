@@ -129,6 +129,27 @@ describe('ShardedStore on two redis-servers', () => {
     expect(await store.peek(QUEUE)).toEqual({ tail: 10, cursor: 10 });
   });
 
+  it('capacity mode: max_active split so that the databases together never hold more than it', async () => {
+    const { store } = sharded();
+    const p = policy({ max_active: '3' });
+    const held = [0, 0];
+    for (let i = 0; i < 5; i++) {
+      for (const shard of [0, 1]) {
+        const joined = await store.join(QUEUE, T0 + i, on(p, shard));
+        if (joined.claimed) held[shard]! += 1;
+      }
+    }
+    // 3 over two databases: 2 and 1 slots, walked in at their joins; everyone else waits.
+    expect(held).toEqual([2, 1]);
+    const stats = await store.stats(QUEUE, T0 + 10, p);
+    expect([stats.maxActive, stats.active]).toEqual([3, 3]);
+    // The operator raises it to 4: 2 and 2, so one more of the second database's line is let in.
+    await store.control(QUEUE, { maxActive: 4 }, T0 + 20, p);
+    await store.poll(QUEUE, T0 + 21, on(p, 1));
+    const after = await store.stats(QUEUE, T0 + 22, p);
+    expect([after.maxActive, after.active]).toEqual([4, 4]);
+  });
+
   it('pauses and switches every database, splits runtime values exactly, refuses one below a database each', async () => {
     const { store, parts } = sharded();
     const p = policy({ admit_per_period: '4' });
