@@ -1,7 +1,8 @@
 /**
  * `npm run simulate -- --surge` (issue 34): a sale of 100,000 arrivals a second for 60 s, in virtual
- * time, on the real store code (UpstashQueueStore and its scripts, one real redis-server per
- * database), with the rest of such a sale's traffic on top:
+ * time, on the real store code (the product's ShardedStore over an UpstashQueueStore and its scripts
+ * per database, one real redis-server each: `store_shards` as the product runs it), with the rest of
+ * such a sale's traffic on top:
  *   - POPS POPs, each loading the queue's state once per cache lifetime from every database (the
  *     waiting crowd's polls are cache hits: they cost the store nothing, but they keep sandboxes busy);
  *   - automatic admission's period steps (inside those loads and the joins);
