@@ -166,6 +166,24 @@ describe('ShardedStore on two redis-servers', () => {
     expect((await store.stats(QUEUE, T0, p)).admitPerPeriod).toBe(7);
   });
 
+  it('resets every database once, the one that lost its state too, and a retry with the same epoch changes nothing', async () => {
+    const { store, parts } = sharded();
+    const p = policy({ admit_per_period: '0' });
+    for (const shard of [0, 1, 1]) await store.join(QUEUE, T0, on(p, shard));
+    await store.reset(QUEUE, T0 + 1, p);
+    expect((await store.stats(QUEUE, T0 + 2, p)).epoch).toBe(T0 + 1);
+    // The second database forgets everything, and a visitor joins it again.
+    await databases[1]!.direct.flushall();
+    await store.join(QUEUE, T0 + 3, on(p, 1));
+    const read = await store.stats(QUEUE, T0 + 4, p);
+    const reset = await store.reset(QUEUE, T0 + 5, p, read.epoch);
+    expect(reset.applied).toBe(true);
+    expect(await Promise.all(parts.map(async (x) => (await x.stats(QUEUE, T0 + 6, p)).epoch))).toEqual([T0 + 5, T0 + 5]);
+    const retry = await store.reset(QUEUE, T0 + 7, p, read.epoch);
+    expect(retry.applied).toBe(false);
+    expect(await Promise.all(parts.map(async (x) => (await x.stats(QUEUE, T0 + 8, p)).epoch))).toEqual([T0 + 5, T0 + 5]);
+  });
+
   it('restores the pause on a database that forgot it (FLUSHALL), from what its visitors\' calls saw', async () => {
     const { store } = sharded();
     const clock = new ManualClock(T0);

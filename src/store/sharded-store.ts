@@ -300,7 +300,20 @@ export class ShardedStore implements QueueStore {
       const r = this.#route(policy, nowMs);
       return r.store.reset(queue, nowMs, r.policy, expectedEpoch);
     }
-    const all = await this.#everywhere('reset', (store, shard) => store.reset(queue, nowMs, this.#policyOf(policy, shard, nowMs), expectedEpoch));
+    if (expectedEpoch === undefined) {
+      const all = await this.#everywhere('reset', (store, shard) => store.reset(queue, nowMs, this.#policyOf(policy, shard, nowMs)));
+      return { ...mergeStates(all), applied: all.some((r) => r.applied) };
+    }
+    // The epoch the caller read is the first database's. The others may have another (one that lost
+    // its state starts again at 0): each is reset from its own, when the first is still at the one
+    // expected (this reset is new), or, on a retry, when it is not at the first's (it missed it).
+    const epochs = await this.#everywhere('reset', (store, shard) => store.stats(queue, nowMs, this.#policyOf(policy, shard, nowMs)).then((s) => s.epoch));
+    const fresh = epochs[0] === expectedEpoch;
+    const all = await this.#everywhere('reset', async (store, shard) => {
+      const own = this.#policyOf(policy, shard, nowMs);
+      const due = shard === 0 ? fresh : fresh || epochs[shard] !== epochs[0];
+      return due ? store.reset(queue, nowMs, own, epochs[shard]) : { ...(await store.poll(queue, nowMs, own)), applied: false };
+    });
     return { ...mergeStates(all), applied: all.some((r) => r.applied) };
   }
 
