@@ -266,6 +266,26 @@ describe('the service over two databases', () => {
     expect((await store.peek(QUEUE)).tail).toBe(40);
   });
 
+  it('with ticket blocks, an instance sends all its new visitors to its one database, in arrival order', async () => {
+    const { store, parts } = sharded();
+    const { service: s } = service(store, { ticket_limit: '0', ticket_blocks: '20', state_cache_seconds: '5' });
+    const seen: { sh: unknown; t: unknown }[] = [];
+    for (let i = 0; i < 30; i++) {
+      const claims = payloadOf(cookieFrom(await get(s.handler))!);
+      seen.push({ sh: claims['sh'], t: claims['t'] });
+    }
+    const home = seen[0]!.sh;
+    expect(seen.every((v) => v.sh === home)).toBe(true);
+    const tails = await Promise.all(parts.map(async (x) => (await x.peek(QUEUE)).tail));
+    // The home database took every number; the other none.
+    const [mine, other] = home === undefined ? tails : [tails[1]!, tails[0]!];
+    expect(other).toBe(0);
+    expect(mine).toBeGreaterThanOrEqual(30);
+    const tickets = seen.map((v) => Number(v.t));
+    expect(tickets).toEqual([...tickets].sort((a, b) => a - b));
+    expect(new Set(tickets).size).toBe(30);
+  });
+
   it('treats a token naming a database the queue does not have as invalid: a new ticket, no 5xx', async () => {
     const { store } = sharded();
     const { service: s } = service(store);
