@@ -10,6 +10,7 @@ import { Redis } from '@upstash/redis';
 import { Redis as IORedis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig, parseSecrets, upstashShardProblems } from '../src/core/config';
+import { adminFigures } from '../src/core/admin-view';
 import { admissionPolicy } from '../src/core/context';
 import type { AdmissionPolicy, QueueStore } from '../src/core/ports';
 import { rememberControls } from '../src/core/remembered-controls';
@@ -20,7 +21,7 @@ import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { ShardedStore, evenShare, proportionalShares, shardKey } from '../src/store/sharded-store';
 import { UpstashQueueStore, createUpstashClientOptions } from '../src/store/upstash-store';
-import { BASE_SECRETS, BASE_SETTINGS, KEY_1, ManualClock, MemoryLogger, RecordingOrigin, cookieFrom, payloadOf, source } from './support/fixtures';
+import { API_TOKEN, BASE_SECRETS, BASE_SETTINGS, KEY_1, ManualClock, MemoryLogger, RecordingOrigin, cookieFrom, payloadOf, source } from './support/fixtures';
 import { startRedisServer, type RedisServer } from './support/redis-server';
 
 const QUEUE = 'default';
@@ -264,6 +265,12 @@ describe('the service over two databases', () => {
     const again = await get(s.handler, `waiting_room=${second.cookie}`);
     expect(payloadOf(cookieFrom(again)!)).toMatchObject({ sh: 1, t: second.t });
     expect((await store.peek(QUEUE)).tail).toBe(40);
+    // The API's figures: the sums, and each database's.
+    const stats = await s.handler(new Request('https://shop.example/__wr/api/stats', { headers: { authorization: `Bearer ${API_TOKEN}` } }), { address: '192.0.2.1', pop: 'test' });
+    expect(await stats.json()).toMatchObject({ tail: 40, cursor: 0, databases: [{ tail: tails[0], cursor: 0 }, { tail: tails[1], cursor: 0 }] });
+    // The console shows each database's figure beside the sum.
+    const figures = adminFigures(await store.stats(QUEUE, T0, policy({ admit_per_period: '0' })), parseConfig(source({ ...BASE_SETTINGS, store_shards: '2' })), T0);
+    expect(figures.tail).toBe(`40 (${tails[0]} + ${tails[1]} in 2 databases)`);
   });
 
   it('with ticket blocks, an instance sends all its new visitors to its one database, in arrival order', async () => {

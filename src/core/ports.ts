@@ -433,6 +433,8 @@ export interface QueueStats extends QueueState {
   readonly lostState?: { readonly atMs: number; readonly restored: readonly ('open' | 'hold' | 'paused')[] };
   /** The sale's totals now (with the arrivals since the last point: see record_history). */
   readonly totals?: SaleTotals;
+  /** Several databases (`store_shards`): each one's tail and cursor, in order (the figures above are their sums). */
+  readonly databases?: readonly { readonly tail: number; readonly cursor: number }[];
 }
 
 /** What a POP last saw of a queue's state (see QueueStore.join). */

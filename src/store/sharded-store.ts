@@ -403,6 +403,7 @@ export function mergeStats(all: readonly QueueStats[]): QueueStats {
     ...(first.adaptive !== undefined && { adaptive: first.adaptive }),
     ...(lostState !== undefined && { lostState }),
     ...(totals !== undefined && { totals }),
+    databases: all.map((s) => ({ tail: s.tail, cursor: s.cursor })),
   };
 }
 
