@@ -36,7 +36,7 @@ describe('readLocalConfig', () => {
   it('finds nothing wrong in the shipped devconfig.json', () => {
     const local = readLocalConfig(fileURLToPath(new URL('../devconfig.json', import.meta.url)), {});
     expect(local.problems).toEqual([]);
-    expect(local.host).toEqual({ store: 'memory', templatesDir: undefined, bind: '127.0.0.1', trustedProxies: [], deployment: false });
+    expect(local.host).toEqual({ store: 'memory', templatesDir: undefined, bind: '127.0.0.1', trustedProxies: [], deployment: false, redisShards: [] });
   });
 
   it('takes a deployment (another store, or HOST off loopback) for one: secrets from the environment alone, the published development values refused by name', () => {

@@ -58,8 +58,8 @@ export function adminFigures(stats: QueueStats, config: Readonly<Config>, nowMs:
           : `${formatDuration(fromHistory.seconds)}${fromHistory.atLeast ? ' or more' : ''} (estimated)`,
     refused: refusedText(config, refused),
     est_wait: estimate.seconds === null ? '–' : `${formatDuration(estimate.seconds)} (${estimate.basis})`,
-    tail: formatCount(stats.tail),
-    cursor: formatCount(stats.cursor),
+    tail: formatCount(stats.tail) + perDatabase(stats, 'tail'),
+    cursor: formatCount(stats.cursor) + perDatabase(stats, 'cursor'),
     state:
       (stats.switch === 'open'
         ? 'switched open: everyone passes, nobody is queued'
@@ -270,4 +270,11 @@ export function renderChart(history: readonly HistoryPoint[], nowMs: number, lat
     `<p class="legend"><span class="key waiting"></span> waiting (scale 0–${escapeHtml(formatCount(maxWaiting))}, left axis) ` +
     `<span class="key admitted"></span> let in per minute (scale 0–${escapeHtml(formatCount(maxAdmitted))}, right axis)</p>`
   );
+}
+
+/** Several databases: the figure of each, ` (12 + 9 in 2 databases)`; nothing with one. */
+function perDatabase(stats: QueueStats, figure: 'tail' | 'cursor'): string {
+  const each = stats.databases;
+  if (each === undefined || each.length < 2) return '';
+  return ` (${each.map((d) => formatCount(d[figure])).join(' + ')} in ${each.length} databases)`;
 }

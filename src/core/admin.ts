@@ -84,7 +84,7 @@ export function parseAdmitCount(value: unknown): CountResult {
 }
 
 /** The queue's figures as the admin API answers them (the stats fields the issue names). */
-function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' | 'avgWaitSeconds' | 'adaptive' | 'lostState'>>, config: Readonly<Config>): Record<string, unknown> {
+function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' | 'avgWaitSeconds' | 'adaptive' | 'lostState' | 'databases'>>, config: Readonly<Config>): Record<string, unknown> {
   const admitPerPeriod = state.admitPerPeriod ?? config.admitPerPeriod;
   const mode = modeOf({ ...state, admitPerPeriod });
   return {
@@ -118,6 +118,8 @@ function describeState(state: QueueState & Partial<Pick<QueueStats, 'reserved' |
     ...(state.lostState !== undefined && { state_lost: { at: new Date(state.lostState.atMs).toISOString(), restored: state.lostState.restored } }),
     /** Changes reach every POP within this many seconds (the per-POP cache lifetime). */
     propagation_seconds: config.stateCacheSeconds,
+    /** Several databases (store_shards): each one's tail and cursor, in order; tail and cursor above are their sums. */
+    ...(state.databases !== undefined && { databases: state.databases }),
   };
 }
 

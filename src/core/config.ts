@@ -256,6 +256,18 @@ export interface Config {
    */
   readonly upstashUrl: string | undefined;
   /**
+   * Databases the queue spreads over (see docs/capacity-and-cost.md, "Several databases"): each
+   * visitor's ticket is in one of them, picked per instance. FIFO rate or capacity mode only.
+   * @default 1
+   */
+  readonly storeShards: number;
+  /**
+   * With `store_shards` above 1 on Upstash: the REST URLs of the second and later databases, in
+   * order (their tokens: the secret `upstash_shard_tokens`, in the same order).
+   * @default []
+   */
+  readonly upstashShardUrls: readonly string[];
+  /**
    * User name of the admin page (the password is the `admin_password` secret).
    * @default "admin"
    */
@@ -458,6 +470,8 @@ export interface Secrets {
   readonly adminAccounts: readonly Account[];
   /** Upstash REST token (secret `upstash_token`). */
   readonly upstashToken: string | undefined;
+  /** The tokens of the Upstash databases after the first (secret `upstash_shard_tokens`, see upstash_shard_urls). */
+  readonly upstashShardTokens: readonly string[];
   /**
    * The challenge provider's secret (secret `challenge_secret`), read when a token is verified (on
    * Fastly one Secret Store lookup then, never on other requests).
@@ -535,6 +549,8 @@ export const CONFIG_KEYS = [
   'store_timeout_ms',
   'store_retries',
   'upstash_url',
+  'store_shards',
+  'upstash_shard_urls',
   'admin_user',
   'auth_failure_limit',
   'auth_failure_window_seconds',
@@ -568,7 +584,7 @@ export const CONFIG_KEYS = [
 ] as const;
 
 /** The keys of the Secret Store. */
-export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token', 'challenge_secret', 'admission_keys', 'webhook_secret', 'admin_accounts'] as const;
+export const SECRET_KEYS = ['signing_keys', 'admin_password', 'admin_api_token', 'upstash_token', 'upstash_shard_tokens', 'challenge_secret', 'admission_keys', 'webhook_secret', 'admin_accounts'] as const;
 
 /**
  * The known name nearest to `name` (case aside), within an edit distance of 2: what a misspelt key
@@ -840,6 +856,8 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
     storeTimeoutMs: r.integer('store_timeout_ms', 1000, 50, 30_000),
     storeRetries: r.integer('store_retries', 1, 0, 3),
     upstashUrl: checkUrl(r, 'upstash_url'),
+    storeShards: r.integer('store_shards', 1, 1, 8),
+    upstashShardUrls: r.parsed('upstash_shard_urls', '', parseShardUrls, []),
     adminUser: r.string('admin_user', 'admin', (v) =>
       v.includes(':') || v.length > 64 ? 'must be at most 64 characters and contain no colon' : undefined,
     ),
@@ -918,11 +936,64 @@ export function parseConfig(source: SettingSource, observe?: (shape: SettingShap
   if (config.ticketBlocks === 0 && config.ticketBlockMs !== DEFAULT_BLOCK_SETTINGS.maxAgeMs) {
     r.problems.push({ key: 'ticket_block_ms', message: `is the age of a ticket block and changes nothing while ticket_blocks is off: set ticket_blocks (auto or the largest block) with it, or remove it (got ${config.ticketBlockMs})` });
   }
+  r.problems.push(...shardProblems(config));
   if (config.eventStartMs > 0 && config.eventEndMs > 0 && config.eventEndMs <= config.eventStartMs) {
     r.problems.push({ key: 'event_end', message: 'must be later than event_start' });
   }
   if (r.problems.length > 0) throw new ConfigError(r.problems);
   return Object.freeze(config);
+}
+
+/**
+ * What several databases (`store_shards` above 1) cannot do: a draw and a scheduled event's
+ * pre-queue need every ticket in one place; adaptive admission would learn a value per database;
+ * and each database needs at least 1 of every figure split over them (0 would mean no limit).
+ */
+export function shardProblems(config: Pick<Config, 'storeShards' | 'queueMethod' | 'eventStartMs' | 'adaptiveAdmission' | 'admitPerPeriod' | 'maxActive' | 'maxNewPerMinute'>): ConfigError['problems'][number][] {
+  const n = config.storeShards;
+  if (n <= 1) return [];
+  const problems: ConfigError['problems'][number][] = [];
+  const why = `with store_shards = ${n}`;
+  if (config.queueMethod !== 'fifo') problems.push({ key: 'store_shards', message: `must be 1 with queue_method = random: a draw needs every waiting visitor in one database` });
+  if (config.eventStartMs > 0) problems.push({ key: 'store_shards', message: 'must be 1 with a scheduled event (event_start): its pre-queue is shuffled in one database' });
+  if (config.adaptiveAdmission !== 'off') problems.push({ key: 'store_shards', message: 'must be 1 with adaptive_admission: each database would learn a value of its own' });
+  for (const [key, value] of [['admit_per_period', config.admitPerPeriod], ['max_active', config.maxActive], ['max_new_per_minute', config.maxNewPerMinute]] as const) {
+    if (value > 0 && value < n) problems.push({ key, message: `must be 0 or at least ${n} ${why}: it is split over the databases and each needs at least 1` });
+  }
+  return problems;
+}
+
+/** `upstash_shard_urls`: http(s) URLs separated by commas, at most 7 (the databases after the first). */
+function parseShardUrls(text: string): readonly string[] {
+  const urls = text.split(',').map((u) => u.trim()).filter((u) => u !== '');
+  if (urls.length > 7) throw new Error(`names ${urls.length} databases: at most 7 (store_shards is at most 8, the first is upstash_url)`);
+  for (const url of urls) {
+    let host = '';
+    try {
+      host = /^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(url) ? new URL(url).hostname : '';
+    } catch {
+      host = '';
+    }
+    if (host === '') throw new Error(`must be http(s) URLs separated by commas, got ${JSON.stringify(url)}`);
+  }
+  return urls;
+}
+
+/**
+ * The problem, if any, with the Upstash databases after the first: `store_shards` − 1 of them in
+ * `upstash_shard_urls`, and as many tokens in the secret `upstash_shard_tokens`.
+ */
+export function upstashShardProblems(config: Pick<Config, 'storeShards' | 'upstashShardUrls'>, tokens: readonly string[]): ConfigProblem[] {
+  const want = config.storeShards - 1;
+  const problems: ConfigProblem[] = [];
+  if (config.upstashShardUrls.length !== want) problems.push({ key: 'upstash_shard_urls', message: `names ${config.upstashShardUrls.length} database${config.upstashShardUrls.length === 1 ? '' : 's'}, but store_shards = ${config.storeShards} needs ${want} besides upstash_url` });
+  if (tokens.length !== want) problems.push({ key: 'upstash_shard_tokens', message: `secret holds ${tokens.length} token${tokens.length === 1 ? '' : 's'}, but store_shards = ${config.storeShards} needs ${want} (one per upstash_shard_urls entry, in order)` });
+  return problems;
+}
+
+/** The secret `upstash_shard_tokens`: tokens separated by commas, in the order of upstash_shard_urls. */
+export function parseShardTokens(text: string | undefined): readonly string[] {
+  return (text ?? '').split(',').map((t) => t.trim()).filter((t) => t !== '');
 }
 
 /** The configured value of the knob adaptive admission moves: max active, else max new per minute, else the count per period. */
@@ -1145,7 +1216,7 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
   }
   // Secrets that come from a provider (Upstash, the challenge provider) are theirs to make random;
   // a template's placeholder left in place is ours to catch.
-  for (const key of ['upstash_token', 'challenge_secret'] as const) {
+  for (const key of ['upstash_token', 'upstash_shard_tokens', 'challenge_secret'] as const) {
     const value = r.raw(key);
     const placeholder = value === undefined ? undefined : placeholderWeakness(value);
     if (placeholder !== undefined) r.problems.push({ key, message: placeholder });
@@ -1176,6 +1247,7 @@ export function parseSecrets(source: SettingSource): Readonly<Secrets> {
     adminApiToken,
     adminAccounts,
     upstashToken: r.raw('upstash_token'),
+    upstashShardTokens: parseShardTokens(r.raw('upstash_shard_tokens')),
     challengeSecret: async () => challengeSecret,
     admissionKeys: async () => admissionKeys,
     webhookSecret: async () => webhookSecret,
@@ -1216,6 +1288,9 @@ export function parseSecretsOnDemand(source: SettingSource, readLater?: (key: st
     },
     get upstashToken() {
       return r.raw('upstash_token');
+    },
+    get upstashShardTokens() {
+      return parseShardTokens(r.raw('upstash_shard_tokens'));
     },
     challengeSecret: async () => (readLater === undefined ? r.raw('challenge_secret') : readLater('challenge_secret')),
     admissionKeys: async () => (readLater === undefined ? r.raw('admission_keys') : readLater('admission_keys')),

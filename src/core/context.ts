@@ -73,6 +73,8 @@ export interface Extra {
   readonly x?: 1 | undefined;
   /** An access token of a visitor that walked in (see TokenClaims.v). */
   readonly v?: 1 | undefined;
+  /** The visitor's database when it is not the first (see TokenClaims.sh): set by withShard's `issue`. */
+  readonly sh?: number | undefined;
 }
 
 export interface HandlerContext extends Pick<HandlerDeps, 'config' | 'secrets' | 'store' | 'origin' | 'logger' | 'clock' | 'cache'> {
@@ -89,6 +91,16 @@ export interface HandlerContext extends Pick<HandlerDeps, 'config' | 'secrets' |
   /** An event whose pre-queue is shuffled at the start (FIFO only). */
   readonly shuffled: boolean;
   readonly cacheKey: string;
+  /**
+   * With several databases (`store_shards`): the visitor's database, which every store call of this
+   * context names (AdmissionPolicy.shard) and every token it issues carries; see withShard.
+   * Undefined with one database, and in the context of the queue as a whole.
+   */
+  readonly shard?: number | undefined;
+  /** With several databases: where this instance sends its new visitors (see shardForNewVisitor). */
+  readonly homeShard: number;
+  /** The settings edge-blocks.ts keys an instance's blocks by: the queue's, or per database. */
+  readonly blockScope: Pick<Config, 'queueName' | 'ticketBlocks' | 'ticketBlockMs' | 'queueMethod'>;
   readonly assetPrefix: string;
   /** Rate mode: an access token is renewed once this old. */
   readonly renewAfterMs: number;
@@ -211,6 +223,7 @@ export function createContext(deps: HandlerDeps): HandlerContext {
       ...(extra.p !== undefined && { p: extra.p }),
       ...(extra.x !== undefined && { x: extra.x }),
       ...(extra.v !== undefined && { v: extra.v }),
+      ...(extra.sh !== undefined && extra.sh > 0 && { sh: extra.sh }),
     };
     return serializeCookie(config.cookieName, await signToken(secrets.keyRing, claims), { maxAge: lifetime });
   }
@@ -231,6 +244,10 @@ export function createContext(deps: HandlerDeps): HandlerContext {
     random,
     shuffled: config.eventStartMs > 0 && config.eventOrder === 'shuffle' && !random,
     cacheKey: `queue-state:${queue}`,
+    // Picked once for the life of this handler (a reused sandbox, a Node process), as the surge
+    // simulation measured: an instance's blocks all come from one database.
+    homeShard: config.storeShards > 1 ? randomSeed() % config.storeShards : 0,
+    blockScope: config,
     assetPrefix,
     // Rate mode: an access token is renewed on activity, but not on every request (that would add
     // a Set-Cookie to every response). Once a minute keeps the session sliding.
@@ -273,4 +290,47 @@ export function createContext(deps: HandlerDeps): HandlerContext {
     clearCookie: () => serializeCookie(config.cookieName, '', { maxAge: 0 }),
     localeOf: (request) => negotiateLocale(request.headers.get('accept-language'), config.pageLanguage, languages),
   };
+}
+
+/** Contexts per database of a queue's context, made once each (see withShard). */
+const shardContexts = new WeakMap<HandlerContext, HandlerContext[]>();
+
+/**
+ * The context of a visitor whose ticket is in database `shard` of a queue over several databases:
+ * its store calls name that database, its tokens carry it (`sh`, absent for the first), and the
+ * POP's cached state, failure marks and this instance's ticket blocks are that database's. With one
+ * database, the context itself.
+ */
+export function withShard(ctx: HandlerContext, shard: number): HandlerContext {
+  if (ctx.config.storeShards <= 1 || ctx.shard !== undefined) return ctx;
+  let made = shardContexts.get(ctx);
+  if (made === undefined) {
+    made = [];
+    shardContexts.set(ctx, made);
+  }
+  const known = made[shard];
+  if (known !== undefined) return known;
+  const named = (policy: AdmissionPolicy): AdmissionPolicy => ({ ...policy, shard });
+  const derived: HandlerContext = {
+    ...ctx,
+    shard,
+    basePolicy: named(ctx.basePolicy),
+    policyNow: () => named(ctx.policyNow()),
+    statePolicy: () => named(ctx.statePolicy()),
+    issue: (kind, ticket, nowMs, extra) => ctx.issue(kind, ticket, nowMs, shard > 0 ? { ...extra, sh: shard } : extra),
+    cacheKey: shard === 0 ? ctx.cacheKey : `${ctx.cacheKey}:s${shard}`,
+    blockScope: shard === 0 ? ctx.blockScope : { ...ctx.blockScope, queueName: `${ctx.queue}#${shard}` },
+  };
+  made[shard] = derived;
+  return derived;
+}
+
+/**
+ * The database a new visitor's ticket goes to: with ticket blocks this instance's own (its blocks
+ * come from one database), else one at random per join (an even spread from one Node process too).
+ */
+export function shardForNewVisitor(ctx: HandlerContext): number {
+  const n = ctx.config.storeShards;
+  if (n <= 1) return 0;
+  return ctx.config.ticketBlocks >= 2 ? ctx.homeShard : ctx.randomSeed() % n;
 }

@@ -6,7 +6,7 @@ import { describeError } from './auth-throttle';
 import { handleAdminRoute } from './admin';
 import { jwksDocument } from './admission-keys';
 import { admissionKeys } from './admission';
-import type { HandlerContext } from './context';
+import { withShard, type HandlerContext } from './context';
 import { errorResponse, jsonResponse } from './http';
 import { ASSETS } from './pages';
 import { holdView, overView, override, statusBody } from './respond';
@@ -62,11 +62,13 @@ const LEFT_MARK_SLACK_SECONDS = 5;
  * store count for the client's allowance (allowSessionCall); past it they are answered without the
  * store: the slot then lapses on its own, `session_seconds` after its last refresh.
  */
-export async function session(ctx: HandlerContext, request: Request, action: 'heartbeat' | 'leave', trace: Trace): Promise<Response> {
-  const { config, store, clock, queue, basePolicy, storeCall, issue, clearCookie, cache, cacheKey, refreshAfterMs } = ctx;
+export async function session(queueCtx: HandlerContext, request: Request, action: 'heartbeat' | 'leave', trace: Trace): Promise<Response> {
   if (request.method !== 'POST') return errorResponse(405, 'use POST', { allow: 'POST' });
-  const nowMs = clock.now();
-  const token = await readToken(ctx, request, nowMs, trace);
+  const nowMs = queueCtx.clock.now();
+  const token = await readToken(queueCtx, request, nowMs, trace);
+  // The token's database (several databases, store_shards): its slot is there.
+  const ctx = token === undefined ? queueCtx : withShard(queueCtx, token.sh ?? 0);
+  const { config, store, queue, basePolicy, storeCall, issue, clearCookie, cache, cacheKey, refreshAfterMs } = ctx;
   trace.decision = action;
   if (token?.k !== 'a') return jsonResponse(200, { state: 'none' });
   trace.ticket = token.t;

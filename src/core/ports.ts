@@ -68,6 +68,12 @@ export interface AdmissionPolicy {
   readonly restore?: RememberedControls;
   /** Only `join` carries it: this instance's refusals and store errors, added to the totals when the join takes a ticket. */
   readonly tally?: EdgeTally;
+  /**
+   * With several databases (`store_shards`, see ShardedStore): the database of the visitor this
+   * call is about (its token's `sh`), 0 .. shards - 1. Absent: the queue as a whole (an operator's
+   * call, or a single database).
+   */
+  readonly shard?: number;
 }
 
 /** The operator's controls as a POP remembers them across a store that forgets (see AdmissionPolicy.restore). */
@@ -433,6 +439,8 @@ export interface QueueStats extends QueueState {
   readonly lostState?: { readonly atMs: number; readonly restored: readonly ('open' | 'hold' | 'paused')[] };
   /** The sale's totals now (with the arrivals since the last point: see record_history). */
   readonly totals?: SaleTotals;
+  /** Several databases (`store_shards`): each one's tail and cursor, in order (the figures above are their sums). */
+  readonly databases?: readonly { readonly tail: number; readonly cursor: number }[];
 }
 
 /** What a POP last saw of a queue's state (see QueueStore.join). */

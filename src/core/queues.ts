@@ -44,6 +44,8 @@ const SERVICE_KEYS = new Set([
   'bypass_crawlers',
   'crawler_ips',
   'upstash_url',
+  'store_shards',
+  'upstash_shard_urls',
   'admin_user',
   'auth_failure_limit',
   'auth_failure_window_seconds',

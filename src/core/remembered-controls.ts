@@ -31,15 +31,16 @@ interface Memory extends RememberedControls {
   readonly atMs: number;
 }
 
-function memoryKey(queue: string): string {
-  return `wr-controls:${queue}`;
+/** Per database with several (AdmissionPolicy.shard): each has a generation of its own; the first and the whole queue share one. */
+function memoryKey(queue: string, shard: number | undefined): string {
+  return shard === undefined || shard === 0 ? `wr-controls:${queue}` : `wr-controls:${queue}:s${shard}`;
 }
 
 /** `store` with every call carrying this POP's memory of the queue's controls, and learning from its answers. */
 export function rememberControls(store: QueueStore, cache: StateCache, now: () => number): QueueStore {
-  const recall = async (queue: string): Promise<Memory | undefined> => {
+  const recall = async (queue: string, shard: number | undefined): Promise<Memory | undefined> => {
     try {
-      return await cache.peek<Memory>(memoryKey(queue));
+      return await cache.peek<Memory>(memoryKey(queue, shard));
     } catch {
       // A cache that fails remembers nothing: the store's own state still decides.
       return undefined;
@@ -47,7 +48,7 @@ export function rememberControls(store: QueueStore, cache: StateCache, now: () =
   };
   const withMemory = (policy: AdmissionPolicy, memory: Memory | undefined): AdmissionPolicy =>
     memory === undefined ? policy : { ...policy, restore: { switch: memory.switch, paused: memory.paused } };
-  const learn = async (queue: string, memory: Memory | undefined, state: QueueState): Promise<void> => {
+  const learn = async (queue: string, shard: number | undefined, memory: Memory | undefined, state: QueueState): Promise<void> => {
     // Generation 0: a stats read of an absent state, which says nothing about the controls.
     if (state.generation === 0) return;
     // The operator's pause is visible only while neither switch is on and no recovery window holds.
@@ -56,17 +57,17 @@ export function rememberControls(store: QueueStore, cache: StateCache, now: () =
     const atMs = now();
     if (memory !== undefined && memory.generation === state.generation && memory.switch === state.switch && memory.paused === paused && atMs - memory.atMs < REFRESH_MS) return;
     try {
-      await cache.put(memoryKey(queue), { generation: state.generation, switch: state.switch, paused, atMs } satisfies Memory, REMEMBER_SECONDS);
+      await cache.put(memoryKey(queue, shard), { generation: state.generation, switch: state.switch, paused, atMs } satisfies Memory, REMEMBER_SECONDS);
     } catch {
       // Remembered next time.
     }
   };
   /** One call of `queue` with the memory going out and coming back. */
   const through = async <T>(queue: string, policy: AdmissionPolicy, call: (policy: AdmissionPolicy) => Promise<T>, stateOf: (result: T) => QueueState | undefined): Promise<T> => {
-    const memory = await recall(queue);
+    const memory = await recall(queue, policy.shard);
     const result = await call(withMemory(policy, memory));
     const state = stateOf(result);
-    if (state !== undefined) await learn(queue, memory, state);
+    if (state !== undefined) await learn(queue, policy.shard, memory, state);
     return result;
   };
   const isState = <T>(result: T): QueueState => result as unknown as QueueState;

@@ -5,7 +5,7 @@
  */
 import { admissionCookieName, admissionFor, type AdmissionVia } from './admission';
 import { challengeSources } from './challenge';
-import type { HandlerContext } from './context';
+import { withShard, type HandlerContext } from './context';
 import { serializeCookie } from './cookies';
 import { describeEstimate, estimateWait } from './estimate';
 import { errorResponse, jsonResponse } from './http';
@@ -233,7 +233,7 @@ export async function pass(
   trace: Trace,
   via: AdmissionVia = 'unqueued',
 ): Promise<Response> {
-  const { config, store, origin, clock, queue, basePolicy, storeCall, clearCookie } = ctx;
+  const { config, origin, clock, clearCookie } = ctx;
   const admitted = await admissionFor(ctx, request, v?.grant ?? { via }, trace);
   let response: Response;
   // The origin's answer is counted for adaptive admission: its status and how long its first byte took.
@@ -251,7 +251,8 @@ export async function pass(
   if (endsSession && v?.slot) {
     const ticket = v.ticket;
     const generation = v.kind === 'access' ? v.generation : undefined;
-    // A failed call is no loss: the slot then lapses with its session.
+    // A failed call is no loss: the slot then lapses with its session. In the visitor's database.
+    const { store, queue, basePolicy, storeCall } = v.shard === undefined ? ctx : withShard(ctx, v.shard);
     await storeCall(trace, () => store.leave(queue, ticket, clock.now(), basePolicy, 0, generation));
   }
   if (endsSession) trace.reason = 'origin_ended_session';

@@ -81,6 +81,11 @@ export interface TokenClaims {
   readonly n?: string;
   readonly d?: number;
   readonly o?: string;
+  /**
+   * Waiting and access tokens of a queue over several databases (`store_shards`): the database the
+   * visitor's ticket is in, 1 .. 7; absent for the first (0), so tokens from before keep working.
+   */
+  readonly sh?: number;
 }
 
 export type VerifyFailure = 'malformed' | 'unknown_key' | 'bad_signature' | 'expired' | 'bad_claims' | 'wrong_queue' | 'wrong_kind';
@@ -352,7 +357,7 @@ function classifyFailure(error: unknown): VerifyFailure {
 }
 
 function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
-  const { q, k, t, iat, exp, j, s, r, f, g, gen, p, n, d, o, x, v } = payload;
+  const { q, k, t, iat, exp, j, s, r, f, g, gen, p, n, d, o, x, v, sh } = payload;
   if (typeof q !== 'string') return undefined;
   if (!isTokenKind(k)) return undefined;
   if (!isWholeNumber(t) || !isWholeNumber(iat) || !isWholeNumber(exp)) return undefined;
@@ -360,16 +365,19 @@ function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
   if (k === 'h' || n !== undefined || d !== undefined || o !== undefined) {
     if (k !== 'h' || t !== 0 || typeof n !== 'string' || !/^[0-9a-f]{32}$/.test(n) || typeof o !== 'string' || !/^[0-9a-f]{16}$/.test(o)) return undefined;
     if (!isWholeNumber(d) || d < 1 || d > 32) return undefined;
-    if ([j, s, r, f, g, gen, p, x, v].some((value) => value !== undefined)) return undefined;
+    if ([j, s, r, f, g, gen, p, x, v, sh].some((value) => value !== undefined)) return undefined;
     return { q, k, t, iat, exp, n, d, o };
   }
+  // The database: 1 .. 7 (the first is never named), on waiting and access tokens.
+  if (sh !== undefined && (!isWholeNumber(sh) || sh < 1 || sh > MAX_SHARD_CLAIM)) return undefined;
+  const shard = sh === undefined ? {} : { sh };
   // A shadow ticket is a waiting token with a number, and nothing that ties it to the store.
   if (x !== undefined && (x !== 1 || k !== 'w' || !isWholeNumber(t) || t < 1 || g !== undefined || gen !== undefined || p !== undefined)) return undefined;
   // A pending join (`p`): a waiting token of no ticket, and nothing else.
   if (p !== undefined) {
     if (k !== 'w' || t !== 0 || typeof p !== 'string' || !JOIN_KEY_PATTERN.test(p)) return undefined;
     if ([j, s, r, f, g, gen, v].some((value) => value !== undefined)) return undefined;
-    return { q, k, t, iat, exp, p };
+    return { q, k, t, iat, exp, p, ...shard };
   }
   if (v !== undefined && (k !== 'a' || v !== 1)) return undefined;
   const optional = { j, s, r, f, g, gen, x, v };
@@ -379,8 +387,11 @@ function readClaims(payload: Record<string, unknown>): TokenClaims | undefined {
     if (!isWholeNumber(value)) return undefined;
     claims[name] = value;
   }
-  return { q, k, t, iat, exp, ...claims };
+  return { q, k, t, iat, exp, ...claims, ...shard };
 }
+
+/** The highest database a token may name (`sh`): store_shards is at most 8. */
+const MAX_SHARD_CLAIM = 7;
 
 function isWholeNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;

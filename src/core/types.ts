@@ -92,9 +92,11 @@ export type Visit =
       readonly generation?: number | undefined;
       /** What the signed admission says of this visitor (see admission.ts). */
       readonly grant: Grant;
+      /** With several databases: the one the visitor's ticket is in (see withShard). */
+      readonly shard?: number | undefined;
     }
   /** The visitor's ticket was called (and in capacity mode its slot claimed): the cookie becomes an access token. */
-  | { readonly kind: 'admitted'; readonly ticket: number; readonly slot: boolean; readonly cookie: string; readonly grant: Grant }
+  | { readonly kind: 'admitted'; readonly ticket: number; readonly slot: boolean; readonly cookie: string; readonly grant: Grant; readonly shard?: number | undefined }
   /**
    * In line: `ahead` visitors are before this one (FIFO), or `ahead` others are in the draw with it
    * (`draw`, the random method). `front`: called, waiting for a slot to free. `first`: the place

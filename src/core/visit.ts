@@ -18,7 +18,7 @@ import { countStoreError } from './metrics';
 import { returnTally, takeTally } from './edge-tally';
 import { blocksOf, joinUnderWay, leadJoin, observeState, type BlockJoin } from './edge-blocks';
 import type { HandedTicket, TicketBlocks } from './ticket-blocks';
-import type { HandlerContext } from './context';
+import { shardForNewVisitor, withShard, type HandlerContext } from './context';
 import { readCookieValues } from './cookies';
 import type { DrawResult, JoinOptions, JoinResult, QueueState } from './ports';
 import { createShuffle } from './shuffle';
@@ -115,7 +115,7 @@ export async function pollState(ctx: HandlerContext, trace: Trace, nowMs: number
   const direct = async (): Promise<StoreOutcome<QueueState>> => {
     const outcome = await storeCall(trace, () => store.poll(queue, nowMs, ctx.statePolicy()));
     // A fresh answer of another epoch or generation voids this instance's blocks (see edge-blocks.ts).
-    if (outcome.ok) observeState(config, outcome.value);
+    if (outcome.ok) observeState(ctx.blockScope, outcome.value);
     return outcome;
   };
   if (config.stateCacheSeconds === 0) return direct();
@@ -165,7 +165,9 @@ export async function readToken(ctx: HandlerContext, request: Request, nowMs: nu
   const unchecked: string[] = [];
   let failure: VerifyFailure | undefined;
   const note = (result: VerifyResult): void => {
-    if (result.ok) valid.push(result.claims);
+    // A database this queue does not have (fewer store_shards than when it was signed): invalid.
+    if (result.ok && (result.claims.sh ?? 0) >= config.storeShards) failure ??= 'bad_claims';
+    else if (result.ok) valid.push(result.claims);
     else failure ??= result.reason;
   };
   for (const value of values) {
@@ -298,7 +300,7 @@ export async function claimSlot(ctx: HandlerContext, trace: Trace, ticket: numbe
     }
     return { kind: 'unavailable', ticket, cookie: await waitingCookie(ctx, ticket, joined, nowMs, undefined, state) };
   }
-  observeState(ctx.config, claimed.value);
+  observeState(ctx.blockScope, claimed.value);
   record(trace, claimed.value, place);
   if (claimed.value.claimed) {
     // The mode the claim ran under, should the thresholds have changed since the cached state.
@@ -415,7 +417,7 @@ export async function newVisit(ctx: HandlerContext, trace: Trace, nowMs: number,
   // retried join (its key) and a cookie of a lost state go to the store, which must hear of them.
   // An arrival that finds no number while this instance has a block join under way waits for it;
   // one that finds none under way leads the join the next arrivals wait for.
-  const blocks = blocksOf(config);
+  const blocks = blocksOf(ctx.blockScope);
   const line = seen !== undefined && seen.tail > seen.cursor;
   let lead: BlockJoin | undefined;
   if (blocks !== undefined && line && pendingKey === undefined && !lostState) {
@@ -530,12 +532,12 @@ async function handOut(ctx: HandlerContext, trace: Trace, blocks: TicketBlocks, 
     const handed = blocks.next(ctx.clock.now(), waits > 0);
     if (handed !== undefined) {
       const visit = await answerHanded(ctx, trace, blocks, handed, state, nowMs);
-      return visit !== undefined ? { visit } : { lead: leadJoin(ctx.config) };
+      return visit !== undefined ? { visit } : { lead: leadJoin(ctx.blockScope) };
     }
-    const underway = joinUnderWay(ctx.config);
-    if (underway === undefined || waits >= MAX_JOIN_WAITS) return { lead: leadJoin(ctx.config) };
+    const underway = joinUnderWay(ctx.blockScope);
+    if (underway === undefined || waits >= MAX_JOIN_WAITS) return { lead: leadJoin(ctx.blockScope) };
     const answer = await underway.answered;
-    if (answer === undefined) return { lead: leadJoin(ctx.config) };
+    if (answer === undefined) return { lead: leadJoin(ctx.blockScope) };
     // The store's fresh answer: what the numbers its block brought are answered from.
     state = answer;
   }
@@ -859,16 +861,33 @@ export async function accessVisit(ctx: HandlerContext, trace: Trace, token: Toke
   };
 }
 
+/**
+ * The context of the visitor a token is about: with several databases, the token's (`sh`), or for
+ * a visitor without one, the database a new ticket goes to (see withShard).
+ */
+function visitorContext(ctx: HandlerContext, token: TokenClaims | undefined): HandlerContext {
+  if (ctx.config.storeShards <= 1) return ctx;
+  return withShard(ctx, token === undefined ? shardForNewVisitor(ctx) : (token.sh ?? 0));
+}
+
 /** Steps 4 and 5 of the request path: the cookie, then what the store must say. */
 export async function visit(ctx: HandlerContext, request: Request, trace: Trace, takeTicket: boolean): Promise<Visit> {
-  const { config, clock, random } = ctx;
-  const nowMs = clock.now();
+  const nowMs = ctx.clock.now();
+  const { config } = ctx;
   if (config.powDifficulty > 0 && takeTicket) trace.proof = readCookieValues(request.headers.get('cookie'), powCookieName(config))[0];
   if (config.challengeProvider !== 'none' && takeTicket) {
     trace.challenge = readCookieValues(request.headers.get('cookie'), challengeCookieName(config))[0];
     trace.host = new URL(request.url).hostname;
   }
   const token = await readToken(ctx, request, nowMs, trace);
+  const own = visitorContext(ctx, token);
+  const v = await visitWith(own, trace, takeTicket, token, nowMs);
+  // Whatever the origin's answer does with the session (end_session_header) goes to the same database.
+  return own.shard !== undefined && (v.kind === 'access' || v.kind === 'admitted') ? { ...v, shard: own.shard } : v;
+}
+
+async function visitWith(ctx: HandlerContext, trace: Trace, takeTicket: boolean, token: TokenClaims | undefined, nowMs: number): Promise<Visit> {
+  const { config, random } = ctx;
   if (token?.k === 'a') return accessVisit(ctx, trace, token, nowMs, takeTicket);
   if (token?.x === 1) {
     // The shadow queue: the same place, for ever (see enterShadow).
@@ -929,7 +948,7 @@ export async function afterEnd(ctx: HandlerContext, request: Request, trace: Tra
   const { config } = ctx;
   const token = await readToken(ctx, request, nowMs, trace);
   if (token?.k === 'a') {
-    const v = await accessVisit(ctx, trace, token, nowMs, false);
+    const v = await accessVisit(visitorContext(ctx, token), trace, token, nowMs, false);
     if (v.kind === 'access') return v;
   }
   return config.eventAfter === 'pass' ? 'pass' : 'over';

@@ -391,20 +391,22 @@ export function createWebhooks(deps: WebhookDeps): Webhooks {
   };
 
   function watch(store: QueueStore): QueueStore {
-    const observed = async <T extends QueueState>(queue: string, nowMs: number, call: Promise<T>, sweep = false): Promise<T> => {
+    // With several databases, a visitor's call answers one database's state, not the queue's: only
+    // the calls about the whole queue (the console's and the metrics' reads, admits) are looked at.
+    const observed = async <T extends QueueState>(queue: string, nowMs: number, call: Promise<T>, sweep = false, shard?: number): Promise<T> => {
       const state = await call;
-      later(queue, state, nowMs, [], sweep);
+      if (shard === undefined) later(queue, state, nowMs, [], sweep);
       return state;
     };
     return {
       ...(store.outbox !== undefined && { outbox: store.outbox }),
       ...(store.record !== undefined && { record: store.record.bind(store) }),
       join: (queue, nowMs, policy, options) => store.join(queue, nowMs, policy, options),
-      poll: (queue, nowMs, policy) => observed(queue, nowMs, store.poll(queue, nowMs, policy)),
+      poll: (queue, nowMs, policy) => observed(queue, nowMs, store.poll(queue, nowMs, policy), false, policy.shard),
       claim: (queue, ticket, nowMs, policy, waitedMs, generation) => store.claim(queue, ticket, nowMs, policy, waitedMs, generation),
       touch: (queue, ticket, nowMs, policy, untilMs, generation) => store.touch(queue, ticket, nowMs, policy, untilMs, generation),
       leave: (queue, ticket, nowMs, policy, graceMs, generation) => store.leave(queue, ticket, nowMs, policy, graceMs, generation),
-      admit: (queue, count, nowMs, policy, key) => observed(queue, nowMs, store.admit(queue, count, nowMs, policy, key)),
+      admit: (queue, count, nowMs, policy, key) => observed(queue, nowMs, store.admit(queue, count, nowMs, policy, key), false, policy.shard),
       async control(queue, change, nowMs, policy) {
         const asks = wanted(queue) && (change.switch !== undefined || change.paused !== undefined);
         // The operator's request (never a visitor's): one read first, so an unchanged switch is no event.
@@ -421,8 +423,8 @@ export function createWebhooks(deps: WebhookDeps): Webhooks {
         else later(queue, after, nowMs);
         return after;
       },
-      stats: (queue, nowMs, policy, options) => observed(queue, nowMs, store.stats(queue, nowMs, policy, options), true),
-      draw: (queue, ticket, nowMs, policy, waitedMs, generation) => observed(queue, nowMs, store.draw(queue, ticket, nowMs, policy, waitedMs, generation)),
+      stats: (queue, nowMs, policy, options) => observed(queue, nowMs, store.stats(queue, nowMs, policy, options), true, policy.shard),
+      draw: (queue, ticket, nowMs, policy, waitedMs, generation) => observed(queue, nowMs, store.draw(queue, ticket, nowMs, policy, waitedMs, generation), false, policy.shard),
       async reset(queue, nowMs, policy, expectedEpoch) {
         const result = await store.reset(queue, nowMs, policy, expectedEpoch);
         const found: FoundEvent[] = result.applied

@@ -27,10 +27,11 @@ import { existsSync, watchFile } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Redis } from '@upstash/redis';
-import { ConfigError } from '../core/config';
+import { ConfigError, upstashShardProblems, type Config } from '../core/config';
 import { MemoryFailureLimiter } from '../platform/memory-limiter';
 import { MemoryOriginMeter } from '../platform/memory-meter';
-import { capIdleConnections, directoryTemplateSource, parseOriginTimeouts, readLocalConfig, systemClock } from '../platform/node';
+import { capIdleConnections, directoryTemplateSource, parseOriginTimeouts, readLocalConfig, REDIS_SHARD_URLS_ENV, systemClock } from '../platform/node';
+import { ShardedStore, shardCountProblem } from '../store/sharded-store';
 import { MemoryQueueStore } from '../store/memory-store';
 import { UpstashQueueStore } from '../store/upstash-store';
 import { connectRedis, createRedisQueueStore, reportRedisErrors, waitUntilReady, type RedisConnection } from '../store/redis-store';
@@ -105,15 +106,37 @@ async function main(): Promise<void> {
   // WR_STORE=redis: one connection for the life of the process (reloads keep it), made with the
   // store timeout and retries of the first valid settings: changing those needs a restart.
   let redisConnection: RedisConnection | undefined;
-  const redisStore = (timeoutMs: number, retries: number) => {
+  // store_shards above 1: the other databases (REDIS_SHARD_URLS), connected once each, like the first.
+  const shardConnections: RedisConnection[] = [];
+  const redisStore = (config: Readonly<Config>) => {
+    const timeoutMs = config.storeTimeoutMs;
+    const retries = config.storeRetries;
     // No valid REDIS_URL: readLocalConfig reported it, and buildWaitingRoom refuses to start with
     // that problem among the others; this store is never used.
     if (hostOptions.redis === undefined) return memoryStore;
+    const extra = hostOptions.redisShards;
+    if (config.storeShards !== 1 + extra.length) {
+      throw new ConfigError([{ key: 'store_shards', message: shardCountProblem(config.storeShards, extra.length, `the environment variable ${REDIS_SHARD_URLS_ENV}`) }]);
+    }
     if (redisConnection === undefined) {
       redisConnection = connectRedis(hostOptions.redis, { timeoutMs, retries });
       reportRedisErrors(redisConnection, (line) => process.stderr.write(line));
     }
-    return createRedisQueueStore({ redis: redisConnection });
+    const first = createRedisQueueStore({ redis: redisConnection });
+    if (extra.length === 0) return first;
+    extra.forEach((target, i) => {
+      if (shardConnections[i] !== undefined) return;
+      const connection = connectRedis(target, { timeoutMs, retries });
+      reportRedisErrors(connection, (line) => process.stderr.write(`database ${i + 2}: ${line}`));
+      shardConnections[i] = connection;
+    });
+    return new ShardedStore([first, ...shardConnections.map((redis) => createRedisQueueStore({ redis }))]);
+  };
+  // The demo's memory store with store_shards above 1: as many memory stores, kept across reloads.
+  const memoryShards: MemoryQueueStore[] = [memoryStore];
+  const memoryStores = (config: Readonly<Config>) => {
+    while (memoryShards.length < config.storeShards) memoryShards.push(new MemoryQueueStore());
+    return config.storeShards === 1 ? memoryStore : new ShardedStore(memoryShards.slice(0, config.storeShards));
   };
   let describe: (key: string) => string | undefined = () => undefined;
   let secretValue: (key: string) => string | undefined = () => undefined;
@@ -128,20 +151,19 @@ async function main(): Promise<void> {
       originUrl,
       originTimeouts: timeouts.timeouts,
       store: hostOptions.store === 'redis'
-        ? (config) => redisStore(config.storeTimeoutMs, config.storeRetries)
+        ? redisStore
         : useUpstash
-        ? (config, secrets) =>
-            new UpstashQueueStore({
-              redis: new Redis(
-                createNodeUpstashOptions({
-                  url: config.upstashUrl ?? '',
-                  token: secrets.upstashToken ?? '',
-                  retries: config.storeRetries,
-                  timeoutMs: config.storeTimeoutMs,
-                }),
-              ),
-            })
-        : memoryStore,
+        ? (config, secrets) => {
+            const upstash = (url: string, token: string) =>
+              new UpstashQueueStore({ redis: new Redis(createNodeUpstashOptions({ url, token, retries: config.storeRetries, timeoutMs: config.storeTimeoutMs })) });
+            const first = upstash(config.upstashUrl ?? '', secrets.upstashToken ?? '');
+            if (config.storeShards === 1) return first;
+            // The other databases: upstash_shard_urls with the secret upstash_shard_tokens, as many as store_shards says.
+            const problems = upstashShardProblems(config, secrets.upstashShardTokens);
+            if (problems.length > 0) throw new ConfigError(problems);
+            return new ShardedStore([first, ...config.upstashShardUrls.map((url, i) => upstash(url, secrets.upstashShardTokens[i]!))]);
+          }
+        : memoryStores,
       authLimiter,
       ticketLimiter,
       originMeter,
@@ -182,6 +204,9 @@ async function main(): Promise<void> {
   // being made; a Redis that is down at start only delays it (calls then fail fast, as later).
   if (redisConnection !== undefined && !(await waitUntilReady(redisConnection, 5_000))) {
     process.stderr.write('redis: not ready after 5 s; starting anyway (store calls fail until it is)\n');
+  }
+  for (const [i, connection] of shardConnections.entries()) {
+    if (!(await waitUntilReady(connection, 5_000))) process.stderr.write(`redis: database ${i + 2} not ready after 5 s; starting anyway (its visitors wait until it is)\n`);
   }
   jwksPath = `${room.config.pathPrefix}.well-known/jwks.json`;
   audience = room.config.admissionAudience;

@@ -12,12 +12,13 @@ import { env } from 'fastly:env';
 import { KVStore } from 'fastly:kv-store';
 import { Logger } from 'fastly:logger';
 import { SecretStore } from 'fastly:secret-store';
-import { ConfigError, parseConfig, parseSecrets, placeholderProblem, parseSecretsOnDemand, parseSettingsDocument, SECRET_KEYS, SETTINGS_ITEM, type Config, type ConfigProblem, type SettingSource } from '../core/config';
+import { ConfigError, parseConfig, parseSecrets, parseShardTokens, placeholderProblem, parseSecretsOnDemand, parseSettingsDocument, SECRET_KEYS, SETTINGS_ITEM, upstashShardProblems, type Config, type ConfigProblem, type SettingSource } from '../core/config';
 import { buildWithLastValid, type BuiltService, type SettingsMemory } from '../core/last-valid';
 import { errorResponse, originTarget } from '../core/http';
 import { checkingPageResponse } from '../core/holding';
-import type { FailureLimiter, Logger as LogPort, OriginHeaders, OriginMeter, RequestLog, SiteVerifier, StateCache, TemplateSource, WebhookSender } from '../core/ports';
+import type { FailureLimiter, Logger as LogPort, OriginHeaders, OriginMeter, QueueStore, RequestLog, SiteVerifier, StateCache, TemplateSource, WebhookSender } from '../core/ports';
 import { createUpstashScriptClient } from '../store/upstash-http';
+import { ShardedStore } from '../store/sharded-store';
 import { UpstashQueueStore, createUpstashClientOptions, type UpstashScriptClient } from '../store/upstash-store';
 import { METER_SECONDS } from './memory-meter';
 
@@ -86,6 +87,19 @@ function upstashToken(): Promise<string | undefined> {
   return (upstashTokenRead ??= readSecretLater('upstash_token'));
 }
 
+/** The same for the secret `upstash_shard_tokens` (store_shards above 1): read by a request's first call to another database. */
+let shardTokensRead: Promise<string | undefined> | undefined;
+
+function upstashShardToken(index: number): Promise<string | undefined> {
+  shardTokensRead ??= readSecretLater('upstash_shard_tokens');
+  return shardTokensRead.then((text) => parseShardTokens(text)[index]);
+}
+
+/** The backend of database `k` (0 the first, `upstash`; then `upstash_2`, `upstash_3`, …). */
+export function upstashBackendOf(k: number): string {
+  return k === 0 ? UPSTASH_BACKEND : `${UPSTASH_BACKEND}_${k + 1}`;
+}
+
 /** Named on the waiting room's own paths (503) and in the log of a visitor's store call. */
 const UPSTASH_TOKEN_MISSING: ConfigProblem = { key: 'upstash_token', message: 'secret is required on Fastly' };
 
@@ -99,6 +113,7 @@ let requestSecretStore: SecretStore | undefined;
 async function fetchSecrets(keys: readonly string[]): Promise<void> {
   secretValues.clear();
   upstashTokenRead = undefined;
+  shardTokensRead = undefined;
   const store = (requestSecretStore = new SecretStore(SECRET_STORE));
   await Promise.all(
     keys.map(async (key) => {
@@ -108,6 +123,7 @@ async function fetchSecrets(keys: readonly string[]): Promise<void> {
   );
   // Read with the others (our own paths): the store uses this value rather than reading it again.
   if (secretValues.has('upstash_token')) upstashTokenRead = Promise.resolve(secretValues.get('upstash_token'));
+  if (secretValues.has('upstash_shard_tokens')) shardTokensRead = Promise.resolve(secretValues.get('upstash_shard_tokens'));
 }
 
 const secretSource: SettingSource = (key) => {
@@ -131,9 +147,31 @@ function ownPath(request: Request, prefix: string): boolean {
  * token missing or empty there fails that call (a store failure, under `store_failure`, its log
  * naming `upstash_token`); our own paths check it before anything else (see serve).
  */
-function createUpstashStore(config: Readonly<Config>): UpstashQueueStore {
+function createUpstashStore(config: Readonly<Config>): QueueStore {
   const url = config.upstashUrl;
   if (url === undefined) throw new ConfigError([{ key: 'upstash_url', message: 'is required on Fastly' }]);
+  const first = upstashStoreAt(url, config, upstashBackendOf(0), async () => {
+    const token = (await upstashToken())?.trim();
+    if (token === undefined || token === '') throw new ConfigError([UPSTASH_TOKEN_MISSING]);
+    return token;
+  });
+  if (config.storeShards === 1) return first;
+  // Several databases: upstash_shard_urls, each through its backend (upstash_2, …), their tokens the
+  // secret upstash_shard_tokens (counted on our own paths, see serve; a visitor's call without its
+  // token fails as a store call, under store_failure).
+  if (config.upstashShardUrls.length !== config.storeShards - 1) throw new ConfigError(upstashShardProblems(config, []).slice(0, 1));
+  const others = config.upstashShardUrls.map((shardUrl, i) =>
+    upstashStoreAt(shardUrl, config, upstashBackendOf(i + 1), async () => {
+      const token = (await upstashShardToken(i))?.trim();
+      if (token === undefined || token === '') throw new ConfigError([{ key: 'upstash_shard_tokens', message: `secret has no token for database ${i + 2} (${shardUrl})` }]);
+      return token;
+    }),
+  );
+  return new ShardedStore([first, ...others]);
+}
+
+/** One database's store: a lazy client through `backend`, made on the first call with the token read then. */
+function upstashStoreAt(url: string, config: Readonly<Config>, backend: string, readToken: () => Promise<string>): UpstashQueueStore {
   // @upstash/redis's HTTP client without the `Redis` class (see upstash-http.ts), made on the
   // first store call with the token read then, and made again when a later request reads another
   // (a rotated token). No AbortController here: a timed-out call cannot be cancelled, so the
@@ -142,10 +180,9 @@ function createUpstashStore(config: Readonly<Config>): UpstashQueueStore {
   // expected epoch).
   let client: { readonly token: string; readonly scripts: UpstashScriptClient } | undefined;
   const redis = async (): Promise<UpstashScriptClient> => {
-    const token = (await upstashToken())?.trim();
-    if (token === undefined || token === '') throw new ConfigError([UPSTASH_TOKEN_MISSING]);
+    const token = await readToken();
     if (client?.token !== token) {
-      const options = { ...createUpstashClientOptions({ url, token, retries: config.storeRetries }), backend: UPSTASH_BACKEND };
+      const options = { ...createUpstashClientOptions({ url, token, retries: config.storeRetries }), backend };
       client = { token, scripts: createUpstashScriptClient(options) };
     }
     return client.scripts;
@@ -475,6 +512,14 @@ async function serve(event: FetchEvent, later: (() => Promise<void>)[]): Promise
         problems.push(...error.problems);
       }
       if ((secretValues.get('upstash_token') ?? '').trim() === '') problems.push(UPSTASH_TOKEN_MISSING);
+      // Several databases: as many URLs and tokens as store_shards says (a bad setting is reported below).
+      let service: Readonly<Config> | undefined;
+      try {
+        service = parseConfig(settings.source);
+      } catch {
+        service = undefined;
+      }
+      if (service !== undefined && service.storeShards > 1) problems.push(...upstashShardProblems(service, parseShardTokens(secretValues.get('upstash_shard_tokens'))));
       if (problems.length > 0) throw new ConfigError(problems);
     } else {
       await fetchSecrets(['signing_keys']);

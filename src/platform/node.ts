@@ -216,6 +216,11 @@ export interface HostOptions {
   readonly store: 'memory' | 'upstash' | 'redis';
   /** With store `redis`: where (REDIS_URL, WR_REDIS_CLUSTER); undefined otherwise or when REDIS_URL is not valid. */
   readonly redis: RedisTarget | undefined;
+  /**
+   * With store `redis` and `store_shards` above 1: the second and later databases (REDIS_SHARD_URLS,
+   * one Redis each, in order); empty otherwise.
+   */
+  readonly redisShards: readonly RedisTarget[];
   readonly templatesDir: string | undefined;
   /** The address the waiting room listens on (HOST): 127.0.0.1 unless set. */
   readonly bind: string;
@@ -254,6 +259,7 @@ const MAKE_SECRET: Record<(typeof SECRET_KEYS)[number], string> = {
   admin_password: 'e.g. $(openssl rand -base64 18)',
   admin_api_token: 'e.g. $(openssl rand -base64 32)',
   upstash_token: "your database's REST token",
+  upstash_shard_tokens: "the other databases' REST tokens, comma-separated",
   challenge_secret: "your challenge provider's secret key",
   admission_keys: '`npm run keys` makes one',
   webhook_secret: 'e.g. $(openssl rand -base64 32)',
@@ -262,6 +268,8 @@ const MAKE_SECRET: Record<(typeof SECRET_KEYS)[number], string> = {
 
 /** Not a WR_ name: the variable most Redis hosting sets. One URL, or a cluster's nodes separated by commas. */
 export const REDIS_URL_ENV = 'REDIS_URL';
+/** With WR_STORE=redis and store_shards above 1: the other databases' URLs, comma-separated, in order. */
+export const REDIS_SHARD_URLS_ENV = 'REDIS_SHARD_URLS';
 
 export interface LocalConfig {
   readonly settings: SettingSource;
@@ -379,16 +387,23 @@ export function readLocalConfig(path: string, env: NodeJS.ProcessEnv = process.e
     }
   }
   let redis: RedisTarget | undefined;
+  let redisShards: RedisTarget[] = [];
   if (store === 'redis') {
     // REDIS_URL is read only with WR_STORE=redis: elsewhere it may well be set for something else.
     const urls = parseRedisUrls(env[REDIS_URL_ENV]);
     if (typeof urls === 'string') problems.push({ key: `environment variable ${REDIS_URL_ENV}`, message: urls });
     else redis = { urls, cluster: urls.length > 1 || env['WR_REDIS_CLUSTER'] === 'true' };
+    const extra = env[REDIS_SHARD_URLS_ENV];
+    if (extra !== undefined && extra.trim() !== '') {
+      const shardUrls = parseRedisUrls(extra);
+      if (typeof shardUrls === 'string') problems.push({ key: `environment variable ${REDIS_SHARD_URLS_ENV}`, message: shardUrls });
+      else redisShards = shardUrls.map((url) => ({ urls: [url], cluster: false }));
+    }
   }
   // Whoever reaches a Redis without a password can move the cursor, flip the switches and mint VIP
   // codes: a deployment uses one only on this machine, or when the operator says the network is theirs.
   if (deployment && redis !== undefined && env['WR_REDIS_ALLOW_NO_AUTH'] !== 'true') {
-    for (const url of redis.urls) {
+    for (const url of [...redis.urls, ...redisShards.flatMap((t) => t.urls)]) {
       const parsed = new URL(url);
       if (parsed.password === '' && !isLoopbackHost(parsed.hostname)) {
         problems.push({
@@ -401,6 +416,7 @@ export function readLocalConfig(path: string, env: NodeJS.ProcessEnv = process.e
   const host: HostOptions = {
     store,
     redis,
+    redisShards,
     templatesDir: env['WR_TEMPLATES_DIR'] === undefined || env['WR_TEMPLATES_DIR'] === '' ? undefined : resolve(env['WR_TEMPLATES_DIR']),
     bind,
     trustedProxies: proxies.ok ? proxies.ranges : [],

@@ -1,12 +1,13 @@
 /**
  * `npm run simulate -- --surge` (issue 34): a sale of 100,000 arrivals a second for 60 s, in virtual
- * time, on the real store code (UpstashQueueStore and its scripts, one real redis-server per
- * database), with the rest of such a sale's traffic on top:
+ * time, on the real store code (the product's ShardedStore over an UpstashQueueStore and its scripts
+ * per database, one real redis-server each: `store_shards` as the product runs it), with the rest of
+ * such a sale's traffic on top:
  *   - POPS POPs, each loading the queue's state once per cache lifetime from every database (the
  *     waiting crowd's polls are cache hits: they cost the store nothing, but they keep sandboxes busy);
  *   - automatic admission's period steps (inside those loads and the joins);
  *   - a claim by every called visitor, some time within a poll interval after its call;
- *   - an operator's `admit N` on every database every few seconds.
+ *   - an operator's `admit N` over all databases every few seconds (split by the product's ShardedStore).
  * The arrivals go to instances, the reused sandboxes of their POP. A POP keeps as many as Little's
  * law says its requests (arrivals and the crowd's polls) keep busy, at SERVICE_MS each and a
  * utilisation of UTILISATION; an instance ends after a random lifetime, taking its unreported holes
@@ -45,6 +46,8 @@ import { admissionPolicy } from '../../src/core/context';
 import type { AdmissionPolicy, BlockHoles, JoinOptions, JoinResult, QueueState, QueueStore } from '../../src/core/ports';
 import { blockSettings, DEFAULT_BLOCK_SETTINGS, TicketBlocks, type BlockSettings } from '../../src/core/ticket-blocks';
 import { createRedisQueueStore } from '../../src/store/redis-store';
+import { DEFAULT_KEY_PREFIX, buildQueueKeys } from '../../src/store/scripts';
+import { ShardedStore } from '../../src/store/sharded-store';
 import { createUpstashClientOptions, UpstashQueueStore } from '../../src/store/upstash-store';
 import { source } from '../support/fixtures';
 import { table } from '../support/markdown-table';
@@ -84,7 +87,7 @@ export interface SurgeOptions {
   readonly popSkew?: number;
   /** Automatic admission over all databases, per second (each database: its share). */
   readonly admitPerS: number;
-  /** The operator's `admit N` on each database, every `everyS` virtual seconds (0: none), `atS` into each such stretch (@default everyS - 0.5). */
+  /** The operator's `admit N` with N = count x databases (the product's ShardedStore splits it by their waiting), every `everyS` virtual seconds (0: none), `atS` into each such stretch (@default everyS - 0.5). */
   readonly operatorAdmit: { readonly count: number; readonly everyS: number; readonly atS?: number };
   /** A request's time in a sandbox, ms (Little's law: busy sandboxes = requests/s x this). @default 2 */
   readonly serviceMs?: number;
@@ -187,8 +190,9 @@ interface Instance {
 export interface AdmitCheck {
   readonly db: number;
   readonly atS: number;
-  readonly asked: number;
-  readonly admitted: number;
+  /** This database's part of the product's `admit N` over all of them: what it let in (see runSurge's figures). */
+  asked: number;
+  admitted: number;
   readonly from: number;
   readonly to: number;
   /** Over from..to, at the end of the run. */
@@ -284,30 +288,36 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
     if (faults.length < 20) faults.push(line);
   };
 
-  const perDbAdmit = Math.max(1, Math.round(options.admitPerS / n));
+  // The product's settings: admit_per_period over all databases, which ShardedStore splits exactly.
   const config = parseConfig(
     source({
       queue_name: QUEUE,
+      store_shards: String(n),
       refresh_seconds: String(REFRESH_SECONDS),
       queue_timeout_seconds: '600',
-      admit_per_period: String(perDbAdmit),
+      admit_per_period: String(options.admitPerS),
       admit_period_seconds: '1',
       store_timeout_ms: '5000',
       state_cache_seconds: String(options.stateCacheSeconds ?? 1),
     }),
   );
   const policy: AdmissionPolicy = admissionPolicy(config);
+  /** A visitor's call in database `d`: the product's policy naming it (AdmissionPolicy.shard). */
+  const on = (d: number): AdmissionPolicy => ({ ...policy, shard: d });
+  const ctlKey = buildQueueKeys(DEFAULT_KEY_PREFIX, QUEUE).ctl;
   const ttlMs = config.stateCacheSeconds * 1000;
 
   const databases: Database[] = [];
   try {
     for (let d = 0; d < n; d++) databases.push(await startDatabase(d, options));
+    // The product's store over the databases (src/store/sharded-store.ts): every call below goes through it.
+    const product = new ShardedStore(databases.map((db) => db.store));
     // Scripts loaded once (EVALSHA's NOSCRIPT fallback) on another queue, so every measured call is one command.
     for (const db of databases) {
-      await db.store.join('warmup', SALE_OPENS_MS, policy, { block: { size: 2 } });
-      await db.store.poll('warmup', SALE_OPENS_MS, policy);
-      await db.store.admit('warmup', 1, SALE_OPENS_MS, policy, 'warm');
-      await db.store.claim('warmup', 1, SALE_OPENS_MS, policy, 0);
+      await product.join('warmup', SALE_OPENS_MS, on(db.index), { block: { size: 2 } });
+      await product.poll('warmup', SALE_OPENS_MS, on(db.index));
+      await product.admit('warmup', 1, SALE_OPENS_MS, on(db.index), 'warm');
+      await product.claim('warmup', 1, SALE_OPENS_MS, on(db.index), 0);
       await checkSnapshots(db.direct);
       db.lastBilled = (await db.direct.counts()).billed;
     }
@@ -405,6 +415,7 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
     let claimsSent = 0;
     let claimed = 0;
     const admits: AdmitCheck[] = [];
+    const productAdmits: { atS: number; asked: number; admitted: number }[] = [];
 
     /** One instance serves its tick's arrivals in arrival order, joining when its allocator has nothing. */
     const serve = async (inst: Instance, nowMs: number): Promise<void> => {
@@ -425,7 +436,7 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
           const joinOptions: JoinOptions = ask.size > 1 || ask.holes !== undefined ? { block: { size: ask.size, holes: ask.holes } } : {};
           let result: JoinResult;
           try {
-            result = await db.store.join(QUEUE, Math.floor(SALE_OPENS_MS + arrivalMs), policy, joinOptions);
+            result = await product.join(QUEUE, Math.floor(SALE_OPENS_MS + arrivalMs), on(d), joinOptions);
           } catch (error) {
             blocks.failed(ask.holes);
             throw error;
@@ -503,7 +514,7 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
         if ((nowMs - offset) % ttlMs !== 0) continue;
         for (const db of databases) {
           tasks.push(async () => {
-            sawState(db, await db.store.poll(QUEUE, now, policy), nowMs);
+            sawState(db, await product.poll(QUEUE, now, on(db.index)), nowMs);
           });
         }
       }
@@ -513,7 +524,7 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
         tasks.push(async () => {
           claimsSent++;
           const waited = Math.max(0, Math.floor(nowMs - db.numbers.arrival[c.ticket]!));
-          const r = await db.store.claim(QUEUE, c.ticket, now, policy, waited);
+          const r = await product.claim(QUEUE, c.ticket, now, on(c.db), waited);
           if (r.claimed) claimed++;
           // Told to wait (the rate window is full): the visitor claims again at its next poll.
           else if (c.attempt < CLAIM_ATTEMPTS) queueClaim(db, c.ticket, nowMs + REFRESH_SECONDS * 1000, c.attempt + 1);
@@ -523,12 +534,18 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
       claimsAt.delete(tick);
       await runLimited(tasks, concurrency);
       // The operator's admit, half a second before each `everyS` boundary (its period's step has run by then), alone.
+      // The product's `admit N` over all databases (N = count x databases), split by their waiting;
+      // each database's cursor read around it (the simulation's own commands, not billed).
       if (admitEvery > 0 && tick % admitEvery === admitAt && tick < endTick) {
+        const cursorOf = async (db: Database): Promise<number> => Number((await db.direct.hget(ctlKey, 'cursor')) ?? 0);
+        const before = await Promise.all(databases.map(cursorOf));
+        const asked = options.operatorAdmit.count * n;
+        const r = await product.admit(QUEUE, asked, now, policy, `surge-${tick}`);
+        const after = await Promise.all(databases.map(cursorOf));
+        productAdmits.push({ atS: nowMs / 1000, asked, admitted: r.admitted });
         for (const db of databases) {
-          const from = db.cursor + 1;
-          const r = await db.store.admit(QUEUE, options.operatorAdmit.count, now, policy, `surge-${tick}`);
-          sawState(db, r, nowMs);
-          admits.push({ db: db.index, atS: nowMs / 1000, asked: options.operatorAdmit.count, admitted: r.admitted, from, to: r.cursor, visitors: 0, reportedHoles: 0, unreportedHoles: 0 });
+          sawState(db, { ...r, cursor: after[db.index]! }, nowMs);
+          admits.push({ db: db.index, atS: nowMs / 1000, asked: NaN, admitted: NaN, from: before[db.index]! + 1, to: after[db.index]!, visitors: 0, reportedHoles: 0, unreportedHoles: 0 });
         }
       }
     }
@@ -560,8 +577,15 @@ export async function runSurge(options: SurgeOptions): Promise<SurgeResult> {
         else if (nums.mark[k] === REPORTED_HOLE) a.reportedHoles++;
         else if (nums.mark[k] === UNREPORTED_HOLE || nums.mark[k] === REPORTED_LATE) a.unreportedHoles++;
       }
+      // This database's part: the visitors and unreported holes its cursor moved over.
+      a.asked = a.admitted = a.visitors + a.unreportedHoles;
       if (a.admitted !== a.asked) fault(`database ${a.db}: admit ${a.asked} at ${a.atS} s admitted ${a.admitted}`);
       if (a.visitors + a.unreportedHoles !== a.admitted) fault(`database ${a.db}: admit ${a.asked} at ${a.atS} s called ${a.visitors} visitors and ${a.unreportedHoles} unreported holes (${a.reportedHoles} reported passed over)`);
+    }
+    for (const p of productAdmits) {
+      const parts = sum(admits.filter((a) => a.atS === p.atS).map((a) => a.admitted));
+      if (p.admitted !== p.asked) fault(`admit ${p.asked} at ${p.atS} s over ${n} databases admitted ${p.admitted}`);
+      if (parts !== p.admitted) fault(`admit ${p.asked} at ${p.atS} s: the databases called ${parts} visitors and unreported holes, it said ${p.admitted}`);
     }
     const figures = databases.map((db): DatabaseFigures => {
       const nums = db.numbers;
@@ -854,7 +878,7 @@ export async function mainSurge(argv: readonly string[]): Promise<number> {
   };
   say(`# A surge of ${fmtInt(plan.arrivalsPerS)} arrivals a second`);
   say();
-  say(`${plan.pops} POPs, automatic admission ${fmtInt(plan.admitPerS)} a second over all databases, an operator's admit ${fmtInt(plan.operatorAdmit.count)} on each database every ${plan.operatorAdmit.everyS} s,`);
+  say(`${plan.pops} POPs, automatic admission ${fmtInt(plan.admitPerS)} a second over all databases, an operator's admit of ${fmtInt(plan.operatorAdmit.count)} x the databases every ${plan.operatorAdmit.everyS} s (the product's store: split by their waiting),`);
   say(`every called visitor claims within ${REFRESH_SECONDS} s; each POP loads each database's state once a second. The cap${scale === 1 ? '' : ' (scaled to this rate)'}: ${fmtInt(cap)} billed commands per database per second.`);
   say(`Instances: a POP keeps (its arrivals/s + its waiting crowd / ${REFRESH_SECONDS} s) x 2 ms / 0.5 sandboxes, each living 20 s on average (exponential). Store: ${transport === 'direct' ? 'UpstashQueueStore over ioredis (the Node host\'s store: the same scripts and billed commands, no HTTP), and the chosen design for 1 s through the REST bridge' : 'UpstashQueueStore through the Upstash client and the REST bridge'}.`);
   say();

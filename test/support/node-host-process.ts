@@ -26,7 +26,7 @@ export interface NodeHostProcess {
 /** The process environment without our own variables, so that only the test's reach the host. */
 export function hostBaseEnv(): Record<string, string> {
   return Object.fromEntries(
-    Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined && !entry[0].startsWith('WR_') && !['REDIS_URL', 'HOST', 'TRUSTED_PROXIES'].includes(entry[0])),
+    Object.entries(process.env).filter((entry): entry is [string, string] => entry[1] !== undefined && !entry[0].startsWith('WR_') && !['REDIS_URL', 'REDIS_SHARD_URLS', 'HOST', 'TRUSTED_PROXIES'].includes(entry[0])),
   );
 }
 
