@@ -342,7 +342,7 @@ import HISTORY_READ_LUA from './lua/lib/history_read.lua';
 import TOTALS_LUA from './lua/lib/totals.lua';
 import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
 import CONTROLLER_LUA from './lua/lib/controller.lua';
-import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_GENTLE_KEEP, AC_MIN_REQUESTS, AC_PLATEAU_MS, AC_PROBE_HEADROOM, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
+import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_GENTLE_KEEP, AC_MIN_REQUESTS, AC_PLATEAU_MS, AC_PROBE_HEADROOM, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_TRY_BACKOFF, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
 
 /** @default key prefix for every store key. */
 export const DEFAULT_KEY_PREFIX = 'wr';
@@ -1094,6 +1094,7 @@ const LUA_CONSTANTS = {
   AC_SLOTS,
   AC_STEP_MS,
   AC_STEPS,
+  AC_TRY_BACKOFF,
   AC_WINDOW_MS,
   ADAPTIVE_LOG,
 } as const;
@@ -1124,19 +1125,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'c546db371379e93b98fb33815d12a2687fa9b7ef';
-export const POLL_SHA1 = '025b0dcf206bbb851919dc38a8381dcf369cf24e';
-export const CLAIM_SHA1 = 'f0b01576443875e282783b5e2cd53dcdec1999be';
-export const TOUCH_SHA1 = '7ef02056e5c6263b748a46b205a3b60c5d26cc16';
-export const LEAVE_SHA1 = '51490ca230ac6c11abd0262131da0d0f74e17668';
-export const ADMIT_SHA1 = 'bd762f6b5aeac9756b3152dda5934f9b2a916c7f';
-export const CONTROL_SHA1 = 'da5ebcf00961a7623fc66e5db17b52467d5ebb3e';
-export const STATS_SHA1 = '45efa3a11d6327abb60391347a152a3e9c2c1db7';
+export const JOIN_SHA1 = '2ea60d37a324ca37c987d34ad3137397141391fd';
+export const POLL_SHA1 = '80040cb3c40dbafecf68fbd5373ae663e9e9440b';
+export const CLAIM_SHA1 = '28e58d6cad956e5770c9a20d91be2eaa13aa870f';
+export const TOUCH_SHA1 = 'c328a9335c6362b0532edb65f8ead5fcf3da90cf';
+export const LEAVE_SHA1 = '9e70929a2320240fd717d226e412225a2972b7a1';
+export const ADMIT_SHA1 = '7d587fd47449cb76188cb592d2b791a32da4f52d';
+export const CONTROL_SHA1 = '64e0da8e825972674a30b9a2c312289baf8324c0';
+export const STATS_SHA1 = 'c51017b50c1f9f951561d9dfd42501f1c840999a';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = 'd4d9ebe1c905076151b91e2a9967a086b1552dbc';
-export const RESET_SHA1 = '2010bfa40705e94e2e40f763181aad66de67b297';
+export const DRAW_SHA1 = '5d746e7174e5c9f65ade4fee4ac7dfe18f6ad8bb';
+export const RESET_SHA1 = '8f3ba483db3b98160e786f58d7f971ca13febd0e';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';
