@@ -12,6 +12,8 @@
 --- nothing failed or was slow) while no boundary is known, else half the way to just under it, and
 --- to it, then 1, 3, 7 ... above it, each after __AC_PLATEAU_MS__ ms without a move and only with
 --- headroom (__AC_PROBE_HEADROOM__); a try at or above the boundary without headroom goes back one.
+--- Where one more is over a tenth of the value, a retry of the boundary after climbs and tries failed
+--- twice or more (ac_fail) waits 2, then 4 holds, until a try at or above the boundary holds.
 
 for _, f in ipairs({'ac_cfg', 'ac_on', 'ac_val', 'ac_pin', 'ac_at', 'ac_move', 'ac_sig', 'ac_log', 'ac_top', 'ac_ev', 'ac_fail'}) do CTL_FIELDS[#CTL_FIELDS + 1] = f end
 for i = 0, __AC_SLOTS__ - 1 do CTL_FIELDS[#CTL_FIELDS + 1] = 'o' .. i end
