@@ -63,9 +63,12 @@ describe('adaptive admission settles against live origins over HTTP (Node host, 
     // Within target, up to the count's own noise: the share of n answers of an origin that fails
     // exactly at the target has a standard deviation of sqrt(p (1 - p) / n); two of them are
     // allowed (about 2.6 points at 5 % over the ~280 answers measured). The old controller's
-    // 16 % and 10 % are far outside it. Not the target itself: six runs of this controller on the
-    // shared 2-core machine had 0.5, 8.0, 7.3, 0.9, 1.3 and 8.7 % errors against the shedding origin
-    // (docs/adaptive-admission.md, "A margin under the target", has every run's shares).
+    // 16 % and 10 % are far outside it. Not the target itself: of thirteen runs on the shared 2-core
+    // machine (six before and seven after the longer wait for a retry of a boundary that failed),
+    // eight had a share over it (8.0, 7.3, 8.7, 5.7, 6.0 % errors against the shedding origin; 9.1,
+    // 9.8, 8.1 % where the capacity halves; 5.6 % in rate mode), and an allowance of one deviation
+    // would have failed five (docs/adaptive-admission.md, "A margin under the target", has every run's shares).
+    // In real time, where one run has 300 s rather than 55 s, the shedding origin measured 0.9 %.
     const within = (percent: number): number => percent + 200 * Math.sqrt((percent / 100) * (1 - percent / 100) / Math.max(1, sent));
     expect(s.errorShare * 100).toBeLessThanOrEqual(within(TARGETS.errorPercent));
     expect(s.slowShare * 100).toBeLessThanOrEqual(within(TARGETS.slowPercent));

@@ -226,6 +226,63 @@ function describeAdaptive(name: string, create: () => QueueStore): void {
       expect(await at(failing(15))).toBe(25);
     });
 
+    it('where one more is over a tenth of the value, a retry of the boundary after climbs and tries there failed twice waits two holds, then four; a try that held starts over (issue 30)', async () => {
+      const store = create();
+      const queue = q();
+      // Bounds 2-40: a step is 2. 10-s periods, so that fewer calls go to people who never claim them.
+      const small = (count: number, report?: OriginReport): AdmissionPolicy => ({ ...rate(count, report === undefined ? null : { min: 2, max: 40 }, report), auto: { count, periodMs: 10_000 } });
+      await joinMany(store, queue, 1_000, small(8), T0 - 10_000);
+      let now = T0;
+      const at = async (report: OriginReport) => {
+        await store.poll(queue, now, small(8, report));
+        return (await store.stats(queue, now, small(8))).adaptive?.value;
+      };
+      const failing: OriginReport = { pop: 'pop-a', requests: 100, errors: 15, slow: 0 };
+      /** Healthy windows AC_STEP_MS apart from the last move on: the value after each, until it moves. */
+      const holdFor = async (expected: number, holdMs: number, to: number): Promise<void> => {
+        const moved = now - AC_WINDOW_MS;
+        while (now - moved + AC_STEP_MS < holdMs) {
+          expect(await at(healthy())).toBe(expected);
+          now += AC_STEP_MS;
+        }
+        now = moved + holdMs;
+        expect(await at(healthy())).toBe(to);
+        now += AC_WINDOW_MS;
+      };
+      // Three times the target at 8, no boundary known: half, 8 -> 4, and 8 is the boundary.
+      expect(await at(failing)).toBe(4);
+      now += AC_WINDOW_MS;
+      // Half the way back to just under it, each after a hold: 6, 7; then the try of 8 itself.
+      await holdFor(4, AC_PLATEAU_MS, 6);
+      await holdFor(6, AC_PLATEAU_MS, 7);
+      await holdFor(7, AC_PLATEAU_MS, 8);
+      // The try fails (the first): a cut to 70 %, 6; back to 7, and 8 tried again after one hold.
+      expect(await at(failing)).toBe(6);
+      now += AC_WINDOW_MS;
+      await holdFor(6, AC_PLATEAU_MS, 7);
+      await holdFor(7, AC_PLATEAU_MS, 8);
+      // The second: back to 7 after one hold, but 8, one more than 7 (over a tenth of it), after two.
+      expect(await at(failing)).toBe(6);
+      now += AC_WINDOW_MS;
+      await holdFor(6, AC_PLATEAU_MS, 7);
+      await holdFor(7, 2 * AC_PLATEAU_MS, 8);
+      // The third: four holds, the longest.
+      expect(await at(failing)).toBe(6);
+      now += AC_WINDOW_MS;
+      await holdFor(6, AC_PLATEAU_MS, 7);
+      await holdFor(7, 4 * AC_PLATEAU_MS, 8);
+      // This try holds (more people joined: the calls nobody claimed went through the first ones):
+      // on above the boundary (8 -> 9), and the count starts over: 9 fails, and its retry, from
+      // just under it, comes after one hold.
+      await joinMany(store, queue, 1_000, small(8), now);
+      await holdFor(8, AC_PLATEAU_MS, 9);
+      expect(await at(failing)).toBe(6);
+      now += AC_WINDOW_MS;
+      await holdFor(6, AC_PLATEAU_MS, 7);
+      await holdFor(7, AC_PLATEAU_MS, 8);
+      await holdFor(8, AC_PLATEAU_MS, 9);
+    });
+
     it('does not raise the count while nobody waits, nor move at all while paused or held', async () => {
       const store = create();
       const queue = q();

@@ -347,7 +347,7 @@ import HISTORY_READ_LUA from './lua/lib/history_read.lua';
 import TOTALS_LUA from './lua/lib/totals.lua';
 import VIP_PRELUDE_LUA from './lua/lib/vip_prelude.lua';
 import CONTROLLER_LUA from './lua/lib/controller.lua';
-import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_GENTLE_KEEP, AC_MIN_REQUESTS, AC_PLATEAU_MS, AC_PROBE_HEADROOM, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
+import { AC_CUT_KEEP_MAX, AC_CUT_KEEP_MIN, AC_CUT_SPAN, AC_GENTLE_KEEP, AC_MIN_REQUESTS, AC_PLATEAU_MS, AC_PROBE_HEADROOM, AC_SLOTS, AC_STEP_MS, AC_STEPS, AC_TRY_BACKOFF, AC_WINDOW_MS, ADAPTIVE_LOG, adaptiveArg, AdaptiveArgumentError, adaptiveControlArgv } from './adaptive';
 
 /** @default key prefix for every store key. */
 export const DEFAULT_KEY_PREFIX = 'wr';
@@ -1105,6 +1105,7 @@ const LUA_CONSTANTS = {
   AC_SLOTS,
   AC_STEP_MS,
   AC_STEPS,
+  AC_TRY_BACKOFF,
   AC_WINDOW_MS,
   ADAPTIVE_LOG,
 } as const;
@@ -1135,19 +1136,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'f17cb1e6f5fd85bd19a95180bddf92f3e5cbbcc8';
-export const POLL_SHA1 = '4b94da0a582bbf2df5bf43bbfb1e2a2b3c2eb97d';
-export const CLAIM_SHA1 = '5a2d669d93448574daa4c9bc4a0fdbdcc174ac30';
-export const TOUCH_SHA1 = '88af28b13153487bb4e2385c0c349225b64b7c02';
-export const LEAVE_SHA1 = '89543fc4b0936d6cfdd370a6ca8730db3f3b9da0';
-export const ADMIT_SHA1 = '3625108de0fee33dd743f8eb588feda841698cb8';
-export const CONTROL_SHA1 = '2362355b6f2b91d82315bfb4659d57c3bdc6d41c';
-export const STATS_SHA1 = '86b6992fbdf97cf4cd1673d8c5e9779115568a0b';
+export const JOIN_SHA1 = '73f2249e61c906ff8649850f422450d1187c2cbe';
+export const POLL_SHA1 = 'da1117993bac763800ea60d10f20a537d46cddc6';
+export const CLAIM_SHA1 = '8d0f11a674b0346d9b574d7395f7370b5b816925';
+export const TOUCH_SHA1 = '1cb5f681ab59f711d178cd23d696b6679964a87c';
+export const LEAVE_SHA1 = 'c2473ed404d8a2b50af77573790f8d541fdcc641';
+export const ADMIT_SHA1 = 'db7b24b5cf01c450343ba51243d5bf3d2767efa6';
+export const CONTROL_SHA1 = 'ffb0fd9acfe4e9e521896b9118f4d12e81790109';
+export const STATS_SHA1 = 'd9c75ce778821fe6c99b82e9157422239e34077b';
 export const PEEK_SHA1 = '5012774b17d4d2607c0296dac127a637f6464110';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '4c8b6f628e92d0a6fbc6b1fb71589cade05aadf3';
-export const RESET_SHA1 = 'c39b653b9cee9e7902fa4ea2a7b77a6d2d9eee42';
+export const DRAW_SHA1 = '3e7f474fdc914aebc4013f5e1f0f933f2accc92c';
+export const RESET_SHA1 = '331818df12db36ff36bff4ef6b28896d846f89b0';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';

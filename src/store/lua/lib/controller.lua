@@ -12,8 +12,10 @@
 --- nothing failed or was slow) while no boundary is known, else half the way to just under it, and
 --- to it, then 1, 3, 7 ... above it, each after __AC_PLATEAU_MS__ ms without a move and only with
 --- headroom (__AC_PROBE_HEADROOM__); a try at or above the boundary without headroom goes back one.
+--- Where one more is over a tenth of the value, a retry of the boundary after climbs and tries failed
+--- twice or more (ac_fail) waits 2, then 4 holds, until a try at or above the boundary holds.
 
-for _, f in ipairs({'ac_cfg', 'ac_on', 'ac_val', 'ac_pin', 'ac_at', 'ac_move', 'ac_sig', 'ac_log', 'ac_top', 'ac_ev'}) do CTL_FIELDS[#CTL_FIELDS + 1] = f end
+for _, f in ipairs({'ac_cfg', 'ac_on', 'ac_val', 'ac_pin', 'ac_at', 'ac_move', 'ac_sig', 'ac_log', 'ac_top', 'ac_ev', 'ac_fail'}) do CTL_FIELDS[#CTL_FIELDS + 1] = f end
 for i = 0, __AC_SLOTS__ - 1 do CTL_FIELDS[#CTL_FIELDS + 1] = 'o' .. i end
 local function ac_slot(pop)
   local h = 5381
@@ -58,7 +60,7 @@ local function ac_pin_at(v)
   if v then
     ac_move(held or tonumber(ctl().ac_val) or 0, v, 'p')
     -- The operator's value: the boundary learned before it no longer says where the site's is.
-    set_ctl('ac_pin', fmt(v), 'ac_top', '')
+    set_ctl('ac_pin', fmt(v), 'ac_top', '', 'ac_fail', '')
   elseif held then
     ac_move(held, held, 'u')
     del_ctl('ac_pin')
@@ -125,6 +127,7 @@ local function ac_value(base, frozen, waiting)
   local roomy_err = e_er * 100 * __AC_PROBE_HEADROOM__ <= s.err * e_rq
   local roomy = roomy_err and e_sl * 100 * __AC_PROBE_HEADROOM__ <= s.slow * e_rq
   local top = tonumber(c.ac_top or '')
+  local fails = tonumber(c.ac_fail or '') or 0
   local step = math.max(1, math.ceil((s.max - s.min) / __AC_STEPS__))
   local hard = (rq >= __AC_MIN_REQUESTS__ and (over_err or over_slow)) or (e_rq >= __AC_MIN_REQUESTS__ and (ev_err or ev_slow))
   -- At or above the boundary (a try): without headroom it steps back at once, within target as it
@@ -140,7 +143,9 @@ local function ac_value(base, frozen, waiting)
     -- A try without headroom but within target is undone by one, the least step back.
     to = hard and math.max(s.min, math.min(value - 1, math.floor(value * keep + 0.5))) or math.max(s.min, value - 1)
     reason = (over_err or ev_err or (not hard and not roomy_err)) and 'e' or 's'
-    if to ~= value then set_ctl('ac_top', fmt(value)) end
+    -- A try (at or above the boundary) or a climb that failed: counted, for the next try's hold.
+    local tried = top and (value >= top or string.sub(c.ac_log or '', -1) == 'h')
+    if to ~= value then set_ctl('ac_top', fmt(value), 'ac_fail', fmt(tried and fails + 1 or fails)) end
   elseif waiting and not rising and e_rq >= __AC_MIN_REQUESTS__ and not over_err and not over_slow and not ev_err and not ev_slow then
     if not top then
       -- No boundary yet: a step, two when nothing failed and nothing was slow (no sign of a limit).
@@ -154,12 +159,19 @@ local function ac_value(base, frozen, waiting)
       to = math.min(top - 1, value + math.min(step, math.max(1, math.floor((top - value) / 2))))
     else
       -- At the boundary (just under it, or above it while the site stays healthy: it has grown):
-      -- on, twice as far above it at each try.
-      to = value + math.min(step, math.max(1, value - top + 1))
+      -- on, twice as far above it at each try. Trying again the boundary itself after tries there
+      -- failed twice or more in a row, when one more is over a tenth of the value, waits 2, then 4
+      -- holds (AC_TRY_BACKOFF in adaptive.ts).
+      local up = math.min(step, math.max(1, value - top + 1))
+      if value >= top or up * 10 <= value or fails < 2 or NOW - moved >= __AC_PLATEAU_MS__ * 2 ^ math.min(fails - 1, __AC_TRY_BACKOFF__) then to = value + up end
     end
     to, reason = math.min(s.max, to), 'h'
   end
-  if reason and to ~= value then ac_move(value, to, reason) end
+  if reason and to ~= value then
+    -- A try that held: the site takes the boundary, the tries start over at one hold.
+    if reason == 'h' and top and value >= top and fails > 0 then set_ctl('ac_fail', '0') end
+    ac_move(value, to, reason)
+  end
   return to
 end
 -- The knob the controller moves ('a' max active, 'n' max new per minute, 'r' the count per period,
