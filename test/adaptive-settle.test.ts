@@ -10,13 +10,14 @@
  *
  * Time is compressed, not skipped: the room, the origin and the visitors share a clock that runs
  * TIME_FACTOR times the wall's, so 165 scenario seconds (16 of the controller's 10-s evidence
- * windows) take 55 real seconds, the four scenarios at once. Everything asserted is a share or a
+ * windows) take 83 real seconds, the four scenarios at once (twice, not three times: on a machine
+ * busy with another test file, less of the machine's own delay counts in the sale's time). Everything asserted is a share or a
  * ratio of what happened, not a duration of the machine's.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { capacityAt, RATE_SCENARIO, runLive, summarize, type LiveResult, type LiveScenario } from './support/adaptive-live';
 
-const TIME_FACTOR = 3;
+const TIME_FACTOR = 2;
 const RUN_S = 165;
 const TARGETS = { errorPercent: 5, slowPercent: 10 } as const;
 const BOUNDS = { min: 2, max: 40 } as const;
