@@ -16,6 +16,7 @@ import type { AdmissionPolicy, QueueStore } from '../src/core/ports';
 import { rememberControls } from '../src/core/remembered-controls';
 import { createService } from '../src/core/service';
 import { signToken, parseKeyRing } from '../src/core/tokens';
+import { waitingOf } from '../src/core/types';
 import { startUpstashBridge } from '../src/node/upstash-bridge';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryStateCache } from '../src/platform/memory-cache';
@@ -92,6 +93,20 @@ describe('ShardedStore on two redis-servers', () => {
     const stats = await store.stats(QUEUE, T0, p);
     expect([stats.tail, stats.cursor]).toEqual([5, 0]);
     expect(await store.peek(QUEUE)).toEqual({ tail: 5, cursor: 0 });
+  });
+
+  it('leaves the holes of ticket blocks out of the waiting count summed over both', async () => {
+    const { store } = sharded();
+    const p = policy({ admit_per_period: '0' });
+    for (const shard of [0, 1]) {
+      // A block of 10 (1-10), of which 3-10 are reported as holes on the next join (11).
+      const block = await store.join(QUEUE, T0, on(p, shard), { block: { size: 10 } });
+      await store.join(QUEUE, T0 + 1, on(p, shard), { block: { size: 1, holes: { epoch: block.epoch, generation: block.generation, ranges: [{ from: 3, to: 10 }] } } });
+    }
+    const stats = await store.stats(QUEUE, T0 + 2, p);
+    expect([stats.tail, stats.cursor]).toEqual([22, 0]);
+    // 1, 2 and 11 on each database hold somebody: 6 waiting, not 22.
+    expect(waitingOf(stats, false)).toBe(6);
   });
 
   it('lets in exactly admit_per_period a period over both, the extra one turning between them', async () => {

@@ -45,6 +45,7 @@ import type {
   WebhookOutbox,
 } from '../core/ports';
 import { REFUSAL_REASONS } from '../core/ports';
+import { holesBetween } from '../core/types';
 import { assertAdmitCount, checkIdempotencyKey } from './scripts';
 
 /** The most databases one queue may spread over. */
@@ -346,15 +347,20 @@ const sum = (values: readonly number[]): number => values.reduce((a, b) => a + b
  * The queue's state from its databases' states: counts summed (so `tail - cursor` is everyone
  * waiting), the controls as any database has them (they are set on all), the epoch and generation
  * of the first (the admin's reset carries the epoch it read: the same on every database a reset
- * reached).
+ * reached). The databases' holes (ticket blocks' numbers nobody holds) are one range just above
+ * the summed cursor, as many numbers as theirs above their own cursors, so the line's waiting
+ * count (waitingOf) leaves them out as it does on one database.
  */
 export function mergeStates(states: readonly QueueState[]): QueueState {
   const first = states[0]!;
   const admitPerPeriod = states.every((s) => s.admitPerPeriod !== undefined) ? sum(states.map((s) => s.admitPerPeriod!)) : undefined;
   const held = states.find((s) => s.switch !== undefined)?.switch;
+  const cursor = sum(states.map((s) => s.cursor));
+  const holes = sum(states.map((s) => holesBetween(s, s.cursor, s.tail)));
   return {
     tail: sum(states.map((s) => s.tail)),
-    cursor: sum(states.map((s) => s.cursor)),
+    cursor,
+    ...(holes > 0 && { holes: [{ from: cursor + 1, to: cursor + holes }] }),
     paused: states.some((s) => s.paused),
     ...(held !== undefined && { switch: held }),
     ...(states.some((s) => s.recovering === true) && { recovering: true as const }),
