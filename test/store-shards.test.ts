@@ -109,6 +109,24 @@ describe('ShardedStore on two redis-servers', () => {
     expect(waitingOf(stats, false)).toBe(6);
   });
 
+  it('admit N splits by the real visitors waiting: a database\'s holes weigh nothing', async () => {
+    const { store, parts } = sharded();
+    const p = policy({ admit_per_period: '0' });
+    // Database 0: 1 and 52 hold somebody, 2-51 are a block's rest reported as holes. Database 1: 10 people.
+    const block = await store.join(QUEUE, T0, on(p, 0), { block: { size: 51 } });
+    await store.join(QUEUE, T0 + 1, on(p, 0), { block: { size: 1, holes: { epoch: block.epoch, generation: block.generation, ranges: [{ from: 2, to: 51 }] } } });
+    for (let i = 0; i < 10; i++) await store.join(QUEUE, T0 + 1, on(p, 1));
+    expect(await parts[0]!.peek(QUEUE)).toEqual({ tail: 52, cursor: 0, holes: [{ from: 2, to: 51 }] });
+    // Summed: the 50 holes as one range above the summed cursor, as the summed state has them.
+    expect(await store.peek(QUEUE)).toEqual({ tail: 62, cursor: 0, holes: [{ from: 1, to: 50 }] });
+    const admitted = await store.admit(QUEUE, 6, T0 + 2, p, 'op-holes');
+    expect(admitted.admitted).toBe(6);
+    // 2 and 10 real visitors: 1 and 5 of the 6. Weighed by numbers (52 and 10) it would be 5 and 1,
+    // database 0 running out after its 2 and the rest carried over: cursors 52 and 4.
+    // (Database 0's cursor passes the holes right after the one it let in: 51.)
+    expect((await Promise.all(parts.map((s) => s.peek(QUEUE)))).map((x) => x.cursor)).toEqual([51, 5]);
+  });
+
   it('lets in exactly admit_per_period a period over both, the extra one turning between them', async () => {
     const { store, parts } = sharded();
     const p = policy({ admit_per_period: '5', admit_period_seconds: '1' });

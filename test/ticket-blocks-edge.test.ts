@@ -284,10 +284,13 @@ describe.each(['memory', 'upstash', 'redis'] as const)('ticket blocks at the edg
     expect(await status()).toMatchObject({ place: 3, ahead: 2 });
     // The line's waiting count: 3 people, not 53 numbers.
     expect(waitingOf(await r.inner.stats(q, r.clock.now(), r.policy), false)).toBe(3);
+    // A peek (what several databases split an admit N by) reports the same holes, writing nothing.
+    expect(await r.inner.peek(q)).toEqual({ tail: 53, cursor: 0, holes: [{ from: 2, to: 51 }] });
     // Once 1 is let in, the holes right behind it are passed over: one person ahead.
     await r.inner.admit(q, 1, r.clock.now(), r.policy);
     r.clock.advance(6_000);
     expect(await status()).toMatchObject({ place: 2, ahead: 1 });
+    expect(await r.inner.peek(q)).toEqual({ tail: 53, cursor: 51 });
   });
 
   it('capacity mode with room: every visitor walks in at its join, none is handed a number to wait with', async () => {

@@ -216,6 +216,9 @@ export interface JoinResult extends QueueState {
 }
 
 /** Ticket numbers from..to, inclusive. */
+/** What `peek` reads: tail and cursor, and the reported holes above the cursor (absent: none). */
+export type QueuePeek = Pick<QueueState, 'tail' | 'cursor' | 'holes'>;
+
 export interface TicketRange {
   readonly from: number;
   readonly to: number;
@@ -559,8 +562,8 @@ export interface QueueStore {
    * nothing changes unless it is the current epoch (`applied` false), so a retry resets once.
    */
   reset(queue: string, nowMs: number, policy: AdmissionPolicy, expectedEpoch?: number): Promise<ResetResult>;
-  /** Read tail and cursor without side effects. */
-  peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>>;
+  /** Read tail and cursor, and ticket blocks' reported holes above the cursor, without side effects. */
+  peek(queue: string): Promise<QueuePeek>;
   /**
    * Store VIP codes under `codeHashes` (the caller hashes the codes; the store never sees them),
    * 1 to VIP_MAX_BATCH (100) in one store call, all with `uses` >= 1 and the same optional expiry:

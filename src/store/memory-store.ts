@@ -26,6 +26,7 @@ import type {
   JoinOptions,
   RecordPoint,
   JoinResult,
+  QueuePeek,
   QueueState,
   QueueStats,
   QueueStore,
@@ -638,11 +639,16 @@ export class MemoryQueueStore implements QueueStore {
     return { ...readState(begin(q, p)), applied };
   }
 
-  async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
+  async peek(queue: string): Promise<QueuePeek> {
     assertQueueName(queue);
     // Reads without creating an entry, as GET does not create a key.
     const state = this.#queues.get(queue);
-    return { tail: state?.tail ?? 0, cursor: state?.cursor ?? 0 };
+    const peeked = { tail: state?.tail ?? 0, cursor: state?.cursor ?? 0 };
+    // Mirrors the peek script: the stored holes of this epoch and generation above the cursor.
+    const stored = state?.holes;
+    if (state === undefined || stored === undefined || stored.epoch !== state.epoch || stored.generation !== state.generation) return peeked;
+    const holes = stored.ranges.filter(([, to]) => to > peeked.cursor).map(([from, to]) => ({ from: Math.max(from, peeked.cursor + 1), to }));
+    return holes.length > 0 ? { ...peeked, holes } : peeked;
   }
 
   /** Mirrors the create_vip script: every argument checked before anything is written. */

@@ -32,6 +32,7 @@ import type {
   HistoryPoint,
   JoinOptions,
   JoinResult,
+  QueuePeek,
   QueueState,
   QueueStats,
   QueueStore,
@@ -191,7 +192,7 @@ export class ShardedStore implements QueueStore {
   }
 
   /**
-   * `admit N` over the databases: shares in proportion to their waiting visitors, asked one
+   * `admit N` over the databases: shares in proportion to their waiting visitors (holes left out), asked one
    * database after the other, each never more than what is left of N after what the earlier ones
    * let in (a replay counts what its key let in), a shortfall carried to the next. So N waiting
    * visitors are N let in, and a retry with the same key never goes past N in all.
@@ -204,7 +205,8 @@ export class ShardedStore implements QueueStore {
     assertAdmitCount(count);
     if (idempotencyKey !== undefined) checkIdempotencyKey(idempotencyKey);
     const peeks = await this.#everywhere('admit', (store) => store.peek(queue));
-    const waiting = peeks.map((p) => Math.max(0, p.tail - p.cursor));
+    // Real visitors only: a database's reported holes (ticket blocks' numbers nobody holds) weigh nothing.
+    const waiting = peeks.map((p) => Math.max(0, p.tail - p.cursor - holesBetween(p, p.cursor, p.tail)));
     const shares = proportionalShares(Math.min(count, waiting.reduce((a, b) => a + b, 0)), waiting);
     let left = count;
     let carried = 0;
@@ -318,10 +320,14 @@ export class ShardedStore implements QueueStore {
     return { ...mergeStates(all), applied: all.some((r) => r.applied) };
   }
 
-  async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
+  async peek(queue: string): Promise<QueuePeek> {
     if (this.#shards.length === 1) return this.#shards[0]!.peek(queue);
     const all = await this.#everywhere('peek', (store) => store.peek(queue));
-    return { tail: all.reduce((a, p) => a + p.tail, 0), cursor: all.reduce((a, p) => a + p.cursor, 0) };
+    const tail = all.reduce((a, p) => a + p.tail, 0);
+    const cursor = all.reduce((a, p) => a + p.cursor, 0);
+    // As in mergeStates: the databases' holes are one range just above the summed cursor.
+    const holes = all.reduce((a, p) => a + holesBetween(p, p.cursor, p.tail), 0);
+    return { tail, cursor, ...(holes > 0 && { holes: [{ from: cursor + 1, to: cursor + holes }] }) };
   }
 
   createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]> {

@@ -27,6 +27,7 @@ import type {
   RecordPoint,
   JoinOptions,
   JoinResult,
+  QueuePeek,
   QueueState,
   QueueStats,
   QueueStore,
@@ -296,10 +297,14 @@ export class UpstashQueueStore implements QueueStore {
     return { ...toState(RESET, reply), applied: reply.flag(STATE_LENGTH) };
   }
 
-  async peek(queue: string): Promise<Pick<QueueState, 'tail' | 'cursor'>> {
+  async peek(queue: string): Promise<QueuePeek> {
     const keys = buildQueueKeys(this.#prefix, queue);
-    const reply = parseReply(PEEK, await this.#run(PEEK, [keys.ctl], []), 2);
-    return { tail: reply.int(0), cursor: reply.int(1) };
+    const reply = parseReply(PEEK, await this.#run(PEEK, [keys.ctl], []), 3, 2);
+    const peeked = { tail: reply.int(0), cursor: reply.int(1) };
+    const holes = reply.holes();
+    // The script reports only holes above the cursor.
+    if (holes.length > 0 && holes[0]!.from <= peeked.cursor) throw new StoreReplyError(PEEK.name, reply.raw);
+    return holes.length > 0 ? { ...peeked, holes } : peeked;
   }
 
   async createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]> {
@@ -359,14 +364,14 @@ export class UpstashQueueStore implements QueueStore {
 
 /**
  * A reply checked to be a flat array of non-negative safe integers of the expected length, but for
- * a state's holes field (STATE_HOLES_INDEX), a string of ranges.
+ * a holes field (a state's STATE_HOLES_INDEX, a peek's third), a string of ranges.
  */
 interface Reply {
   readonly raw: unknown;
   int(index: number): number;
   /** 0 or 1 as a boolean; anything else is a malformed reply. */
   flag(index: number): boolean;
-  /** A state's holes (empty when it has none): ascending, disjoint ranges, or a malformed reply. */
+  /** The reply's holes (empty when it has none): ascending, disjoint ranges, or a malformed reply. */
   holes(): TicketRange[];
 }
 
@@ -379,13 +384,14 @@ const HOLES_TEXT = /^(?:\d{1,16}-\d{1,16}(?:,\d{1,16}-\d{1,16})*)?$/;
  */
 /** A reply that starts with the state (every policy script's). */
 function parseStateReply(script: StoreScript, reply: unknown, length: number): Reply {
-  return parseReply(script, reply, length, true);
+  return parseReply(script, reply, length, STATE_HOLES_INDEX);
 }
 
-function parseReply(script: StoreScript, reply: unknown, length: number, state = false): Reply {
+/** `holesAt`: the index of a holes field, if the reply has one. */
+function parseReply(script: StoreScript, reply: unknown, length: number, holesAt?: number): Reply {
   if (!Array.isArray(reply) || reply.length !== length) throw new StoreReplyError(script.name, reply);
   const values = reply.map((item: unknown, index) => {
-    if (state && index === STATE_HOLES_INDEX) {
+    if (index === holesAt) {
       if (typeof item !== 'string' || !HOLES_TEXT.test(item)) throw new StoreReplyError(script.name, reply);
       return 0;
     }
@@ -407,7 +413,7 @@ function parseReply(script: StoreScript, reply: unknown, length: number, state =
       return n === 1;
     },
     holes() {
-      const text = state ? reply[STATE_HOLES_INDEX] : undefined;
+      const text = holesAt === undefined ? undefined : reply[holesAt];
       if (typeof text !== 'string') throw new StoreReplyError(script.name, reply);
       const ranges: TicketRange[] = [];
       for (const part of text === '' ? [] : text.split(',')) {
