@@ -2760,6 +2760,9 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
         // Capacity mode wrote a reservation (2's): its claim counts nowhere until a point adds it,
         // whatever the mode then (see mark_uncounted).
         ru: '1',
+        // The point's cursor, so the next minute's point can tell a room stuck full (see
+        // recount_if_stuck): 0 then.
+        ps: '0',
         // The book: one seat stored (2's reservation: no reservation can lapse before T0 + 11 s, and
         // no slot is stored); each window counts 1's arrival (listed, at T0) and 2's reservation,
         // read first at T0.
@@ -2854,7 +2857,7 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       // The sale's record and totals stay (a reset is one event in the sale); the reset added every
       // arrival it took out to the totals, so none is left for a point to add (ru '0').
       const kept = await direct.hgetall(`${base}:ctl`);
-      expect(Object.fromEntries(Object.entries(kept).filter(([f]) => !/^(h\d+|rt|rf)$/.test(f)))).toEqual({ gen, tail: '2', cursor: '2', max_active: '3', epoch: String(MIN0 + 3_700_001), pres: '0:', ru: '0' });
+      expect(Object.fromEntries(Object.entries(kept).filter(([f]) => !/^(h\d+|rt|rf)$/.test(f)))).toEqual({ gen, tail: '2', cursor: '2', max_active: '3', epoch: String(MIN0 + 3_700_001), pres: '0:', ru: '0', ps: '0' });
       expect(Object.keys(kept).filter((f) => /^h\d+$/.test(f))).toHaveLength(62);
       expect(await store.history(q, MIN0 + 3_700_002)).toEqual([]);
     });
@@ -3180,7 +3183,12 @@ describe('UpstashQueueStore through the bridge on a real redis-server', () => {
       await expect(newStore(replying([...STATE, 3, 0, 0, ''])).stats(q, T0, cap(1, 0))).rejects.toBeInstanceOf(StoreReplyError);
       expect(await newStore(replying(['1'])).touch(q, 1, T0, cap(1, 0), T0)).toBe(true);
       expect(await newStore(replying([0])).leave(q, 1, T0, cap(1, 0), 0)).toBe(false);
-      expect(await newStore(replying([5, '2'])).peek(q)).toEqual({ tail: 5, cursor: 2 });
+      expect(await newStore(replying([5, '2', ''])).peek(q)).toEqual({ tail: 5, cursor: 2 });
+      expect(await newStore(replying([9, 2, '4-6'])).peek(q)).toEqual({ tail: 9, cursor: 2, holes: [{ from: 4, to: 6 }] });
+      // A peek's holes are ranges above its cursor, as a state's are.
+      for (const bad of [[5, 2], [5, 2, 3], [9, 2, '2-6'], [9, 2, 'x'], [9, 2, '6-4'], [9, 2, '', '']]) {
+        await expect(newStore(replying(bad)).peek(q)).rejects.toBeInstanceOf(StoreReplyError);
+      }
     });
 
     it.each<[string, unknown]>([

@@ -1136,19 +1136,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = '73f2249e61c906ff8649850f422450d1187c2cbe';
-export const POLL_SHA1 = 'da1117993bac763800ea60d10f20a537d46cddc6';
-export const CLAIM_SHA1 = '8d0f11a674b0346d9b574d7395f7370b5b816925';
-export const TOUCH_SHA1 = '1cb5f681ab59f711d178cd23d696b6679964a87c';
-export const LEAVE_SHA1 = 'c2473ed404d8a2b50af77573790f8d541fdcc641';
-export const ADMIT_SHA1 = 'db7b24b5cf01c450343ba51243d5bf3d2767efa6';
-export const CONTROL_SHA1 = 'ffb0fd9acfe4e9e521896b9118f4d12e81790109';
-export const STATS_SHA1 = 'd9c75ce778821fe6c99b82e9157422239e34077b';
+export const JOIN_SHA1 = 'a572c1bdff18eb55088f3f7a470086f83f9661bd';
+export const POLL_SHA1 = '941c059dd42ca42827c37e6f0f49901a4f93b5a4';
+export const CLAIM_SHA1 = 'b6b374a81a5177ea4c3a77b79ae1b668046d4f35';
+export const TOUCH_SHA1 = '42c69de9e69af962345664afeacbbd7f429dab62';
+export const LEAVE_SHA1 = 'f57adfd60cb1e82f02e40d12ff0e98869c0f37f7';
+export const ADMIT_SHA1 = '1df1f5ed7ec8e1dea1be64014730508559525ee4';
+export const CONTROL_SHA1 = '75eed09d3661fe2efd3f5760b746e2ae9575a2af';
+export const STATS_SHA1 = '2d6b67e302fc18a621c6891627c3871feaabc92c';
 export const PEEK_SHA1 = 'b4327ba7409611bdc65927a506d622ceb6ec4ebb';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '3e7f474fdc914aebc4013f5e1f0f933f2accc92c';
-export const RESET_SHA1 = '331818df12db36ff36bff4ef6b28896d846f89b0';
+export const DRAW_SHA1 = '7456e2ad5d1b853f1c25b329ea4174690ef0faf9';
+export const RESET_SHA1 = '886bd94b3f11c63f75abf79abaaedebdfaced68c';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';

@@ -15,7 +15,8 @@ import { startRedisServer, type RedisServer } from './redis-server';
 
 export interface EveryStore {
   readonly memory: () => QueueStore;
-  readonly upstash: () => QueueStore;
+  /** `prefix`: the keys' prefix, for a test that reaches the keys through `connection()` (the same server). */
+  readonly upstash: (prefix?: string) => QueueStore;
   /** `prefix`: the keys' prefix, for a test that reaches the keys through `connection()`. */
   readonly redis: (prefix?: string) => QueueStore;
   /** The Redis store's connection to the server (started in beforeAll). */
@@ -46,7 +47,7 @@ export function useEveryStore(): EveryStore {
 
   return {
     memory: () => new MemoryQueueStore(),
-    upstash: () => new UpstashQueueStore({ redis, keyPrefix: prefix() }),
+    upstash: (keyPrefix = prefix()) => new UpstashQueueStore({ redis, keyPrefix }),
     redis: (keyPrefix = prefix()) => createRedisQueueStore({ redis: direct, keyPrefix }),
     connection: () => direct,
   };

@@ -46,6 +46,27 @@ local function read_state(tail, cursor, paused, max_active, max_new)
   -- The last field, a string: the reported holes above the cursor (see holes_text).
   return {tail, cursor, mode, max_active, max_new, slots, minute, five, ev_size, ev_seed, waiting, epoch, GEN, holes_text(cursor)}
 end
+CTL_FIELDS[#CTL_FIELDS + 1] = 'ps'
+-- A store that forgets one key (an evicting database drops whole keys, chosen at random) can take
+-- `active` or `reserved` and leave ctl: the book would count their slots and reservations for
+-- ever (nothing stored lapses), and max_active would hold the room shut. So a minute's point that
+-- finds the room full, somebody waiting and the cursor where the last point left it (ctl `ps`)
+-- counts the sets again (two commands, only then) and puts right the book, its windows and the
+-- state. A full room whose holders simply stay pays the two commands a minute while it stays.
+local function recount_if_stuck(state, waiting)
+  local stuck = state[4] > 0 and state[6] >= state[4] and waiting > 0 and ctl().ps == fmt(state[2])
+  set_ctl('ps', fmt(state[2]))
+  if not stuck or GEN_READ_ONLY or not load_book() then return end
+  local stored = redis.call('ZCARD', K_RESERVED) + redis.call('ZCOUNT', K_ACTIVE, 0, '+inf')
+  if stored == BOOK.slots then return end
+  BOOK.slots = stored
+  if stored <= 0 then BOOK.lapse = {} end
+  -- The windows counted the lost reservations (and a lost set's arrivals): read both again.
+  for _, w in ipairs(BOOK.w) do w.stale = true end
+  refill_stale()
+  BOOK_DIRTY = true
+  state[6], state[7], state[8] = BOOK.slots, math.max(0, BOOK.w[1].count), math.max(0, BOOK.w[2].count)
+end
 local function record_history(state)
   local minute = math.floor(NOW / MINUTE_MS) * MINUTE_MS
   -- ctl `hist` marks the minute already recorded: read with the controls, so the minute's other
@@ -55,6 +76,7 @@ local function record_history(state)
   local waiting = state[11]
   -- FIFO: the numbers not yet called, less the holes among them (nobody holds those).
   if not RANDOM then waiting = math.max(0, state[1] - state[2] - holes_above(state[2])) end
+  recount_if_stuck(state, waiting)
   -- Capacity mode lets visitors in where no ctl field is written (a claimed reservation): their
   -- arrivals, with their waits, are kept 300 s in the active set, and the minute's point adds those
   -- since the last point to the totals (one ZRANGEBYSCORE a minute). Every other arrival counts
