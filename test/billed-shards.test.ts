@@ -241,6 +241,8 @@ async function operatorClasses(n: number, settings: (n: number) => Record<string
   let at = 3_000;
   const next = () => (op.clock.ms = T0 + (at += 100));
   const post = (path: string, body: unknown, headers: Record<string, string> = {}) => () => op.call(path, { method: 'POST', body, headers });
+  // Each answer checked too (no store call), so that the class measured is the one named.
+  const answers = (call: () => Promise<Response>, expected: Record<string, unknown>) => async () => expect(await (await call()).json()).toMatchObject(expected);
   next();
   await measure('stats (API, figures only)', () => op.call('api/stats'));
   next();
@@ -252,27 +254,27 @@ async function operatorClasses(n: number, settings: (n: number) => Record<string
   next();
   await measure('console: live poll', () => op.call('admin/live', { auth: basic }));
   next();
-  await measure('pause', post('api/control', { paused: true }));
+  await measure('pause', answers(post('api/control', { paused: true }), { paused: true }));
   next();
-  await measure('resume', post('api/control', { paused: false }));
+  await measure('resume', answers(post('api/control', { paused: false }), { paused: false }));
   next();
-  await measure('switch: hold', post('api/control', { switch: 'hold' }));
+  await measure('switch: hold', answers(post('api/control', { switch: 'hold' }), { switch: 'hold' }));
   next();
-  await measure('switch: back to normal', post('api/control', { switch: 'normal' }));
+  await measure('switch: back to normal', answers(post('api/control', { switch: 'normal' }), { switch: 'normal' }));
   next();
   await measure('change the quota or the capacity', post('api/control', raise));
   next();
-  await measure('admit N, no idempotency key', post('api/admit', { count: 2 * n }));
+  await measure('admit N, no idempotency key', answers(post('api/admit', { count: 2 * n }), { admitted: 2 * n, replayed: false }));
   next();
-  await measure('admit N with an idempotency key', post('api/admit', { count: 2 * n }, { 'idempotency-key': 'op-1' }));
+  await measure('admit N with an idempotency key', answers(post('api/admit', { count: 2 * n }, { 'idempotency-key': 'op-1' }), { admitted: 2 * n, replayed: false }));
   next();
-  await measure('admit N retried with its key (a replay)', post('api/admit', { count: 2 * n }, { 'idempotency-key': 'op-1' }));
+  await measure('admit N retried with its key (a replay)', answers(post('api/admit', { count: 2 * n }, { 'idempotency-key': 'op-1' }), { admitted: 2 * n, replayed: true }));
   next();
   const epoch = ((await (await op.call('api/stats')).json()) as { epoch: number }).epoch;
   next();
-  await measure("reset with the epoch read (the console's)", post('api/reset', { confirm: QUEUE, epoch }));
+  await measure("reset with the epoch read (the console's)", answers(post('api/reset', { confirm: QUEUE, epoch }), { applied: true }));
   next();
-  await measure('reset without an epoch', post('api/reset', { confirm: QUEUE }));
+  await measure('reset without an epoch', answers(post('api/reset', { confirm: QUEUE }), { applied: true }));
 }
 
 const OPERATOR_MODES = [
