@@ -14,6 +14,7 @@ import { createConnection, createServer, type AddressInfo, type Server } from 'n
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
+import { Redis as IORedis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { checkPorts, LocalPortError, localServerManifest, readPort } from '../src/node/local-ports';
 import { startRedisServer, type RedisServer } from './support/redis-server';
@@ -91,6 +92,8 @@ http.createServer(async (req, res) => {
       res.end(Buffer.from(await upstream.arrayBuffer()));
     } else if (req.url === '/__config') {
       res.end(readFileSync(tables['local_server.config_stores.wr_config'].file));
+    } else if (req.url === '/__secrets') {
+      res.end(readFileSync(tables['local_server.secret_stores.wr_secrets'].file));
     } else {
       res.writeHead(404).end();
     }
@@ -161,7 +164,7 @@ const runs: Run[] = [];
 /** Starts `bin/<bundle>.mjs` of the project copy in its own process group, with `env` over a clean environment. */
 function run(bundle: string, env: Record<string, string>): Run {
   const base = Object.fromEntries(
-    Object.entries(process.env).filter(([name]) => !name.startsWith('WR_') && !['PORT', 'BRIDGE_PORT', 'ORIGIN_URL', 'REDIS_URL', 'VICEROY_PATH'].includes(name)),
+    Object.entries(process.env).filter(([name]) => !name.startsWith('WR_') && !['PORT', 'BRIDGE_PORT', 'ORIGIN_URL', 'REDIS_URL', 'REDIS_SHARD_URLS', 'VICEROY_PATH'].includes(name)),
   );
   const child = spawn(process.execPath, [join(project, 'bin', `${bundle}.mjs`)], {
     cwd: project,
@@ -237,9 +240,25 @@ function redisCommand(port: number, command: string): Promise<string> {
   });
 }
 
-async function upstash(base: string, command: unknown[]): Promise<unknown> {
-  const response = await fetch(base, { method: 'POST', headers: { authorization: `Bearer ${UPSTASH_TOKEN}` }, body: JSON.stringify(command) });
+async function upstash(base: string, command: unknown[], token = UPSTASH_TOKEN): Promise<unknown> {
+  const response = await fetch(base, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: JSON.stringify(command) });
   return response.json();
+}
+
+/**
+ * Runs `body` with the project copy's bin/local-config.json (the build's split of devconfig.json)
+ * asking for `storeShards` databases, as a devconfig.json with `store_shards` builds it; restored after.
+ */
+async function withStoreShards(storeShards: number, body: () => Promise<void>): Promise<void> {
+  const file = join(project, 'bin', 'local-config.json');
+  const before = readFileSync(file, 'utf8');
+  const settings = JSON.parse((JSON.parse(before) as { settings: string }).settings) as Record<string, string>;
+  writeFileSync(file, JSON.stringify({ settings: JSON.stringify({ ...settings, store_shards: String(storeShards) }) }));
+  try {
+    await body();
+  } finally {
+    writeFileSync(file, before);
+  }
 }
 
 const taken = (command: string, port: number, what: string, variable: string) =>
@@ -360,6 +379,69 @@ describe('npm run serve:fastly', () => {
     expect(existsSync(join(project, 'bin', `serve-fastly-${ports.PORT}`))).toBe(false);
   });
 
+  it('with store_shards = 3, starts a bridge per database over a Redis database of its own, declared as upstash_2 and upstash_3 and named in the stores, and frees them when stopped', async () => {
+    await withStoreShards(3, async () => {
+      const ports = { PORT: await freePort(), WR_ORIGIN_PORT: await freePort(), WR_BRIDGE_PORT: await freePort(), WR_REDIS_PORT: await freePort() };
+      const started = run('serve-fastly', { ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])), VICEROY_PATH: join(project, 'fake-viceroy.mjs') });
+      await until('Listening on', started, () => started.stdout.includes('Listening on'), 30_000);
+      const room = `http://127.0.0.1:${ports.PORT}`;
+      // The config store names the three bridges: the first on WR_BRIDGE_PORT, two more of their own.
+      const settings = JSON.parse(((await (await fetch(`${room}/__config`)).json()) as { settings: string }).settings) as Record<string, string>;
+      expect(settings).toMatchObject({ store_shards: '3', upstash_url: `http://127.0.0.1:${ports.WR_BRIDGE_PORT}` });
+      const others = (settings['upstash_shard_urls'] ?? '').split(',');
+      expect(others).toHaveLength(2);
+      for (const url of others) expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(new Set([settings['upstash_url'], ...others]).size).toBe(3);
+      // The secret store holds a token for each further database, one they accept.
+      const secrets = (await (await fetch(`${room}/__secrets`)).json()) as Record<string, string>;
+      const tokens = (secrets['upstash_shard_tokens'] ?? '').split(',');
+      expect(tokens).toHaveLength(2);
+      // Each backend reaches a database of its own: one key, three values.
+      const backends = ['upstash', 'upstash_2', 'upstash_3'];
+      for (const [i, name] of backends.entries()) {
+        expect(await upstash(`${room}/__backend/${name}/`, ['SET', 'wr-ports-test', `database ${i + 1}`], i === 0 ? UPSTASH_TOKEN : tokens[i - 1])).toEqual({ result: 'OK' });
+      }
+      for (const [i, name] of backends.entries()) {
+        expect(await upstash(`${room}/__backend/${name}/`, ['GET', 'wr-ports-test'], i === 0 ? UPSTASH_TOKEN : tokens[i - 1])).toEqual({ result: `database ${i + 1}` });
+      }
+      // upstash_2 and upstash_3 are the bridges upstash_shard_urls names, in order...
+      expect(await upstash(`${others[0]}/`, ['GET', 'wr-ports-test'], tokens[0])).toEqual({ result: 'database 2' });
+      expect(await upstash(`${others[1]}/`, ['GET', 'wr-ports-test'], tokens[1])).toEqual({ result: 'database 3' });
+      // ...over databases 0, 1 and 2 of the run's redis-server on WR_REDIS_PORT.
+      for (const db of [0, 1, 2]) {
+        const direct = new IORedis(`redis://127.0.0.1:${ports.WR_REDIS_PORT}/${db}`);
+        try {
+          expect(await direct.get('wr-ports-test')).toBe(`database ${db + 1}`);
+        } finally {
+          direct.disconnect();
+        }
+      }
+      expect(started.stderr).toContain('Store:    3 databases (store_shards = 3): the Upstash bridges at ');
+      const further = others.map((url) => Number(new URL(url).port));
+      expect(await stopRun(started)).toBe(0);
+      for (const port of [...Object.values(ports), ...further]) expect(await isFree(port)).toBe(true);
+      expect(existsSync(join(project, 'bin', `serve-fastly-${ports.PORT}`))).toBe(false);
+    });
+  });
+
+  it('with store_shards = 2 and REDIS_URL, needs REDIS_SHARD_URLS to name the second database, and says so before starting anything', async () => {
+    await withStoreShards(2, async () => {
+      const [port, origin, bridge] = [await freePort(), await freePort(), await freePort()];
+      const started = run('serve-fastly', {
+        PORT: String(port),
+        WR_ORIGIN_PORT: String(origin),
+        WR_BRIDGE_PORT: String(bridge),
+        REDIS_URL: 'redis://127.0.0.1:1',
+        VICEROY_PATH: join(project, 'fake-viceroy.mjs'),
+      });
+      expect(await started.exit).toBe(1);
+      expect(errorLines(started)).toEqual([
+        `${COMMAND}: store_shards is 2, but REDIS_SHARD_URLS names 0 databases besides the first: it must name exactly 1 (store_shards − 1), or store_shards must be 1 (beside REDIS_URL; or leave REDIS_URL unset to use databases of a redis-server of this run)`,
+      ]);
+      for (const p of [port, origin, bridge]) expect(await isFree(p)).toBe(true);
+    });
+  });
+
   it('uses ORIGIN_URL and REDIS_URL instead of starting its own, and says so', async () => {
     let origin: HttpServer | undefined;
     let redis: RedisServer | undefined;
@@ -461,6 +543,21 @@ describe('local ports', () => {
     ]);
     expect(() => localServerManifest('[local_server.backends.origin]\nurl = "http://x/"', { root: '/p', backends: { origin: 'http://a/', upstash: 'http://b/' } })).toThrow(
       'fastly.toml has no url line under [local_server.backends.upstash] to point at this run',
+    );
+    // The further databases' backends (store_shards above 1): declared at the end when absent,
+    // moved like the others when the manifest has them, never declared twice.
+    const added = localServerManifest(manifest, {
+      root: '/project',
+      backends: { origin: 'http://127.0.0.1:9001/', upstash: 'http://127.0.0.1:9002/' },
+      added: { upstash_2: 'http://127.0.0.1:9003/', upstash_3: 'http://127.0.0.1:9004/' },
+    });
+    expect(added.split('\n').slice(10)).toEqual(['', '[local_server.backends.upstash_2]', 'url = "http://127.0.0.1:9003/"', '', '[local_server.backends.upstash_3]', 'url = "http://127.0.0.1:9004/"', '']);
+    const declared = `${manifest}\n[local_server.backends.upstash_2]\nurl = "http://127.0.0.1:8080/"\n`;
+    const moved = localServerManifest(declared, { root: '/project', backends: { upstash: 'http://127.0.0.1:9002/' }, added: { upstash_2: 'http://127.0.0.1:9003/' } });
+    expect(moved.match(/upstash_2/g)).toHaveLength(1);
+    expect(moved).toContain('[local_server.backends.upstash_2]\nurl = "http://127.0.0.1:9003/"');
+    expect(() => localServerManifest(`${manifest}\n[local_server.backends.upstash_2]\n`, { root: '/p', backends: {}, added: { upstash_2: 'http://a/' } })).toThrow(
+      'fastly.toml has no url line under [local_server.backends.upstash_2] to point at this run',
     );
   });
 });

@@ -173,25 +173,36 @@ export function failureLine(command: string, error: unknown): string {
 /**
  * `fastly.toml` with `[local_server]` pointed at this run: each backend named in `backends` gets
  * that URL, and each relative `file` becomes absolute (from `root`), or what `files` maps it to,
- * so the copy works from any folder. Throws when a backend it must move has no `url` line.
+ * so the copy works from any folder. Throws when a backend it must move has no `url` line. The
+ * backends of `added` (the further databases' `upstash_2`, … with store_shards above 1, which the
+ * project's manifest does not declare for local runs) are moved the same way where the manifest has
+ * them, and declared at its end where it does not.
  */
 export function localServerManifest(
   text: string,
-  options: { readonly root: string; readonly backends: Readonly<Record<string, string>>; readonly files?: Readonly<Record<string, string>> },
+  options: {
+    readonly root: string;
+    readonly backends: Readonly<Record<string, string>>;
+    readonly added?: Readonly<Record<string, string>>;
+    readonly files?: Readonly<Record<string, string>>;
+  },
 ): string {
+  const urls: Readonly<Record<string, string>> = { ...options.added, ...options.backends };
   let table = '';
   const moved = new Set<string>();
+  const tables = new Set<string>();
   const lines = text.split('\n').map((line) => {
     const header = /^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$/.exec(line);
     if (header) {
       table = header[1]!.replace(/\s+/g, '');
+      tables.add(table);
       return line;
     }
     const backend = /^local_server\.backends\.([A-Za-z0-9_-]+)$/.exec(table)?.[1];
     const url = /^(\s*url\s*=\s*)"[^"]*"(.*)$/.exec(line);
-    if (backend !== undefined && url && options.backends[backend] !== undefined) {
+    if (backend !== undefined && url && urls[backend] !== undefined) {
       moved.add(backend);
-      return `${url[1]}${JSON.stringify(options.backends[backend])}${url[2]}`;
+      return `${url[1]}${JSON.stringify(urls[backend])}${url[2]}`;
     }
     const file = /^(\s*file\s*=\s*)"([^"]*)"(.*)$/.exec(line);
     if (table.startsWith('local_server') && file) {
@@ -200,11 +211,16 @@ export function localServerManifest(
     }
     return line;
   });
-  const missing = Object.keys(options.backends).filter((name) => !moved.has(name));
+  // A backend of `added` the manifest declares without a url line cannot be declared twice either.
+  const missing = Object.keys(urls).filter((name) => !moved.has(name) && (options.backends[name] !== undefined || tables.has(`local_server.backends.${name}`)));
   if (missing.length > 0) {
     throw new Error(`fastly.toml has no url line under ${missing.map((name) => `[local_server.backends.${name}]`).join(' or ')} to point at this run`);
   }
-  return lines.join('\n');
+  const declared = Object.entries(options.added ?? {})
+    .filter(([name]) => !moved.has(name))
+    .map(([name, url]) => `\n[local_server.backends.${name}]\nurl = ${JSON.stringify(url)}\n`);
+  const copy = lines.join('\n');
+  return declared.length === 0 ? copy : copy.replace(/\n*$/, '\n') + declared.join('');
 }
 
 /** The nearest folder with a package.json: right whether this runs from src/node or as a bundle in bin/. */

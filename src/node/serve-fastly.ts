@@ -10,6 +10,13 @@
  * removed when the run stops), and serves with `--dir` on that folder: two runs with different
  * ports never share a process or a Redis.
  *
+ * Several databases (`store_shards` above 1 in devconfig.json, as the build copied it to
+ * bin/local-config.json): one bridge per database, the first on WR_BRIDGE_PORT and the others on
+ * free ports, each over a Redis database of its own (the run's redis-server's logical databases 0,
+ * 1, …, or REDIS_URL and REDIS_SHARD_URLS), declared in the manifest copy as the backends upstash_2,
+ * upstash_3, …; the config store copy's `upstash_shard_urls` names them and the secret store copy's
+ * `upstash_shard_tokens` holds the token they accept.
+ *
  * It only talks to what it started, unless told otherwise: ORIGIN_URL uses your origin instead of
  * the demo one, REDIS_URL your Redis instead of a redis-server of its own, and both are said on
  * the console. A port that is taken stops it before anything starts, with one line naming the port
@@ -22,11 +29,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { join, relative, resolve } from 'node:path';
+import { shardCountProblem } from '../store/sharded-store';
 import { checkLocalConfig } from './check-config';
 import { startDemoOrigin } from './demo-origin';
 import { freePort } from './host';
 import { checkPorts, failureLine, findProjectRoot, listenOn, LOCAL_HOST, localServerManifest, portProblem, readPort, type ChosenPort } from './local-ports';
-import { startUpstashBridge } from './upstash-bridge';
+import { startUpstashBridge, type UpstashBridge } from './upstash-bridge';
 
 const COMMAND = 'npm run serve:fastly';
 const children: ChildProcess[] = [];
@@ -106,22 +114,58 @@ function readOriginUrl(value: string): string {
   return url.href.replace(/\/+$/, '');
 }
 
-/**
- * The config store file for this run: bin/local-config.json (the build's split of devconfig.json)
- * with `upstash_url` set to this run's bridge, so the setting names the backend it really reaches.
- */
-function writeRunConfig(root: string, dir: string, bridgeUrl: string): Record<string, string> {
-  const built = 'bin/local-config.json';
-  const source = resolve(root, built);
-  if (!existsSync(source)) throw new Error(`${built} is missing: run npm run build`);
+/** The config store file the build wrote (bin/local-config.json, devconfig.json's split): its items, and its settings parsed. */
+function readBuiltConfig(root: string): { items: Record<string, string>; settings: Record<string, unknown> } {
+  const source = resolve(root, BUILT_CONFIG);
+  if (!existsSync(source)) throw new Error(`${BUILT_CONFIG} is missing: run npm run build`);
   const items = JSON.parse(readFileSync(source, 'utf8')) as Record<string, string>;
+  const settings = typeof items['settings'] === 'string' ? (JSON.parse(items['settings']) as Record<string, unknown>) : {};
+  return { items, settings };
+}
+
+const BUILT_CONFIG = 'bin/local-config.json';
+const BUILT_SECRETS = 'bin/local-secrets.json';
+
+/** How many databases the wasm will spread its queue over: `store_shards` of the built settings (1 without). */
+function storeShardsOf(settings: Record<string, unknown>): number {
+  const value = settings['store_shards'];
+  if (value === undefined || value === '') return 1;
+  const text = String(value).trim();
+  if (!/^[1-8]$/.test(text)) throw new Error(`store_shards in ${BUILT_CONFIG} must be 1 to 8, got ${JSON.stringify(value)}: fix devconfig.json and run npm run build`);
+  return Number(text);
+}
+
+/**
+ * The store files for this run, in its folder: the config store with `upstash_url` (and, with
+ * several databases, `upstash_shard_urls`) set to this run's bridges, so the settings name the
+ * backends they really reach; with several databases, the secret store too, its
+ * `upstash_shard_tokens` the token the further bridges accept. Returns what the manifest's `file`
+ * lines become.
+ */
+function writeRunStores(root: string, dir: string, built: ReturnType<typeof readBuiltConfig>, bridgeUrls: readonly string[], token: string): Record<string, string> {
+  const items = { ...built.items };
   if (typeof items['settings'] === 'string') {
-    const settings = JSON.parse(items['settings']) as Record<string, unknown>;
-    items['settings'] = JSON.stringify({ ...settings, upstash_url: bridgeUrl });
+    const shards = bridgeUrls.length > 1 ? { upstash_shard_urls: bridgeUrls.slice(1).join(',') } : {};
+    items['settings'] = JSON.stringify({ ...built.settings, upstash_url: bridgeUrls[0], ...shards });
   }
-  const target = join(dir, 'local-config.json');
-  writeFileSync(target, `${JSON.stringify(items, null, 2)}\n`);
-  return { [built]: target };
+  const config = join(dir, 'local-config.json');
+  writeFileSync(config, `${JSON.stringify(items, null, 2)}\n`);
+  if (bridgeUrls.length === 1) return { [BUILT_CONFIG]: config };
+  const secretsFile = resolve(root, BUILT_SECRETS);
+  if (!existsSync(secretsFile)) throw new Error(`${BUILT_SECRETS} is missing: run npm run build`);
+  const secrets = JSON.parse(readFileSync(secretsFile, 'utf8')) as Record<string, string>;
+  const target = join(dir, 'local-secrets.json');
+  writeFileSync(target, `${JSON.stringify({ ...secrets, upstash_shard_tokens: bridgeUrls.slice(1).map(() => token).join(',') }, null, 2)}\n`);
+  return { [BUILT_CONFIG]: config, [BUILT_SECRETS]: target };
+}
+
+/** REDIS_SHARD_URLS beside REDIS_URL: the Redis of each database after the first, exactly store_shards − 1 of them. */
+function redisShardUrlsFromEnv(shards: number, env: NodeJS.ProcessEnv): string[] {
+  const given = (env['REDIS_SHARD_URLS'] ?? '').split(',').map((url) => url.trim()).filter((url) => url !== '');
+  if (given.length !== shards - 1) {
+    throw new Error(`store_shards ${shardCountProblem(shards, given.length, 'REDIS_SHARD_URLS')} (beside REDIS_URL; or leave REDIS_URL unset to use databases of a redis-server of this run)`);
+  }
+  return given;
 }
 
 let stopping: Promise<never> | undefined;
@@ -169,6 +213,10 @@ async function main(): Promise<void> {
   const redisPort = redisUrlFromEnv === undefined ? readPort(COMMAND, 'redis', env) : undefined;
   const wasm = resolve(root, 'bin/main.wasm');
   if (!existsSync(wasm)) throw new Error('bin/main.wasm is missing: run npm run build');
+  const built = readBuiltConfig(root);
+  const shards = storeShardsOf(built.settings);
+  // With REDIS_URL and several databases, the others are the caller's too (checked before anything starts).
+  const shardRedisFromEnv = redisUrlFromEnv !== undefined && shards > 1 ? redisShardUrlsFromEnv(shards, env) : undefined;
   // The wasm cannot list its config store, so a misspelt key of devconfig.json is caught here.
   // No environment: `fastly compute serve` reads the file alone (bin/local-config.json).
   const problems = checkLocalConfig(resolve(root, 'devconfig.json'), {});
@@ -181,6 +229,8 @@ async function main(): Promise<void> {
   await checkPorts(COMMAND, [hostPort, originPort, bridgePort, redisPort].filter((p) => p !== undefined), hints);
   if (originUrlFromEnv !== undefined && env['WR_ORIGIN_PORT']) process.stderr.write('note: WR_ORIGIN_PORT is ignored: ORIGIN_URL replaces the demo origin\n');
   if (redisUrlFromEnv !== undefined && env['WR_REDIS_PORT']) process.stderr.write('note: WR_REDIS_PORT is ignored: REDIS_URL replaces the redis-server of this run\n');
+  if (redisUrlFromEnv === undefined && env['REDIS_SHARD_URLS']) process.stderr.write('note: REDIS_SHARD_URLS is ignored without REDIS_URL: the further databases are databases of the redis-server of this run\n');
+  if (redisUrlFromEnv !== undefined && shards === 1 && env['REDIS_SHARD_URLS']) process.stderr.write('note: REDIS_SHARD_URLS is ignored: store_shards is 1\n');
 
   let originUrl: string;
   let originLine: string;
@@ -203,8 +253,19 @@ async function main(): Promise<void> {
     redisUrl = await startRedisServer(redisPort);
     redisLine = `a redis-server of its own at ${redisUrl} (${redisPort.variable} fixes its port)`;
   }
+  // The further databases: REDIS_SHARD_URLS, or logical databases 1, 2, … of the run's own redis-server.
+  const redisUrls = [redisUrl, ...(shardRedisFromEnv ?? Array.from({ length: shards - 1 }, (_, i) => `${redisUrl}/${i + 1}`))];
   const bridge = await listenOn(COMMAND, bridgePort, (port) => startUpstashBridge({ redisUrl, token: devToken(), port }));
   servers.push(bridge);
+  // The further databases' bridges: free ports, as nothing outside this run needs to find them (the
+  // manifest copy and the config store copy name them).
+  const further: UpstashBridge[] = [];
+  for (const url of redisUrls.slice(1)) {
+    const more = await startUpstashBridge({ redisUrl: url, token: devToken(), port: 0 });
+    servers.push(more);
+    further.push(more);
+  }
+  const bridgeUrls = [bridge.url, ...further.map((b) => b.url)];
 
   const port = hostPort.port === 0 ? await freePort() : hostPort.port;
   // This run's manifest: the project's fastly.toml with [local_server] pointed at what it started.
@@ -214,7 +275,8 @@ async function main(): Promise<void> {
   const manifest = localServerManifest(readFileSync(resolve(root, 'fastly.toml'), 'utf8'), {
     root,
     backends: { origin: `${originUrl}/`, upstash: `${bridge.url}/` },
-    files: writeRunConfig(root, dir, bridge.url),
+    added: Object.fromEntries(further.map((b, i) => [`upstash_${i + 2}`, `${b.url}/`])),
+    files: writeRunStores(root, dir, built, bridgeUrls, devToken()),
   });
   const header = `# Written by ${COMMAND} for its run on port ${port}, and removed when it stops: the project's\n# fastly.toml with [local_server] pointed at the origin and bridge of that run. Edit fastly.toml instead.\n\n`;
   writeFileSync(join(dir, 'fastly.toml'), header + manifest);
@@ -230,7 +292,9 @@ async function main(): Promise<void> {
       `  Visitors: http://${LOCAL_HOST}:${port}/   (${hostPort.variable} moves it)`,
       `  Admin:    http://${LOCAL_HOST}:${port}/__wr/admin  (user admin, password dev_secrets.admin_password in devconfig.json)`,
       `  Origin:   ${originLine}`,
-      `  Store:    the Upstash bridge at ${bridge.url} (started here; ${bridgePort.variable} moves it) over ${redisLine}`,
+      shards === 1
+        ? `  Store:    the Upstash bridge at ${bridge.url} (started here; ${bridgePort.variable} moves it) over ${redisLine}`
+        : `  Store:    ${shards} databases (store_shards = ${shards}): the Upstash bridges at ${bridgeUrls.join(', ')} (backends upstash, ${further.map((_, i) => `upstash_${i + 2}`).join(', ')}; started here; ${bridgePort.variable} moves the first) over ${redisPort === undefined ? `${redisLine} and REDIS_SHARD_URLS` : `databases 0 to ${shards - 1} of ${redisLine}`}`,
       `  Manifest: ${relative(root, join(dir, 'fastly.toml'))} (fastly.toml with these ports)`,
       `  Sandbox:  ${env['WR_SANDBOX_REUSE'] === '0' ? 'one request per instance (WR_SANDBOX_REUSE=0)' : 'reused for later requests, as on Fastly (WR_SANDBOX_REUSE=0 for one request each)'}`,
       '',
