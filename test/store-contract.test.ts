@@ -207,6 +207,18 @@ function describeQueueStoreContract(name: string, createStore: () => QueueStore)
           expect(await store.peek(q)).toEqual({ tail: 3, cursor: 0 });
         },
       );
+
+      it('takes a count of 0 with a key as a replay check: nobody let in, a used key answered, an unused one kept at 0', async () => {
+        const store = createStore();
+        const q = randomQueue();
+        await joinMany(store, q, 5);
+        expect(await store.admit(q, 2, at(P), OFF, 'used')).toMatchObject({ cursor: 2, admitted: 2, replayed: false, asked: 2 });
+        expect(await store.admit(q, 0, at(P) + 1, OFF, 'used')).toMatchObject({ cursor: 2, admitted: 2, replayed: true, asked: 2 });
+        expect(await store.admit(q, 0, at(P) + 2, OFF, 'unused')).toMatchObject({ cursor: 2, admitted: 0, replayed: false, asked: 0 });
+        // The unused key now stands for 0: used again with a count, it replays 0 and lets nobody in.
+        expect(await store.admit(q, 3, at(P) + 3, OFF, 'unused')).toMatchObject({ cursor: 2, admitted: 0, replayed: true, asked: 0 });
+        expect(await store.peek(q)).toEqual({ tail: 5, cursor: 2 });
+      });
     });
 
     describe('automatic admission', () => {

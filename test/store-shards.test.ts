@@ -109,6 +109,25 @@ describe('ShardedStore on two redis-servers', () => {
     expect(waitingOf(stats, false)).toBe(6);
   });
 
+  it('a retry of admit N that emptied every line replays it: the same count, replayed, nobody more let in', async () => {
+    const { store, parts } = sharded();
+    const p = policy({ admit_per_period: '0' });
+    for (let i = 0; i < 4; i++) await store.join(QUEUE, T0, on(p, 0));
+    for (let i = 0; i < 2; i++) await store.join(QUEUE, T0, on(p, 1));
+    expect(await store.admit(QUEUE, 10, T0 + 1, p, 'op-all')).toMatchObject({ admitted: 6, replayed: false });
+    // Every line is empty now: no database has a share, and each is asked for 0 with its key.
+    const again = await store.admit(QUEUE, 10, T0 + 2, p, 'op-all');
+    expect([again.admitted, again.replayed]).toEqual([6, true]);
+    // A newcomer since is not let in by the retry.
+    await store.join(QUEUE, T0 + 3, on(p, 0));
+    expect(await store.admit(QUEUE, 10, T0 + 4, p, 'op-all')).toMatchObject({ admitted: 6, replayed: true });
+    expect((await Promise.all(parts.map((s) => s.peek(QUEUE)))).map((x) => [x.tail, x.cursor])).toEqual([[5, 4], [2, 2]]);
+    // A first call with nobody waiting anywhere lets in 0 and is no replay; its retry is.
+    const { store: empty } = sharded();
+    expect(await empty.admit(QUEUE, 3, T0, p, 'op-none')).toMatchObject({ admitted: 0, replayed: false });
+    expect(await empty.admit(QUEUE, 3, T0 + 1, p, 'op-none')).toMatchObject({ admitted: 0, replayed: true });
+  });
+
   it('admit N splits by the real visitors waiting: a database\'s holes weigh nothing', async () => {
     const { store, parts } = sharded();
     const p = policy({ admit_per_period: '0' });

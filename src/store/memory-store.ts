@@ -439,7 +439,7 @@ export class MemoryQueueStore implements QueueStore {
   async admit(queue: string, count: number, nowMs: number, policy: AdmissionPolicy, idempotencyKey?: string): Promise<AdmitResult> {
     assertQueueName(queue);
     const p = checkPolicy(nowMs, policy);
-    assertAdmitCount(count);
+    assertAdmitCount(count, idempotencyKey !== undefined);
     if (idempotencyKey !== undefined) checkIdempotencyKey(idempotencyKey);
     const q = this.#queue(queue);
     // Mirrors the admit script's idempotency (see idempotent_slot.lua): a key applied already replays.
@@ -453,8 +453,8 @@ export class MemoryQueueStore implements QueueStore {
     // Random rate mode: lapsed draws drawn again first are not counted in `admitted` (the script
     // does the same); rate FIFO leaves lapsed calls to the poll.
     let admitted = 0;
-    // Mirrors the admit script: switched to hold, nobody new gets in, explicitly or not.
-    if (q.switch === 'hold') {
+    // Mirrors the admit script: a keyed count of 0 (a replay check) and the switch holding let nobody in.
+    if (count === 0 || q.switch === 'hold') {
       admitted = 0;
     } else if (r.open && r.random) {
       if (!capacity) redraw(r, lapsed);

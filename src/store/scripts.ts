@@ -732,9 +732,14 @@ export function checkGraceMs(graceMs: number): number {
   return graceMs;
 }
 
-export function assertAdmitCount(count: number): void {
-  if (!isSafeCount(count, 1)) {
-    throw new StoreArgumentError(`invalid admit count ${String(count)}: expected an integer >= 1`);
+/**
+ * An admit's count: at least 1, or 0 with an idempotency key (`keyed`): a replay check, which lets
+ * nobody in and answers what the key let in if it was used (ShardedStore asks it of a database
+ * whose share is 0, so a retry there still replays).
+ */
+export function assertAdmitCount(count: number, keyed = false): void {
+  if (!isSafeCount(count, keyed ? 0 : 1)) {
+    throw new StoreArgumentError(`invalid admit count ${String(count)}: expected an integer >= 1${keyed ? ', or 0 with an idempotency key' : ''}`);
   }
 }
 
@@ -1141,7 +1146,7 @@ export const POLL_SHA1 = '941c059dd42ca42827c37e6f0f49901a4f93b5a4';
 export const CLAIM_SHA1 = 'b6b374a81a5177ea4c3a77b79ae1b668046d4f35';
 export const TOUCH_SHA1 = '42c69de9e69af962345664afeacbbd7f429dab62';
 export const LEAVE_SHA1 = 'f57adfd60cb1e82f02e40d12ff0e98869c0f37f7';
-export const ADMIT_SHA1 = '1df1f5ed7ec8e1dea1be64014730508559525ee4';
+export const ADMIT_SHA1 = '5563f012f6a3ad51c5fc1121c7306501f5429d1b';
 export const CONTROL_SHA1 = '75eed09d3661fe2efd3f5760b746e2ae9575a2af';
 export const STATS_SHA1 = '2d6b67e302fc18a621c6891627c3871feaabc92c';
 export const PEEK_SHA1 = 'b4327ba7409611bdc65927a506d622ceb6ec4ebb';

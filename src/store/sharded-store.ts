@@ -217,12 +217,14 @@ export class ShardedStore implements QueueStore {
     for (const [shard, store] of this.#shards.entries()) {
       const want = shares[shard]! + carried;
       const ask = Math.min(want, left);
-      if (ask < 1) {
+      // A database with no share is still asked, for 0, when the call has a key: a retry must hear
+      // what its key let in there, even once every line is empty (else it would answer 0, not a replay).
+      if (ask < 1 && idempotencyKey === undefined) {
         states.push(undefined);
         continue;
       }
       try {
-        const result = await store.admit(queue, ask, nowMs, this.#policyOf(policy, shard, nowMs), idempotencyKey === undefined ? undefined : shardKey(idempotencyKey, shard));
+        const result = await store.admit(queue, Math.max(0, ask), nowMs, this.#policyOf(policy, shard, nowMs), idempotencyKey === undefined ? undefined : shardKey(idempotencyKey, shard));
         states.push(result);
         calls += 1;
         if (result.replayed) replays += 1;

@@ -210,7 +210,7 @@ export class UpstashQueueStore implements QueueStore {
     const keys = this.#keys(queue);
     const key = idempotencyKey === undefined ? '' : checkIdempotencyKey(idempotencyKey);
     const checked = checkPolicy(nowMs, policy);
-    assertAdmitCount(count);
+    assertAdmitCount(count, idempotencyKey !== undefined);
     const reply = parseStateReply(ADMIT, await this.#run(ADMIT, keys, [...policyArgv(checked), String(count), key, ...restoreArgv(checked)]), STATE_LENGTH + 3);
     return { ...toState(ADMIT, reply), admitted: reply.int(STATE_LENGTH), replayed: reply.flag(STATE_LENGTH + 1), asked: reply.int(STATE_LENGTH + 2) };
   }

@@ -6,7 +6,8 @@
 --- waits until the usage is back under them). Random rate mode first draws again for draws that
 --- lapsed, not counted in `admitted`; rate FIFO leaves lapsed calls to the poll. Works while paused,
 --- not while the switch holds everyone.
---- ARGV 12 count (>= 1), 13 the idempotency key ('' = none; see idempotent_slot). Returns the
+--- ARGV 12 count (>= 1; 0 with a key: a replay check that lets nobody in, and records the key with
+--- 0 when it was not used), 13 the idempotency key ('' = none; see idempotent_slot). Returns the
 --- state, then admitted, replayed (0/1) and the count the key was first used with.
 -- wr admit: KEYS active, reserved, admits, waits, ctl, waiting; ARGV now_ms, auto_count, period_ms, max_active, max_new_per_minute, session_ms, reservation_ms, event_start_ms, seed, method, presence_ms, count, idempotency_key; returns {state..., admitted, replayed, asked}
 -- #include policy_header
@@ -14,13 +15,14 @@
 defer_ctl()
 -- #include read_queue
 
-local count = arg_int(12, 1)
+local count = arg_int(12, IDEM_KEY ~= '' and 0 or 1)
 -- #include idempotent_replay
 prologue(tail)
 if capacity or RANDOM then expire() end
 local admitted = 0
--- Switched to hold: nobody new gets in, an explicit admit included.
-if SWITCH == 'hold' then
+-- A keyed count of 0 (a replay check) lets nobody in; switched to hold, nobody new gets in, an
+-- explicit admit included.
+if count == 0 or SWITCH == 'hold' then
   admitted = 0
 elseif OPEN and RANDOM then
   if not capacity then cursor = redraw(cursor, paused) end
