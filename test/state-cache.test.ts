@@ -220,6 +220,47 @@ describe('polls on the real store with the per-POP cache', () => {
     expect(await isAccess(await visit(handler, cookie))).toBe(true);
   });
 
+  it('a ticket taken at another POP after a lost state or a reset keeps its place at a POP whose cached state is older; stale tickets still rejoin, the check costing one call a lifetime', async () => {
+    const clock = new ManualClock();
+    const store = new FaultyStore(upstashStore());
+    const settings = { state_cache_seconds: '5', admit_per_period: '0' };
+    const a = pop(store, clock, settings);
+    const b = pop(store, clock, settings);
+    const claims = (cookie: string) => JSON.parse(Buffer.from(cookie.split('.')[1]!, 'base64url').toString('utf8')) as { t: number; gen?: number; g?: number };
+    // Two visitors in line at A; A keeps the state in its cache (generation 1).
+    const stale = [cookieFrom(await visit(a.handler))!, cookieFrom(await visit(a.handler))!];
+    await visit(a.handler, stale[0]);
+    const lost = claims(stale[0]!).gen;
+    // The store forgets; a newcomer at B takes ticket 1 of the new generation.
+    await direct.flushall();
+    const fresh = cookieFrom(await visit(b.handler))!;
+    expect(claims(fresh).t).toBe(1);
+    expect(claims(fresh).gen).not.toBe(lost);
+    // At A, within its cache lifetime: the ticket is the store's current one, not a lost one.
+    const calls = store.calls;
+    const atA = await visit(a.handler, fresh);
+    expect(atA.status).toBe(200);
+    const kept = cookieFrom(atA) ?? fresh;
+    expect(claims(kept)).toMatchObject({ t: 1, gen: claims(fresh).gen });
+    expect(await direct.hget('wr:{default}:ctl', 'tail')).toBe('1');
+    expect(store.calls - calls).toBe(1);
+    // The lost generation's tickets rejoin behind it, one join each and no more checks this lifetime.
+    const rejoined = await Promise.all(stale.map(async (c) => claims(cookieFrom(await visit(a.handler, c))!)));
+    expect(rejoined.map((c) => c.t).sort()).toEqual([2, 3]);
+    expect(rejoined.every((c) => c.gen === claims(fresh).gen)).toBe(true);
+    expect(store.calls - calls).toBe(3);
+
+    // A reset at B, and a newcomer there: its ticket is of the new epoch, A's cache of the old one.
+    clock.advance(5_000);
+    await visit(a.handler, fresh);
+    await store.reset('default', clock.now(), admissionPolicy(parseConfig(source({ ...BASE_SETTINGS, ...settings }))));
+    const afterReset = cookieFrom(await visit(b.handler))!;
+    expect(claims(afterReset).g).toBeGreaterThan(claims(fresh).g ?? 0);
+    const atA2 = await visit(a.handler, afterReset);
+    expect(atA2.status).toBe(200);
+    expect(claims(cookieFrom(atA2) ?? afterReset)).toMatchObject({ t: claims(afterReset).t, g: claims(afterReset).g });
+  });
+
   it('automatic admission advances exactly once per period, whatever the number of POPs', async () => {
     const periodSeconds = 10;
     const quota = 5;

@@ -185,10 +185,16 @@ describe.each(['memory', 'upstash', 'redis'] as const)('ticket blocks at the edg
     const rejoined = await r.request(lost);
     expect(rejoined.line.reason).toBe('ticket_from_lost_state');
     expect(rejoined.line.block).not.toBe('handed');
-    // Its poll is answered from the POP's cache; its join is the one store call.
-    expect(r.store.calls).toBe(calls + 1);
+    // The POP's cached state is of another era than the ticket: the store is asked once whether the
+    // cache is the older one (it is not), then the join is the other store call.
+    expect(r.store.calls).toBe(calls + 2);
     expect(rejoined.claims).toMatchObject({ k: 'w', gen: generation });
     expect(rejoined.claims!['t']).toBeGreaterThan(end);
+    // Another lost ticket in the same cache lifetime: its join alone.
+    const again = await r.request(lost);
+    expect(again.line.reason).toBe('ticket_from_lost_state');
+    expect(r.store.calls).toBe(calls + 3);
+    expect(again.claims!['t']).toBeGreaterThan(rejoined.claims!['t'] as number);
     // The block still serves the next new visitor.
     const next = await r.request();
     expect(next.line.block).toBe('handed');

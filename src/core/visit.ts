@@ -908,7 +908,9 @@ async function visitWith(ctx: HandlerContext, trace: Trace, takeTicket: boolean,
       trace.ticket = token.t;
       return { kind: 'prequeue', ticket: token.t, cookie: await waitingCookie(ctx, token.t, joined, nowMs, undefined, tokenEra(token)) };
     }
-    const polled = await pollState(ctx, trace, nowMs);
+    let polled = await pollState(ctx, trace, nowMs);
+    // Another era than the POP's cached state: the cache may be the older one; the store says.
+    if (polled.ok && trace.cache === 'hit' && !ofEra(token, polled.value)) polled = await recheckEra(ctx, trace, nowMs);
     if (!polled.ok) {
       trace.ticket = token.t;
       // The outage is not the visitor's fault: keep the ticket alive while it lasts.
@@ -935,6 +937,38 @@ async function visitWith(ctx: HandlerContext, trace: Trace, takeTicket: boolean,
   }
   if (!takeTicket) return { kind: 'none' };
   return newVisit(ctx, trace, nowMs);
+}
+
+/** Whether a ticket belongs to a state's era: its generation (isForeign's rule) and its reset epoch. */
+function ofEra(token: TokenClaims, state: QueueState): boolean {
+  return !isForeign(token.gen, state) && (token.g ?? 0) === state.epoch;
+}
+
+/**
+ * A ticket of another era than the state this POP cached. The cache may be the older of the two: a
+ * ticket another POP or instance took after a reset or a lost state that this cache, up to a
+ * lifetime old, has not seen yet (with several databases, after one of them was flushed); judged
+ * on it, the ticket would look lost and its holder would be sent to the back. Only the store can
+ * say, and its answer replaces the cached state. Asked at most once per cache lifetime at this
+ * POP, whatever the number of such tickets, so a lost generation's tickets coming back, or one
+ * replayed in a flood, cost no more than a cache miss; a failure is the store's outage as a poll's.
+ */
+async function recheckEra(ctx: HandlerContext, trace: Trace, nowMs: number): Promise<StoreOutcome<QueueState>> {
+  const { config, store, cache, queue, cacheKey, storeCall } = ctx;
+  try {
+    const { value } = await cache.getOrLoad(`${cacheKey}:era`, config.stateCacheSeconds, async () => {
+      const outcome = await storeCall(trace, () => store.poll(queue, nowMs, ctx.statePolicy()));
+      if (!outcome.ok) throw new StoreUnavailable(outcome);
+      observeState(ctx.blockScope, outcome.value);
+      await keepState(ctx, outcome.value);
+      return outcome.value;
+    });
+    trace.reason = 'era_rechecked';
+    return { ok: true, value, ms: trace.storeMs ?? 0 };
+  } catch (error) {
+    if (error instanceof StoreUnavailable && !error.outcome.ok) return error.outcome;
+    return { ok: false, reason: 'error', message: `era recheck: ${describeError(error)}`, ms: 0 };
+  }
 }
 
 /** Programs get JSON: a path configured for it, or a client that accepts JSON but not HTML. */

@@ -53,10 +53,11 @@ export function parseRawResponse(data: Buffer, closed: boolean): RawResponse {
 /**
  * Sends `bytes` (a string is sent as latin1, byte for byte) and reads until the server closes the
  * connection or `timeoutMs` passes. Well-formed requests should carry `Connection: close`.
+ * `localAddress`: the loopback address it comes from (a client of its own to the server).
  */
-export function sendRaw(port: number, bytes: string | Buffer, timeoutMs = 3000): Promise<RawResponse> {
+export function sendRaw(port: number, bytes: string | Buffer, timeoutMs = 3000, localAddress?: string): Promise<RawResponse> {
   return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
+    const socket = connect({ port, host: '127.0.0.1', ...(localAddress !== undefined && { localAddress }) });
     const chunks: Buffer[] = [];
     let done = false;
     const finish = (closed: boolean) => {
