@@ -1,11 +1,13 @@
 /**
  * A store that forgets one key. An evicting database (Upstash's eviction, when an operator turns it
- * on, drops keys one at a time at random, TTL-less ones too) can take a queue's `active` or
- * `reserved` set and leave its ctl hash, with the book that counts what those sets held. Nothing
- * stored would ever lapse again, so capacity mode's max_active would hold the room shut for as long
- * as the book lived. Run on the real scripts (a real redis-server, through the Upstash bridge and
- * through ioredis), with the key taken away as eviction would: the line moves again within two
- * minutes' points, and the recount costs nothing while the room is not stuck.
+ * on, drops whole keys at random, TTL-less ones too) can take a queue's `active` or `reserved` set
+ * and leave its ctl hash, with the book that counts what those sets held. Nothing stored would ever
+ * lapse again, so capacity mode's max_active would hold the room shut for as long as the book
+ * lived. Or it can take the random method's draw set (`waiting`), whose count ctl keeps too: a draw
+ * by rank then found no member and every script that ran the step failed. Run on the real scripts
+ * (a real redis-server, through the Upstash bridge and through ioredis), with the key taken away as
+ * eviction would: the line moves again within two minutes' points (the next step, for the draw),
+ * and the recount costs nothing while the room is not stuck.
  */
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
@@ -42,7 +44,7 @@ describe.each(['upstash', 'redis'] as const)('a store that forgets one key, %s s
     const prefix = `wr-forget-${kind}-${Math.random().toString(36).slice(2, 8)}`;
     return { store: kind === 'redis' ? stores.redis(prefix) : stores.upstash(prefix), prefix };
   };
-  const evict = async (prefix: string, set: 'active' | 'reserved'): Promise<void> => {
+  const evict = async (prefix: string, set: 'active' | 'reserved' | 'waiting'): Promise<void> => {
     expect(await stores.connection().del(`${prefix}:{${Q}}:${set}`)).toBe(1);
   };
   /** Polls every 10 s from `from` until `done` holds; the state it held at, and when. */
@@ -87,6 +89,33 @@ describe.each(['upstash', 'redis'] as const)('a store that forgets one key, %s s
     expect(at - T0).toBeLessThanOrEqual(180_000);
     // 3's slot and 6's reservation: 2, with room for one more.
     expect(state.active).toBe(2);
+  });
+
+  it('random method, with `waiting` gone: no script fails, the lost visitors rejoin the draw, and each period draws its count from those present', async () => {
+    const { store, prefix } = fresh();
+    const random: AdmissionPolicy = { ...CAPACITY, auto: { count: 3, periodMs: 10_000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, method: 'random', presenceMs: 30_000, seed: 7 };
+    const period = Math.ceil(T0 / 10_000) * 10_000;
+    const old: number[] = [];
+    for (let i = 0; i < 20; i++) old.push((await store.join(Q, period - 20_000 + i, random)).ticket);
+    await evict(prefix, 'waiting');
+    // ctl still counts 20 in the draw; the set is empty. Each old visitor is unknown now, and rejoins.
+    const again: number[] = [];
+    let before = 0;
+    for (const [i, t] of old.entries()) {
+      const drawn = await store.draw(Q, t, period - 5_000 + i, random, 15_000);
+      expect(drawn.outcome).toBe('unknown');
+      const joined = await store.join(Q, period - 5_000 + i, random);
+      again.push(joined.ticket);
+      before = joined.cursor;
+    }
+    // The period's step draws 3 of the 20 present (before the fix, a draw by rank found no member
+    // where ctl's count said there was one, and every script that ran the step failed).
+    const stepped = await store.poll(Q, period + 1, random);
+    expect(stepped.cursor - before).toBe(3);
+    expect(stepped.waiting).toBe(17);
+    const outcomes = await Promise.all(again.map((t, i) => store.draw(Q, t, period + 2 + i, random, 20_000)));
+    expect(outcomes.filter((d) => d.outcome === 'drawn')).toHaveLength(3);
+    expect(outcomes.filter((d) => d.outcome === 'waiting')).toHaveLength(17);
   });
 
   it('a full room that moved since the last point is not counted again; one that did not pays two commands at its point, and nothing changes', async () => {

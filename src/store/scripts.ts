@@ -1141,19 +1141,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'a572c1bdff18eb55088f3f7a470086f83f9661bd';
-export const POLL_SHA1 = '941c059dd42ca42827c37e6f0f49901a4f93b5a4';
-export const CLAIM_SHA1 = 'b6b374a81a5177ea4c3a77b79ae1b668046d4f35';
-export const TOUCH_SHA1 = '42c69de9e69af962345664afeacbbd7f429dab62';
-export const LEAVE_SHA1 = 'f57adfd60cb1e82f02e40d12ff0e98869c0f37f7';
-export const ADMIT_SHA1 = '5563f012f6a3ad51c5fc1121c7306501f5429d1b';
-export const CONTROL_SHA1 = '75eed09d3661fe2efd3f5760b746e2ae9575a2af';
-export const STATS_SHA1 = '2d6b67e302fc18a621c6891627c3871feaabc92c';
+export const JOIN_SHA1 = 'bf306702e7158345b41c1484add72a80354c947b';
+export const POLL_SHA1 = '8eecacd1fdec2f9fb9a2ac595d8cdbae74478a8d';
+export const CLAIM_SHA1 = '581a543ddfff27bd2daa117bdf84930c92a33540';
+export const TOUCH_SHA1 = 'c56fd161ad8f3427e1f36412268d1c726df6aadc';
+export const LEAVE_SHA1 = '48c8e70d11b03210466307a694f12f77e0f61527';
+export const ADMIT_SHA1 = '21b45c7d7bc15815a28a577cee10904eda53d24d';
+export const CONTROL_SHA1 = '0f5eeb7686c719e6b14da4a0e1ed0a51fec127b5';
+export const STATS_SHA1 = 'c58626a8a1beed225f2e02ed71aa598492691d35';
 export const PEEK_SHA1 = 'b4327ba7409611bdc65927a506d622ceb6ec4ebb';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '7456e2ad5d1b853f1c25b329ea4174690ef0faf9';
-export const RESET_SHA1 = '886bd94b3f11c63f75abf79abaaedebdfaced68c';
+export const DRAW_SHA1 = '99a859bc94b3427d062d870851df19ee71d1cd83';
+export const RESET_SHA1 = 'f0555059e45fa86584aeb6f6d4db82663c66e9d0';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';

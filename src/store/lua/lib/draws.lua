@@ -54,6 +54,17 @@ local function draw_tickets(cursor, n)
     local run = redis.call('ZRANGE', K_WAITING, first, last)
     for x = j, e do
       local m = run[taken[x] - first + 1]
+      if not m then
+        -- The set holds fewer than ctl's count says: a store that forgot the key (an evicting
+        -- database) while ctl stayed. The count is read from the set (one command, only then), and
+        -- the draw starts again on it: nothing was written yet.
+        for _, d in ipairs(members) do DRAWN_NOW[d] = nil end
+        local p = presence()
+        p.n = redis.call('ZCARD', K_WAITING)
+        if p.n <= 0 then p.bound = nil end
+        p.dirty = true
+        return draw_tickets(cursor, n)
+      end
       members[#members + 1] = m
       DRAWN_NOW[m] = true
       reserve[#reserve + 1] = OPERATOR_DRAW and fmt(NOW + RESERVATION_MS - 1) .. '.5' or fmt(NOW + RESERVATION_MS)
