@@ -26,26 +26,23 @@ function testWorkers(): number {
  * The files that take longest (seconds on the idle 2-core machine, `.ci/run` of 29 November), started
  * first. Vitest starts files in the order of their last run's times, but a clean checkout (CI's) has
  * none and goes by file size: e2e-wasm, 330 s, then started 8 minutes in and ran on alone at the end
- * (17 minutes where the work, shared by two workers, is 14). The order also keeps the two wasm files
- * off the browser files: e2e-wasm beside Chromium's first file took 420 s, and a 1-s store call of
- * its ran out once. So e2e-wasm first, the other worker taking the long files that need neither, then
- * e2e-wasm-fresh, then the browser files. A file not listed follows, in vitest's own order; a list a
- * little out of date costs only a little.
+ * (17 minutes where the work, shared by two workers, is 14). A file not listed follows, in vitest's
+ * own order; a list a little out of date costs only a little.
  */
 const LONGEST_FIRST = [
   'e2e-wasm', // 327
-  'store-contract', // 142
-  'e2e-node', // 81
-  'adaptive-e2e', // 76
-  'store-hostile', // 52
-  'e2e-wasm-fresh', // 78
-  'capacity-sim', // 50
   'browser-states', // 193
+  'store-contract', // 142
   'browser', // 124
+  'e2e-node', // 81
+  'e2e-wasm-fresh', // 78
+  'adaptive-e2e', // 76
+  'adaptive-settle', // about 85
+  'browser-console', // 62
+  'store-hostile', // 52
+  'capacity-sim', // 50
   'adaptive-store', // 44
   'reuse-engine', // 44
-  'browser-console', // 62
-  'adaptive-settle', // about 85
   'e2e-ticket-blocks', // 36
 ];
 
