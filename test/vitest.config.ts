@@ -2,7 +2,6 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { defineConfig } from 'vitest/config';
-import { BaseSequencer, type TestSpecification } from 'vitest/node';
 // @ts-expect-error: a build script in plain JavaScript, without declarations.
 import { UPSTASH_HTTP_SPECIFIER, upstashHttpChunk } from '../src/node/upstash-chunk.mjs';
 
@@ -20,41 +19,6 @@ function testWorkers(): number {
   const busy = busyCores(500);
   if (busy !== undefined) return busy < Math.max(1, cores / 2) ? 2 : 1;
   return (loadavg()[0] ?? 0) < cores ? 2 : 1;
-}
-
-/**
- * The files that take longest (seconds on the idle 2-core machine, `.ci/run` of 29 November), started
- * first. Vitest starts files in the order of their last run's times, but a clean checkout (CI's) has
- * none and goes by file size: e2e-wasm, 330 s, then started 8 minutes in and ran on alone at the end
- * (17 minutes where the work, shared by two workers, is 14). A file not listed follows, in vitest's
- * own order; a list a little out of date costs only a little.
- */
-const LONGEST_FIRST = [
-  'e2e-wasm', // 327
-  'browser-states', // 193
-  'store-contract', // 142
-  'browser', // 124
-  'e2e-node', // 81
-  'e2e-wasm-fresh', // 78
-  'adaptive-e2e', // 76
-  'adaptive-settle', // about 85
-  'browser-console', // 62
-  'store-hostile', // 52
-  'capacity-sim', // 50
-  'adaptive-store', // 44
-  'reuse-engine', // 44
-  'e2e-ticket-blocks', // 36
-];
-
-class LongestFirst extends BaseSequencer {
-  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const rank = (file: TestSpecification): number => {
-      const i = LONGEST_FIRST.findIndex((name) => file.moduleId.endsWith(`/test/${name}.test.ts`));
-      return i < 0 ? LONGEST_FIRST.length : i;
-    };
-    // Array.prototype.sort is stable: the files not listed keep vitest's order.
-    return [...(await super.sort(files))].sort((a, b) => rank(a) - rank(b));
-  }
 }
 
 /** How many cores' worth of CPU time went to anything but idle over `ms`, or undefined off Linux. */
@@ -116,12 +80,11 @@ export default defineConfig({
     pool: 'forks',
     // Two files at a time on a machine that is otherwise quiet: most of the suite waits on real
     // servers, hosts and browsers, so on the 2-core machine two workers take 12-13 minutes where one
-    // took 19 (vitest's default is cores - 1, one here); the longest files start first
-    // (LongestFirst). On a machine already busy when the run starts, one: two workers and two other
-    // busy processes left a store call past its 1-s test timeout once. WR_TEST_WORKERS sets it
-    // (docs/tests.md).
+    // took 19 (vitest's default is cores - 1, one here); the longest files start first (vitest
+    // orders by their last time). On a machine already busy when the run starts, one: two workers
+    // and two other busy processes left a store call past its 1-s test timeout once. WR_TEST_WORKERS
+    // sets it (docs/tests.md).
     maxWorkers: testWorkers(),
-    sequence: { sequencer: LongestFirst },
     reporters: ['default', 'json'],
     outputFile: { json: 'test/.artifacts/results.json' },
   },
