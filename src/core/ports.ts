@@ -215,10 +215,10 @@ export interface JoinResult extends QueueState {
   readonly block?: TicketRange;
 }
 
-/** Ticket numbers from..to, inclusive. */
 /** What `peek` reads: tail and cursor, and the reported holes above the cursor (absent: none). */
 export type QueuePeek = Pick<QueueState, 'tail' | 'cursor' | 'holes'>;
 
+/** Ticket numbers from..to, inclusive. */
 export interface TicketRange {
   readonly from: number;
   readonly to: number;

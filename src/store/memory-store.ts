@@ -644,10 +644,9 @@ export class MemoryQueueStore implements QueueStore {
     // Reads without creating an entry, as GET does not create a key.
     const state = this.#queues.get(queue);
     const peeked = { tail: state?.tail ?? 0, cursor: state?.cursor ?? 0 };
-    // Mirrors the peek script: the stored holes of this epoch and generation above the cursor.
-    const stored = state?.holes;
-    if (state === undefined || stored === undefined || stored.epoch !== state.epoch || stored.generation !== state.generation) return peeked;
-    const holes = stored.ranges.filter(([, to]) => to > peeked.cursor).map(([from, to]) => ({ from: Math.max(from, peeked.cursor + 1), to }));
+    // Mirrors the peek script: the stored holes of this epoch and generation above the cursor,
+    // whatever the method (it is given none).
+    const holes = state === undefined ? [] : reportedHoles({ q: state, random: false });
     return holes.length > 0 ? { ...peeked, holes } : peeked;
   }
 
@@ -979,10 +978,7 @@ function recordCalls(q: MemoryQueue, nowMs: number, from: number, to: number, la
 function readState(r: Run): QueueState {
   const { q, p, e, random } = r;
   const nowMs = p.nowMs;
-  // Mirrors holes_text: the reported holes above the cursor.
-  const holes = holesOf(r)
-    .filter(([, to]) => to > q.cursor)
-    .map(([from, to]): TicketRange => ({ from: Math.max(from, q.cursor + 1), to }));
+  const holes = reportedHoles(r);
   const callEntries = random || isCapacity(e);
   const figures = callEntries ? { active: countAfter(q.active, nowMs) + countAfter(q.reserved, nowMs), ...admittedCounts(q, nowMs) } : undefined;
   const { minute, five } = figures ?? calledCounts(q, nowMs);
@@ -1380,9 +1376,17 @@ function callIntoRoom(r: Run): void {
 }
 
 /** Mirrors `holes`: the stored holes when they are of this epoch and generation (FIFO only). */
-function holesOf({ q, random }: Run): [number, number][] {
+function holesOf({ q, random }: Pick<Run, 'q' | 'random'>): [number, number][] {
   if (random || q.holes === undefined || q.holes.epoch !== q.epoch || q.holes.generation !== q.generation) return [];
   return q.holes.ranges;
+}
+
+/** Mirrors `holes_text`: the reported holes above the cursor, as a state (or a peek) reports them. */
+function reportedHoles(r: Pick<Run, 'q' | 'random'>): TicketRange[] {
+  const { cursor } = r.q;
+  return holesOf(r)
+    .filter(([, to]) => to > cursor)
+    .map(([from, to]) => ({ from: Math.max(from, cursor + 1), to }));
 }
 
 /** Mirrors `holes_above`: the holes among the numbers above `cursor`. */

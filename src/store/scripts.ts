@@ -1141,19 +1141,19 @@ const LUA_FRAGMENTS: Readonly<Record<string, string>> = {
 
 const lua = (text: string): string => composeLua(text, LUA_FRAGMENTS, LUA_CONSTANTS);
 
-export const JOIN_SHA1 = 'bf306702e7158345b41c1484add72a80354c947b';
-export const POLL_SHA1 = '8eecacd1fdec2f9fb9a2ac595d8cdbae74478a8d';
-export const CLAIM_SHA1 = '581a543ddfff27bd2daa117bdf84930c92a33540';
-export const TOUCH_SHA1 = 'c56fd161ad8f3427e1f36412268d1c726df6aadc';
-export const LEAVE_SHA1 = '48c8e70d11b03210466307a694f12f77e0f61527';
-export const ADMIT_SHA1 = '21b45c7d7bc15815a28a577cee10904eda53d24d';
-export const CONTROL_SHA1 = '0f5eeb7686c719e6b14da4a0e1ed0a51fec127b5';
-export const STATS_SHA1 = 'c58626a8a1beed225f2e02ed71aa598492691d35';
+export const JOIN_SHA1 = 'f66aab53c1bc996dd60f538dd5fd8a68bf21be95';
+export const POLL_SHA1 = '77ad4bc23bc9a4ea5660794ee45e96fe0e45779f';
+export const CLAIM_SHA1 = '82716785660233c60195e95ac459ff4f04258c46';
+export const TOUCH_SHA1 = 'def50c83273bfa32e41abf43b3b785665a3304bc';
+export const LEAVE_SHA1 = '0ef5858de1c2fcf4e4a6484fd9559f40c4168c0e';
+export const ADMIT_SHA1 = '060ce0f1d446909cbc807b83f1a6bddd86a4fe35';
+export const CONTROL_SHA1 = '4e3ebad0e04707b4b9551339df5179d42ceb5a5a';
+export const STATS_SHA1 = '0c25403b60681428d3b827b5f3cc2cc084fdf9d1';
 export const PEEK_SHA1 = 'b4327ba7409611bdc65927a506d622ceb6ec4ebb';
 export const CREATE_VIP_SHA1 = '9ac8933ef2b110728118240c231af09b377db470';
 export const USE_VIP_SHA1 = '512ff4ccf1962982ba759a2c32693f4d8079b512';
-export const DRAW_SHA1 = '99a859bc94b3427d062d870851df19ee71d1cd83';
-export const RESET_SHA1 = 'f0555059e45fa86584aeb6f6d4db82663c66e9d0';
+export const DRAW_SHA1 = '0cfac75251ea6f534acd0d79fbae76e93ba4e59b';
+export const RESET_SHA1 = 'f6568bdc247887f7d0a81cc7b05f3483802a118e';
 export const HISTORY_SHA1 = '74b9f219314fecc0d2e3d98f8816b99a317cb81e';
 export const RECORD_SHA1 = '12440bc37cf49fc6fb957dc60c6c73c6624963f7';
 export const AUDIT_APPEND_SHA1 = '41efef0b4f4b57613ac96c7fb2a1b2336cceb3d8';

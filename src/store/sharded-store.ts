@@ -224,7 +224,7 @@ export class ShardedStore implements QueueStore {
         continue;
       }
       try {
-        const result = await store.admit(queue, Math.max(0, ask), nowMs, this.#policyOf(policy, shard, nowMs), idempotencyKey === undefined ? undefined : shardKey(idempotencyKey, shard));
+        const result = await store.admit(queue, ask, nowMs, this.#policyOf(policy, shard, nowMs), idempotencyKey === undefined ? undefined : shardKey(idempotencyKey, shard));
         states.push(result);
         calls += 1;
         if (result.replayed) replays += 1;
@@ -325,11 +325,8 @@ export class ShardedStore implements QueueStore {
   async peek(queue: string): Promise<QueuePeek> {
     if (this.#shards.length === 1) return this.#shards[0]!.peek(queue);
     const all = await this.#everywhere('peek', (store) => store.peek(queue));
-    const tail = all.reduce((a, p) => a + p.tail, 0);
-    const cursor = all.reduce((a, p) => a + p.cursor, 0);
-    // As in mergeStates: the databases' holes are one range just above the summed cursor.
-    const holes = all.reduce((a, p) => a + holesBetween(p, p.cursor, p.tail), 0);
-    return { tail, cursor, ...(holes > 0 && { holes: [{ from: cursor + 1, to: cursor + holes }] }) };
+    const cursor = sum(all.map((p) => p.cursor));
+    return { tail: sum(all.map((p) => p.tail)), cursor, ...summedHoles(all, cursor) };
   }
 
   createVips(queue: string, codeHashes: readonly string[], code: VipCode, nowMs: number): Promise<boolean[]> {
@@ -352,6 +349,15 @@ export class ShardedStore implements QueueStore {
 const sum = (values: readonly number[]): number => values.reduce((a, b) => a + b, 0);
 
 /**
+ * The databases' holes (ticket blocks' numbers nobody holds, above each one's cursor) as one range
+ * just above their summed cursor, as many numbers as theirs: what a summed state or peek reports.
+ */
+function summedHoles(parts: readonly QueuePeek[], cursor: number): Pick<QueuePeek, 'holes'> {
+  const holes = sum(parts.map((p) => holesBetween(p, p.cursor, p.tail)));
+  return holes > 0 ? { holes: [{ from: cursor + 1, to: cursor + holes }] } : {};
+}
+
+/**
  * The queue's state from its databases' states: counts summed (so `tail - cursor` is everyone
  * waiting), the controls as any database has them (they are set on all), the epoch and generation
  * of the first (the admin's reset carries the epoch it read: the same on every database a reset
@@ -364,11 +370,10 @@ export function mergeStates(states: readonly QueueState[]): QueueState {
   const admitPerPeriod = states.every((s) => s.admitPerPeriod !== undefined) ? sum(states.map((s) => s.admitPerPeriod!)) : undefined;
   const held = states.find((s) => s.switch !== undefined)?.switch;
   const cursor = sum(states.map((s) => s.cursor));
-  const holes = sum(states.map((s) => holesBetween(s, s.cursor, s.tail)));
   return {
     tail: sum(states.map((s) => s.tail)),
     cursor,
-    ...(holes > 0 && { holes: [{ from: cursor + 1, to: cursor + holes }] }),
+    ...summedHoles(states, cursor),
     paused: states.some((s) => s.paused),
     ...(held !== undefined && { switch: held }),
     ...(states.some((s) => s.recovering === true) && { recovering: true as const }),

@@ -301,9 +301,7 @@ export class UpstashQueueStore implements QueueStore {
     const keys = buildQueueKeys(this.#prefix, queue);
     const reply = parseReply(PEEK, await this.#run(PEEK, [keys.ctl], []), 3, 2);
     const peeked = { tail: reply.int(0), cursor: reply.int(1) };
-    const holes = reply.holes();
-    // The script reports only holes above the cursor.
-    if (holes.length > 0 && holes[0]!.from <= peeked.cursor) throw new StoreReplyError(PEEK.name, reply.raw);
+    const holes = holesAbove(PEEK, reply, peeked.cursor);
     return holes.length > 0 ? { ...peeked, holes } : peeked;
   }
 
@@ -463,10 +461,15 @@ function toState(script: StoreScript, r: Reply): QueueState {
     epoch: r.int(11),
     generation: r.int(12),
   };
-  const holes = r.holes();
-  // The script reports only holes above the cursor (holes_text): anything else is not what it sends.
-  if (holes.length > 0 && holes[0]!.from <= state.cursor) throw new StoreReplyError(script.name, r.raw);
+  const holes = holesAbove(script, r, state.cursor);
   return checkFigures(script, r, holes.length > 0 ? { ...state, holes } : state);
+}
+
+/** A reply's holes, which the script reports only above the cursor (holes_text): anything else is not what it sends. */
+function holesAbove(script: StoreScript, r: Reply, cursor: number): TicketRange[] {
+  const holes = r.holes();
+  if (holes.length > 0 && holes[0]!.from <= cursor) throw new StoreReplyError(script.name, r.raw);
+  return holes;
 }
 
 function checkFigures(script: StoreScript, r: Reply, state: QueueState): QueueState {

@@ -59,10 +59,7 @@ local function draw_tickets(cursor, n)
         -- database) while ctl stayed. The count is read from the set (one command, only then), and
         -- the draw starts again on it: nothing was written yet.
         for _, d in ipairs(members) do DRAWN_NOW[d] = nil end
-        local p = presence()
-        p.n = redis.call('ZCARD', K_WAITING)
-        if p.n <= 0 then p.bound = nil end
-        p.dirty = true
+        presence_add(redis.call('ZCARD', K_WAITING) - stored)
         return draw_tickets(cursor, n)
       end
       members[#members + 1] = m

@@ -59,12 +59,10 @@ local function recount_if_stuck(state, waiting)
   if not stuck or GEN_READ_ONLY or not load_book() then return end
   local stored = redis.call('ZCARD', K_RESERVED) + redis.call('ZCOUNT', K_ACTIVE, 0, '+inf')
   if stored == BOOK.slots then return end
-  BOOK.slots = stored
-  if stored <= 0 then BOOK.lapse = {} end
+  book_slots(stored - BOOK.slots)
   -- The windows counted the lost reservations (and a lost set's arrivals): read both again.
   for _, w in ipairs(BOOK.w) do w.stale = true end
   refill_stale()
-  BOOK_DIRTY = true
   state[6], state[7], state[8] = BOOK.slots, math.max(0, BOOK.w[1].count), math.max(0, BOOK.w[2].count)
 end
 local function record_history(state)
