@@ -17,55 +17,27 @@
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Redis } from '@upstash/redis';
-import { Redis as IORedis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/core/config';
 import { admissionPolicy } from '../src/core/context';
 import type { AdmissionPolicy, QueueStore } from '../src/core/ports';
 import { createService } from '../src/core/service';
-import { startUpstashBridge } from '../src/node/upstash-bridge';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { ShardedStore } from '../src/store/sharded-store';
-import { UpstashQueueStore, createUpstashClientOptions } from '../src/store/upstash-store';
+import { UpstashQueueStore } from '../src/store/upstash-store';
 import { commandCalls } from './support/command-stats';
 import { PROJECT_ROOT } from './support/compute-host';
 import { ADMIN_PASSWORD, API_TOKEN, BASE_SECRETS, BASE_SETTINGS, ManualClock, MemoryLogger, RecordingOrigin, source } from './support/fixtures';
 import { table } from './support/markdown-table';
-import { startRedisServer, type RedisServer } from './support/redis-server';
+import { useUpstashDatabases } from './support/upstash-databases';
 
 const QUEUE = 'default';
 /** The start of a minute and of a 60-s period: every measured call below falls in the one after it. */
 const T0 = Date.UTC(2026, 10, 29, 6, 0, 0);
 const SIZES = [1, 2, 3] as const;
 
-interface Database {
-  server: RedisServer;
-  bridge: Awaited<ReturnType<typeof startUpstashBridge>>;
-  client: Redis;
-  direct: IORedis;
-}
-
-const databases: Database[] = [];
-const token = `test-token-${randomUUID()}`;
-
-beforeAll(async () => {
-  for (let i = 0; i < 3; i++) {
-    const server = await startRedisServer();
-    const bridge = await startUpstashBridge({ redisUrl: server.url, token });
-    const client = new Redis({ ...createUpstashClientOptions({ url: bridge.url, token }), retry: false });
-    databases.push({ server, bridge, client, direct: new IORedis(server.url) });
-  }
-}, 60_000);
-
-afterAll(async () => {
-  for (const d of databases) {
-    d.direct.disconnect();
-    await d.bridge.close();
-    await d.server.stop();
-  }
-});
+const databases = useUpstashDatabases(3);
 
 /** The store of a queue over the first `n` databases, under a key prefix of its own (a fresh state). */
 function storeOver(n: number): QueueStore {

@@ -65,7 +65,8 @@ function refusedForMemory(error: unknown): boolean {
  * still to get a ticket at the end, the most live slots seen, the queue keys seen gone from one
  * second to the next, Redis's evictions and the refused calls.
  */
-async function runSale(store: QueueStore, policy: AdmissionPolicy, prefix: string, random: boolean) {
+async function runSale(store: QueueStore, policy: AdmissionPolicy, prefix: string) {
+  const random = policy.method === 'random';
   const keys = ['ctl', 'active', 'reserved', 'waiting'].map((k) => `${prefix}:{${Q}}:${k}`);
   const lost = new Map<string, number>();
   let present = new Set<string>();
@@ -139,14 +140,18 @@ async function runSale(store: QueueStore, policy: AdmissionPolicy, prefix: strin
   return { letIn, left: waiting.length + toJoin.length, mostSlots, lost: Object.fromEntries(lost), evicted, refused };
 }
 
+/** A queue under `prefix` whose state exists, memory capped just above it, then the sale. */
+async function saleOn(prefix: string, policy: AdmissionPolicy): ReturnType<typeof runSale> {
+  const store = createRedisQueueStore({ redis: direct, keyPrefix: prefix });
+  await store.poll(Q, T0 - 1_000, policy);
+  await tighten();
+  return runSale(store, policy, prefix);
+}
+
 describe('a sale on a database that evicts keys at random (allkeys-random, maxmemory)', () => {
   it('capacity mode: no call fails but for the full database\'s refusals, never more than max_active slots, and everyone is let in once the evictions stop', async () => {
-    const prefix = 'evict-capacity';
-    const store = createRedisQueueStore({ redis: direct, keyPrefix: prefix });
     const policy: AdmissionPolicy = { auto: { count: 0, periodMs: 1_000 }, thresholds: { maxActive: 10, maxNewPerMinute: 0 }, sessionMs: 30_000, reservationMs: 10_000 };
-    await store.poll(Q, T0 - 1_000, policy);
-    await tighten();
-    const result = await runSale(store, policy, prefix, false);
+    const result = await saleOn('evict-capacity', policy);
     console.log(`capacity: ${JSON.stringify(result)}`);
     expect(result.evicted).toBeGreaterThan(0);
     expect(result.mostSlots).toBeLessThanOrEqual(10);
@@ -157,12 +162,8 @@ describe('a sale on a database that evicts keys at random (allkeys-random, maxme
   it('random method: no call fails but for the full database\'s refusals, and everyone is drawn once the evictions stop', async () => {
     await direct.config('SET', 'maxmemory', '0');
     await direct.flushall();
-    const prefix = 'evict-random';
-    const store = createRedisQueueStore({ redis: direct, keyPrefix: prefix });
     const policy: AdmissionPolicy = { auto: { count: 2, periodMs: 10_000 }, thresholds: { maxActive: 0, maxNewPerMinute: 0 }, sessionMs: 600_000, reservationMs: 10_000, method: 'random', presenceMs: 30_000, seed: 11 };
-    await store.poll(Q, T0 - 1_000, policy);
-    await tighten();
-    const result = await runSale(store, policy, prefix, true);
+    const result = await saleOn('evict-random', policy);
     console.log(`random: ${JSON.stringify(result)}`);
     expect(result.evicted).toBeGreaterThan(0);
     expect(result.left).toBe(0);

@@ -6,9 +6,7 @@
  * service (the visitor's database in its token, a database down never a 5xx, config errors).
  */
 import { randomUUID } from 'node:crypto';
-import { Redis } from '@upstash/redis';
-import { Redis as IORedis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig, parseSecrets, upstashShardProblems } from '../src/core/config';
 import { adminFigures } from '../src/core/admin-view';
 import { admissionPolicy } from '../src/core/context';
@@ -17,43 +15,17 @@ import { rememberControls } from '../src/core/remembered-controls';
 import { createService } from '../src/core/service';
 import { signToken, parseKeyRing } from '../src/core/tokens';
 import { waitingOf } from '../src/core/types';
-import { startUpstashBridge } from '../src/node/upstash-bridge';
 import { MemoryFailureLimiter } from '../src/platform/memory-limiter';
 import { MemoryStateCache } from '../src/platform/memory-cache';
 import { ShardedStore, evenShare, proportionalShares, shardKey } from '../src/store/sharded-store';
-import { UpstashQueueStore, createUpstashClientOptions } from '../src/store/upstash-store';
+import { UpstashQueueStore } from '../src/store/upstash-store';
 import { API_TOKEN, BASE_SECRETS, BASE_SETTINGS, KEY_1, ManualClock, MemoryLogger, RecordingOrigin, cookieFrom, payloadOf, source } from './support/fixtures';
-import { startRedisServer, type RedisServer } from './support/redis-server';
+import { useUpstashDatabases } from './support/upstash-databases';
 
 const QUEUE = 'default';
 const T0 = Date.UTC(2026, 10, 29, 4, 0, 0);
 
-interface Database {
-  server: RedisServer;
-  bridge: Awaited<ReturnType<typeof startUpstashBridge>>;
-  client: Redis;
-  direct: IORedis;
-}
-
-const databases: Database[] = [];
-const token = `test-token-${randomUUID()}`;
-
-beforeAll(async () => {
-  for (let i = 0; i < 2; i++) {
-    const server = await startRedisServer();
-    const bridge = await startUpstashBridge({ redisUrl: server.url, token });
-    const client = new Redis({ ...createUpstashClientOptions({ url: bridge.url, token }), retry: false });
-    databases.push({ server, bridge, client, direct: new IORedis(server.url) });
-  }
-}, 60_000);
-
-afterAll(async () => {
-  for (const d of databases) {
-    d.direct.disconnect();
-    await d.bridge.close();
-    await d.server.stop();
-  }
-});
+const databases = useUpstashDatabases(2);
 
 /** A ShardedStore over the two databases, under a prefix of its own. */
 function sharded(): { store: ShardedStore; parts: QueueStore[] } {
